@@ -1,0 +1,42 @@
+//! The private report a supervising helper sends back to the executor.
+//!
+//! When the executor runs a *supervisor* (the sandbox init) instead of the program itself, the
+//! supervisor's own exit status says little. The supervisor therefore writes one JSON
+//! [`ChildReport`] to the file descriptor [`CHILD_REPORT_FD`] it inherits, then exits; the
+//! executor reads it and reports the program's true status and resource usage.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::run_result::LimitKind;
+
+/// The descriptor number on which a supervisor finds its report pipe.
+pub const CHILD_REPORT_FD: i32 = 3;
+
+/// What a supervisor knows about the program it ran.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ChildReport {
+    /// The program's exit code, when it exited by itself.
+    pub exit_code: Option<i32>,
+    /// The signal number that ended the program, if one did.
+    pub signal: Option<i32>,
+    /// Resource usage of the program from `wait4`, when it was reaped.
+    pub rusage: Option<ChildRusage>,
+    /// Limits the supervisor saw hit (from cgroup counters or rlimit signals).
+    pub limits_hit: Vec<LimitKind>,
+    /// Peak memory of the whole tree, from the cgroup, when measured.
+    pub tree_peak_memory_bytes: Option<u64>,
+    /// Set when the supervisor could not start the program; the text says why and how to fix.
+    pub setup_error: Option<String>,
+}
+
+/// Resource usage of a reaped process, as `wait4` reports it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ChildRusage {
+    /// User CPU time in microseconds.
+    pub user_us: u64,
+    /// System CPU time in microseconds.
+    pub sys_us: u64,
+    /// Peak resident set size in bytes.
+    pub max_rss_bytes: u64,
+}

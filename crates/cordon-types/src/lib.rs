@@ -1,0 +1,31 @@
+//! The stable JSON contracts of cordon.
+//!
+//! Every document cordon prints with `--json`, stores, or serves carries a `schema` tag such as
+//! `cordon.run-result/v1` and is described here as a Rust type with a generated JSON Schema
+//! (committed under `schema/` at the repository root; a test fails when they drift apart).
+//!
+//! - [`RunResult`]: what happened when one program ran under `cordon run`.
+//! - [`ChildReport`]: the private message a supervising helper (the sandbox init) sends back
+//!   to the executor about the program it ran on its behalf.
+//! - [`SandboxSummary`]: which isolation held for a run, and by which mechanism.
+#![deny(missing_docs)]
+
+mod child_report;
+mod run_result;
+mod sandbox;
+mod tag;
+
+pub use child_report::{CHILD_REPORT_FD, ChildReport, ChildRusage};
+pub use run_result::{
+    CapturedOutput, Failure, FailureCategory, LeakReport, LimitKind, RUN_RESULT_SCHEMA,
+    ResourceUsage, RunResult, RunResultTag, RunStatus,
+};
+pub use sandbox::{Enforcement, EnforcementSummary, NetworkMode, SandboxSummary};
+
+/// The JSON Schema of a contract type, as committed under `schema/`.
+pub fn schema_json<T: schemars::JsonSchema>() -> String {
+    let schema = schemars::schema_for!(T);
+    let mut text = serde_json::to_string_pretty(&schema).expect("a schema serializes");
+    text.push('\n');
+    text
+}

@@ -1,0 +1,60 @@
+//! The `sandbox` section of a run result: which isolation held, by which mechanism.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Which isolation held for one run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxSummary {
+    /// Whether the program ran inside cordon's sandbox at all.
+    pub enabled: bool,
+    /// The Linux namespaces the program ran in (`user`, `mount`, `pid`, `net`, ...).
+    pub namespaces: Vec<String>,
+    /// The Landlock ABI version that was enforced, if any.
+    pub landlock_abi: Option<u32>,
+    /// Whether a seccomp filter was installed.
+    pub seccomp: bool,
+    /// The network the program could reach.
+    pub network: NetworkMode,
+    /// Which mechanism enforced each resource limit.
+    pub enforcement: EnforcementSummary,
+}
+
+/// The network a sandboxed program can reach.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum NetworkMode {
+    /// A private network namespace with only loopback.
+    None,
+    /// The host's network, unrestricted.
+    #[default]
+    Host,
+}
+
+/// Which mechanism enforced each limit.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EnforcementSummary {
+    /// How the memory limit was enforced.
+    pub memory: Enforcement,
+    /// How the process-count limit was enforced.
+    pub pids: Enforcement,
+    /// How the CPU-time limit was enforced.
+    pub cpu: Enforcement,
+}
+
+/// A mechanism that enforces a limit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Enforcement {
+    /// A cgroup v2 controller.
+    CgroupV2,
+    /// A cgroup v1 controller.
+    CgroupV1,
+    /// A per-process rlimit (weaker: per process, not per tree).
+    Rlimit,
+    /// Not enforced (no limit was asked for, or nothing could enforce it).
+    #[default]
+    None,
+}
