@@ -1,0 +1,88 @@
+//! [`GitError`]: what went wrong running git, with the command that was run.
+
+use std::path::PathBuf;
+
+/// A git operation failed.
+///
+/// `args` are the git arguments cordon chose (without the hardening options it always adds),
+/// so the message says which operation failed; `kind` says how.
+#[derive(Debug, thiserror::Error)]
+#[error("git {}: {kind}", args.join(" "))]
+pub struct GitError {
+    /// The arguments of the git invocation (after the hardening options).
+    pub args: Vec<String>,
+    /// What went wrong.
+    #[source]
+    pub kind: GitErrorKind,
+}
+
+impl GitError {
+    pub(crate) fn new(args: &[String], kind: GitErrorKind) -> Self {
+        GitError {
+            args: args.to_vec(),
+            kind,
+        }
+    }
+
+    /// The error of a patch operation, with the arguments of `git apply`.
+    pub(crate) fn patch(kind: GitErrorKind) -> Self {
+        GitError {
+            args: vec!["apply".to_owned()],
+            kind,
+        }
+    }
+}
+
+/// How a git operation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum GitErrorKind {
+    /// The `git` program could not be started (not installed, not on `PATH`).
+    #[error("could not run git")]
+    Spawn(#[source] std::io::Error),
+    /// git ran and exited unsuccessfully.
+    #[error("exited with {}: {}", code.map_or_else(|| "a signal".to_owned(), |c| format!("status {c}")), stderr.trim_end())]
+    Failed {
+        /// The exit code, `None` when git was killed by a signal.
+        code: Option<i32>,
+        /// What git wrote to standard error.
+        stderr: String,
+    },
+    /// git's output was not what cordon expected.
+    #[error("unexpected output: {0}")]
+    UnexpectedOutput(String),
+    /// A file operation around git failed.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file concerned.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The patch is larger than the limit.
+    #[error("the patch is {size} bytes, more than the limit of {limit} bytes")]
+    PatchTooLarge {
+        /// The size of the patch in bytes.
+        size: u64,
+        /// The limit in bytes.
+        limit: u64,
+    },
+    /// The patch could not be understood; nothing was changed.
+    #[error("malformed patch: {0}")]
+    PatchMalformed(String),
+    /// The patch touches a path it may not touch; nothing was changed.
+    #[error("patch refused: {path:?} {reason}")]
+    PatchRefused {
+        /// The offending path, as written in the patch.
+        path: String,
+        /// Why the path is refused.
+        reason: crate::patch::RefusalReason,
+    },
+    /// The patch does not apply to the workspace as it is; nothing was changed.
+    #[error("the patch does not apply: {}", stderr.trim_end())]
+    PatchDoesNotApply {
+        /// What `git apply --check` said.
+        stderr: String,
+    },
+}

@@ -1,0 +1,309 @@
+//! [`Repo`]: the user's repository, and the worktrees cordon adds to it.
+
+use std::path::{Path, PathBuf};
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::command::{GitCommand, GitContext, one_line};
+use crate::error::{GitError, GitErrorKind};
+use crate::worktree::Worktree;
+
+/// A full commit id (hexadecimal object name).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(transparent)]
+pub struct CommitId(String);
+
+impl CommitId {
+    /// A commit id from its hexadecimal text; `None` unless it is 40 or 64 hex digits.
+    pub fn parse(text: &str) -> Option<Self> {
+        let valid = matches!(text.len(), 40 | 64) && text.bytes().all(|b| b.is_ascii_hexdigit());
+        valid.then(|| CommitId(text.to_ascii_lowercase()))
+    }
+
+    /// The hexadecimal text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for CommitId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A repository named by the user.
+///
+/// Every operation runs with `--git-dir=<common dir>` and no work tree, so none of them reads
+/// or writes the user's checkout, index, `HEAD` or branches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Repo {
+    common_dir: PathBuf,
+    toplevel: Option<PathBuf>,
+}
+
+/// One entry of `git worktree list`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct WorktreeEntry {
+    /// The work tree's directory.
+    pub path: PathBuf,
+    /// The checked-out commit, if any.
+    pub head: Option<CommitId>,
+    /// The checked-out branch (`refs/heads/...`), if not detached.
+    pub branch: Option<String>,
+    /// Whether `HEAD` is detached.
+    pub detached: bool,
+    /// Whether this is the repository itself, bare.
+    pub bare: bool,
+    /// Whether git considers the entry stale (its directory is gone).
+    pub prunable: bool,
+}
+
+impl Repo {
+    /// Opens the repository containing `path`.
+    ///
+    /// `path` is canonicalized and trusted for git's `safe.directory` check: the user named it.
+    pub fn open(path: &Path) -> Result<Repo, GitError> {
+        let dir = std::fs::canonicalize(path).map_err(|source| {
+            GitError::new(
+                &["rev-parse".to_owned()],
+                GitErrorKind::Io {
+                    path: path.to_owned(),
+                    source,
+                },
+            )
+        })?;
+        let context = GitContext::Discover { dir };
+        let cmd = GitCommand::new(
+            &context,
+            [
+                "rev-parse",
+                "--path-format=absolute",
+                "--git-common-dir",
+                "--is-bare-repository",
+            ],
+        )
+        .read_only();
+        let out = cmd.run()?;
+        let text = String::from_utf8(out.stdout).map_err(|_| {
+            GitError::new(
+                &cmd.display_args(),
+                GitErrorKind::UnexpectedOutput("not UTF-8".to_owned()),
+            )
+        })?;
+        let lines: Vec<&str> = text.lines().collect();
+        let [common_dir, bare] = lines[..] else {
+            return Err(GitError::new(
+                &cmd.display_args(),
+                GitErrorKind::UnexpectedOutput(format!("expected two lines, got {text:?}")),
+            ));
+        };
+        let toplevel = if bare == "true" {
+            None
+        } else {
+            let cmd = GitCommand::new(&context, ["rev-parse", "--show-toplevel"]).read_only();
+            Some(PathBuf::from(one_line(
+                &cmd.display_args(),
+                &cmd.run()?.stdout,
+            )?))
+        };
+        Ok(Repo {
+            common_dir: PathBuf::from(common_dir),
+            toplevel,
+        })
+    }
+
+    /// A repository from its common git directory (as stored in a workspace record).
+    pub fn from_common_dir(common_dir: PathBuf) -> Repo {
+        Repo {
+            common_dir,
+            toplevel: None,
+        }
+    }
+
+    /// The common git directory (`.git` of the main checkout, or the bare repository).
+    pub fn common_dir(&self) -> &Path {
+        &self.common_dir
+    }
+
+    /// The top of the main checkout, when known and not bare.
+    pub fn toplevel(&self) -> Option<&Path> {
+        self.toplevel.as_deref()
+    }
+
+    fn context(&self) -> GitContext {
+        GitContext::GitDir {
+            git_dir: self.common_dir.clone(),
+        }
+    }
+
+    /// Resolves a revision (branch, tag, commit id, `HEAD~2`, ...) to a commit.
+    pub fn resolve_commit(&self, rev: &str) -> Result<CommitId, GitError> {
+        let spec = format!("{rev}^{{commit}}");
+        let cmd = GitCommand::new(
+            &self.context(),
+            ["rev-parse", "--verify", "--quiet", "--end-of-options"],
+        )
+        .arg(&spec)
+        .read_only();
+        let out = cmd.run()?;
+        let line = one_line(&cmd.display_args(), &out.stdout)?;
+        CommitId::parse(&line)
+            .ok_or_else(|| GitError::new(&cmd.display_args(), GitErrorKind::UnexpectedOutput(line)))
+    }
+
+    /// The best common ancestor of two commits, `None` when they share no history.
+    pub fn merge_base(&self, a: &CommitId, b: &CommitId) -> Result<Option<CommitId>, GitError> {
+        let cmd =
+            GitCommand::new(&self.context(), ["merge-base", a.as_str(), b.as_str()]).read_only();
+        match cmd.run() {
+            Ok(out) => {
+                let line = one_line(&cmd.display_args(), &out.stdout)?;
+                CommitId::parse(&line).map(Some).ok_or_else(|| {
+                    GitError::new(&cmd.display_args(), GitErrorKind::UnexpectedOutput(line))
+                })
+            }
+            Err(GitError {
+                kind: GitErrorKind::Failed { code: Some(1), .. },
+                ..
+            }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Adds a detached worktree at `path` (which must not exist) with the content of `commit`.
+    ///
+    /// No branch is created or checked out, so git never refuses with "already checked out"
+    /// and the user's branches are untouched. The files are written by a separate
+    /// `reset --hard` run in the new worktree's own context with every configured driver
+    /// blanked, so no filter of the repository runs.
+    pub fn add_worktree(&self, path: &Path, commit: &CommitId) -> Result<Worktree, GitError> {
+        let cmd = GitCommand::new(
+            &self.context(),
+            ["worktree", "add", "--detach", "--no-checkout", "--quiet"],
+        )
+        .arg(path)
+        .arg(commit.as_str());
+        cmd.run()?;
+        let worktree = Worktree::from_dot_git(self.common_dir.clone(), path)?;
+        worktree.checkout(commit)?;
+        Ok(worktree)
+    }
+
+    /// Removes the worktree at `path`, with its untracked and modified files.
+    ///
+    /// When git cannot (the directory is gone, or its `.git` file was rewritten), the
+    /// directory is deleted without following symlinks and the stale metadata pruned.
+    pub fn remove_worktree(&self, path: &Path) -> Result<(), GitError> {
+        let cmd = GitCommand::new(
+            &self.context(),
+            ["worktree", "remove", "--force", "--force"],
+        )
+        .arg(path);
+        if cmd.run().is_ok() {
+            return Ok(());
+        }
+        match std::fs::remove_dir_all(path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => {
+                return Err(GitError::new(
+                    &cmd.display_args(),
+                    GitErrorKind::Io {
+                        path: path.to_owned(),
+                        source,
+                    },
+                ));
+            }
+        }
+        self.prune_worktrees()
+    }
+
+    /// Forgets worktrees whose directories are gone (`git worktree prune`).
+    pub fn prune_worktrees(&self) -> Result<(), GitError> {
+        GitCommand::new(&self.context(), ["worktree", "prune"])
+            .run()
+            .map(drop)
+    }
+
+    /// Lists the worktrees of the repository, its main checkout first.
+    pub fn list_worktrees(&self) -> Result<Vec<WorktreeEntry>, GitError> {
+        let cmd =
+            GitCommand::new(&self.context(), ["worktree", "list", "--porcelain", "-z"]).read_only();
+        let out = cmd.run()?;
+        parse_worktree_list(&out.stdout).map_err(|detail| {
+            GitError::new(&cmd.display_args(), GitErrorKind::UnexpectedOutput(detail))
+        })
+    }
+}
+
+fn parse_worktree_list(out: &[u8]) -> Result<Vec<WorktreeEntry>, String> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut entries = Vec::new();
+    let mut current: Option<WorktreeEntry> = None;
+    // Records are NUL-terminated lines; an empty record ends an entry.
+    for field in out.split(|&b| b == 0) {
+        if field.is_empty() {
+            entries.extend(current.take());
+            continue;
+        }
+        let (label, value) = match field.iter().position(|&b| b == b' ') {
+            Some(at) => (&field[..at], Some(&field[at + 1..])),
+            None => (field, None),
+        };
+        if label == b"worktree" {
+            entries.extend(current.take());
+            let path = value.ok_or("worktree without a path")?;
+            current = Some(WorktreeEntry {
+                path: PathBuf::from(std::ffi::OsStr::from_bytes(path)),
+                head: None,
+                branch: None,
+                detached: false,
+                bare: false,
+                prunable: false,
+            });
+            continue;
+        }
+        let entry = current
+            .as_mut()
+            .ok_or("attribute before the first worktree")?;
+        let text = value.map(|v| String::from_utf8_lossy(v).into_owned());
+        match label {
+            b"HEAD" => entry.head = text.as_deref().and_then(CommitId::parse),
+            b"branch" => entry.branch = text,
+            b"detached" => entry.detached = true,
+            b"bare" => entry.bare = true,
+            b"prunable" => entry.prunable = true,
+            _ => {}
+        }
+    }
+    entries.extend(current);
+    Ok(entries)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn worktree_list_porcelain_z() {
+        let head = "a".repeat(40);
+        let out = format!(
+            "worktree /r\0HEAD {head}\0branch refs/heads/main\0\0worktree /w x\0HEAD {head}\0detached\0prunable gone\0\0"
+        );
+        let entries = parse_worktree_list(out.as_bytes()).unwrap();
+        assert_eq!(entries.len(), 2);
+        assert_eq!(entries[0].branch.as_deref(), Some("refs/heads/main"));
+        assert_eq!(entries[1].path, PathBuf::from("/w x"));
+        assert!(entries[1].detached && entries[1].prunable);
+        assert!(parse_worktree_list(b"HEAD x\0").is_err());
+    }
+
+    #[test]
+    fn commit_ids_are_validated() {
+        assert!(CommitId::parse(&"A".repeat(40)).is_some());
+        assert!(CommitId::parse("abc").is_none());
+        assert!(CommitId::parse(&"g".repeat(40)).is_none());
+    }
+}

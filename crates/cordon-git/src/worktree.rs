@@ -1,0 +1,197 @@
+//! [`Worktree`]: a linked worktree cordon created, addressed without trusting its contents.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::changes::{ChangedFile, parse_raw};
+use crate::command::{GitCommand, GitContext};
+use crate::error::{GitError, GitErrorKind};
+use crate::repo::CommitId;
+
+/// A linked worktree: its directory and its git directory (`<common>/worktrees/<name>`).
+///
+/// Commands run with an explicit `--git-dir` and `--work-tree`: the worktree's `.git` file
+/// (which code running in the worktree can rewrite) is read once, right after creation, and
+/// never again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Worktree {
+    common_dir: PathBuf,
+    git_dir: PathBuf,
+    path: PathBuf,
+}
+
+/// What differs between a base commit and a worktree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorktreeDiff {
+    /// Every changed path, untracked new files included (ignored files excluded).
+    pub files: Vec<ChangedFile>,
+    /// The changes as a patch (`git diff --binary`), when asked for.
+    pub patch: Option<Vec<u8>>,
+}
+
+impl Worktree {
+    /// A worktree from known locations (as stored in a workspace record).
+    pub fn from_parts(common_dir: PathBuf, git_dir: PathBuf, path: PathBuf) -> Worktree {
+        Worktree {
+            common_dir,
+            git_dir,
+            path,
+        }
+    }
+
+    /// Reads the `.git` file of a worktree that was just created.
+    pub(crate) fn from_dot_git(common_dir: PathBuf, path: &Path) -> Result<Worktree, GitError> {
+        let dot_git = path.join(".git");
+        let text = std::fs::read_to_string(&dot_git).map_err(|source| {
+            GitError::new(
+                &["worktree".to_owned(), "add".to_owned()],
+                GitErrorKind::Io {
+                    path: dot_git.clone(),
+                    source,
+                },
+            )
+        })?;
+        let Some(git_dir) = text
+            .strip_prefix("gitdir: ")
+            .map(|t| t.trim_end_matches('\n'))
+        else {
+            return Err(GitError::new(
+                &["worktree".to_owned(), "add".to_owned()],
+                GitErrorKind::UnexpectedOutput(format!("unexpected .git file {text:?}")),
+            ));
+        };
+        Ok(Worktree {
+            common_dir,
+            git_dir: path.join(git_dir),
+            path: path.to_owned(),
+        })
+    }
+
+    /// The work tree directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The worktree's own git directory.
+    pub fn git_dir(&self) -> &Path {
+        &self.git_dir
+    }
+
+    /// The repository's common git directory.
+    pub fn common_dir(&self) -> &Path {
+        &self.common_dir
+    }
+
+    pub(crate) fn context(&self) -> GitContext {
+        GitContext::WorkTree {
+            git_dir: self.git_dir.clone(),
+            work_tree: self.path.clone(),
+        }
+    }
+
+    /// Writes the files of `commit` into the worktree (index and files), drivers blanked.
+    pub(crate) fn checkout(&self, commit: &CommitId) -> Result<(), GitError> {
+        GitCommand::new(
+            &self.context(),
+            ["reset", "--hard", "--quiet", "--no-recurse-submodules"],
+        )
+        .arg(commit.as_str())
+        .neutralize_drivers()?
+        .run()
+        .map(drop)
+    }
+
+    /// What changed between `base` and the files now in the worktree, with the patch if
+    /// `with_patch`.
+    ///
+    /// The worktree's files are staged into a scratch index and a scratch object directory
+    /// (the repository's objects serve as an alternate), so neither the worktree's index nor
+    /// the repository's object store is written.
+    pub fn diff(&self, base: &CommitId, with_patch: bool) -> Result<WorktreeDiff, GitError> {
+        let scratch = Scratch::new(&self.git_dir)?;
+        if let Ok(index) = std::fs::read(self.git_dir.join("index")) {
+            std::fs::write(&scratch.index, index).map_err(|source| {
+                GitError::new(
+                    &["diff".to_owned()],
+                    GitErrorKind::Io {
+                        path: scratch.index.clone(),
+                        source,
+                    },
+                )
+            })?;
+        }
+        let staged = |args: &[&str]| {
+            GitCommand::new(&self.context(), args)
+                .index_file(&scratch.index)
+                .env("GIT_OBJECT_DIRECTORY", scratch.objects.as_os_str())
+                .env(
+                    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+                    self.common_dir.join("objects").as_os_str(),
+                )
+        };
+        staged(&["add", "--all", "--", "."])
+            .neutralize_drivers()?
+            .run()?;
+        const DIFF: [&str; 7] = [
+            "diff",
+            "--cached",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--no-color",
+            "--find-renames",
+            "--ignore-submodules=none",
+        ];
+        let raw = staged(&DIFF).args(["--raw", "-z", "--no-abbrev", base.as_str(), "--"]);
+        let out = raw.run()?;
+        let files = parse_raw(&out.stdout).map_err(|detail| {
+            GitError::new(&raw.display_args(), GitErrorKind::UnexpectedOutput(detail))
+        })?;
+        let patch = if with_patch {
+            Some(
+                staged(&DIFF)
+                    .args(["--binary", "--full-index", base.as_str(), "--"])
+                    .run()?
+                    .stdout,
+            )
+        } else {
+            None
+        };
+        Ok(WorktreeDiff { files, patch })
+    }
+}
+
+/// A scratch index and object directory inside the worktree's git directory, removed on drop.
+struct Scratch {
+    dir: PathBuf,
+    index: PathBuf,
+    objects: PathBuf,
+}
+
+impl Scratch {
+    fn new(git_dir: &Path) -> Result<Scratch, GitError> {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let dir = git_dir.join(format!("cordon-scratch-{}-{n}", std::process::id()));
+        let objects = dir.join("objects");
+        std::fs::create_dir_all(&objects).map_err(|source| {
+            GitError::new(
+                &["diff".to_owned()],
+                GitErrorKind::Io {
+                    path: objects.clone(),
+                    source,
+                },
+            )
+        })?;
+        Ok(Scratch {
+            index: dir.join("index"),
+            objects,
+            dir,
+        })
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
