@@ -1,0 +1,324 @@
+//! A compiled pattern and its bounded, anchored evaluation at one position.
+//!
+//! A pattern is only ever evaluated *anchored* at a candidate position `p`,
+//! on the window `text[p .. p + max_len]`: the regex sees the window as its
+//! whole haystack. A lazy DFA walks the window byte by byte, which tells
+//! early whether more input could still change the outcome, so a finished
+//! match is reported as soon as it is certain, not only once the whole
+//! window has arrived.
+
+use regex_automata::hybrid::LazyStateID;
+use regex_automata::hybrid::dfa::{Cache, DFA};
+use regex_automata::meta;
+use regex_automata::util::syntax;
+use regex_automata::{Anchored, Input, MatchKind, PatternID, nfa::thompson, util::start};
+use regex_syntax::hir::literal::{ExtractKind, Extractor};
+
+use crate::error::RedactError;
+
+/// Most anchors a user pattern may have before it is searched without them.
+const MAX_EXTRACTED_ANCHORS: usize = 64;
+
+/// A literal that every match of a pattern starts with.
+pub(crate) type Anchor = Vec<u8>;
+
+/// The outcome of evaluating a pattern at one position.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Eval {
+    /// No match starts here, whatever follows.
+    NoMatch,
+    /// A match starts here; `redact` is the part to redact (relative to the
+    /// position, possibly empty) and `end` where the match ends.
+    Match {
+        redact: std::ops::Range<usize>,
+        end: usize,
+    },
+    /// More input is needed to tell.
+    Undecided,
+}
+
+/// A pattern, compiled once and shared by all streams.
+pub(crate) struct CompiledPattern {
+    /// Index of the replacement text (`[REDACTED:<name>]`).
+    pub(crate) name_id: usize,
+    /// Maximum match length (window size) in bytes.
+    pub(crate) max_len: usize,
+    /// Literals every match starts with; `None` if unknown, in which case
+    /// `regex` itself finds candidates.
+    pub(crate) anchors: Option<Vec<Anchor>>,
+    /// The regex, for captures and unanchored candidate search.
+    regex: meta::Regex,
+    /// Group index of the `secret` capture group, if any.
+    secret_group: Option<usize>,
+    /// Anchored, leftmost-first lazy DFA, to tell when a match is decided.
+    dfa: DFA,
+}
+
+impl CompiledPattern {
+    /// Compiles `pattern`. With `anchors` of `None`, prefix literals are
+    /// extracted from the regex if there are few enough of them.
+    pub(crate) fn compile(
+        name: &str,
+        name_id: usize,
+        pattern: &str,
+        max_len: usize,
+        anchors: Option<Vec<Anchor>>,
+    ) -> Result<Self, RedactError> {
+        let invalid =
+            |source: Box<dyn std::error::Error + Send + Sync>| RedactError::InvalidPattern {
+                name: name.to_owned(),
+                source,
+            };
+        if max_len == 0 {
+            return Err(RedactError::ZeroMaxLen {
+                name: name.to_owned(),
+            });
+        }
+        // Validate with the `regex` crate first: its messages are the ones
+        // users know.
+        regex::bytes::Regex::new(pattern).map_err(|e| invalid(Box::new(e)))?;
+        let hir = regex_syntax::ParserBuilder::new()
+            .utf8(false)
+            .build()
+            .parse(pattern)
+            .map_err(|e| invalid(Box::new(e)))?;
+        if hir.properties().minimum_len() == Some(0) {
+            return Err(RedactError::EmptyMatch {
+                name: name.to_owned(),
+            });
+        }
+        let syntax = syntax::Config::new().utf8(false);
+        let regex = meta::Regex::builder()
+            .syntax(syntax)
+            .configure(meta::Config::new().utf8_empty(false))
+            .build(pattern)
+            .map_err(|e| invalid(Box::new(e)))?;
+        let secret_group = regex.group_info().to_index(PatternID::ZERO, "secret");
+        let dfa = DFA::builder()
+            .configure(
+                DFA::config()
+                    .match_kind(MatchKind::LeftmostFirst)
+                    .unicode_word_boundary(true),
+            )
+            .syntax(syntax)
+            .thompson(thompson::Config::new().utf8(false))
+            .build(pattern)
+            .map_err(|e| invalid(Box::new(e)))?;
+        let anchors = anchors.or_else(|| extract_anchors(&hir));
+        Ok(CompiledPattern {
+            name_id,
+            max_len,
+            anchors,
+            regex,
+            secret_group,
+            dfa,
+        })
+    }
+
+    /// A fresh DFA cache; each stream owns one per pattern.
+    pub(crate) fn create_cache(&self) -> Cache {
+        self.dfa.create_cache()
+    }
+
+    /// Finds the leftmost position in `hay` where the regex matches
+    /// (unanchored), as a cheap way to skip positions.
+    pub(crate) fn find_candidate(&self, hay: &[u8]) -> Option<usize> {
+        self.regex.find(Input::new(hay)).map(|m| m.start())
+    }
+
+    /// Evaluates the pattern anchored at the start of `hay`, which holds all
+    /// the text known from that position on. `eof` says no more text will
+    /// come.
+    pub(crate) fn eval(&self, cache: &mut Cache, hay: &[u8], eof: bool) -> Eval {
+        let complete = eof || hay.len() >= self.max_len;
+        let window = &hay[..hay.len().min(self.max_len)];
+        match self.walk(cache, window, complete) {
+            Walk::NoMatch => Eval::NoMatch,
+            Walk::Undecided => Eval::Undecided,
+            Walk::GaveUp if !complete => Eval::Undecided,
+            Walk::Match | Walk::GaveUp => self.captures(window),
+        }
+    }
+
+    /// Runs the full regex on a window whose outcome is decided.
+    fn captures(&self, window: &[u8]) -> Eval {
+        let input = Input::new(window).anchored(Anchored::Yes);
+        match self.secret_group {
+            None => match self.regex.search(&input) {
+                Some(m) => Eval::Match {
+                    redact: m.range(),
+                    end: m.end(),
+                },
+                None => Eval::NoMatch,
+            },
+            Some(group) => {
+                let mut caps = self.regex.create_captures();
+                self.regex.search_captures(&input, &mut caps);
+                match (caps.get_match(), caps.get_group(group)) {
+                    (Some(m), Some(secret)) => Eval::Match {
+                        redact: secret.range(),
+                        end: m.end(),
+                    },
+                    (Some(m), None) => Eval::Match {
+                        redact: m.end()..m.end(),
+                        end: m.end(),
+                    },
+                    (None, _) => Eval::NoMatch,
+                }
+            }
+        }
+    }
+
+    /// Walks the lazy DFA over `window` until the outcome is certain.
+    fn walk(&self, cache: &mut Cache, window: &[u8], complete: bool) -> Walk {
+        let config = start::Config::new().anchored(Anchored::Yes);
+        let Ok(mut sid) = self.dfa.start_state(cache, &config) else {
+            return Walk::GaveUp;
+        };
+        let mut matched = false;
+        for &byte in window {
+            sid = match self.dfa.next_state(cache, sid, byte) {
+                Ok(sid) => sid,
+                Err(_) => return Walk::GaveUp,
+            };
+            if sid.is_tagged() {
+                if sid.is_match() {
+                    matched = true;
+                } else if sid.is_dead() {
+                    return if matched { Walk::Match } else { Walk::NoMatch };
+                } else if sid.is_quit() {
+                    return Walk::GaveUp;
+                }
+            }
+        }
+        if !complete {
+            return self.settled(cache, sid, matched);
+        }
+        match self.dfa.next_eoi_state(cache, sid) {
+            Ok(sid) if sid.is_match() || matched => Walk::Match,
+            Ok(_) => Walk::NoMatch,
+            Err(_) => Walk::GaveUp,
+        }
+    }
+}
+
+impl CompiledPattern {
+    /// At the end of the text so far, in state `sid`: the outcome is settled
+    /// if no next byte can lead anywhere but the dead state and the end of
+    /// the text would not add a match either.
+    fn settled(&self, cache: &mut Cache, sid: LazyStateID, matched: bool) -> Walk {
+        for unit in self.dfa.byte_classes().representatives(..) {
+            let Some(byte) = unit.as_u8() else { continue };
+            match self.dfa.next_state(cache, sid, byte) {
+                Ok(next) if next.is_dead() => {}
+                Ok(_) => return Walk::Undecided,
+                Err(_) => return Walk::GaveUp,
+            }
+        }
+        match self.dfa.next_eoi_state(cache, sid) {
+            Ok(eoi) if eoi.is_match() => Walk::Undecided,
+            Ok(_) if matched => Walk::Match,
+            Ok(_) => Walk::NoMatch,
+            Err(_) => Walk::GaveUp,
+        }
+    }
+}
+
+/// What the DFA walk found out.
+enum Walk {
+    NoMatch,
+    Match,
+    Undecided,
+    /// The lazy DFA cannot handle this input (say, a Unicode word boundary
+    /// next to non-ASCII bytes); fall back to the full regex once the window
+    /// is complete.
+    GaveUp,
+}
+
+/// The prefix literals of a user pattern, if they are few and non-trivial.
+fn extract_anchors(hir: &regex_syntax::hir::Hir) -> Option<Vec<Anchor>> {
+    let seq = Extractor::new().kind(ExtractKind::Prefix).extract(hir);
+    let literals = seq.literals()?;
+    let usable = !literals.is_empty()
+        && literals.len() <= MAX_EXTRACTED_ANCHORS
+        && literals.iter().all(|l| l.as_bytes().len() >= 2);
+    usable.then(|| literals.iter().map(|l| l.as_bytes().to_vec()).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn compile(pattern: &str, max_len: usize) -> CompiledPattern {
+        CompiledPattern::compile("t", 0, pattern, max_len, None).unwrap()
+    }
+
+    #[test]
+    fn decides_early_when_the_dfa_dies() {
+        let p = compile(r"ab[0-9]+", 100);
+        let mut cache = p.create_cache();
+        assert_eq!(p.eval(&mut cache, b"ab12", false), Eval::Undecided);
+        assert_eq!(
+            p.eval(&mut cache, b"ab12x", false),
+            Eval::Match {
+                redact: 0..4,
+                end: 4
+            }
+        );
+        assert_eq!(p.eval(&mut cache, b"ax", false), Eval::NoMatch);
+        assert_eq!(
+            p.eval(&mut cache, b"ab12", true),
+            Eval::Match {
+                redact: 0..4,
+                end: 4
+            }
+        );
+    }
+
+    #[test]
+    fn window_bounds_the_match() {
+        let p = compile(r"ab[0-9]+", 4);
+        let mut cache = p.create_cache();
+        assert_eq!(
+            p.eval(&mut cache, b"ab1234", false),
+            Eval::Match {
+                redact: 0..4,
+                end: 4
+            }
+        );
+    }
+
+    #[test]
+    fn secret_group_is_the_redacted_part() {
+        let p = compile(r"key=(?P<secret>[a-z]+)", 100);
+        let mut cache = p.create_cache();
+        assert_eq!(
+            p.eval(&mut cache, b"key=abc;", false),
+            Eval::Match {
+                redact: 4..7,
+                end: 7
+            }
+        );
+    }
+
+    #[test]
+    fn anchors_are_extracted_when_few() {
+        assert_eq!(compile(r"tok_[a-z]+", 10).anchors.unwrap(), [b"tok_"]);
+        assert!(compile(r"[a-z]+tok", 10).anchors.is_none());
+    }
+
+    #[test]
+    fn unicode_word_boundary_falls_back_to_the_regex() {
+        let p = compile(r"\bsecret\w+", 100);
+        let mut cache = p.create_cache();
+        let hay = "secretéé ".as_bytes();
+        assert_eq!(p.eval(&mut cache, hay, false), Eval::Undecided);
+        assert_eq!(
+            p.eval(&mut cache, hay, true),
+            Eval::Match {
+                redact: 0..10,
+                end: 10
+            }
+        );
+    }
+}
