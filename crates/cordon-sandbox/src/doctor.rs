@@ -1,0 +1,283 @@
+//! `cordon doctor`: what this host offers and what `cordon run` will therefore enforce.
+
+use std::path::PathBuf;
+
+use cordon_types::Enforcement;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::host::{self, HostSupport};
+
+/// The value of [`DoctorReport::schema`].
+pub const DOCTOR_SCHEMA: &str = "cordon.doctor/v1";
+
+cordon_types::schema_tag!(
+    /// The `schema` tag of a doctor report: always `"cordon.doctor/v1"`.
+    DoctorTag,
+    "cordon.doctor/v1"
+);
+
+/// What this host can enforce.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DoctorReport {
+    /// Always `cordon.doctor/v1`.
+    pub schema: DoctorTag,
+    /// Whether `cordon run` can enforce its default policy here.
+    pub default_policy_ok: bool,
+    /// User namespaces (required).
+    pub user_namespaces: Check,
+    /// Landlock (required unless `--allow-degraded landlock`).
+    pub landlock: Check,
+    /// The Landlock ABI version the kernel offers (0: none).
+    pub landlock_abi: u32,
+    /// Seccomp filters (required unless `--allow-degraded seccomp`).
+    pub seccomp: Check,
+    /// `mount_setattr`, which makes binds recursively read-only (required).
+    pub mount_setattr: Check,
+    /// Overlayfs inside a user namespace (informational; not needed today).
+    pub overlayfs_userns: Check,
+    /// Cgroups for memory and pids limits.
+    pub cgroup: CgroupReport,
+    /// cordon needs no bubblewrap, setuid helper or daemon.
+    pub bwrap_free: bool,
+    /// What `cordon run` will enforce.
+    pub enforce: EnforcementPreview,
+}
+
+/// One capability check.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Check {
+    /// Whether the host offers it.
+    pub ok: bool,
+    /// What was found.
+    pub detail: String,
+    /// How to get it, when missing.
+    pub hint: Option<String>,
+}
+
+/// Cgroup facts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CgroupReport {
+    /// Where cgroup v2 is mounted.
+    pub v2_mount: Option<String>,
+    /// Controllers available in cordon's own v2 group.
+    pub v2_controllers: Vec<String>,
+    /// Controllers delegated to children of cordon's own v2 group.
+    pub v2_delegated: Vec<String>,
+    /// cordon's own group in the v1 memory hierarchy, when writable.
+    pub v1_memory: Option<String>,
+    /// cordon's own group in the v1 pids hierarchy, when writable.
+    pub v1_pids: Option<String>,
+    /// The summary check: can memory and pids be limited per tree.
+    pub limits: Check,
+}
+
+/// What `cordon run` will enforce with its default policy plus limits.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EnforcementPreview {
+    /// Namespaces the program runs in.
+    pub namespaces: Vec<String>,
+    /// The Landlock ABI enforced, if any.
+    pub landlock_abi: Option<u32>,
+    /// Whether the seccomp filter is installed.
+    pub seccomp: bool,
+    /// How `--memory` is enforced.
+    pub memory: Enforcement,
+    /// How `--pids` is enforced.
+    pub pids: Enforcement,
+    /// How `--cpu-time` is enforced.
+    pub cpu: Enforcement,
+}
+
+fn check(ok: bool, detail: impl Into<String>, hint: Option<&str>) -> Check {
+    Check {
+        ok,
+        detail: detail.into(),
+        hint: if ok { None } else { hint.map(str::to_owned) },
+    }
+}
+
+/// Probes the host (including a real user-namespace and overlayfs attempt in a child).
+pub fn doctor() -> DoctorReport {
+    let h = host::host();
+    let (userns_ok, overlay_ok, userns_err) = probe_namespaces();
+    let user_namespaces = match (&h.userns_blocker, userns_ok) {
+        (Some((reason, hint)), _) => check(false, reason.clone(), Some(hint)),
+        (None, true) => check(true, "user, mount and PID namespaces can be created", None),
+        (None, false) => check(
+            false,
+            format!("creating a user namespace failed: {userns_err}"),
+            Some(
+                "check user.max_user_namespaces, kernel.unprivileged_userns_clone, kernel.apparmor_restrict_unprivileged_userns, or the container's seccomp profile",
+            ),
+        ),
+    };
+    let landlock = check(
+        h.landlock_abi > 0,
+        if h.landlock_abi > 0 {
+            format!("ABI {}", h.landlock_abi)
+        } else {
+            "not available".into()
+        },
+        Some(
+            "boot with Landlock enabled (CONFIG_SECURITY_LANDLOCK=y, `lsm=landlock,...`), or run with --allow-degraded landlock",
+        ),
+    );
+    let seccomp = check(
+        h.seccomp,
+        if h.seccomp {
+            "filters available"
+        } else {
+            "not available"
+        },
+        Some("use a kernel with CONFIG_SECCOMP_FILTER, or run with --allow-degraded seccomp"),
+    );
+    let mount_setattr = check(
+        h.mount_setattr,
+        if h.mount_setattr {
+            "available"
+        } else {
+            "missing"
+        },
+        Some("Linux 5.12 or later is needed"),
+    );
+    let overlayfs_userns = check(
+        overlay_ok,
+        if overlay_ok {
+            "overlayfs mounts inside a user namespace"
+        } else {
+            "overlayfs cannot be mounted inside a user namespace"
+        },
+        Some("Linux 5.11 or later with overlayfs; cordon does not need it today"),
+    );
+    let cgroup = cgroup_report(h);
+    let default_policy_ok = user_namespaces.ok && landlock.ok && seccomp.ok && mount_setattr.ok;
+    let (memory, pids) = if h.cgroup.v2_usable() {
+        (Enforcement::CgroupV2, Enforcement::CgroupV2)
+    } else {
+        let v1 = |p: &Option<PathBuf>| {
+            if p.is_some() {
+                Enforcement::CgroupV1
+            } else {
+                Enforcement::None
+            }
+        };
+        (v1(&h.cgroup.v1_memory), v1(&h.cgroup.v1_pids))
+    };
+    DoctorReport {
+        schema: DoctorTag,
+        default_policy_ok,
+        user_namespaces,
+        landlock,
+        landlock_abi: h.landlock_abi,
+        seccomp,
+        mount_setattr,
+        overlayfs_userns,
+        cgroup,
+        bwrap_free: true,
+        enforce: EnforcementPreview {
+            namespaces: ["user", "mount", "pid", "ipc", "uts", "cgroup", "net"]
+                .map(String::from)
+                .to_vec(),
+            landlock_abi: (h.landlock_abi > 0).then_some(h.landlock_abi),
+            seccomp: h.seccomp,
+            memory,
+            pids,
+            cpu: Enforcement::Rlimit,
+        },
+    }
+}
+
+fn cgroup_report(h: &HostSupport) -> CgroupReport {
+    let c = &h.cgroup;
+    let show = |p: &Option<PathBuf>| p.as_ref().map(|p| p.display().to_string());
+    let detail = if c.v2_usable() {
+        "cgroup v2 with memory and pids delegated".to_string()
+    } else if c.v1_memory.is_some() && c.v1_pids.is_some() {
+        "cgroup v1 memory and pids hierarchies are writable".to_string()
+    } else {
+        "no writable cgroup with memory and pids controllers".to_string()
+    };
+    let ok = c.v2_usable() || (c.v1_memory.is_some() && c.v1_pids.is_some());
+    CgroupReport {
+        v2_mount: show(&c.v2_mount),
+        v2_controllers: c.v2_controllers.clone(),
+        v2_delegated: c.v2_delegated.clone(),
+        v1_memory: show(&c.v1_memory),
+        v1_pids: show(&c.v1_pids),
+        limits: check(
+            ok,
+            detail,
+            Some(
+                "delegate memory and pids (e.g. `systemd-run --user --scope -p Delegate=yes cordon ...`); without them --memory/--pids need --allow-degraded cgroup (per-process rlimits)",
+            ),
+        ),
+    }
+}
+
+/// Tries, in a forked child, to create user+mount+PID namespaces and mount an overlayfs.
+/// Returns (namespaces ok, overlay ok, error text).
+fn probe_namespaces() -> (bool, bool, String) {
+    let paths = ["/tmp", "/tmp/l", "/tmp/u", "/tmp/w", "/tmp/m"]
+        .map(|p| std::ffi::CString::new(p).expect("no NUL"));
+    let tmpfs = std::ffi::CString::new("tmpfs").expect("no NUL");
+    let overlay = std::ffi::CString::new("overlay").expect("no NUL");
+    let opts =
+        std::ffi::CString::new("lowerdir=/tmp/l,upperdir=/tmp/u,workdir=/tmp/w").expect("no NUL");
+    // SAFETY: the child only makes raw syscalls on pre-allocated strings, then _exits.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        // SAFETY: raw syscalls with valid pointers; the child never returns.
+        unsafe {
+            if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) != 0 {
+                libc::_exit(10 + (*libc::__errno_location()).min(200));
+            }
+            if libc::mount(
+                tmpfs.as_ptr(),
+                paths[0].as_ptr(),
+                tmpfs.as_ptr(),
+                0,
+                std::ptr::null(),
+            ) != 0
+            {
+                libc::_exit(2);
+            }
+            for p in &paths[1..] {
+                libc::mkdir(p.as_ptr(), 0o755);
+            }
+            let r = libc::mount(
+                overlay.as_ptr(),
+                paths[4].as_ptr(),
+                overlay.as_ptr(),
+                0,
+                opts.as_ptr().cast(),
+            );
+            libc::_exit(if r == 0 { 0 } else { 1 });
+        }
+    }
+    if pid < 0 {
+        return (false, false, std::io::Error::last_os_error().to_string());
+    }
+    let mut st = 0;
+    // SAFETY: reaping our own child.
+    unsafe { libc::waitpid(pid, &mut st, 0) };
+    let code = if libc::WIFEXITED(st) {
+        libc::WEXITSTATUS(st)
+    } else {
+        255
+    };
+    match code {
+        0 => (true, true, String::new()),
+        1 | 2 => (true, false, String::new()),
+        c if c >= 10 => (
+            false,
+            false,
+            std::io::Error::from_raw_os_error(c - 10).to_string(),
+        ),
+        c => (false, false, format!("probe exited {c}")),
+    }
+}

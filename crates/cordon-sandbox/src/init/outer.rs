@@ -1,0 +1,213 @@
+//! The outer helper: stays in the host's namespaces, owns the cgroups, writes the report.
+
+use std::ffi::{CString, OsString};
+use std::io::Read;
+use std::os::fd::FromRawFd;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+
+use cordon_types::{ChildReport, LimitKind};
+
+use super::cgroup::{Cgroups, Counters};
+use super::status::{self, Received};
+use super::sys::{self, Setup};
+use super::{Prepared, pid1, seccomp};
+use crate::plan::{InitPlan, PLAN_ENV};
+
+/// Runs the sandbox and returns what to report.
+pub fn run() -> Setup<ChildReport> {
+    let prepared = prepare()?;
+    let cgroups = prepared
+        .plan
+        .cgroup
+        .as_ref()
+        .map(Cgroups::create)
+        .transpose()?;
+    let (sync_r, sync_w) = sys::pipe()?;
+    let (status_r, status_w) = sys::pipe()?;
+    let mut flags = libc::CLONE_NEWUSER
+        | libc::CLONE_NEWNS
+        | libc::CLONE_NEWPID
+        | libc::CLONE_NEWIPC
+        | libc::CLONE_NEWUTS;
+    if prepared.plan.private_network {
+        flags |= libc::CLONE_NEWNET;
+    }
+    // SAFETY: clone without CLONE_VM behaves like fork; the process is single-threaded and the
+    // child only runs `pid1::run`, which never returns.
+    let pid = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            (flags | libc::SIGCHLD) as libc::c_ulong,
+            0usize,
+            0usize,
+            0usize,
+            0usize,
+        )
+    };
+    let pid = i32::try_from(sys::check(pid, || {
+        "create the sandbox namespaces (clone)".into()
+    })?)
+    .unwrap_or(-1);
+    if pid == 0 {
+        sys::close(sync_w);
+        sys::close(status_r);
+        sys::close(cordon_types::CHILD_REPORT_FD);
+        pid1::run(&prepared, sync_r, status_w)
+    }
+    sys::close(sync_r);
+    sys::close(status_w);
+    let placed = place(pid, &prepared.plan, cgroups.as_ref());
+    if let Err(e) = placed {
+        // SAFETY: killing and reaping our own child.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+            libc::waitpid(pid, std::ptr::null_mut(), 0);
+        }
+        return Err(e);
+    }
+    sys::write_all(sync_w, b"1");
+    sys::close(sync_w);
+    let mut st = 0;
+    loop {
+        // SAFETY: valid out-pointer.
+        let r = unsafe { libc::waitpid(pid, &mut st, libc::__WALL) };
+        if r >= 0 || sys::errno() != libc::EINTR {
+            break;
+        }
+    }
+    let mut text = String::new();
+    // SAFETY: `status_r` is our pipe end; the File owns and closes it.
+    let _ = unsafe { std::fs::File::from_raw_fd(status_r) }.read_to_string(&mut text);
+    let received = status::parse(&text);
+    let counters = cgroups.map(Cgroups::finish).unwrap_or_default();
+    Ok(report(&prepared.plan, &received, st, counters))
+}
+
+/// Writes the uid/gid maps of the new user namespace and moves PID 1 into the cgroups.
+fn place(pid: i32, plan: &InitPlan, cgroups: Option<&Cgroups>) -> Setup<()> {
+    let proc = std::path::PathBuf::from(format!("/proc/{pid}"));
+    sys::write_file(&proc.join("setgroups"), b"deny")?;
+    sys::write_file(
+        &proc.join("uid_map"),
+        format!("{0} {0} 1\n", plan.uid).as_bytes(),
+    )?;
+    sys::write_file(
+        &proc.join("gid_map"),
+        format!("{0} {0} 1\n", plan.gid).as_bytes(),
+    )?;
+    if let Some(cg) = cgroups {
+        cg.add(pid)?;
+    }
+    Ok(())
+}
+
+/// Reads the plan, the command and the environment; allocates all the children need.
+fn prepare() -> Setup<Prepared> {
+    let mut args = std::env::args_os().skip(1);
+    if args.next().as_deref() != Some(crate::INIT_ARG.as_ref())
+        || args.next().as_deref() != Some("--".as_ref())
+    {
+        return Err(
+            "usage: cordon __sandbox-init -- PROGRAM [ARGS...] (run by cordon itself)".into(),
+        );
+    }
+    let argv: Vec<OsString> = args.collect();
+    let Some(program) = argv.first().cloned() else {
+        return Err("no program to run".into());
+    };
+    let plan_text = std::env::var(PLAN_ENV)
+        .map_err(|_| format!("{PLAN_ENV} is not set (run by cordon itself)"))?;
+    let plan: InitPlan =
+        serde_json::from_str(&plan_text).map_err(|e| format!("invalid plan: {e}"))?;
+    let mut envp = Vec::new();
+    let mut path = None;
+    for (k, v) in std::env::vars_os() {
+        if k == PLAN_ENV {
+            continue;
+        }
+        if k == "PATH" {
+            path = Some(v.clone());
+        }
+        let mut kv = k.into_vec();
+        kv.push(b'=');
+        kv.extend(v.into_vec());
+        envp.push(
+            CString::new(kv)
+                .map_err(|_| "an environment variable contains a NUL byte".to_string())?,
+        );
+    }
+    let candidates = if program.as_bytes().contains(&b'/') {
+        vec![sys::cstr(&program)?]
+    } else {
+        let path = path.unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+        path.as_bytes()
+            .split(|b| *b == b':')
+            .filter(|d| !d.is_empty())
+            .map(|d| {
+                let mut full = d.to_vec();
+                full.push(b'/');
+                full.extend(program.as_bytes());
+                CString::new(full).map_err(|_| "PATH contains a NUL byte".to_string())
+            })
+            .collect::<Setup<Vec<_>>>()?
+    };
+    let seccomp = if plan.seccomp {
+        Some(seccomp::build()?)
+    } else {
+        None
+    };
+    Ok(Prepared {
+        workdir: sys::cstr(&plan.workdir)?,
+        argv: argv.iter().map(sys::cstr).collect::<Setup<Vec<_>>>()?,
+        envp,
+        candidates,
+        seccomp,
+        plan,
+    })
+}
+
+fn report(
+    plan: &InitPlan,
+    received: &Received,
+    pid1_status: i32,
+    counters: Counters,
+) -> ChildReport {
+    let mut r = ChildReport {
+        tree_peak_memory_bytes: counters.memory_peak,
+        ..ChildReport::default()
+    };
+    if let Some(e) = &received.error {
+        r.setup_error = Some(format!("sandbox set-up failed: {e}"));
+        return r;
+    }
+    match &received.exit {
+        Some(exit) => {
+            r.exit_code = exit.code;
+            r.signal = exit.signal;
+            r.rusage = Some(exit.rusage);
+        }
+        None if libc::WIFSIGNALED(pid1_status) => r.signal = Some(libc::WTERMSIG(pid1_status)),
+        None => {
+            r.setup_error =
+                Some("sandbox supervisor ended without reporting the program's status".into());
+            return r;
+        }
+    }
+    if counters.oom_kills > 0 {
+        r.limits_hit.push(LimitKind::Memory);
+    }
+    if counters.pids_refused > 0 {
+        r.limits_hit.push(LimitKind::Pids);
+    }
+    let cpu_limit = plan.rlimits.iter().find(|l| l.resource == libc::RLIMIT_CPU);
+    if let (Some(lim), Some(sig)) = (cpu_limit, r.signal) {
+        let used_s = r.rusage.map_or(0, |u| (u.user_us + u.sys_us) / 1_000_000);
+        if sig == libc::SIGXCPU || (sig == libc::SIGKILL && used_s >= lim.soft) {
+            r.limits_hit.push(LimitKind::Cpu);
+        }
+    }
+    if r.signal == Some(libc::SIGXFSZ) {
+        r.limits_hit.push(LimitKind::FileSize);
+    }
+    r
+}

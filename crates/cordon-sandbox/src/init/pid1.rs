@@ -1,0 +1,167 @@
+//! PID 1 of the sandbox's PID namespace: builds the root, starts the program, reaps every
+//! orphan, forwards termination signals, and reports how the program ended.
+
+use cordon_types::ChildRusage;
+
+use super::status::{self, Exit};
+use super::sys::{self, Setup};
+use super::{Prepared, child, mounts};
+
+/// Signals PID 1 forwards to the program's process group.
+const FORWARDED: &[i32] = &[
+    libc::SIGTERM,
+    libc::SIGINT,
+    libc::SIGHUP,
+    libc::SIGQUIT,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+];
+
+/// Runs in the cloned child (new namespaces); never returns.
+pub fn run(p: &Prepared, sync_fd: i32, status_fd: i32) -> ! {
+    match setup(p, sync_fd) {
+        Ok(()) => {}
+        Err(e) => {
+            status::send_error(status_fd, &e);
+            sys::exit_now(1)
+        }
+    }
+    let set = signal_set();
+    let mut old = empty_set();
+    // SAFETY: valid sigset pointers.
+    unsafe { libc::sigprocmask(libc::SIG_BLOCK, &set, &mut old) };
+    // SAFETY: the process is single-threaded; the child only execs or _exits.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        status::send_error(
+            status_fd,
+            &format!("fork the program: {}", std::io::Error::last_os_error()),
+        );
+        sys::exit_now(1)
+    }
+    if pid == 0 {
+        // SAFETY: restores the inherited signal mask.
+        unsafe { libc::sigprocmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+        child::exec(p, status_fd)
+    }
+    let exit = supervise(pid, &set);
+    status::send_exit(status_fd, &exit);
+    sys::exit_now(0)
+}
+
+fn setup(p: &Prepared, sync_fd: i32) -> Setup<()> {
+    // SAFETY: integer arguments only.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
+    // Wait until the outer helper wrote our uid/gid maps and placed us in the cgroups.
+    let mut byte = [0u8; 1];
+    // SAFETY: reading one byte into a live buffer.
+    let n = unsafe { libc::read(sync_fd, byte.as_mut_ptr().cast(), 1) };
+    sys::close(sync_fd);
+    if n != 1 {
+        return Err("the outer helper went away before the sandbox was ready".into());
+    }
+    // SAFETY: integer argument only.
+    let r = unsafe { libc::unshare(libc::CLONE_NEWCGROUP) };
+    sys::check(r.into(), || "create the cgroup namespace".into())?;
+    mounts::build(&p.plan.mounts)?;
+    if p.plan.private_network {
+        loopback_up()?;
+    }
+    let name = b"cordon";
+    // SAFETY: valid buffer of the given length.
+    let r = unsafe { libc::sethostname(name.as_ptr().cast(), name.len()) };
+    sys::check(r.into(), || "set the host name".into())?;
+    Ok(())
+}
+
+fn loopback_up() -> Setup<()> {
+    // SAFETY: socket with constant arguments.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    sys::check(fd.into(), || "open a socket to configure loopback".into())?;
+    // SAFETY: an all-zero ifreq is valid.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
+        *dst = *src as libc::c_char;
+    }
+    // SAFETY: `req` is a valid ifreq for these ioctls.
+    let r = unsafe { libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut req) };
+    let res = sys::check(r.into(), || "read loopback flags".into()).and_then(|_| {
+        // SAFETY: ifru_flags is the member SIOCGIFFLAGS filled in.
+        unsafe {
+            req.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+        }
+        // SAFETY: as above.
+        let r = unsafe { libc::ioctl(fd, libc::SIOCSIFFLAGS, &req) };
+        sys::check(r.into(), || "bring loopback up".into())
+    });
+    sys::close(fd);
+    res.map(drop)
+}
+
+fn empty_set() -> libc::sigset_t {
+    // SAFETY: sigemptyset initializes the set.
+    unsafe {
+        let mut s: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut s);
+        s
+    }
+}
+
+fn signal_set() -> libc::sigset_t {
+    let mut s = empty_set();
+    for sig in FORWARDED.iter().chain(&[libc::SIGCHLD]) {
+        // SAFETY: `s` is initialized.
+        unsafe { libc::sigaddset(&mut s, *sig) };
+    }
+    s
+}
+
+/// Waits for signals: reaps every child (orphans included), forwards termination signals to
+/// the program's process group, and returns when the program itself has ended.
+fn supervise(program: i32, set: &libc::sigset_t) -> Exit {
+    loop {
+        if let Some(exit) = reap(program) {
+            return exit;
+        }
+        // SAFETY: a zeroed siginfo is a valid out-buffer.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: valid set and out-buffer.
+        let sig = unsafe { libc::sigwaitinfo(set, &mut info) };
+        if sig > 0 && sig != libc::SIGCHLD {
+            // SAFETY: signalling the program's group and the program.
+            unsafe {
+                libc::kill(-program, sig);
+                libc::kill(program, sig);
+            }
+        }
+    }
+}
+
+fn reap(program: i32) -> Option<Exit> {
+    let mut found = None;
+    loop {
+        let mut st = 0;
+        // SAFETY: a zeroed rusage is a valid out-buffer.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: valid out-pointers.
+        let pid = unsafe { libc::wait4(-1, &mut st, libc::WNOHANG | libc::__WALL, &mut ru) };
+        if pid <= 0 {
+            return found;
+        }
+        if pid == program {
+            let us = |t: libc::timeval| {
+                u64::try_from(t.tv_sec).unwrap_or(0) * 1_000_000
+                    + u64::try_from(t.tv_usec).unwrap_or(0)
+            };
+            found = Some(Exit {
+                code: libc::WIFEXITED(st).then(|| libc::WEXITSTATUS(st)),
+                signal: libc::WIFSIGNALED(st).then(|| libc::WTERMSIG(st)),
+                rusage: ChildRusage {
+                    user_us: us(ru.ru_utime),
+                    sys_us: us(ru.ru_stime),
+                    max_rss_bytes: u64::try_from(ru.ru_maxrss).unwrap_or(0) * 1024,
+                },
+            });
+        }
+    }
+}

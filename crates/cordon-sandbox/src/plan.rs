@@ -1,0 +1,540 @@
+//! The init plan: a policy turned into concrete steps for the helper (mounts, Landlock rules,
+//! rlimits, cgroups), computed on the host side so the helper only executes.
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::policy::{Access, SandboxPolicy};
+use crate::secrets;
+
+/// The environment variable that carries the JSON plan to the helper.
+pub const PLAN_ENV: &str = "__CORDON_SANDBOX_PLAN";
+
+/// Everything the helper needs, serialized into [`PLAN_ENV`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InitPlan {
+    /// Mount steps in order (parents before children, masks after what they mask).
+    pub mounts: Vec<MountOp>,
+    /// The program's working directory.
+    pub workdir: PathBuf,
+    /// Whether to unshare the network (loopback only).
+    pub private_network: bool,
+    /// Landlock rules, when Landlock is enforced.
+    pub landlock: Option<LandlockPlan>,
+    /// Whether to install the seccomp filter.
+    pub seccomp: bool,
+    /// Resource limits applied with `setrlimit` in the program's process.
+    pub rlimits: Vec<Rlimit>,
+    /// The cgroup to create, when memory or pids are limited by a cgroup.
+    pub cgroup: Option<CgroupPlan>,
+    /// The uid and gid of the program inside (mapped to the same ids outside).
+    pub uid: u32,
+    /// See `uid`.
+    pub gid: u32,
+}
+
+/// One mount step, executed after `pivot_root` into a fresh tmpfs; sources are host paths
+/// (reached through the old root), destinations are paths in the new root.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum MountOp {
+    /// Bind a host directory or file.
+    Bind {
+        /// Host path (canonical).
+        src: PathBuf,
+        /// Path inside.
+        dst: PathBuf,
+        /// Whether `src` is a directory.
+        dir: bool,
+        /// Whether it stays writable.
+        rw: bool,
+    },
+    /// A fresh tmpfs.
+    Tmpfs {
+        /// Path inside.
+        dst: PathBuf,
+        /// Permission bits of its root.
+        mode: u32,
+        /// Whether it is read-only (a mask).
+        ro: bool,
+    },
+    /// Hide a file by binding `/dev/null` read-only over it.
+    MaskFile {
+        /// Path inside.
+        dst: PathBuf,
+    },
+    /// A symbolic link in the constructed root.
+    Symlink {
+        /// Path inside.
+        dst: PathBuf,
+        /// The link text.
+        target: PathBuf,
+    },
+    /// The minimal `/dev`.
+    Dev,
+    /// A fresh `/proc` of the new PID namespace, with its dangerous parts read-only.
+    Proc,
+}
+
+impl MountOp {
+    /// The path inside the sandbox this step creates or covers.
+    pub fn dst(&self) -> &Path {
+        match self {
+            Self::Bind { dst, .. }
+            | Self::Tmpfs { dst, .. }
+            | Self::MaskFile { dst }
+            | Self::Symlink { dst, .. } => dst,
+            Self::Dev => Path::new("/dev"),
+            Self::Proc => Path::new("/proc"),
+        }
+    }
+
+    fn is_mask(&self) -> bool {
+        matches!(self, Self::MaskFile { .. } | Self::Tmpfs { ro: true, .. })
+    }
+}
+
+/// Landlock rules; paths are inside the sandbox.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LandlockPlan {
+    /// The ABI to enforce (the best the kernel offers).
+    pub abi: u32,
+    /// Readable trees (files and directories).
+    pub read: Vec<PathBuf>,
+    /// Readable and writable trees.
+    pub write: Vec<PathBuf>,
+    /// Device trees: files readable and writable, no creation.
+    pub devices: Vec<PathBuf>,
+    /// `None`: every readable or writable tree is executable. `Some`: only these files.
+    pub exec_only: Option<Vec<PathBuf>>,
+}
+
+/// One `setrlimit` call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rlimit {
+    /// The resource (`RLIMIT_*`).
+    pub resource: u32,
+    /// Soft limit.
+    pub soft: u64,
+    /// Hard limit.
+    pub hard: u64,
+}
+
+/// The cgroup(s) the helper creates for the program's tree.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "version", rename_all = "snake_case")]
+pub enum CgroupPlan {
+    /// A child of our own cgroup v2 group, with memory and pids controllers delegated.
+    V2 {
+        /// The parent directory (our own cgroup).
+        parent: PathBuf,
+        /// `memory.max`.
+        memory_bytes: Option<u64>,
+        /// `pids.max`.
+        pids: Option<u64>,
+    },
+    /// Children of our own v1 `memory` and `pids` groups.
+    V1 {
+        /// Our own group in the memory hierarchy, when memory is limited.
+        memory_parent: Option<PathBuf>,
+        /// Our own group in the pids hierarchy, when pids are limited.
+        pids_parent: Option<PathBuf>,
+        /// `memory.limit_in_bytes`.
+        memory_bytes: Option<u64>,
+        /// `pids.max`.
+        pids: Option<u64>,
+    },
+}
+
+/// Where the sandboxed program finds its toolchains.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Toolchains {
+    /// Host paths to bind read-only (existing).
+    pub binds: Vec<PathBuf>,
+    /// Environment variables that make them usable.
+    pub env: Vec<(String, String)>,
+}
+
+/// Files of `/etc` that programs need and that hold no secret.
+const ETC_ALLOWLIST: &[&str] = &[
+    "/etc/alternatives",
+    "/etc/bash.bashrc",
+    "/etc/ca-certificates",
+    "/etc/ca-certificates.conf",
+    "/etc/gai.conf",
+    "/etc/gitconfig",
+    "/etc/group",
+    "/etc/host.conf",
+    "/etc/hosts",
+    "/etc/inputrc",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/localtime",
+    "/etc/mime.types",
+    "/etc/nsswitch.conf",
+    "/etc/os-release",
+    "/etc/passwd",
+    "/etc/pki/tls/certs",
+    "/etc/profile",
+    "/etc/protocols",
+    "/etc/resolv.conf",
+    "/etc/services",
+    "/etc/ssl/certs",
+    "/etc/ssl/openssl.cnf",
+    "/etc/timezone",
+];
+
+/// Top-level system directories (or merged-/usr symlinks) bound read-only.
+const SYSTEM_DIRS: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+];
+
+/// Where the private home directory lives inside.
+pub const SANDBOX_HOME: &str = "/home/cordon";
+/// The private temporary directory inside.
+pub const SANDBOX_TMP: &str = "/tmp";
+
+/// The toolchain homes present on the host, from its environment and home directory.
+pub fn find_toolchains(
+    home: Option<&Path>,
+    host_env: &dyn Fn(&str) -> Option<String>,
+) -> Toolchains {
+    let mut t = Toolchains::default();
+    let home_join = |rel: &str| home.map(|h| h.join(rel));
+    let dir_of = |var: &str, rel: &str| host_env(var).map(PathBuf::from).or_else(|| home_join(rel));
+    if let Some(rustup) = dir_of("RUSTUP_HOME", ".rustup").filter(|p| p.is_dir()) {
+        let before = t.binds.len();
+        add_existing(
+            &mut t.binds,
+            &rustup,
+            &["toolchains", "settings.toml", "update-hashes"],
+        );
+        if t.binds.len() > before {
+            t.env
+                .push(("RUSTUP_HOME".into(), rustup.display().to_string()));
+        }
+    }
+    if let Some(cargo) = dir_of("CARGO_HOME", ".cargo").filter(|p| p.is_dir()) {
+        let before = t.binds.len();
+        add_existing(&mut t.binds, &cargo, &["bin", "registry", "git"]);
+        if t.binds.len() > before {
+            t.env
+                .push(("CARGO_HOME".into(), cargo.display().to_string()));
+        }
+    }
+    if let Some(home) = home {
+        add_existing(
+            &mut t.binds,
+            home,
+            &[".npm/_cacache", ".cache/pnpm", ".local/share/pnpm", ".nvm"],
+        );
+        if home.join(".pyenv").is_dir() {
+            add_existing(&mut t.binds, home, &[".pyenv"]);
+            t.env.push((
+                "PYENV_ROOT".into(),
+                home.join(".pyenv").display().to_string(),
+            ));
+        }
+    }
+    let gomod = host_env("GOMODCACHE")
+        .map(PathBuf::from)
+        .or_else(|| host_env("GOPATH").map(|p| PathBuf::from(p).join("pkg/mod")))
+        .or_else(|| home_join("go/pkg/mod"));
+    if let Some(gomod) = gomod.filter(|p| p.is_dir()) {
+        t.env
+            .push(("GOMODCACHE".into(), gomod.display().to_string()));
+        t.binds.push(gomod);
+    }
+    t
+}
+
+fn add_existing(out: &mut Vec<PathBuf>, base: &Path, rels: &[&str]) {
+    for rel in rels {
+        let p = base.join(rel);
+        if p.exists() {
+            if let Ok(c) = p.canonicalize() {
+                out.push(c);
+            }
+        }
+    }
+}
+
+/// Turns a policy into mount steps. Paths in `policy` must be canonical and exist.
+pub fn mount_ops(policy: &SandboxPolicy, toolchains: &[PathBuf]) -> Vec<MountOp> {
+    let mut ops = Vec::new();
+    for dir in SYSTEM_DIRS {
+        let path = Path::new(dir);
+        match path.symlink_metadata() {
+            Ok(m) if m.file_type().is_symlink() => {
+                if let Ok(target) = path.read_link() {
+                    ops.push(MountOp::Symlink {
+                        dst: path.into(),
+                        target,
+                    });
+                }
+            }
+            Ok(m) if m.is_dir() => ops.push(bind(path, path, true, false)),
+            _ => {}
+        }
+    }
+    for name in ETC_ALLOWLIST {
+        let path = Path::new(name);
+        if let Ok(src) = path.canonicalize() {
+            if let Ok(m) = src.metadata() {
+                ops.push(bind(&src, path, m.is_dir(), false));
+            }
+        }
+    }
+    ops.push(MountOp::Dev);
+    ops.push(MountOp::Proc);
+    ops.push(MountOp::Tmpfs {
+        dst: SANDBOX_TMP.into(),
+        mode: 0o1777,
+        ro: false,
+    });
+    ops.push(MountOp::Tmpfs {
+        dst: SANDBOX_HOME.into(),
+        mode: 0o755,
+        ro: false,
+    });
+    for tc in toolchains {
+        ops.push(bind(tc, tc, tc.is_dir(), false));
+    }
+    for b in &policy.binds {
+        ops.push(bind(
+            &b.path,
+            &b.path,
+            b.path.is_dir(),
+            b.access == Access::ReadWrite,
+        ));
+    }
+    ops.push(bind(&policy.workdir, &policy.workdir, true, true));
+
+    // Mask every secret that something visible would expose.
+    let visible: Vec<PathBuf> = ops
+        .iter()
+        .filter_map(|op| match op {
+            MountOp::Bind { src, .. } => Some(src.clone()),
+            _ => None,
+        })
+        .collect();
+    let mut secret_list = secrets::secret_paths(policy.host_home.as_deref());
+    let canon: Vec<PathBuf> = secret_list
+        .iter()
+        .filter_map(|s| s.canonicalize().ok())
+        .collect();
+    secret_list.extend(canon);
+    secret_list.sort();
+    secret_list.dedup();
+    for secret in secrets::secrets_under(&secret_list, &visible) {
+        match secret.symlink_metadata() {
+            Ok(m) if m.is_dir() => ops.push(MountOp::Tmpfs {
+                dst: secret.clone(),
+                mode: 0o000,
+                ro: true,
+            }),
+            Ok(m) if m.is_file() => ops.push(MountOp::MaskFile {
+                dst: secret.clone(),
+            }),
+            _ => {}
+        }
+    }
+    // Parents before children; at the same path, what masks comes last.
+    ops.sort_by(|a, b| a.dst().cmp(b.dst()).then(a.is_mask().cmp(&b.is_mask())));
+    ops
+}
+
+fn bind(src: &Path, dst: &Path, dir: bool, rw: bool) -> MountOp {
+    MountOp::Bind {
+        src: src.into(),
+        dst: dst.into(),
+        dir,
+        rw,
+    }
+}
+
+/// Landlock rules matching the mount steps.
+pub fn landlock_plan(
+    abi: u32,
+    policy: &SandboxPolicy,
+    ops: &[MountOp],
+    exec_only: Option<Vec<PathBuf>>,
+) -> LandlockPlan {
+    let mut read = Vec::new();
+    let mut write = vec![PathBuf::from(SANDBOX_TMP), PathBuf::from(SANDBOX_HOME)];
+    for op in ops {
+        match op {
+            MountOp::Bind { dst, rw: false, .. } => read.push(dst.clone()),
+            MountOp::Bind { dst, rw: true, .. } => write.push(dst.clone()),
+            _ => {}
+        }
+    }
+    read.push("/proc".into());
+    let _ = policy;
+    LandlockPlan {
+        abi,
+        read,
+        write,
+        devices: vec!["/dev".into()],
+        exec_only,
+    }
+}
+
+/// The files whose execution `--allow-exec` permits: the listed ones, the ELF interpreter
+/// (dynamic loader) each names, and the interpreter of `#!` scripts.
+pub fn exec_allowlist(paths: &[PathBuf]) -> std::io::Result<Vec<PathBuf>> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    let mut queue: Vec<PathBuf> = paths.to_vec();
+    while let Some(p) = queue.pop() {
+        let canon = p.canonicalize()?;
+        if out.contains(&canon) {
+            continue;
+        }
+        let head = read_head(&canon)?;
+        if let Some(interp) = elf_interpreter(&head).or_else(|| shebang_interpreter(&head)) {
+            queue.push(interp);
+        }
+        out.push(canon);
+    }
+    out.sort();
+    Ok(out)
+}
+
+fn read_head(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut buf = Vec::with_capacity(4096);
+    std::fs::File::open(path)?
+        .take(4096)
+        .read_to_end(&mut buf)?;
+    Ok(buf)
+}
+
+/// The `PT_INTERP` path of a 64-bit little-endian ELF file, from its first bytes.
+pub fn elf_interpreter(head: &[u8]) -> Option<PathBuf> {
+    if head.len() < 64 || &head[..4] != b"\x7fELF" || head[4] != 2 || head[5] != 1 {
+        return None;
+    }
+    let u16_at = |o: usize| Some(u16::from_le_bytes(head.get(o..o + 2)?.try_into().ok()?));
+    let u32_at = |o: usize| Some(u32::from_le_bytes(head.get(o..o + 4)?.try_into().ok()?));
+    let u64_at = |o: usize| Some(u64::from_le_bytes(head.get(o..o + 8)?.try_into().ok()?));
+    let phoff = usize::try_from(u64_at(32)?).ok()?;
+    let phentsize = usize::from(u16_at(54)?);
+    let phnum = usize::from(u16_at(56)?);
+    for i in 0..phnum {
+        let ph = phoff + i * phentsize;
+        if u32_at(ph)? == 3 {
+            let off = usize::try_from(u64_at(ph + 8)?).ok()?;
+            let size = usize::try_from(u64_at(ph + 32)?).ok()?;
+            let raw = head.get(off..off + size)?;
+            let raw = raw.split(|b| *b == 0).next()?;
+            return Some(PathBuf::from(OsStr::from_bytes(raw)));
+        }
+    }
+    None
+}
+
+fn shebang_interpreter(head: &[u8]) -> Option<PathBuf> {
+    let rest = head.strip_prefix(b"#!")?;
+    let line = rest.split(|b| *b == b'\n').next()?;
+    let word = line
+        .split(|b| *b == b' ' || *b == b'\t')
+        .find(|w| !w.is_empty())?;
+    Some(PathBuf::from(OsStr::from_bytes(word)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::Bind;
+
+    fn dsts(ops: &[MountOp]) -> Vec<&Path> {
+        ops.iter().map(MountOp::dst).collect()
+    }
+
+    #[test]
+    fn secrets_under_a_bound_home_are_masked_after_the_bind() {
+        let home = std::env::temp_dir().join(format!("cordon-plan-{}", std::process::id()));
+        std::fs::create_dir_all(home.join(".ssh")).unwrap();
+        std::fs::write(home.join(".netrc"), "machine x password y").unwrap();
+        let home = home.canonicalize().unwrap();
+        let mut p = SandboxPolicy::new("/usr/share");
+        p.host_home = Some(home.clone());
+        p.binds.push(Bind {
+            path: home.clone(),
+            access: Access::ReadOnly,
+        });
+        let ops = mount_ops(&p, &[]);
+        let bind_at = ops
+            .iter()
+            .position(|o| o.dst() == home && matches!(o, MountOp::Bind { .. }))
+            .unwrap();
+        let ssh_at = ops
+            .iter()
+            .position(|o| {
+                *o == MountOp::Tmpfs {
+                    dst: home.join(".ssh"),
+                    mode: 0,
+                    ro: true,
+                }
+            })
+            .unwrap();
+        let netrc_at = ops
+            .iter()
+            .position(|o| {
+                *o == MountOp::MaskFile {
+                    dst: home.join(".netrc"),
+                }
+            })
+            .unwrap();
+        assert!(bind_at < ssh_at && bind_at < netrc_at);
+        std::fs::remove_dir_all(&home).unwrap();
+    }
+
+    #[test]
+    fn ops_are_ordered_parents_first_and_never_expose_shadow() {
+        let p = SandboxPolicy::new("/tmp");
+        let ops = mount_ops(&p, &[]);
+        let d = dsts(&ops);
+        let mut sorted = d.clone();
+        sorted.sort();
+        assert_eq!(d, sorted);
+        assert!(
+            !ops.iter()
+                .any(|o| matches!(o, MountOp::Bind { src, .. } if src.starts_with("/etc/shadow")))
+        );
+        // the private /tmp comes before a workdir inside it
+        let tmp = ops
+            .iter()
+            .position(|o| matches!(o, MountOp::Tmpfs { dst, .. } if dst == Path::new("/tmp")))
+            .unwrap();
+        let work = ops
+            .iter()
+            .position(
+                |o| matches!(o, MountOp::Bind { dst, rw: true, .. } if dst == Path::new("/tmp")),
+            )
+            .unwrap();
+        assert!(tmp < work);
+    }
+
+    #[test]
+    fn elf_interpreter_of_a_system_binary_is_the_loader() {
+        let head = read_head(Path::new("/bin/sh")).unwrap();
+        let interp = elf_interpreter(&head).unwrap();
+        assert!(interp.to_string_lossy().contains("ld-linux"), "{interp:?}");
+        let allowed = exec_allowlist(&[PathBuf::from("/bin/sh")]).unwrap();
+        assert!(allowed.len() >= 2, "{allowed:?}");
+    }
+
+    #[test]
+    fn shebang_interpreter_is_found() {
+        assert_eq!(
+            shebang_interpreter(b"#! /bin/sh -e\necho"),
+            Some(PathBuf::from("/bin/sh"))
+        );
+        assert_eq!(shebang_interpreter(b"echo"), None);
+    }
+}

@@ -1,0 +1,222 @@
+//! The sandbox policy: what a sandboxed program may see, change, reach and use, as data.
+
+use std::path::{Path, PathBuf};
+
+use cordon_types::NetworkMode;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Everything cordon enforces around one sandboxed program.
+///
+/// Paths are absolute host paths; they appear at the same path inside the sandbox. Build one
+/// with [`SandboxPolicy::new`] and adjust the fields; [`crate::prepare`] validates it against
+/// the host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxPolicy {
+    /// The working directory: the program starts here and may write here.
+    pub workdir: PathBuf,
+    /// Extra host paths made visible, read-only or read-write.
+    pub binds: Vec<Bind>,
+    /// Whether toolchain homes (rustup, cargo, npm, Go, pyenv) are bound read-only.
+    pub toolchains: bool,
+    /// The network the program can reach.
+    pub network: NetworkMode,
+    /// When non-empty, only these executables (plus their dynamic loader) may be executed.
+    pub allow_exec: Vec<PathBuf>,
+    /// Resource limits.
+    pub limits: Limits,
+    /// The program's complete environment (cordon's own environment does not leak in).
+    pub env: Vec<EnvVar>,
+    /// The host home directory whose secrets are masked and whose toolchains may be bound.
+    pub host_home: Option<PathBuf>,
+    /// Protections the user explicitly agreed to run without when the host lacks them.
+    pub allow_degraded: Vec<Degradation>,
+}
+
+/// One extra bind of a host path into the sandbox.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Bind {
+    /// The absolute host path, visible at the same path inside.
+    pub path: PathBuf,
+    /// Whether the program may change it.
+    pub access: Access,
+}
+
+/// Read-only or read-write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Access {
+    /// Visible, not changeable.
+    ReadOnly,
+    /// Visible and changeable.
+    ReadWrite,
+}
+
+/// Resource limits; `None` means no limit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    /// Memory of the whole tree, in bytes (cgroup; `RLIMIT_AS` per process as a fallback).
+    pub memory_bytes: Option<u64>,
+    /// Number of processes and threads of the whole tree (cgroup `pids.max`).
+    pub pids: Option<u64>,
+    /// CPU time per process, in milliseconds (`RLIMIT_CPU`, rounded up to whole seconds).
+    pub cpu_time_ms: Option<u64>,
+    /// Largest file a process may write, in bytes (`RLIMIT_FSIZE`).
+    pub file_size_bytes: Option<u64>,
+    /// Open file descriptors per process (`RLIMIT_NOFILE`).
+    pub open_files: Option<u64>,
+}
+
+impl Limits {
+    /// Whether a limit that needs a cgroup (memory or pids) is asked for.
+    pub fn wants_cgroup(&self) -> bool {
+        self.memory_bytes.is_some() || self.pids.is_some()
+    }
+}
+
+/// One environment variable of the program.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EnvVar {
+    /// The name.
+    pub name: String,
+    /// The value.
+    pub value: String,
+    /// Whether the value is a secret (to be redacted from output).
+    pub secret: bool,
+}
+
+/// A protection the user agreed to do without when the host cannot provide it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Degradation {
+    /// Run without Landlock when the kernel lacks it (mount isolation still holds).
+    Landlock,
+    /// Run without the seccomp filter when the kernel lacks seccomp.
+    Seccomp,
+    /// Enforce memory and pids limits with per-process rlimits when no cgroup is writable.
+    Cgroup,
+}
+
+impl Degradation {
+    /// Every degradation, for help texts.
+    pub const ALL: [Degradation; 3] = [Self::Landlock, Self::Seccomp, Self::Cgroup];
+
+    /// The flag value naming this degradation.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Landlock => "landlock",
+            Self::Seccomp => "seccomp",
+            Self::Cgroup => "cgroup",
+        }
+    }
+}
+
+impl SandboxPolicy {
+    /// The default policy for a working directory: no extra binds, toolchains on, no
+    /// network, no exec allowlist, no limits, an empty environment.
+    pub fn new(workdir: impl Into<PathBuf>) -> Self {
+        Self {
+            workdir: workdir.into(),
+            binds: Vec::new(),
+            toolchains: true,
+            network: NetworkMode::None,
+            allow_exec: Vec::new(),
+            limits: Limits::default(),
+            env: Vec::new(),
+            host_home: None,
+            allow_degraded: Vec::new(),
+        }
+    }
+
+    /// Whether the user agreed to run without `what` when the host lacks it.
+    pub fn allows_degraded(&self, what: Degradation) -> bool {
+        self.allow_degraded.contains(&what)
+    }
+
+    /// Whether `path` (absolute, without `..`) lies in a place the program may write:
+    /// the working directory, a read-write bind, or the sandbox's private `/tmp` and home.
+    /// Secret paths are never writable.
+    pub fn can_write_path(&self, path: &Path) -> bool {
+        if crate::secrets::is_secret_path(path, self.host_home.as_deref()) {
+            return false;
+        }
+        path.starts_with(&self.workdir)
+            || path.starts_with(crate::SANDBOX_TMP)
+            || path.starts_with(crate::SANDBOX_HOME)
+            || self
+                .binds
+                .iter()
+                .any(|b| b.access == Access::ReadWrite && path.starts_with(&b.path))
+    }
+
+    /// Whether `path` may be executed (subject to also being visible).
+    pub fn can_exec_path(&self, path: &Path) -> bool {
+        self.allow_exec.is_empty() || self.allow_exec.iter().any(|p| p == path)
+    }
+
+    /// The value of an environment variable of the program.
+    pub fn env_value(&self, name: &str) -> Option<&str> {
+        self.env
+            .iter()
+            .rev()
+            .find(|v| v.name == name)
+            .map(|v| v.value.as_str())
+    }
+
+    /// The names of the variables marked secret.
+    pub fn secret_names(&self) -> impl Iterator<Item = &str> {
+        self.env
+            .iter()
+            .filter(|v| v.secret)
+            .map(|v| v.name.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn write_access_follows_workdir_binds_and_secrets() {
+        let mut p = SandboxPolicy::new("/work/proj");
+        p.host_home = Some("/home/u".into());
+        p.binds.push(Bind {
+            path: "/home/u".into(),
+            access: Access::ReadWrite,
+        });
+        p.binds.push(Bind {
+            path: "/data".into(),
+            access: Access::ReadOnly,
+        });
+        assert!(p.can_write_path(Path::new("/work/proj/src/main.rs")));
+        assert!(p.can_write_path(Path::new("/tmp/x")));
+        assert!(p.can_write_path(Path::new("/home/u/notes")));
+        assert!(!p.can_write_path(Path::new("/home/u/.ssh/id_ed25519")));
+        assert!(!p.can_write_path(Path::new("/data/x")));
+        assert!(!p.can_write_path(Path::new("/work/other")));
+        assert!(!p.can_write_path(Path::new("/etc/passwd")));
+    }
+
+    #[test]
+    fn exec_allowlist_is_open_when_empty() {
+        let mut p = SandboxPolicy::new("/w");
+        assert!(p.can_exec_path(Path::new("/usr/bin/cat")));
+        p.allow_exec.push("/usr/bin/echo".into());
+        assert!(p.can_exec_path(Path::new("/usr/bin/echo")));
+        assert!(!p.can_exec_path(Path::new("/usr/bin/cat")));
+    }
+
+    #[test]
+    fn policy_round_trips_as_json() {
+        let mut p = SandboxPolicy::new("/w");
+        p.limits.memory_bytes = Some(64 << 20);
+        p.allow_degraded.push(Degradation::Cgroup);
+        let text = serde_json::to_string(&p).unwrap();
+        let back: SandboxPolicy = serde_json::from_str(&text).unwrap();
+        pretty_assertions::assert_eq!(p, back);
+    }
+}

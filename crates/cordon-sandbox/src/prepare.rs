@@ -1,0 +1,410 @@
+//! `prepare`: a policy and a command become the command that runs the sandbox helper.
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+
+use cordon_types::{Enforcement, EnforcementSummary, NetworkMode, SandboxSummary};
+
+use crate::error::{SandboxError, SandboxErrorKind};
+use crate::host::{HostSupport, host};
+use crate::plan::{self, CgroupPlan, InitPlan, PLAN_ENV, Rlimit};
+use crate::policy::{Degradation, SandboxPolicy};
+use crate::secrets;
+
+/// The first argument that makes the cordon binary act as the sandbox helper.
+pub const INIT_ARG: &str = "__sandbox-init";
+
+/// The command that runs a program under a policy: the cordon binary in its helper role.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PreparedCommand {
+    /// The cordon binary.
+    pub program: PathBuf,
+    /// `["__sandbox-init", "--", PROGRAM, ARGS...]`.
+    pub args: Vec<OsString>,
+    /// The helper's complete environment (the program's environment plus the plan).
+    pub env: Vec<(OsString, OsString)>,
+    /// What will hold, for the run result.
+    pub summary: SandboxSummary,
+}
+
+/// Turns a policy and a command into the helper command that enforces the policy.
+///
+/// Fails when the host cannot enforce a part of the policy that the policy did not
+/// explicitly give up ([`SandboxPolicy::allow_degraded`]); the error names the fix.
+pub fn prepare(
+    policy: &SandboxPolicy,
+    program: &OsStr,
+    args: &[OsString],
+) -> Result<PreparedCommand, SandboxError> {
+    let exe = std::env::current_exe()
+        .map_err(|e| SandboxError::new(SandboxErrorKind::CurrentExe(e), None))?;
+    prepare_with(host(), &exe, policy, program, args)
+}
+
+pub(crate) fn prepare_with(
+    host: &HostSupport,
+    exe: &Path,
+    policy: &SandboxPolicy,
+    program: &OsStr,
+    args: &[OsString],
+) -> Result<PreparedCommand, SandboxError> {
+    check_host(host, policy)?;
+    let policy = canonical(policy)?;
+    let home = policy.host_home.as_deref();
+    let toolchains = if policy.toolchains {
+        plan::find_toolchains(home, &|k| std::env::var(k).ok())
+    } else {
+        plan::Toolchains::default()
+    };
+    let mounts = plan::mount_ops(&policy, &toolchains.binds);
+    let (cgroup, enforcement, rlimits) = limits_plan(host, &policy)?;
+    let landlock = if host.landlock_abi > 0 {
+        let exec_only = if policy.allow_exec.is_empty() {
+            None
+        } else {
+            Some(
+                plan::exec_allowlist(&policy.allow_exec)
+                    .map_err(|source| path_err(&policy.allow_exec[0], source))?,
+            )
+        };
+        Some(plan::landlock_plan(
+            host.landlock_abi,
+            &policy,
+            &mounts,
+            exec_only,
+        ))
+    } else {
+        None
+    };
+    let init = InitPlan {
+        mounts,
+        workdir: policy.workdir.clone(),
+        private_network: policy.network == NetworkMode::None,
+        landlock,
+        seccomp: host.seccomp,
+        rlimits,
+        cgroup,
+        // SAFETY: getuid/getgid have no preconditions.
+        uid: unsafe { libc::getuid() },
+        // SAFETY: as above.
+        gid: unsafe { libc::getgid() },
+    };
+    let mut env: Vec<(OsString, OsString)> = Vec::new();
+    let mut set = |k: &str, v: &str| {
+        if let Some(slot) = env.iter_mut().find(|(n, _)| n == k) {
+            slot.1 = v.into();
+        } else {
+            env.push((k.into(), v.into()));
+        }
+    };
+    for (k, v) in &toolchains.env {
+        set(k, v);
+    }
+    set("HOME", plan::SANDBOX_HOME);
+    set("TMPDIR", plan::SANDBOX_TMP);
+    for var in &policy.env {
+        if var.name != "HOME" {
+            set(&var.name, &var.value);
+        }
+    }
+    let plan_json = serde_json::to_string(&init).expect("the plan serializes");
+    env.push((PLAN_ENV.into(), plan_json.into()));
+
+    let mut argv: Vec<OsString> = vec![INIT_ARG.into(), "--".into(), program.to_owned()];
+    argv.extend(args.iter().cloned());
+    let mut namespaces: Vec<String> = ["user", "mount", "pid", "ipc", "uts", "cgroup"]
+        .map(String::from)
+        .to_vec();
+    if init.private_network {
+        namespaces.push("net".into());
+    }
+    Ok(PreparedCommand {
+        program: exe.to_owned(),
+        args: argv,
+        env,
+        summary: SandboxSummary {
+            enabled: true,
+            namespaces,
+            landlock_abi: init.landlock.as_ref().map(|l| l.abi),
+            seccomp: init.seccomp,
+            network: policy.network,
+            enforcement,
+        },
+    })
+}
+
+fn check_host(host: &HostSupport, policy: &SandboxPolicy) -> Result<(), SandboxError> {
+    if let Some((reason, hint)) = &host.userns_blocker {
+        return Err(SandboxError::new(
+            SandboxErrorKind::UserNamespaces {
+                reason: reason.clone(),
+            },
+            Some(format!(
+                "{hint}; or run without isolation with --no-sandbox"
+            )),
+        ));
+    }
+    if !host.mount_setattr {
+        return Err(unenforceable(
+            "read-only binds",
+            "the kernel lacks mount_setattr (Linux 5.12 or later is needed)".into(),
+            "upgrade the kernel, or run with --no-sandbox".into(),
+        ));
+    }
+    if host.landlock_abi == 0 {
+        if !policy.allow_exec.is_empty() {
+            return Err(unenforceable(
+                "--allow-exec",
+                "the kernel has no Landlock, which enforces the executable allowlist".into(),
+                "boot with Landlock enabled (CONFIG_SECURITY_LANDLOCK=y and `lsm=landlock,...` on the kernel command line)".into(),
+            ));
+        }
+        if !policy.allows_degraded(Degradation::Landlock) {
+            return Err(unenforceable(
+                "landlock",
+                "the kernel has no Landlock".into(),
+                "boot with Landlock enabled (`lsm=landlock,...`), or accept mount isolation alone with --allow-degraded landlock".into(),
+            ));
+        }
+    }
+    if !host.seccomp && !policy.allows_degraded(Degradation::Seccomp) {
+        return Err(unenforceable(
+            "seccomp",
+            "the kernel has no seccomp filters".into(),
+            "use a kernel built with CONFIG_SECCOMP_FILTER, or accept it with --allow-degraded seccomp".into(),
+        ));
+    }
+    Ok(())
+}
+
+fn unenforceable(what: &'static str, reason: String, hint: String) -> SandboxError {
+    SandboxError::new(SandboxErrorKind::Unenforceable { what, reason }, Some(hint))
+}
+
+fn path_err(path: &Path, source: std::io::Error) -> SandboxError {
+    SandboxError::new(
+        SandboxErrorKind::Path {
+            path: path.to_owned(),
+            source,
+        },
+        None,
+    )
+}
+
+/// The policy with every path made canonical, and binds of secrets refused.
+fn canonical(policy: &SandboxPolicy) -> Result<SandboxPolicy, SandboxError> {
+    let mut p = policy.clone();
+    let canon = |path: &Path| path.canonicalize().map_err(|e| path_err(path, e));
+    p.workdir = canon(&policy.workdir)?;
+    if let Some(home) = &policy.host_home {
+        p.host_home = Some(home.canonicalize().unwrap_or_else(|_| home.clone()));
+    }
+    for b in &mut p.binds {
+        b.path = canon(&b.path)?;
+    }
+    for path in std::iter::once(&p.workdir).chain(p.binds.iter().map(|b| &b.path)) {
+        let secret = secrets::is_secret_path(path, p.host_home.as_deref())
+            || secrets::is_secret_path(path, policy.host_home.as_deref());
+        if secret {
+            return Err(SandboxError::new(
+                SandboxErrorKind::Forbidden {
+                    path: path.clone(),
+                    reason: "it holds credentials and is never visible in the sandbox",
+                },
+                Some("pass the one value the program needs with --secret NAME instead".into()),
+            ));
+        }
+        if path == Path::new("/") {
+            return Err(SandboxError::new(
+                SandboxErrorKind::Forbidden {
+                    path: path.clone(),
+                    reason: "binding the whole host root defeats the sandbox",
+                },
+                Some("bind the directories the program needs, or use --no-sandbox".into()),
+            ));
+        }
+    }
+    Ok(p)
+}
+
+type LimitsPlan = (Option<CgroupPlan>, EnforcementSummary, Vec<Rlimit>);
+
+fn limits_plan(host: &HostSupport, policy: &SandboxPolicy) -> Result<LimitsPlan, SandboxError> {
+    let l = policy.limits;
+    let mut enforcement = EnforcementSummary::default();
+    let mut rlimits = vec![Rlimit {
+        resource: libc::RLIMIT_CORE,
+        soft: 0,
+        hard: 0,
+    }];
+    let rl = |resource, soft: u64, hard: u64| Rlimit {
+        resource,
+        soft,
+        hard,
+    };
+    if let Some(ms) = l.cpu_time_ms {
+        let secs = ms.div_ceil(1000).max(1);
+        rlimits.push(rl(libc::RLIMIT_CPU, secs, secs + 1));
+        enforcement.cpu = Enforcement::Rlimit;
+    }
+    if let Some(b) = l.file_size_bytes {
+        rlimits.push(rl(libc::RLIMIT_FSIZE, b, b));
+    }
+    if let Some(n) = l.open_files {
+        rlimits.push(rl(libc::RLIMIT_NOFILE, n, n));
+    }
+    if !l.wants_cgroup() {
+        return Ok((None, enforcement, rlimits));
+    }
+    let cg = &host.cgroup;
+    let mark = |e: &mut EnforcementSummary, how: Enforcement| {
+        if l.memory_bytes.is_some() {
+            e.memory = how;
+        }
+        if l.pids.is_some() {
+            e.pids = how;
+        }
+    };
+    if cg.v2_usable() {
+        mark(&mut enforcement, Enforcement::CgroupV2);
+        let parent = cg.v2_own.clone().expect("usable v2 has a group");
+        return Ok((
+            Some(CgroupPlan::V2 {
+                parent,
+                memory_bytes: l.memory_bytes,
+                pids: l.pids,
+            }),
+            enforcement,
+            rlimits,
+        ));
+    }
+    let v1_ok = (l.memory_bytes.is_none() || cg.v1_memory.is_some())
+        && (l.pids.is_none() || cg.v1_pids.is_some());
+    if v1_ok {
+        mark(&mut enforcement, Enforcement::CgroupV1);
+        let plan = CgroupPlan::V1 {
+            memory_parent: l.memory_bytes.and(cg.v1_memory.clone()),
+            pids_parent: l.pids.and(cg.v1_pids.clone()),
+            memory_bytes: l.memory_bytes,
+            pids: l.pids,
+        };
+        return Ok((Some(plan), enforcement, rlimits));
+    }
+    if !policy.allows_degraded(Degradation::Cgroup) {
+        return Err(unenforceable(
+            "cgroup limits",
+            "no writable cgroup with the memory and pids controllers (neither delegated cgroup v2 nor cgroup v1)".into(),
+            "delegate the controllers to your user (e.g. run inside `systemd-run --user --scope -p Delegate=yes`), or accept weaker per-process rlimits with --allow-degraded cgroup".into(),
+        ));
+    }
+    if let Some(b) = l.memory_bytes {
+        rlimits.push(rl(libc::RLIMIT_AS, b, b));
+        enforcement.memory = Enforcement::Rlimit;
+    }
+    if let Some(n) = l.pids {
+        rlimits.push(rl(libc::RLIMIT_NPROC, n, n));
+        enforcement.pids = Enforcement::Rlimit;
+    }
+    Ok((None, enforcement, rlimits))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::CgroupSupport;
+
+    fn host_with(landlock_abi: u32, cgroup: CgroupSupport) -> HostSupport {
+        HostSupport {
+            userns_blocker: None,
+            landlock_abi,
+            seccomp: true,
+            mount_setattr: true,
+            cgroup,
+        }
+    }
+
+    fn policy() -> SandboxPolicy {
+        let mut p = SandboxPolicy::new(std::env::temp_dir());
+        p.toolchains = false;
+        p
+    }
+
+    #[test]
+    fn missing_landlock_fails_unless_given_up() {
+        let h = host_with(0, CgroupSupport::default());
+        let mut p = policy();
+        let err = prepare_with(&h, Path::new("/c"), &p, "true".as_ref(), &[]).unwrap_err();
+        assert!(err.to_string().contains("landlock"), "{err}");
+        assert!(err.hint.unwrap().contains("--allow-degraded landlock"));
+        p.allow_degraded.push(Degradation::Landlock);
+        let ok = prepare_with(&h, Path::new("/c"), &p, "true".as_ref(), &[]).unwrap();
+        assert_eq!(ok.summary.landlock_abi, None);
+    }
+
+    #[test]
+    fn userns_blocker_names_the_sysctl() {
+        let mut h = host_with(7, CgroupSupport::default());
+        h.userns_blocker = Some((
+            "disabled (user.max_user_namespaces = 0)".into(),
+            "sysctl -w user.max_user_namespaces=15000".into(),
+        ));
+        let err = prepare_with(&h, Path::new("/c"), &policy(), "true".as_ref(), &[]).unwrap_err();
+        assert!(err.to_string().contains("user namespaces"));
+        assert!(err.hint.unwrap().contains("sysctl"));
+    }
+
+    #[test]
+    fn limits_without_cgroup_fail_unless_rlimits_accepted() {
+        let h = host_with(7, CgroupSupport::default());
+        let mut p = policy();
+        p.limits.memory_bytes = Some(64 << 20);
+        assert!(prepare_with(&h, Path::new("/c"), &p, "true".as_ref(), &[]).is_err());
+        p.allow_degraded.push(Degradation::Cgroup);
+        let ok = prepare_with(&h, Path::new("/c"), &p, "true".as_ref(), &[]).unwrap();
+        assert_eq!(ok.summary.enforcement.memory, Enforcement::Rlimit);
+    }
+
+    #[test]
+    fn v1_cgroups_enforce_memory_and_pids() {
+        let cg = CgroupSupport {
+            v1_memory: Some("/m".into()),
+            v1_pids: Some("/p".into()),
+            ..Default::default()
+        };
+        let h = host_with(7, cg);
+        let mut p = policy();
+        p.limits.memory_bytes = Some(1 << 30);
+        p.limits.pids = Some(64);
+        let ok = prepare_with(
+            &h,
+            Path::new("/c"),
+            &p,
+            "sh".as_ref(),
+            &["-c".into(), "true".into()],
+        )
+        .unwrap();
+        assert_eq!(ok.summary.enforcement.memory, Enforcement::CgroupV1);
+        assert_eq!(ok.summary.enforcement.pids, Enforcement::CgroupV1);
+        assert_eq!(
+            ok.args,
+            ["__sandbox-init", "--", "sh", "-c", "true"].map(OsString::from)
+        );
+        assert!(ok.summary.namespaces.contains(&"net".to_string()));
+        let home = ok.env.iter().find(|(k, _)| k == "HOME").unwrap();
+        assert_eq!(home.1, plan::SANDBOX_HOME);
+    }
+
+    #[test]
+    fn binding_a_secret_is_refused() {
+        let h = host_with(7, CgroupSupport::default());
+        let mut p = policy();
+        p.binds.push(crate::policy::Bind {
+            path: "/etc/ssh".into(),
+            access: crate::policy::Access::ReadOnly,
+        });
+        if Path::new("/etc/ssh").exists() {
+            let err = prepare_with(&h, Path::new("/c"), &p, "true".as_ref(), &[]).unwrap_err();
+            assert!(err.to_string().contains("credentials"), "{err}");
+        }
+    }
+}
