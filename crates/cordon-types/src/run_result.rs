@@ -26,7 +26,7 @@ pub struct RunResult {
     pub exit_code: Option<i32>,
     /// The name of the signal that ended the program (`SIGKILL`, ...), if one did.
     pub signal: Option<String>,
-    /// Wall-clock time from spawn to the end of output collection, in milliseconds.
+    /// Wall-clock time from spawn until the program exited, in milliseconds.
     pub duration_ms: u64,
     /// Every limit that was reached during the run, in the order they were hit.
     pub limits_hit: Vec<LimitKind>,

@@ -1,1 +1,29 @@
-//! cordon CLI
+//! The `cordon` command-line interface.
+//!
+//! The binary is thin: [`main`] parses arguments with clap ([`args`]), calls the library crate
+//! that does the work, renders the result, and maps it to a documented exit code
+//! ([`exit`]). Hidden helper entry points (the sandbox init) are dispatched before anything
+//! else runs.
+#![deny(missing_docs)]
+
+pub mod args;
+mod commands;
+pub mod exit;
+mod render;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+/// Entry point of the `cordon` binary.
+pub fn main() -> ExitCode {
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let cli = match args::Cli::try_parse_from(&argv) {
+        Ok(cli) => cli,
+        Err(error) => return exit::clap_error(error, &argv),
+    };
+    match commands::dispatch(cli) {
+        Ok(code) => code,
+        Err(error) => exit::report_error(&error),
+    }
+}

@@ -1,0 +1,49 @@
+//! Where a run's output goes besides the bounded capture.
+
+use crate::cancel::CancelHandle;
+
+/// One of the program's output streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Stream {
+    /// Standard output.
+    Stdout,
+    /// Standard error.
+    Stderr,
+}
+
+impl Stream {
+    /// `"stdout"` or `"stderr"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stream::Stdout => "stdout",
+            Stream::Stderr => "stderr",
+        }
+    }
+}
+
+/// Receives every byte of output as it arrives (after the [`OutputFilter`], if any): a live
+/// terminal view, a transcript writer, a log stream.
+pub trait OutputSink {
+    /// The next bytes of `stream`.
+    fn write(&mut self, stream: Stream, bytes: &[u8]);
+}
+
+/// Transforms output before anything sees it (redaction). Stateful per stream: it may hold
+/// bytes back across calls and must release them on [`OutputFilter::flush`].
+pub trait OutputFilter {
+    /// Appends to `out` what may be released of `input` (the next bytes of `stream`).
+    fn filter(&mut self, stream: Stream, input: &[u8], out: &mut Vec<u8>);
+    /// Appends to `out` everything still held back for `stream`; the stream has ended.
+    fn flush(&mut self, stream: Stream, out: &mut Vec<u8>);
+}
+
+/// The optional companions of a run.
+#[derive(Default)]
+pub struct RunIo<'a> {
+    /// Receives all output live.
+    pub sink: Option<&'a mut dyn OutputSink>,
+    /// Transforms output before the sink and the capture see it.
+    pub filter: Option<&'a mut dyn OutputFilter>,
+    /// Ends the run early when cancelled.
+    pub cancel: Option<&'a CancelHandle>,
+}

@@ -1,0 +1,292 @@
+//! Finding and killing every process of a run, including daemons that left the tree.
+//!
+//! cordon makes itself a child subreaper (`PR_SET_CHILD_SUBREAPER`): a process whose parent
+//! dies is re-parented to cordon instead of init, so double-forked daemons stay reachable.
+//! The tree is read from `/proc/<pid>/stat` (parent, session, state) — this kernel may lack
+//! `/proc/<pid>/task/<tid>/children`, so the whole table is scanned, which costs well under a
+//! millisecond for a few hundred processes.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Mutex, Once};
+use std::time::Duration;
+
+use rustix::process::{Pid, Signal, getpid};
+
+/// One row of the process table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ProcInfo {
+    pub pid: i32,
+    pub ppid: i32,
+    pub sid: i32,
+    pub zombie: bool,
+}
+
+/// The direct children that runs of this process spawned and still supervise.
+static ACTIVE_RUNS: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+static SUBREAPER: Once = Once::new();
+
+/// Makes this process the subreaper of its descendants (once per process).
+pub(crate) fn become_subreaper() {
+    SUBREAPER.call_once(|| {
+        // Failure leaves orphans to init; the tree kill then only reaches the live tree.
+        let _ = rustix::process::set_child_subreaper(Some(getpid()));
+    });
+}
+
+/// Registers a run's direct child; unregistered on drop.
+pub(crate) struct ActiveRun {
+    pid: i32,
+}
+
+impl ActiveRun {
+    pub(crate) fn register(pid: i32) -> Self {
+        lock_runs().push(pid);
+        ActiveRun { pid }
+    }
+
+    /// Number of runs active in this process right now (this one included).
+    pub(crate) fn count() -> usize {
+        lock_runs().len()
+    }
+
+    /// Direct children of other active runs.
+    fn others(&self) -> Vec<i32> {
+        lock_runs()
+            .iter()
+            .copied()
+            .filter(|&p| p != self.pid)
+            .collect()
+    }
+}
+
+impl Drop for ActiveRun {
+    fn drop(&mut self) {
+        lock_runs().retain(|&p| p != self.pid);
+    }
+}
+
+fn lock_runs() -> std::sync::MutexGuard<'static, Vec<i32>> {
+    ACTIVE_RUNS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Parses the fields cordon needs from the text of `/proc/<pid>/stat`.
+pub(crate) fn parse_stat(pid: i32, text: &str) -> Option<ProcInfo> {
+    // The command name is in parentheses and may contain anything, including ") ".
+    let rest = &text[text.rfind(')')? + 1..];
+    let mut fields = rest.split_ascii_whitespace();
+    let state = fields.next()?;
+    let ppid = fields.next()?.parse().ok()?;
+    let _pgrp = fields.next()?;
+    let sid = fields.next()?.parse().ok()?;
+    Some(ProcInfo {
+        pid,
+        ppid,
+        sid,
+        zombie: state == "Z" || state == "X",
+    })
+}
+
+/// Reads the process table: the rows with a pid at or above `floor` when that is provably
+/// enough, else all of them.
+///
+/// Every descendant of a run was created after the run's root, so while the kernel's pid
+/// counter has not wrapped since (`ns_last_pid` still at or above the root's pid) every member
+/// has a pid in `floor..=ns_last_pid`, and the other rows need not be read. Callers pass no
+/// floor when the run lasted long enough for the counter to have gone all the way around.
+pub(crate) fn scan(floor: Option<i32>) -> Vec<ProcInfo> {
+    let range = floor.and_then(|floor| {
+        let last: i32 = std::fs::read_to_string("/proc/sys/kernel/ns_last_pid")
+            .ok()?
+            .trim()
+            .parse()
+            .ok()?;
+        (last >= floor).then_some(floor..=last)
+    });
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut table = Vec::with_capacity(64);
+    let mut text = String::with_capacity(512);
+    for entry in dir.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        if range.as_ref().is_some_and(|r| !r.contains(&pid)) {
+            continue;
+        }
+        text.clear();
+        let Ok(mut file) = std::fs::File::open(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        if std::io::Read::read_to_string(&mut file, &mut text).is_err() {
+            continue;
+        }
+        if let Some(info) = parse_stat(pid, &text) {
+            table.push(info);
+        }
+    }
+    table
+}
+
+/// Which processes belong to one run.
+pub(crate) struct Tree<'a> {
+    /// The run's direct child (alive or not yet reaped).
+    pub root: i32,
+    /// The session of the run: the root called `setsid`, so this is the root's pid.
+    pub sid: i32,
+    /// Orphans re-parented to this process belong to this run whatever their session.
+    pub exclusive: bool,
+    pub run: &'a ActiveRun,
+    /// When the run started: after a long run the pid counter may have wrapped.
+    pub started: std::time::Instant,
+}
+
+/// After this long, assume the pid counter may have wrapped and read the whole table.
+const PID_WRAP_SAFE: Duration = Duration::from_secs(10);
+
+impl Tree<'_> {
+    fn table(&self) -> Vec<ProcInfo> {
+        let floor = (self.started.elapsed() < PID_WRAP_SAFE).then_some(self.root);
+        scan(floor)
+    }
+
+    /// The run's processes: the root's descendants and the orphans attributed to the run.
+    /// The root itself is not included.
+    pub(crate) fn members(&self, table: &[ProcInfo]) -> Vec<ProcInfo> {
+        let me = getpid().as_raw_nonzero().get();
+        let others: HashSet<i32> = self.run.others().into_iter().collect();
+        let mut children: HashMap<i32, Vec<&ProcInfo>> = HashMap::new();
+        for p in table {
+            children.entry(p.ppid).or_default().push(p);
+        }
+        let mut queue: Vec<i32> = vec![self.root];
+        // Orphans that reached cordon through the subreaper.
+        for p in children.get(&me).into_iter().flatten() {
+            if p.pid == self.root || others.contains(&p.pid) {
+                continue;
+            }
+            if self.exclusive || p.sid == self.sid {
+                queue.push(p.pid);
+            }
+        }
+        let mut seen: HashSet<i32> = HashSet::new();
+        let mut members = Vec::new();
+        while let Some(pid) = queue.pop() {
+            if !seen.insert(pid) {
+                continue;
+            }
+            if pid != self.root
+                && let Some(info) = table.iter().find(|p| p.pid == pid)
+            {
+                members.push(*info);
+            }
+            for child in children.get(&pid).into_iter().flatten() {
+                queue.push(child.pid);
+            }
+        }
+        members
+    }
+
+    /// Sends `signal` to every live member (not the root). Returns how many were signalled.
+    pub(crate) fn signal_members(&self, signal: Signal) -> usize {
+        let table = self.table();
+        let mut sent = 0;
+        for p in self.members(&table) {
+            if p.zombie {
+                continue;
+            }
+            if let Some(pid) = Pid::from_raw(p.pid)
+                && rustix::process::kill_process(pid, signal).is_ok()
+            {
+                sent += 1;
+            }
+        }
+        sent
+    }
+
+    /// Kills every member (not the root) until none is left alive, reaping the orphans among
+    /// them. Stops processes first so a fork bomb cannot outrun the sweep. Returns the number
+    /// of distinct processes killed.
+    pub(crate) fn kill_members(&self) -> usize {
+        let me = getpid().as_raw_nonzero().get();
+        let mut killed: HashSet<i32> = HashSet::new();
+        for round in 0..200 {
+            let table = self.table();
+            let members = self.members(&table);
+            let live: Vec<&ProcInfo> = members.iter().filter(|p| !p.zombie).collect();
+            for p in &members {
+                if p.zombie && p.ppid == me {
+                    reap_nohang(p.pid);
+                }
+            }
+            if live.is_empty() {
+                if round == 0 && members.is_empty() {
+                    return 0;
+                }
+                break;
+            }
+            for p in &live {
+                if let Some(pid) = Pid::from_raw(p.pid) {
+                    let _ = rustix::process::kill_process(pid, Signal::STOP);
+                }
+            }
+            for p in &live {
+                if let Some(pid) = Pid::from_raw(p.pid)
+                    && rustix::process::kill_process(pid, Signal::KILL).is_ok()
+                {
+                    killed.insert(p.pid);
+                }
+            }
+            if round > 0 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        // Orphans killed above are our children: reap what has died since.
+        for p in self.members(&self.table()) {
+            if p.zombie && p.ppid == me {
+                reap_nohang(p.pid);
+            }
+        }
+        killed.len()
+    }
+}
+
+/// Reaps `pid` if it is a zombie child of this process.
+fn reap_nohang(pid: i32) {
+    let mut status = 0;
+    // SAFETY: waitpid on a specific pid with WNOHANG; `status` is a valid out-pointer.
+    unsafe {
+        libc::waitpid(pid, &mut status, libc::WNOHANG);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_stat_with_hostile_command_names() {
+        let text = "1234 (evil) S 1 2 3 (x) Z 99 7 7 0) R 42 4242 4242 0 -1";
+        let info = parse_stat(1234, text).expect("parses");
+        assert_eq!(
+            info,
+            ProcInfo {
+                pid: 1234,
+                ppid: 42,
+                sid: 4242,
+                zombie: false
+            }
+        );
+        let zombie = parse_stat(5, "5 (a b) Z 1 5 5 0").expect("parses");
+        assert!(zombie.zombie);
+        assert_eq!(parse_stat(5, "garbage"), None);
+    }
+
+    #[test]
+    fn scan_finds_this_process() {
+        let me = getpid().as_raw_nonzero().get();
+        assert!(scan(None).iter().any(|p| p.pid == me));
+        assert!(scan(Some(me)).iter().any(|p| p.pid == me));
+    }
+}

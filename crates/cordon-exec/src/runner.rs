@@ -1,0 +1,637 @@
+//! The run loop: spawn, poll output / exit / deadlines / cancellation, terminate, drain, report.
+
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+use cordon_types::{
+    CHILD_REPORT_FD, ChildReport, LeakReport, LimitKind, ResourceUsage, RunResult, RunResultTag,
+    SandboxSummary,
+};
+use rustix::event::{PollFd, PollFlags, Timespec, poll};
+use rustix::pipe::{PipeFlags, pipe_with};
+use rustix::process::{Pid, PidfdFlags, Signal, pidfd_open};
+
+use crate::capture::HeadTail;
+use crate::classify::{Ending, Intervention, classify};
+use crate::error::ExecError;
+use crate::io::{RunIo, Stream};
+use crate::process_tree::{ActiveRun, Tree, become_subreaper};
+use crate::signals::signal_name;
+use crate::spec::{RunSpec, StdinMode};
+
+/// A run's result and the exit code a CLI should exit with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunOutcome {
+    /// The full result document.
+    pub result: RunResult,
+    /// The conventional exit code: the program's own, `124` on timeout, `128+N` for signal
+    /// N, `125` when cordon failed, `126`/`127` when the program is not executable / absent,
+    /// `128+N` when cordon was cancelled by signal N.
+    pub exit_code: u8,
+}
+
+/// Largest child report accepted from a supervisor.
+const MAX_REPORT_BYTES: usize = 64 * 1024;
+/// How long to keep reading after leftovers were killed, for data still in the pipes.
+const FINAL_DRAIN: Duration = Duration::from_millis(50);
+const READ_CHUNK: usize = 256 * 1024;
+const PIPE_SIZE: usize = 1024 * 1024;
+
+/// Runs `spec` to completion and reports what happened.
+///
+/// Returns `Err` only when cordon could not supervise at all; a program that fails, cannot be
+/// found, or is ended by a limit yields `Ok` with the matching status.
+pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
+    become_subreaper();
+    let started_at = SystemTime::now();
+    let cwd = match &spec.cwd {
+        Some(dir) => dir.clone(),
+        None => std::env::current_dir().map_err(|_| ExecError::BadCwd { path: ".".into() })?,
+    };
+    if !cwd.is_dir() {
+        return Err(ExecError::BadCwd { path: cwd });
+    }
+    let (out_r, out_w) = pipe_with(PipeFlags::CLOEXEC).map_err(|e| ExecError::Pipe(e.into()))?;
+    let (err_r, err_w) = pipe_with(PipeFlags::CLOEXEC).map_err(|e| ExecError::Pipe(e.into()))?;
+    // Bigger pipes mean fewer wake-ups under a flood; the kernel may refuse, which is fine.
+    for fd in [&out_r, &err_r] {
+        let _ = rustix::pipe::fcntl_setpipe_size(fd, PIPE_SIZE);
+    }
+    let report_pipe = if spec.supervised {
+        Some(pipe_with(PipeFlags::CLOEXEC).map_err(|e| ExecError::Pipe(e.into()))?)
+    } else {
+        None
+    };
+
+    let mut cmd = Command::new(&spec.program);
+    cmd.args(&spec.args).current_dir(&cwd);
+    if spec.env.clear {
+        cmd.env_clear();
+    }
+    cmd.envs(spec.env.set.iter().map(|(k, v)| (k, v)));
+    cmd.stdin(match spec.stdin {
+        StdinMode::Inherit => Stdio::inherit(),
+        StdinMode::Null => Stdio::null(),
+    });
+    cmd.stdout(Stdio::from(out_w)).stderr(Stdio::from(err_w));
+    let report_w_raw = report_pipe.as_ref().map(|(_, w)| w.as_raw_fd());
+    // SAFETY: the closure only makes async-signal-safe system calls (setsid, prctl, dup2,
+    // fcntl) and allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || child_setup(report_w_raw));
+    }
+
+    let children_before = children_rusage();
+    let t0 = Instant::now();
+    let spawned = cmd.spawn();
+    // Dropping the command closes the parent's copies of the pipes' write ends.
+    drop(cmd);
+    let report_r = report_pipe.map(|(r, _w)| r);
+    let child = match spawned {
+        Ok(child) => child,
+        Err(error) => {
+            return Ok(not_started(spec, &cwd, started_at, t0, &error));
+        }
+    };
+    let pid = child.id() as i32;
+    drop(child);
+    let active = ActiveRun::register(pid);
+    let tree = Tree {
+        root: pid,
+        sid: pid,
+        exclusive: spec.exclusive_children,
+        run: &active,
+        started: t0,
+    };
+    let pidfd = Pid::from_raw(pid).and_then(|p| pidfd_open(p, PidfdFlags::empty()).ok());
+
+    let mut streams = [
+        StreamState::new(Stream::Stdout, out_r, spec.output_limit),
+        StreamState::new(Stream::Stderr, err_r, spec.output_limit),
+    ];
+    let mut report = report_r.map(|fd| (Some(fd), Vec::new()));
+    let mut limits_hit: Vec<LimitKind> = Vec::new();
+    let mut intervention = Intervention::None;
+    let mut kill_at: Option<Instant> = None;
+    let mut kill_root_at: Option<Instant> = None;
+    let mut exit: Option<(libc::c_int, libc::rusage, Instant)> = None;
+    let mut leak_deadline: Option<Instant> = None;
+    let deadline = t0 + spec.timeout;
+    let mut buf = vec![0u8; READ_CHUNK];
+    let mut scratch = Vec::new();
+
+    loop {
+        let report_open = report.as_ref().is_some_and(|(fd, _)| fd.is_some());
+        let streams_open = streams.iter().any(|s| s.fd.is_some());
+        if exit.is_some() && !streams_open && !report_open {
+            break;
+        }
+        let now = Instant::now();
+        if leak_deadline.is_some_and(|d| now >= d) {
+            break;
+        }
+        if exit.is_none() {
+            let cancelled = io.cancel.is_some_and(|c| c.is_cancelled());
+            if intervention == Intervention::None && (now >= deadline || cancelled) {
+                intervention = if cancelled {
+                    Intervention::Cancelled {
+                        signal: io.cancel.and_then(|c| c.signal()),
+                    }
+                } else {
+                    limits_hit.push(LimitKind::Timeout);
+                    Intervention::Timeout
+                };
+                if !spec.supervised {
+                    signal_pid(pid, Signal::TERM);
+                }
+                tree.signal_members(Signal::TERM);
+                kill_at = Some(now + spec.grace);
+            }
+            if kill_at.is_some_and(|t| now >= t) {
+                kill_at = None;
+                if spec.supervised {
+                    kill_root_at = Some(now + spec.grace);
+                } else {
+                    signal_pid(pid, Signal::KILL);
+                }
+                tree.kill_members();
+            }
+            if kill_root_at.is_some_and(|t| now >= t) {
+                kill_root_at = None;
+                signal_pid(pid, Signal::KILL);
+            }
+        }
+
+        let mut wake_at: Option<Instant> = leak_deadline;
+        if exit.is_none() {
+            if intervention == Intervention::None {
+                wake_at = earliest(wake_at, Some(deadline));
+            }
+            wake_at = earliest(wake_at, kill_at);
+            wake_at = earliest(wake_at, kill_root_at);
+            if pidfd.is_none() {
+                wake_at = earliest(wake_at, Some(now + Duration::from_millis(5)));
+            }
+        }
+        let timeout = wake_at.map(|t| to_timespec(t.saturating_duration_since(now)));
+
+        let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(5);
+        let mut slots: Vec<Slot> = Vec::with_capacity(5);
+        for (i, s) in streams.iter().enumerate() {
+            if let Some(fd) = &s.fd {
+                fds.push(PollFd::new(fd, PollFlags::IN));
+                slots.push(Slot::Stream(i));
+            }
+        }
+        if let Some((Some(fd), _)) = &report {
+            fds.push(PollFd::new(fd, PollFlags::IN));
+            slots.push(Slot::Report);
+        }
+        if exit.is_none() {
+            if let Some(fd) = &pidfd {
+                fds.push(PollFd::new(fd, PollFlags::IN));
+                slots.push(Slot::Exit);
+            }
+            if intervention == Intervention::None
+                && let Some(cancel) = io.cancel
+            {
+                fds.push(PollFd::from_borrowed_fd(cancel.fd(), PollFlags::IN));
+                slots.push(Slot::Cancel);
+            }
+        }
+        match poll(&mut fds, timeout.as_ref()) {
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(ExecError::Poll(e.into())),
+        }
+        let ready: Vec<Slot> = fds
+            .iter()
+            .zip(&slots)
+            .filter(|(fd, _)| !fd.revents().is_empty())
+            .map(|(_, slot)| *slot)
+            .collect();
+        drop(fds);
+
+        for &slot in &ready {
+            match slot {
+                Slot::Stream(i) => {
+                    streams[i].read_once(&mut buf, &mut scratch, &mut io, &mut limits_hit)
+                }
+                Slot::Report => read_report(&mut report, &mut buf),
+                Slot::Exit | Slot::Cancel => {}
+            }
+        }
+        let exit_may_be_ready = pidfd.is_none() || ready.iter().any(|s| matches!(s, Slot::Exit));
+        if exit.is_none()
+            && exit_may_be_ready
+            && let Some(status) = try_wait(pid)?
+        {
+            exit = Some((status.0, status.1, Instant::now()));
+            leak_deadline = Some(Instant::now() + spec.leak_window);
+        }
+    }
+
+    // The program is gone. Whatever of its tree is left now is a leak: kill it.
+    let processes_killed = tree.kill_members() as u32;
+    let output_held_open = streams.iter().any(|s| s.fd.is_some());
+    if output_held_open {
+        let until = Instant::now() + FINAL_DRAIN;
+        while streams.iter().any(|s| s.fd.is_some()) && Instant::now() < until {
+            let mut any = false;
+            for s in streams.iter_mut().filter(|s| s.fd.is_some()) {
+                any |= s.read_nonblocking(&mut buf, &mut scratch, &mut io, &mut limits_hit);
+            }
+            if !any {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+    }
+    for s in &mut streams {
+        s.close(&mut scratch, &mut io, &mut limits_hit);
+    }
+    if let Some((fd @ Some(_), _)) = &mut report {
+        // The supervisor exited; anything it wrote is already in the pipe.
+        *fd = None;
+    }
+
+    let (status, rusage, exited_at) = exit.expect("the loop ends only after the program exits");
+    let tree_usage = (spec.exclusive_children && ActiveRun::count() == 1)
+        .then(children_rusage)
+        .flatten()
+        .zip(children_before);
+    drop(active);
+
+    let mut ending = if libc::WIFSIGNALED(status) {
+        Ending::Signaled(libc::WTERMSIG(status))
+    } else {
+        Ending::Exited(libc::WEXITSTATUS(status))
+    };
+    let mut resource = ResourceUsage {
+        max_rss_bytes: Some(rusage.ru_maxrss.max(0) as u64 * 1024),
+        cpu_user_ms: Some(timeval_ms(rusage.ru_utime)),
+        cpu_sys_ms: Some(timeval_ms(rusage.ru_stime)),
+        tree_cpu_user_ms: tree_usage
+            .map(|(after, before)| timeval_ms(after.ru_utime) - timeval_ms(before.ru_utime)),
+        tree_cpu_sys_ms: tree_usage
+            .map(|(after, before)| timeval_ms(after.ru_stime) - timeval_ms(before.ru_stime)),
+        tree_peak_memory_bytes: None,
+    };
+    if let Some((_, bytes)) = &report {
+        match parse_report(bytes, &ending) {
+            Ok(child) => {
+                apply_report(&child, &mut ending, &mut resource, &mut limits_hit);
+            }
+            Err(reason) => {
+                if intervention == Intervention::None {
+                    ending = Ending::NotStarted {
+                        reason,
+                        exit_code: 125,
+                    };
+                }
+            }
+        }
+    }
+
+    let timeout_text = describe_timeout(spec);
+    let verdict = classify(&ending, intervention, &limits_hit, &timeout_text);
+    let (exit_code, signal) = match ending {
+        Ending::Exited(code) => (Some(code), None),
+        Ending::Signaled(sig) => (None, Some(signal_name(sig))),
+        Ending::NotStarted { .. } => (None, None),
+    };
+    let [stdout, stderr] = streams.map(|s| s.into_captured());
+    let result = RunResult {
+        schema: RunResultTag,
+        status: verdict.status,
+        exit_code,
+        signal,
+        duration_ms: exited_at.duration_since(t0).as_millis() as u64,
+        limits_hit,
+        stdout,
+        stderr,
+        resource,
+        failure: verdict.failure,
+        command: spec.reported_command(),
+        cwd: cwd.to_string_lossy().into_owned(),
+        started_at: humantime::format_rfc3339_millis(started_at).to_string(),
+        leaked: LeakReport {
+            processes_killed,
+            output_held_open,
+        },
+        sandbox: SandboxSummary::default(),
+    };
+    Ok(RunOutcome {
+        result,
+        exit_code: verdict.exit_code,
+    })
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Slot {
+    Stream(usize),
+    Report,
+    Exit,
+    Cancel,
+}
+
+/// In the child, between fork and exec: only async-signal-safe calls.
+fn child_setup(report_fd: Option<i32>) -> std::io::Result<()> {
+    // A session of its own: the run's processes share a session id cordon can recognise,
+    // and the terminal's job-control signals do not reach them.
+    rustix::process::setsid()?;
+    // The program dies with the thread that spawned it, whatever kills cordon.
+    rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
+    if let Some(fd) = report_fd {
+        // SAFETY: plain descriptor syscalls on descriptors this process owns.
+        unsafe {
+            if fd == CHILD_REPORT_FD {
+                let flags = libc::fcntl(fd, libc::F_GETFD);
+                if flags < 0 || libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            } else if libc::dup2(fd, CHILD_REPORT_FD) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One output stream being read.
+struct StreamState {
+    stream: Stream,
+    fd: Option<OwnedFd>,
+    capture: HeadTail,
+    raw_total: u64,
+}
+
+impl StreamState {
+    fn new(stream: Stream, fd: OwnedFd, limit: usize) -> Self {
+        StreamState {
+            stream,
+            fd: Some(fd),
+            capture: HeadTail::new(limit),
+            raw_total: 0,
+        }
+    }
+
+    /// Reads what `poll` said is there; closes the stream on end of file.
+    fn read_once(
+        &mut self,
+        buf: &mut [u8],
+        scratch: &mut Vec<u8>,
+        io: &mut RunIo<'_>,
+        limits_hit: &mut Vec<LimitKind>,
+    ) {
+        let Some(fd) = &self.fd else { return };
+        match rustix::io::read(fd, &mut *buf) {
+            Ok(0) => self.close(scratch, io, limits_hit),
+            Ok(n) => self.deliver(&buf[..n], scratch, io, limits_hit),
+            Err(rustix::io::Errno::INTR | rustix::io::Errno::AGAIN) => {}
+            Err(_) => self.close(scratch, io, limits_hit),
+        }
+    }
+
+    /// Reads without blocking; returns whether anything happened.
+    fn read_nonblocking(
+        &mut self,
+        buf: &mut [u8],
+        scratch: &mut Vec<u8>,
+        io: &mut RunIo<'_>,
+        limits_hit: &mut Vec<LimitKind>,
+    ) -> bool {
+        let Some(fd) = &self.fd else { return false };
+        let mut pfd = [PollFd::new(fd, PollFlags::IN)];
+        let zero = Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        if !matches!(poll(&mut pfd, Some(&zero)), Ok(n) if n > 0) {
+            return false;
+        }
+        self.read_once(buf, scratch, io, limits_hit);
+        true
+    }
+
+    fn deliver(
+        &mut self,
+        bytes: &[u8],
+        scratch: &mut Vec<u8>,
+        io: &mut RunIo<'_>,
+        limits_hit: &mut Vec<LimitKind>,
+    ) {
+        self.raw_total += bytes.len() as u64;
+        match io.filter.as_deref_mut() {
+            Some(filter) => {
+                scratch.clear();
+                filter.filter(self.stream, bytes, scratch);
+                self.keep(scratch, io, limits_hit);
+            }
+            None => self.keep(bytes, io, limits_hit),
+        }
+    }
+
+    fn keep(&mut self, bytes: &[u8], io: &mut RunIo<'_>, limits_hit: &mut Vec<LimitKind>) {
+        if bytes.is_empty() {
+            return;
+        }
+        let was_truncated = self.capture.truncated();
+        self.capture.push(bytes);
+        if !was_truncated && self.capture.truncated() && !limits_hit.contains(&LimitKind::Output) {
+            limits_hit.push(LimitKind::Output);
+        }
+        if let Some(sink) = io.sink.as_deref_mut() {
+            sink.write(self.stream, bytes);
+        }
+    }
+
+    /// Stops reading, releasing whatever the filter still holds.
+    fn close(
+        &mut self,
+        scratch: &mut Vec<u8>,
+        io: &mut RunIo<'_>,
+        limits_hit: &mut Vec<LimitKind>,
+    ) {
+        if self.fd.take().is_none() {
+            return;
+        }
+        if let Some(filter) = io.filter.as_deref_mut() {
+            scratch.clear();
+            filter.flush(self.stream, scratch);
+            let held = std::mem::take(scratch);
+            self.keep(&held, io, limits_hit);
+            *scratch = held;
+        }
+    }
+
+    fn into_captured(self) -> cordon_types::CapturedOutput {
+        let mut captured = self.capture.to_captured();
+        captured.bytes_total = self.raw_total;
+        captured
+    }
+}
+
+fn read_report(report: &mut Option<(Option<OwnedFd>, Vec<u8>)>, buf: &mut [u8]) {
+    let Some((fd_slot, bytes)) = report else {
+        return;
+    };
+    let Some(fd) = fd_slot else { return };
+    match rustix::io::read(fd.as_fd(), &mut *buf) {
+        Ok(0) => *fd_slot = None,
+        Ok(n) => {
+            let room = MAX_REPORT_BYTES.saturating_sub(bytes.len());
+            bytes.extend_from_slice(&buf[..n.min(room)]);
+        }
+        Err(rustix::io::Errno::INTR | rustix::io::Errno::AGAIN) => {}
+        Err(_) => *fd_slot = None,
+    }
+}
+
+fn parse_report(bytes: &[u8], supervisor_ending: &Ending) -> Result<ChildReport, String> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        let how = match supervisor_ending {
+            Ending::Exited(code) => format!("exited with code {code}"),
+            Ending::Signaled(sig) => format!("was killed by {}", signal_name(*sig)),
+            Ending::NotStarted { reason, .. } => reason.clone(),
+        };
+        return Err(format!(
+            "the sandbox supervisor {how} without reporting the program's status"
+        ));
+    }
+    serde_json::from_slice(bytes)
+        .map_err(|e| format!("the sandbox supervisor sent an unreadable report: {e}"))
+}
+
+fn apply_report(
+    child: &ChildReport,
+    ending: &mut Ending,
+    resource: &mut ResourceUsage,
+    limits_hit: &mut Vec<LimitKind>,
+) {
+    if let Some(reason) = &child.setup_error {
+        *ending = Ending::NotStarted {
+            reason: reason.clone(),
+            exit_code: 125,
+        };
+        return;
+    }
+    match (child.exit_code, child.signal) {
+        (_, Some(sig)) => *ending = Ending::Signaled(sig),
+        (Some(code), None) => *ending = Ending::Exited(code),
+        (None, None) => {}
+    }
+    if let Some(usage) = child.rusage {
+        resource.max_rss_bytes = Some(usage.max_rss_bytes);
+        resource.cpu_user_ms = Some(usage.user_us / 1000);
+        resource.cpu_sys_ms = Some(usage.sys_us / 1000);
+    }
+    resource.tree_peak_memory_bytes = child.tree_peak_memory_bytes;
+    for limit in &child.limits_hit {
+        if !limits_hit.contains(limit) {
+            limits_hit.push(*limit);
+        }
+    }
+}
+
+fn not_started(
+    spec: &RunSpec,
+    cwd: &std::path::Path,
+    started_at: SystemTime,
+    t0: Instant,
+    error: &std::io::Error,
+) -> RunOutcome {
+    let program = spec.program.to_string_lossy();
+    let (reason, exit_code) = match error.kind() {
+        std::io::ErrorKind::NotFound => (format!("program not found: {program}"), 127),
+        std::io::ErrorKind::PermissionDenied => {
+            (format!("program is not executable: {program}"), 126)
+        }
+        _ => (format!("cannot start {program}: {error}"), 125),
+    };
+    let ending = Ending::NotStarted { reason, exit_code };
+    let verdict = classify(&ending, Intervention::None, &[], "");
+    RunOutcome {
+        result: RunResult {
+            schema: RunResultTag,
+            status: verdict.status,
+            exit_code: None,
+            signal: None,
+            duration_ms: t0.elapsed().as_millis() as u64,
+            limits_hit: Vec::new(),
+            stdout: HeadTail::new(0).to_captured(),
+            stderr: HeadTail::new(0).to_captured(),
+            resource: ResourceUsage::default(),
+            failure: verdict.failure,
+            command: spec.reported_command(),
+            cwd: cwd.to_string_lossy().into_owned(),
+            started_at: humantime::format_rfc3339_millis(started_at).to_string(),
+            leaked: LeakReport::default(),
+            sandbox: SandboxSummary::default(),
+        },
+        exit_code: verdict.exit_code,
+    }
+}
+
+fn describe_timeout(spec: &RunSpec) -> String {
+    format!(
+        "{} (SIGTERM to the whole process tree, SIGKILL after {} grace)",
+        humantime::format_duration(spec.timeout),
+        humantime::format_duration(spec.grace)
+    )
+}
+
+fn signal_pid(pid: i32, signal: Signal) {
+    if let Some(pid) = Pid::from_raw(pid) {
+        let _ = rustix::process::kill_process(pid, signal);
+    }
+}
+
+/// Reaps the program if it has exited, with its resource usage.
+fn try_wait(pid: i32) -> Result<Option<(libc::c_int, libc::rusage)>, ExecError> {
+    let mut status: libc::c_int = 0;
+    // SAFETY: an all-zero rusage is a valid value; wait4 fills it.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: valid out-pointers; `pid` is our own unreaped child.
+        let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
+        if r == pid {
+            return Ok(Some((status, usage)));
+        }
+        if r == 0 {
+            return Ok(None);
+        }
+        let err = std::io::Error::last_os_error();
+        if err.kind() == std::io::ErrorKind::Interrupted {
+            continue;
+        }
+        return Err(ExecError::Wait { pid, source: err });
+    }
+}
+
+fn children_rusage() -> Option<libc::rusage> {
+    // SAFETY: an all-zero rusage is valid; getrusage fills it.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: valid out-pointer.
+    let r = unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) };
+    (r == 0).then_some(usage)
+}
+
+fn timeval_ms(tv: libc::timeval) -> u64 {
+    (tv.tv_sec.max(0) as u64) * 1000 + (tv.tv_usec.max(0) as u64) / 1000
+}
+
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+fn to_timespec(d: Duration) -> Timespec {
+    Timespec {
+        tv_sec: d.as_secs() as i64,
+        tv_nsec: d.subsec_nanos() as i64,
+    }
+}

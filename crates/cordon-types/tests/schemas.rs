@@ -1,0 +1,37 @@
+//! The JSON Schemas committed under `schema/` must match the Rust types.
+//! Regenerate with `UPDATE_SCHEMAS=1 cargo test -p cordon-types --test schemas`.
+
+use std::path::PathBuf;
+
+fn check(file: &str, generated: String) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../schema")
+        .join(file);
+    if std::env::var_os("UPDATE_SCHEMAS").is_some() {
+        std::fs::write(&path, &generated).unwrap();
+        return;
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        committed == generated,
+        "schema/{file} is stale; regenerate it with \
+         `UPDATE_SCHEMAS=1 cargo test -p cordon-types --test schemas`"
+    );
+}
+
+#[test]
+fn run_result_schema_is_current() {
+    check(
+        "run-result.v1.json",
+        cordon_types::schema_json::<cordon_types::RunResult>(),
+    );
+}
+
+#[test]
+fn run_result_round_trips_and_rejects_foreign_tags() {
+    let value = serde_json::json!({
+        "schema": "cordon.run-result/v2", "status": "pass"
+    });
+    let error = serde_json::from_value::<cordon_types::RunResult>(value).unwrap_err();
+    assert!(error.to_string().contains("unsupported schema"), "{error}");
+}

@@ -1,0 +1,149 @@
+//! Command-line arguments (clap). Raw values only; commands validate and resolve them.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Run code nobody has reviewed yet — an agent's patch, a contributor's branch — locally,
+/// with hard bounds: a wall timeout, a kill of the whole process tree, bounded output capture.
+#[derive(Debug, Parser)]
+#[command(name = "cordon", version, about, long_about = None, max_term_width = 100)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run one program with hard bounds and report what happened.
+    ///
+    /// Exit code: the program's own; 124 when the timeout fired; 128+N when it died of
+    /// signal N; 125 when cordon failed; 126/127 when the program is not executable / not
+    /// found; 130/143 when cordon was interrupted (Ctrl-C / SIGTERM) and ended the program.
+    #[command(after_help = RUN_EXAMPLES)]
+    Run(RunArgs),
+    /// Print the JSON Schema of one of cordon's documents.
+    Schema(SchemaArgs),
+}
+
+const RUN_EXAMPLES: &str = "\
+Examples:
+  cordon run --no-sandbox -- cargo test
+  cordon run --no-sandbox --timeout 30s --json -- ./flaky-script.sh
+  cordon run --no-sandbox --output-limit 64KiB --env RUST_LOG=debug -- ./server --check";
+
+/// Arguments of `cordon run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Wall-clock limit; then SIGTERM to the whole process tree, SIGKILL after --grace.
+    #[arg(long, value_name = "DUR", default_value = "10m", value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// Time between SIGTERM and SIGKILL when the program must be stopped.
+    #[arg(long, value_name = "DUR", default_value = "2s", value_parser = parse_duration)]
+    pub grace: Duration,
+    /// Bytes of each output stream kept in the result (head and tail together); the rest is
+    /// counted, streamed to the terminal, and dropped from the result.
+    #[arg(long, value_name = "SIZE", default_value = "1MiB", value_parser = parse_size)]
+    pub output_limit: usize,
+    /// How long to keep reading output after the program exited, when a leftover process
+    /// still holds its stdout/stderr open; then leftovers are killed.
+    #[arg(long, value_name = "DUR", default_value = "200ms", value_parser = parse_duration)]
+    pub leak_timeout: Duration,
+    /// Directory to run in (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+    /// Set an environment variable for the program (repeatable).
+    #[arg(long = "env", value_name = "NAME=VALUE", value_parser = parse_env_pair)]
+    pub env: Vec<(String, String)>,
+    /// What the program reads on standard input.
+    #[arg(long, value_enum, default_value_t = StdinArg::Inherit)]
+    pub stdin: StdinArg,
+    /// Print the result as one JSON document (cordon.run-result/v1) on stdout instead of
+    /// passing the program's output through.
+    #[arg(long)]
+    pub json: bool,
+    /// Run without the kernel sandbox (no namespaces, Landlock or seccomp): bounds only.
+    #[arg(long)]
+    pub no_sandbox: bool,
+    /// The program and its arguments.
+    #[arg(required = true, last = true, value_name = "PROGRAM [ARGS]...")]
+    pub command: Vec<std::ffi::OsString>,
+}
+
+/// Standard input of the program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StdinArg {
+    /// The program reads cordon's standard input.
+    Inherit,
+    /// The program reads nothing (/dev/null).
+    Null,
+}
+
+/// Arguments of `cordon schema`.
+#[derive(Debug, Args)]
+pub struct SchemaArgs {
+    /// Which document.
+    #[arg(value_enum)]
+    pub document: SchemaDocument,
+}
+
+/// Documents with a published JSON Schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SchemaDocument {
+    /// cordon.run-result/v1, printed by `cordon run --json`.
+    RunResult,
+}
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    cordon_exec::units::parse_duration(text)
+}
+
+fn parse_size(text: &str) -> Result<usize, String> {
+    let bytes = cordon_exec::units::parse_size(text)?;
+    usize::try_from(bytes).map_err(|_| format!("size {text:?} is too large"))
+}
+
+fn parse_env_pair(text: &str) -> Result<(String, String), String> {
+    let (name, value) = text
+        .split_once('=')
+        .ok_or_else(|| format!("expected NAME=VALUE, got {text:?}"))?;
+    let valid = !name.is_empty()
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !valid {
+        return Err(format!(
+            "invalid environment variable name {name:?} (letters, digits and _, not starting with a digit)"
+        ));
+    }
+    if value.contains('\0') {
+        return Err(format!("the value of {name} contains a NUL byte"));
+    }
+    Ok((name.to_owned(), value.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn env_pairs_are_validated() {
+        assert_eq!(parse_env_pair("A=b=c"), Ok(("A".into(), "b=c".into())));
+        assert_eq!(
+            parse_env_pair("EMPTY="),
+            Ok(("EMPTY".into(), String::new()))
+        );
+        assert!(parse_env_pair("novalue").is_err());
+        assert!(parse_env_pair("=x").is_err());
+        assert!(parse_env_pair("1A=x").is_err());
+        assert!(parse_env_pair("A-B=x").is_err());
+    }
+}

@@ -1,0 +1,16 @@
+//! One module per subcommand; [`dispatch`] routes to them.
+
+mod run;
+mod schema;
+
+use std::process::ExitCode;
+
+use crate::args::{Cli, Command};
+
+/// Runs the parsed command line.
+pub(crate) fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Run(args) => run::run(args),
+        Command::Schema(args) => schema::run(&args),
+    }
+}

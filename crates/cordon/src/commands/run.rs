@@ -1,0 +1,85 @@
+//! `cordon run`: one program, hard bounds, an honest report.
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use cordon_exec::{CancelHandle, EnvSpec, RunIo, RunSpec, StdinMode};
+
+use crate::args::{RunArgs, StdinArg};
+use crate::exit::Hinted;
+use crate::render::{Passthrough, summary_line};
+
+pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    if !args.no_sandbox {
+        return Err(Hinted {
+            message: "the kernel sandbox is not available in this build of cordon".into(),
+            hint: "pass --no-sandbox to run with bounds only (timeout, tree kill, output \
+                   limits) and no isolation"
+                .into(),
+        }
+        .into());
+    }
+    let cwd = match &args.cwd {
+        Some(dir) => std::path::absolute(dir)
+            .with_context(|| format!("cannot resolve --cwd {}", dir.display()))?,
+        None => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    if !cwd.is_dir() {
+        anyhow::bail!("--cwd {} is not a directory", cwd.display());
+    }
+    let (program, rest) = args.command.split_first().expect("clap requires a program");
+    let mut spec = RunSpec::new(program, rest)
+        .timeout(args.timeout)
+        .grace(args.grace)
+        .output_limit(args.output_limit)
+        .cwd(cwd);
+    spec.leak_window = args.leak_timeout;
+    spec.exclusive_children = true;
+    spec.stdin = match args.stdin {
+        StdinArg::Inherit => StdinMode::Inherit,
+        StdinArg::Null => StdinMode::Null,
+    };
+    spec.env = EnvSpec {
+        clear: false,
+        set: args.env.iter().map(|(k, v)| (k.into(), v.into())).collect(),
+    };
+
+    let cancel = Arc::new(CancelHandle::new().context("cannot set up cancellation")?);
+    install_signal_handlers(&cancel)?;
+    let mut passthrough = Passthrough::new();
+    let io = RunIo {
+        sink: if args.json {
+            None
+        } else {
+            Some(&mut passthrough)
+        },
+        filter: None,
+        cancel: Some(&cancel),
+    };
+    let outcome = cordon_exec::run(&spec, io).context("cannot supervise the program")?;
+
+    if args.json {
+        let mut out = std::io::stdout().lock();
+        serde_json::to_writer(&mut out, &outcome.result)?;
+        writeln!(out)?;
+    } else if let Some(line) = summary_line(&outcome.result) {
+        let _ = writeln!(std::io::stderr().lock(), "{line}");
+    }
+    Ok(ExitCode::from(outcome.exit_code))
+}
+
+/// SIGINT, SIGTERM and SIGHUP to cordon end the program's tree; the result is still printed.
+fn install_signal_handlers(cancel: &Arc<CancelHandle>) -> anyhow::Result<()> {
+    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        let handle = Arc::clone(cancel);
+        // SAFETY: the handler only stores an integer and writes one byte to a pipe, both
+        // async-signal-safe.
+        unsafe {
+            signal_hook::low_level::register(signal, move || handle.cancel_from_signal(signal))
+        }
+        .with_context(|| format!("cannot install a handler for signal {signal}"))?;
+    }
+    Ok(())
+}

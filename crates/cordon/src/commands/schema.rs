@@ -1,0 +1,14 @@
+//! `cordon schema`: print the JSON Schema of a document.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use crate::args::{SchemaArgs, SchemaDocument};
+
+pub(crate) fn run(args: &SchemaArgs) -> anyhow::Result<ExitCode> {
+    let text = match args.document {
+        SchemaDocument::RunResult => cordon_types::schema_json::<cordon_types::RunResult>(),
+    };
+    std::io::stdout().lock().write_all(text.as_bytes())?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,429 @@
+//! `cordon run --no-sandbox`: the bounded-execution contract, tested on the real binary with
+//! hostile programs (runaway output, SIGTERM-ignoring children, double-forked daemons,
+//! grandchildren holding pipes open).
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use cordon_types::{FailureCategory, LimitKind, RunStatus};
+use pretty_assertions::assert_eq;
+use support::{TestDir, cordon, is_alive, read_pid, run_json, wait_dead};
+
+#[test]
+fn passes_through_the_programs_exit_code() {
+    for code in [0, 1, 3, 42, 123, 255] {
+        let (result, exit) = run_json(&["--no-sandbox", "--", "sh", "-c", &format!("exit {code}")]);
+        assert_eq!(exit, code, "exit code");
+        assert_eq!(result.exit_code, Some(code));
+        let expected = if code == 0 {
+            RunStatus::Pass
+        } else {
+            RunStatus::Fail
+        };
+        assert_eq!(result.status, expected);
+        if code != 0 {
+            assert_eq!(result.failure.unwrap().category, FailureCategory::Exit);
+        } else {
+            assert_eq!(result.failure, None);
+        }
+    }
+}
+
+#[test]
+fn death_by_signal_exits_128_plus_n() {
+    let (result, exit) = run_json(&["--no-sandbox", "--", "sh", "-c", "kill -SEGV $$"]);
+    assert_eq!(exit, 128 + 11);
+    assert_eq!(result.signal.as_deref(), Some("SIGSEGV"));
+    assert_eq!(result.exit_code, None);
+    assert_eq!(result.status, RunStatus::Fail);
+    assert_eq!(result.failure.unwrap().category, FailureCategory::Signal);
+}
+
+#[test]
+fn missing_and_non_executable_programs() {
+    let (result, exit) = run_json(&["--no-sandbox", "--", "/definitely/not/here"]);
+    assert_eq!(exit, 127);
+    assert_eq!(result.status, RunStatus::Error);
+    let failure = result.failure.unwrap();
+    assert_eq!(failure.category, FailureCategory::Infra);
+    assert!(failure.reason.contains("not found"), "{}", failure.reason);
+
+    let dir = TestDir::new();
+    let script = dir.write("script.sh", "#!/bin/sh\necho hi\n");
+    let (result, exit) = run_json(&["--no-sandbox", "--", script.to_str().unwrap()]);
+    assert_eq!(exit, 126);
+    assert_eq!(result.status, RunStatus::Error);
+}
+
+#[test]
+fn bad_flags_exit_125_with_a_clear_message() {
+    for args in [
+        vec!["run", "--no-sandbox", "--timeout", "soon", "--", "true"],
+        vec!["run", "--no-sandbox", "--timeout", "10", "--", "true"],
+        vec![
+            "run",
+            "--no-sandbox",
+            "--output-limit",
+            "12XB",
+            "--",
+            "true",
+        ],
+        vec!["run", "--no-sandbox", "--env", "NOEQUALS", "--", "true"],
+        vec!["run", "--no-sandbox", "--bogus", "--", "true"],
+        vec!["run", "--no-sandbox"],
+    ] {
+        let out = cordon().args(&args).output().unwrap();
+        assert_eq!(out.status.code(), Some(125), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("error"), "{args:?}: {stderr}");
+    }
+    let out = cordon()
+        .args(["run", "--no-sandbox", "--cwd", "/no/such/dir", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/no/such/dir"));
+}
+
+#[test]
+fn timeout_kills_the_tree_and_exits_124() {
+    let started = Instant::now();
+    let (result, exit) = run_json(&[
+        "--no-sandbox",
+        "--timeout",
+        "300ms",
+        "--grace",
+        "300ms",
+        "--",
+        "sh",
+        "-c",
+        "sleep 30",
+    ]);
+    assert_eq!(exit, 124);
+    assert_eq!(result.status, RunStatus::Timeout);
+    assert_eq!(result.limits_hit, vec![LimitKind::Timeout]);
+    assert_eq!(result.failure.unwrap().category, FailureCategory::Timeout);
+    assert!(started.elapsed() < Duration::from_secs(10), "does not hang");
+}
+
+#[test]
+fn sigterm_ignoring_daemons_and_double_forks_die_on_timeout() {
+    let dir = TestDir::new();
+    let pids = dir.path().join("pids");
+    // A child that ignores SIGTERM, and a double-forked setsid daemon that ignores it too.
+    let script = format!(
+        r#"trap '' TERM
+sh -c 'trap "" TERM; echo $$ >> {p}; while :; do sleep 1; done' &
+setsid sh -c 'sh -c "trap \"\" TERM; echo \$\$ >> {p}; exec sleep 1000" &' </dev/null >/dev/null 2>&1 &
+while [ "$(wc -l < {p} 2>/dev/null)" != "2" ]; do sleep 0.05; done
+echo ready
+while :; do sleep 1; done"#,
+        p = pids.display()
+    );
+    let (result, exit) = run_json(&[
+        "--no-sandbox",
+        "--timeout",
+        "1s",
+        "--grace",
+        "300ms",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert_eq!(exit, 124, "{result:?}");
+    assert_eq!(result.stdout.head, "ready\n");
+    let pids = read_pid_lines(&pids);
+    assert_eq!(pids.len(), 2);
+    for pid in pids {
+        assert!(
+            wait_dead(pid, Duration::from_secs(5)),
+            "process {pid} survived"
+        );
+    }
+}
+
+#[test]
+fn leftover_daemon_is_killed_when_the_program_exits() {
+    let dir = TestDir::new();
+    let pid_file = dir.path().join("daemon.pid");
+    let script = format!(
+        "setsid sh -c 'echo $$ > {p}.tmp; mv {p}.tmp {p}; exec sleep 1000' </dev/null >/dev/null 2>&1 &
+         while [ ! -s {p} ]; do sleep 0.02; done; exit 0",
+        p = pid_file.display()
+    );
+    let (result, exit) = run_json(&["--no-sandbox", "--", "sh", "-c", &script]);
+    assert_eq!(exit, 0);
+    assert_eq!(result.status, RunStatus::Pass);
+    assert_eq!(result.leaked.processes_killed, 1, "{:?}", result.leaked);
+    let pid = read_pid(&pid_file);
+    assert!(
+        wait_dead(pid, Duration::from_secs(5)),
+        "daemon {pid} survived"
+    );
+}
+
+#[test]
+fn grandchild_holding_stdout_open_does_not_make_cordon_wait() {
+    let dir = TestDir::new();
+    let pid_file = dir.path().join("gc.pid");
+    let script = format!(
+        "sh -c 'echo $$ > {p}; exec sleep 1000' & while [ ! -s {p} ]; do sleep 0.02; done; echo done",
+        p = pid_file.display()
+    );
+    let started = Instant::now();
+    let (result, exit) = run_json(&[
+        "--no-sandbox",
+        "--leak-timeout",
+        "200ms",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert!(started.elapsed() < Duration::from_secs(10), "cordon waited");
+    assert_eq!(exit, 0);
+    assert_eq!(result.stdout.head, "done\n");
+    assert!(result.leaked.output_held_open);
+    assert!(result.leaked.processes_killed >= 1);
+    assert!(wait_dead(read_pid(&pid_file), Duration::from_secs(5)));
+}
+
+#[test]
+fn runaway_output_is_bounded_and_counted_exactly() {
+    // 20 MiB on stdout and 1 MiB on stderr, interleaved, with a 64 KiB limit.
+    let script = "head -c 20971520 /dev/zero | tr '\\0' 'a'; printf END; \
+                  head -c 1048576 /dev/zero | tr '\\0' 'e' >&2";
+    let (result, exit) = run_json(&[
+        "--no-sandbox",
+        "--output-limit",
+        "64KiB",
+        "--",
+        "sh",
+        "-c",
+        script,
+    ]);
+    assert_eq!(exit, 0);
+    assert_eq!(result.stdout.bytes_total, 20 * 1024 * 1024 + 3);
+    assert!(result.stdout.truncated);
+    assert_eq!(
+        result.stdout.head.len() + result.stdout.tail.len(),
+        64 * 1024
+    );
+    assert_eq!(
+        result.stdout.omitted_bytes,
+        result.stdout.bytes_total - 64 * 1024
+    );
+    assert!(result.stdout.head.bytes().all(|b| b == b'a'));
+    assert!(result.stdout.tail.ends_with("aaaEND"));
+    assert_eq!(result.stderr.bytes_total, 1024 * 1024);
+    assert!(result.limits_hit.contains(&LimitKind::Output));
+    assert_eq!(
+        result.status,
+        RunStatus::Pass,
+        "truncation is not a failure"
+    );
+}
+
+#[test]
+#[expect(clippy::zombie_processes, reason = "reaped by wait4, for its rusage")]
+fn cordon_memory_stays_flat_whatever_the_program_prints() {
+    // 512 MiB through cordon; its own peak RSS must not grow with the volume.
+    let child = cordon()
+        .args(["run", "--no-sandbox", "--json", "--", "sh", "-c"])
+        .arg("head -c 536870912 /dev/zero")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let (status, max_rss) = support::wait4(pid);
+    assert_eq!(status, 0);
+    assert!(
+        max_rss < 48 * 1024 * 1024,
+        "cordon's peak RSS was {max_rss} bytes"
+    );
+}
+
+#[test]
+fn output_is_passed_through_live_without_json() {
+    let out = cordon()
+        .args([
+            "run",
+            "--no-sandbox",
+            "--",
+            "sh",
+            "-c",
+            "echo to-out; echo to-err >&2",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "to-out\n");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "to-err\n");
+}
+
+#[test]
+fn json_mode_prints_one_document_and_nothing_else() {
+    let out = cordon()
+        .args([
+            "run",
+            "--no-sandbox",
+            "--json",
+            "--",
+            "sh",
+            "-c",
+            "echo noise; echo more >&2",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(text.lines().count(), 1, "{text}");
+    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(value["schema"], "cordon.run-result/v1");
+    assert_eq!(value["stdout"]["head"], "noise\n");
+    assert_eq!(value["stderr"]["head"], "more\n");
+    assert!(
+        out.stderr.is_empty(),
+        "{:?}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for field in [
+        "status",
+        "exit_code",
+        "signal",
+        "duration_ms",
+        "limits_hit",
+        "resource",
+        "failure",
+        "command",
+        "cwd",
+        "started_at",
+    ] {
+        assert!(value.get(field).is_some(), "missing {field}");
+    }
+}
+
+#[test]
+fn env_cwd_and_stdin_are_honoured() {
+    let dir = TestDir::new();
+    let (result, _) = run_json(&[
+        "--no-sandbox",
+        "--env",
+        "GREETING=hello world",
+        "--cwd",
+        dir.path().to_str().unwrap(),
+        "--stdin",
+        "null",
+        "--",
+        "sh",
+        "-c",
+        "echo \"$GREETING\"; pwd; cat; echo eof",
+    ]);
+    let canonical = dir.path().canonicalize().unwrap();
+    assert_eq!(
+        result.stdout.head,
+        format!("hello world\n{}\neof\n", canonical.display())
+    );
+    assert_eq!(result.cwd, canonical.to_str().unwrap());
+}
+
+#[test]
+fn sigterm_to_cordon_kills_the_tree_and_still_reports() {
+    let dir = TestDir::new();
+    let pid_file = dir.path().join("child.pid");
+    let script = format!(
+        "trap '' TERM; sh -c 'trap \"\" TERM; echo $$ > {p}; exec sleep 1000' & wait",
+        p = pid_file.display()
+    );
+    let child = cordon()
+        .args([
+            "run",
+            "--no-sandbox",
+            "--json",
+            "--grace",
+            "300ms",
+            "--",
+            "sh",
+            "-c",
+        ])
+        .arg(&script)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !pid_file.exists()
+        || std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .is_empty()
+    {
+        assert!(Instant::now() < deadline, "program never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let grandchild = read_pid(&pid_file);
+    support::signal(child.id() as i32, libc::SIGTERM);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(128 + libc::SIGTERM));
+    let result: cordon_types::RunResult = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(result.status, RunStatus::Cancelled);
+    assert_eq!(result.failure.unwrap().category, FailureCategory::Cancelled);
+    assert!(wait_dead(grandchild, Duration::from_secs(5)));
+}
+
+#[test]
+fn resource_usage_is_reported() {
+    let (result, _) = run_json(&[
+        "--no-sandbox",
+        "--",
+        "python3",
+        "-c",
+        "import time\nb = bytearray(64 * 1024 * 1024)\nfor i in range(0, len(b), 4096): b[i] = 1\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass",
+    ]);
+    assert_eq!(result.status, RunStatus::Pass, "{result:?}");
+    assert!(result.resource.max_rss_bytes.unwrap() >= 64 * 1024 * 1024);
+    assert!(result.resource.cpu_user_ms.unwrap() >= 200);
+    assert!(result.resource.tree_cpu_user_ms.unwrap() >= 200);
+    assert!(result.duration_ms >= 300);
+}
+
+#[test]
+fn a_program_flooding_both_pipes_never_blocks() {
+    let (result, exit) = run_json(&[
+        "--no-sandbox",
+        "--timeout",
+        "60s",
+        "--",
+        "sh",
+        "-c",
+        "for i in $(seq 1 2000); do printf '%01000d\\n' 0; printf '%01000d\\n' 1 >&2; done",
+    ]);
+    assert_eq!(exit, 0);
+    assert_eq!(result.stdout.bytes_total, 2000 * 1001);
+    assert_eq!(result.stderr.bytes_total, 2000 * 1001);
+}
+
+fn read_pid_lines(path: &std::path::Path) -> Vec<i32> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| l.trim().parse().unwrap())
+        .collect()
+}
+
+#[test]
+fn sandbox_default_refuses_or_runs_but_never_silently_weakens() {
+    // Until the sandbox is available, the default mode must refuse with exit 125.
+    let out = cordon()
+        .args(["run", "--json", "--", "true"])
+        .output()
+        .unwrap();
+    let code = out.status.code().unwrap();
+    if code == 125 {
+        assert!(String::from_utf8_lossy(&out.stderr).contains("--no-sandbox"));
+    } else {
+        let result: cordon_types::RunResult = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(result.sandbox.enabled);
+    }
+    let _ = is_alive;
+}
