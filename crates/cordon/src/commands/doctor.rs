@@ -1,0 +1,118 @@
+//! `cordon doctor`: what this host can enforce, and what `cordon run` will therefore enforce.
+
+use std::fmt::Write as _;
+use std::process::ExitCode;
+
+use clap::Args;
+use cordon_sandbox::{Check, DoctorReport};
+
+/// Arguments of `cordon doctor`.
+#[derive(Args, Debug)]
+pub struct DoctorArgs {
+    /// Print the report as one JSON document (cordon.doctor/v1).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Probes the host and prints the report. Exit 0 when the default policy can be enforced,
+/// 1 otherwise.
+pub fn run(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
+    let report = cordon_sandbox::doctor();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", render(&report));
+    }
+    Ok(if report.default_policy_ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn line(out: &mut String, name: &str, check: &Check) {
+    let mark = if check.ok { "✓" } else { "✗" };
+    let _ = writeln!(out, "  {mark} {name:<22} {}", check.detail);
+    if let Some(hint) = &check.hint {
+        let _ = writeln!(out, "    {:<22} hint: {hint}", "");
+    }
+}
+
+fn enforcement_name(e: cordon_types::Enforcement) -> String {
+    serde_json::to_value(e)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+/// The human-readable report.
+pub fn render(r: &DoctorReport) -> String {
+    let mut out = String::from("cordon doctor: what this host can enforce\n\n");
+    line(&mut out, "user namespaces", &r.user_namespaces);
+    line(&mut out, "landlock", &r.landlock);
+    line(&mut out, "seccomp", &r.seccomp);
+    line(&mut out, "mount_setattr", &r.mount_setattr);
+    line(&mut out, "cgroup limits", &r.cgroup.limits);
+    line(&mut out, "overlayfs in userns", &r.overlayfs_userns);
+    let bwrap = Check {
+        ok: r.bwrap_free,
+        detail: "no bubblewrap, setuid helper or daemon needed".into(),
+        hint: None,
+    };
+    line(&mut out, "bwrap-free", &bwrap);
+    let c = &r.cgroup;
+    let _ = writeln!(
+        out,
+        "\n  cgroup v2: {} (controllers: {}; delegated: {})",
+        c.v2_mount.as_deref().unwrap_or("not mounted"),
+        if c.v2_controllers.is_empty() {
+            "none".to_string()
+        } else {
+            c.v2_controllers.join(" ")
+        },
+        if c.v2_delegated.is_empty() {
+            "none".to_string()
+        } else {
+            c.v2_delegated.join(" ")
+        },
+    );
+    let _ = writeln!(
+        out,
+        "  cgroup v1: memory {}, pids {}",
+        c.v1_memory.as_deref().unwrap_or("unavailable"),
+        c.v1_pids.as_deref().unwrap_or("unavailable"),
+    );
+    let e = &r.enforce;
+    let _ = writeln!(out, "\ncordon run will enforce:");
+    let _ = writeln!(out, "  namespaces:  {}", e.namespaces.join(", "));
+    let _ = writeln!(
+        out,
+        "  landlock:    {}",
+        e.landlock_abi.map_or(
+            "none (needs --allow-degraded landlock)".to_string(),
+            |a| format!("ABI {a}")
+        )
+    );
+    let _ = writeln!(
+        out,
+        "  seccomp:     {}",
+        if e.seccomp {
+            "filter installed"
+        } else {
+            "none (needs --allow-degraded seccomp)"
+        }
+    );
+    let _ = writeln!(out, "  --memory:    {}", enforcement_name(e.memory));
+    let _ = writeln!(out, "  --pids:      {}", enforcement_name(e.pids));
+    let _ = writeln!(out, "  --cpu-time:  {}", enforcement_name(e.cpu));
+    let _ = writeln!(
+        out,
+        "\n{}",
+        if r.default_policy_ok {
+            "ok: the default sandbox policy can be enforced on this host"
+        } else {
+            "not ok: `cordon run` will refuse to run sandboxed until the ✗ items above are fixed (or use --no-sandbox)"
+        }
+    );
+    out
+}
