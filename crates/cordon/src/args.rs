@@ -25,14 +25,20 @@ pub enum Command {
     /// found; 130/143 when cordon was interrupted (Ctrl-C / SIGTERM) and ended the program.
     #[command(after_help = RUN_EXAMPLES)]
     Run(RunArgs),
+    /// Report what isolation this host can enforce, and what `cordon run` will therefore do.
+    ///
+    /// Exit code: 0 when the default sandbox policy can be enforced, 1 otherwise.
+    Doctor(crate::commands::doctor::DoctorArgs),
     /// Print the JSON Schema of one of cordon's documents.
     Schema(SchemaArgs),
 }
 
 const RUN_EXAMPLES: &str = "\
 Examples:
-  cordon run --no-sandbox -- cargo test
-  cordon run --no-sandbox --timeout 30s --json -- ./flaky-script.sh
+  cordon run -- cargo test                          sandboxed: no network, only . writable
+  cordon run --timeout 30s --json -- ./flaky-script.sh
+  cordon run --memory 1GiB --pids 256 --network host -- npm ci
+  cordon run --allow-exec /usr/bin/python3 -- python3 check.py
   cordon run --no-sandbox --output-limit 64KiB --env RUST_LOG=debug -- ./server --check";
 
 /// Arguments of `cordon run`.
@@ -65,9 +71,13 @@ pub struct RunArgs {
     /// passing the program's output through.
     #[arg(long)]
     pub json: bool,
-    /// Run without the kernel sandbox (no namespaces, Landlock or seccomp): bounds only.
-    #[arg(long)]
-    pub no_sandbox: bool,
+    /// Pass the environment variable NAME from cordon's environment to the program, marked
+    /// as a secret (repeatable). Fails when NAME is not set.
+    #[arg(long = "secret", value_name = "NAME")]
+    pub secrets: Vec<String>,
+    /// The sandbox and its limits.
+    #[command(flatten)]
+    pub sandbox: crate::sandbox_args::SandboxArgs,
     /// The program and its arguments.
     #[arg(required = true, last = true, value_name = "PROGRAM [ARGS]...")]
     pub command: Vec<std::ffi::OsString>,

@@ -10,6 +10,7 @@ pub mod args;
 mod commands;
 pub mod exit;
 mod render;
+mod sandbox_args;
 
 use std::process::ExitCode;
 
@@ -17,6 +18,13 @@ use clap::Parser;
 
 /// Entry point of the `cordon` binary.
 pub fn main() -> ExitCode {
+    // The sandbox helper must run before any thread exists: it unshares a user namespace.
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == cordon_sandbox::INIT_ARG)
+    {
+        cordon_sandbox::init_main();
+    }
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let cli = match args::Cli::try_parse_from(&argv) {
         Ok(cli) => cli,

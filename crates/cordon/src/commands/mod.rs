@@ -1,5 +1,6 @@
 //! One module per subcommand; [`dispatch`] routes to them.
 
+pub(crate) mod doctor;
 mod run;
 mod schema;
 
@@ -11,6 +12,7 @@ use crate::args::{Cli, Command};
 pub(crate) fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Run(args) => run::run(args),
+        Command::Doctor(args) => doctor::run(&args),
         Command::Schema(args) => schema::run(&args),
     }
 }

@@ -6,21 +6,13 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use cordon_exec::{CancelHandle, EnvSpec, RunIo, RunSpec, StdinMode};
+use cordon_types::SandboxSummary;
 
 use crate::args::{RunArgs, StdinArg};
 use crate::exit::Hinted;
 use crate::render::{Passthrough, summary_line};
 
 pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
-    if !args.no_sandbox {
-        return Err(Hinted {
-            message: "the kernel sandbox is not available in this build of cordon".into(),
-            hint: "pass --no-sandbox to run with bounds only (timeout, tree kill, output \
-                   limits) and no isolation"
-                .into(),
-        }
-        .into());
-    }
     let cwd = match &args.cwd {
         Some(dir) => std::path::absolute(dir)
             .with_context(|| format!("cannot resolve --cwd {}", dir.display()))?,
@@ -29,8 +21,47 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if !cwd.is_dir() {
         anyhow::bail!("--cwd {} is not a directory", cwd.display());
     }
+    for name in &args.secrets {
+        if std::env::var_os(name).is_none() {
+            anyhow::bail!("--secret {name}: {name} is not set in cordon's environment");
+        }
+    }
     let (program, rest) = args.command.split_first().expect("clap requires a program");
-    let mut spec = RunSpec::new(program, rest)
+    let policy = args.sandbox.resolve(&cwd, &args.env, &args.secrets)?;
+    let (mut spec, sandbox) = match &policy {
+        None => {
+            let mut spec = RunSpec::new(program, rest);
+            spec.env = EnvSpec {
+                clear: false,
+                set: args.env.iter().map(|(k, v)| (k.into(), v.into())).collect(),
+            };
+            (spec, SandboxSummary::default())
+        }
+        Some(policy) => {
+            let prepared = cordon_sandbox::prepare(policy, program, rest).map_err(|error| {
+                let hint = error.hint.clone();
+                let message = error.to_string();
+                match hint {
+                    Some(hint) => anyhow::Error::new(Hinted { message, hint }),
+                    None => anyhow::Error::new(error),
+                }
+            })?;
+            let mut spec = RunSpec::new(&prepared.program, &prepared.args);
+            spec.env = EnvSpec {
+                clear: true,
+                set: prepared.env,
+            };
+            spec.supervised = true;
+            spec.display_command = Some(
+                args.command
+                    .iter()
+                    .map(|a| a.to_string_lossy().into_owned())
+                    .collect(),
+            );
+            (spec, prepared.summary)
+        }
+    };
+    spec = spec
         .timeout(args.timeout)
         .grace(args.grace)
         .output_limit(args.output_limit)
@@ -40,10 +71,6 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     spec.stdin = match args.stdin {
         StdinArg::Inherit => StdinMode::Inherit,
         StdinArg::Null => StdinMode::Null,
-    };
-    spec.env = EnvSpec {
-        clear: false,
-        set: args.env.iter().map(|(k, v)| (k.into(), v.into())).collect(),
     };
 
     let cancel = Arc::new(CancelHandle::new().context("cannot set up cancellation")?);
@@ -58,7 +85,8 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         filter: None,
         cancel: Some(&cancel),
     };
-    let outcome = cordon_exec::run(&spec, io).context("cannot supervise the program")?;
+    let mut outcome = cordon_exec::run(&spec, io).context("cannot supervise the program")?;
+    outcome.result.sandbox = sandbox;
 
     if args.json {
         let mut out = std::io::stdout().lock();
