@@ -19,8 +19,11 @@
 //! - Diffs always get `--no-ext-diff --no-textconv`; output is read with `-z` where git has it.
 //! - `safe.directory`: git only honours it from protected configuration, and cordon reads no
 //!   global configuration, so cordon passes `-c safe.directory=<path>` for exactly the
-//!   repository path the user named ([`crate::Repo::open`]) and for nothing else. Worktrees
-//!   cordon creates belong to the current user and need no exception.
+//!   repository path the user named ([`crate::Repo::open`]), and for the explicit git
+//!   directories and work trees derived from it (the common directory `open` found, the
+//!   worktrees cordon created from it) — never for a directory found by discovery alone.
+//!   Trusting a repository owned by another user is safe here because nothing its
+//!   configuration names is run (the rules above).
 
 use std::ffi::{OsStr, OsString};
 use std::io::Write;
@@ -222,10 +225,12 @@ impl GitCommand {
                 cmd.current_dir(dir);
             }
             GitContext::GitDir { git_dir } => {
+                cmd.arg("-c").arg(prefixed("safe.directory=", git_dir));
                 cmd.arg(prefixed("--git-dir=", git_dir));
                 cmd.current_dir(git_dir);
             }
             GitContext::WorkTree { git_dir, work_tree } => {
+                cmd.arg("-c").arg(prefixed("safe.directory=", work_tree));
                 cmd.arg(prefixed("--git-dir=", git_dir));
                 cmd.arg(prefixed("--work-tree=", work_tree));
                 cmd.current_dir(work_tree);

@@ -172,23 +172,33 @@ impl Repo {
         }
     }
 
-    /// Adds a detached worktree at `path` (which must not exist) with the content of `commit`.
+    /// Adds a detached worktree at `path` (which must not exist) with the content of `commit`:
+    /// [`Repo::add_worktree_unpopulated`] then [`Worktree::populate`].
+    pub fn add_worktree(&self, path: &Path, commit: &CommitId) -> Result<Worktree, GitError> {
+        let worktree = self.add_worktree_unpopulated(path, commit)?;
+        worktree.populate(commit)?;
+        Ok(worktree)
+    }
+
+    /// Registers a detached worktree at `path` with `HEAD` at `commit`, without writing its
+    /// files: this is the only step that changes the repository's shared worktree metadata
+    /// (callers serialize it per repository; populating can then run in parallel).
     ///
     /// No branch is created or checked out, so git never refuses with "already checked out"
-    /// and the user's branches are untouched. The files are written by a separate
-    /// `reset --hard` run in the new worktree's own context with every configured driver
-    /// blanked, so no filter of the repository runs.
-    pub fn add_worktree(&self, path: &Path, commit: &CommitId) -> Result<Worktree, GitError> {
-        let cmd = GitCommand::new(
+    /// and the user's branches are untouched.
+    pub fn add_worktree_unpopulated(
+        &self,
+        path: &Path,
+        commit: &CommitId,
+    ) -> Result<Worktree, GitError> {
+        GitCommand::new(
             &self.context(),
             ["worktree", "add", "--detach", "--no-checkout", "--quiet"],
         )
         .arg(path)
-        .arg(commit.as_str());
-        cmd.run()?;
-        let worktree = Worktree::from_dot_git(self.common_dir.clone(), path)?;
-        worktree.checkout(commit)?;
-        Ok(worktree)
+        .arg(commit.as_str())
+        .run()?;
+        Worktree::from_dot_git(self.common_dir.clone(), path)
     }
 
     /// Removes the worktree at `path`, with its untracked and modified files.

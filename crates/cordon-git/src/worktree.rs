@@ -89,8 +89,10 @@ impl Worktree {
         }
     }
 
-    /// Writes the files of `commit` into the worktree (index and files), drivers blanked.
-    pub(crate) fn checkout(&self, commit: &CommitId) -> Result<(), GitError> {
+    /// Writes the files of `commit` into the worktree (index and files) with `reset --hard`,
+    /// run in the worktree's own context with every configured driver blanked, so no filter
+    /// of the repository runs (see [`GitCommand::neutralize_drivers`]).
+    pub fn populate(&self, commit: &CommitId) -> Result<(), GitError> {
         GitCommand::new(
             &self.context(),
             ["reset", "--hard", "--quiet", "--no-recurse-submodules"],

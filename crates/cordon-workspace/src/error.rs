@@ -1,0 +1,106 @@
+//! [`WorkspaceError`]: what went wrong with which workspace, repository or path.
+
+use std::path::PathBuf;
+
+use crate::id::WorkspaceId;
+
+/// A workspace operation failed.
+#[derive(Debug, thiserror::Error)]
+#[error("{}{kind}", context(id.as_ref(), repo.as_ref(), path.as_ref()))]
+pub struct WorkspaceError {
+    /// The workspace concerned, when known.
+    pub id: Option<WorkspaceId>,
+    /// The source repository concerned, when known.
+    pub repo: Option<PathBuf>,
+    /// The file or directory concerned, when known.
+    pub path: Option<PathBuf>,
+    /// What went wrong.
+    #[source]
+    pub kind: WorkspaceErrorKind,
+}
+
+fn context(id: Option<&WorkspaceId>, repo: Option<&PathBuf>, path: Option<&PathBuf>) -> String {
+    let mut parts = Vec::new();
+    if let Some(id) = id {
+        parts.push(format!("workspace {id}"));
+    }
+    if let Some(repo) = repo {
+        parts.push(format!("repository {}", repo.display()));
+    }
+    if let Some(path) = path {
+        parts.push(path.display().to_string());
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!("{}: ", parts.join(", "))
+    }
+}
+
+impl WorkspaceError {
+    pub(crate) fn new(kind: WorkspaceErrorKind) -> Self {
+        WorkspaceError {
+            id: None,
+            repo: None,
+            path: None,
+            kind,
+        }
+    }
+
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        WorkspaceError::new(WorkspaceErrorKind::Io(source)).with_path(path)
+    }
+
+    pub(crate) fn with_id(mut self, id: &WorkspaceId) -> Self {
+        self.id.get_or_insert_with(|| id.clone());
+        self
+    }
+
+    pub(crate) fn with_repo(mut self, repo: impl Into<PathBuf>) -> Self {
+        self.repo.get_or_insert_with(|| repo.into());
+        self
+    }
+
+    pub(crate) fn with_path(mut self, path: impl Into<PathBuf>) -> Self {
+        self.path.get_or_insert_with(|| path.into());
+        self
+    }
+
+    /// Whether the error is an unknown workspace id (the CLI exits with 2 for it).
+    pub fn is_not_found(&self) -> bool {
+        matches!(self.kind, WorkspaceErrorKind::NotFound)
+    }
+}
+
+impl From<cordon_git::GitError> for WorkspaceError {
+    fn from(e: cordon_git::GitError) -> Self {
+        WorkspaceError::new(WorkspaceErrorKind::Git(Box::new(e)))
+    }
+}
+
+/// How a workspace operation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WorkspaceErrorKind {
+    /// No workspace has this id.
+    #[error("no such workspace")]
+    NotFound,
+    /// The text is not a workspace id (8 characters of `a-z` and `2-7`).
+    #[error("{0:?} is not a workspace id")]
+    InvalidId(String),
+    /// Neither `CORDON_HOME`, `XDG_DATA_HOME` nor `HOME` names an absolute directory.
+    #[error("cannot tell where cordon keeps its data: set CORDON_HOME")]
+    HomeUnknown,
+    /// The workspace is not ready (still being created, or being removed).
+    #[error("the workspace is {0}")]
+    NotReady(crate::record::WorkspaceState),
+    /// A git operation failed (including a refused or non-applying patch).
+    #[error(transparent)]
+    Git(Box<cordon_git::GitError>),
+    /// A file operation failed.
+    #[error(transparent)]
+    Io(std::io::Error),
+    /// A record could not be read or written as JSON.
+    #[error("bad workspace record")]
+    Record(#[source] serde_json::Error),
+}

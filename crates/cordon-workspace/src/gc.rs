@@ -1,0 +1,225 @@
+//! Garbage collection: [`Workspaces::gc`] and [`Workspaces::reconcile_on_start`].
+//!
+//! What is collected, each under the workspace's lock (a workspace whose lock is held — being
+//! created, changed or removed right now — is skipped, never waited for):
+//!
+//! | record state / condition                               | reason                |
+//! |--------------------------------------------------------|-----------------------|
+//! | `creating`, creator gone (pid + start time)            | `creation_abandoned`  |
+//! | `removing` (lock free: the remover died)               | `removal_interrupted` |
+//! | `ready`, directory gone                                | `missing_directory`   |
+//! | `ready`, transient, owner gone                         | `owner_gone`          |
+//! | `ready`, idle longer than `older_than`, see below      | `idle`                |
+//! | directory without a record (full gc only)              | `orphan_directory`    |
+//!
+//! `older_than` applies to persistent workspaces too (it is how old persistent ones are
+//! cleaned up: "idle" is the modification time of the record, refreshed by create, apply and
+//! diff), but never to a transient workspace whose owner still runs. Worktree metadata of
+//! every repository concerned is pruned at the end. Stray lock and temporary files older than
+//! a minute are deleted (younger ones may belong to a create in progress).
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use cordon_git::Repo;
+
+use crate::error::WorkspaceError;
+use crate::id::WorkspaceId;
+use crate::lock::{Create, FileLock};
+use crate::owner::Liveness;
+use crate::record::{self, WorkspaceRecord, WorkspaceState};
+use crate::reports::{GcFailure, GcReason, GcRemoval, GcReport, GcReportTag};
+use crate::workspaces::Workspaces;
+
+/// Lock and temporary files younger than this are left alone.
+const STRAY_FILE_GRACE: Duration = Duration::from_secs(60);
+
+enum Outcome {
+    Kept,
+    Removed(GcRemoval, Option<PathBuf>),
+    Nothing,
+}
+
+impl Workspaces {
+    /// Collects what is no longer needed (see the module documentation for the rules).
+    pub fn gc(&self, older_than: Option<Duration>) -> Result<GcReport, WorkspaceError> {
+        let mut ids = BTreeSet::new();
+        let mut stray = Vec::new();
+        for name in self.entry_names()? {
+            let stem = name
+                .strip_suffix(".json")
+                .or_else(|| name.strip_suffix(".lock"))
+                .unwrap_or(&name);
+            match stem.parse::<WorkspaceId>() {
+                Ok(id) => {
+                    ids.insert(id);
+                }
+                Err(_) if name.starts_with('.') && name.contains(".json.tmp-") => stray.push(name),
+                Err(_) => {}
+            }
+        }
+        for name in stray {
+            remove_if_old(&self.layout().workspaces().join(name));
+        }
+        Ok(self.collect(ids, older_than, true))
+    }
+
+    /// A cheap gc for each start of cordon: reads only the records, and does nothing more
+    /// unless a transient workspace's owner is gone or a creation or removal was interrupted.
+    pub fn reconcile_on_start(&self) -> Result<GcReport, WorkspaceError> {
+        Ok(self.collect(self.record_ids()?.into_iter().collect(), None, false))
+    }
+
+    fn collect(
+        &self,
+        ids: BTreeSet<WorkspaceId>,
+        older_than: Option<Duration>,
+        full: bool,
+    ) -> GcReport {
+        let mut report = GcReport {
+            schema: GcReportTag,
+            removed: Vec::new(),
+            kept: 0,
+            pruned_repos: Vec::new(),
+            failures: Vec::new(),
+        };
+        let mut repos = BTreeSet::new();
+        for id in ids {
+            match self.examine(&id, older_than, full) {
+                Ok(Outcome::Kept) => report.kept += 1,
+                Ok(Outcome::Removed(removal, common_dir)) => {
+                    repos.extend(common_dir);
+                    report.removed.push(removal);
+                }
+                Ok(Outcome::Nothing) => {}
+                Err(e) => report.failures.push(GcFailure {
+                    id,
+                    message: e.to_string(),
+                }),
+            }
+        }
+        for common_dir in repos {
+            if !common_dir.is_dir() {
+                continue;
+            }
+            let pruned =
+                FileLock::acquire(&self.layout().repo_lock(&common_dir), Create::IfMissing)
+                    .and_then(|_lock| {
+                        Ok(Repo::from_common_dir(common_dir.clone()).prune_worktrees()?)
+                    });
+            if pruned.is_ok() {
+                report.pruned_repos.push(common_dir);
+            }
+        }
+        report
+    }
+
+    fn examine(
+        &self,
+        id: &WorkspaceId,
+        older_than: Option<Duration>,
+        full: bool,
+    ) -> Result<Outcome, WorkspaceError> {
+        let layout = self.layout();
+        // Decide without the lock first: the common case (nothing to do) takes no lock.
+        match record::read(&layout.record(id))? {
+            Some(record) if verdict(&record, layout.record(id).as_path(), older_than).is_none() => {
+                return Ok(Outcome::Kept);
+            }
+            None if !full => return Ok(Outcome::Nothing),
+            _ => {}
+        }
+        let Some(lock) = FileLock::try_acquire(&layout.lock(id))? else {
+            return Ok(Outcome::Kept);
+        };
+        match record::read(&layout.record(id))? {
+            Some(record) => {
+                let Some(reason) = verdict(&record, &layout.record(id), older_than) else {
+                    return Ok(Outcome::Kept);
+                };
+                self.destroy_locked(&record)?;
+                drop(lock);
+                let removal = GcRemoval {
+                    id: id.clone(),
+                    reason,
+                    repo: Some(record.repo.clone()),
+                };
+                Ok(Outcome::Removed(removal, Some(record.git_common_dir)))
+            }
+            None => {
+                let dir = layout.dir(id);
+                if dir.exists() {
+                    let common_dir = orphan_common_dir(&layout.tree(id));
+                    crate::strategy::remove_dir_all(&dir)?;
+                    let _ = std::fs::remove_file(layout.lock(id));
+                    let removal = GcRemoval {
+                        id: id.clone(),
+                        reason: GcReason::OrphanDirectory,
+                        repo: None,
+                    };
+                    Ok(Outcome::Removed(removal, common_dir))
+                } else {
+                    remove_if_old(&layout.lock(id));
+                    Ok(Outcome::Nothing)
+                }
+            }
+        }
+    }
+}
+
+/// Why a record's workspace should go, if it should.
+fn verdict(
+    record: &WorkspaceRecord,
+    record_path: &Path,
+    older_than: Option<Duration>,
+) -> Option<GcReason> {
+    let owner = record.owner().liveness();
+    match record.state {
+        WorkspaceState::Removing => Some(GcReason::RemovalInterrupted),
+        WorkspaceState::Creating => {
+            (owner == Liveness::Gone).then_some(GcReason::CreationAbandoned)
+        }
+        WorkspaceState::Ready => {
+            if !record.path.is_dir() {
+                Some(GcReason::MissingDirectory)
+            } else if !record.persistent && owner == Liveness::Gone {
+                Some(GcReason::OwnerGone)
+            } else {
+                let live_transient = !record.persistent && owner != Liveness::Gone;
+                let idle =
+                    older_than.is_some_and(|limit| age(record_path).is_some_and(|age| age > limit));
+                (idle && !live_transient).then_some(GcReason::Idle)
+            }
+        }
+    }
+}
+
+fn age(path: &Path) -> Option<Duration> {
+    let modified = std::fs::metadata(path).and_then(|m| m.modified()).ok()?;
+    Some(
+        SystemTime::now()
+            .duration_since(modified)
+            .unwrap_or_default(),
+    )
+}
+
+fn remove_if_old(path: &Path) {
+    if age(path).is_some_and(|age| age > STRAY_FILE_GRACE) {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// The repository of a worktree directory that lost its record, if its `.git` file and the
+/// repository's metadata still point at each other.
+fn orphan_common_dir(tree: &Path) -> Option<PathBuf> {
+    let dot_git = tree.join(".git");
+    let text = std::fs::read_to_string(&dot_git).ok()?;
+    let git_dir = PathBuf::from(text.strip_prefix("gitdir: ")?.trim_end());
+    let back = std::fs::read_to_string(git_dir.join("gitdir")).ok()?;
+    if Path::new(back.trim_end()) != dot_git {
+        return None;
+    }
+    let common = std::fs::read_to_string(git_dir.join("commondir")).ok()?;
+    std::fs::canonicalize(git_dir.join(common.trim_end())).ok()
+}

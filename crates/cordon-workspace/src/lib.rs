@@ -1,0 +1,63 @@
+//! Isolated workspaces of a repository, with records, locks and garbage collection.
+//!
+//! A workspace is a private copy of a repository's *committed* state at some revision, where
+//! unreviewed code can be changed, built and tested without touching the user's checkout.
+//!
+//! - [`Workspaces`] is the set of workspaces under `CORDON_HOME` ([`cordon_home`]):
+//!   [`create`](Workspaces::create), [`list`](Workspaces::list),
+//!   [`show`](Workspaces::show), [`remove`](Workspaces::remove),
+//!   [`apply`](Workspaces::apply) a patch (all or nothing, paths confined),
+//!   [`diff`](Workspaces::diff) against the base commit, [`gc`](Workspaces::gc) and the
+//!   cheap [`reconcile_on_start`](Workspaces::reconcile_on_start).
+//! - [`WorkspaceRecord`] (`cordon.workspace/v1`) is what is kept on disk per workspace,
+//!   written atomically; its `owner_pid` and `owner_start_time` let gc tell a crashed owner
+//!   from a live one even when the pid was reused.
+//! - [`Strategy`] says how the files are made: today a detached `git worktree`
+//!   ([`Strategy::GitWorktree`], through the hardened `cordon-git`).
+//! - [`TransientWorkspace`] removes its workspace when dropped.
+//!
+//! Every operation returns serde data (snake_case JSON with a `schema` tag) and fails with a
+//! [`WorkspaceError`] naming the workspace, repository or path concerned; an unknown id is
+//! [`WorkspaceErrorKind::NotFound`].
+//!
+//! ```no_run
+//! use cordon_workspace::{CreateRequest, Workspaces};
+//!
+//! # fn main() -> Result<(), cordon_workspace::WorkspaceError> {
+//! let workspaces = Workspaces::from_env()?;
+//! workspaces.reconcile_on_start()?;
+//! let record = workspaces.create(&CreateRequest::new("/path/to/project", "HEAD", false))?;
+//! workspaces.apply(&record.id, b"diff --git a/x b/x\n...")?;
+//! let diff = workspaces.diff(&record.id, true)?;
+//! println!("{}", serde_json::to_string_pretty(&diff).unwrap());
+//! workspaces.remove(&record.id)?;
+//! # Ok(())
+//! # }
+//! ```
+#![deny(missing_docs)]
+
+mod error;
+mod gc;
+mod home;
+mod id;
+mod layout;
+mod lock;
+mod owner;
+mod record;
+mod reports;
+mod size;
+mod strategy;
+mod transient;
+mod workspaces;
+
+pub use error::{WorkspaceError, WorkspaceErrorKind};
+pub use home::{cordon_home, cordon_home_from};
+pub use id::{ID_LEN, WorkspaceId};
+pub use owner::{Liveness, ProcessIdentity};
+pub use record::{Strategy, WorkspaceRecord, WorkspaceRecordTag, WorkspaceState};
+pub use reports::{
+    ApplyReport, ApplyReportTag, GcFailure, GcReason, GcRemoval, GcReport, GcReportTag,
+    WorkspaceDiff, WorkspaceDiffTag, WorkspaceInfo, WorkspaceInfoTag,
+};
+pub use transient::TransientWorkspace;
+pub use workspaces::{CreateRequest, Workspaces};

@@ -1,0 +1,86 @@
+//! [`ProcessIdentity`]: a process, told apart from a later one that reuses its pid.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// A process id with the process's start time (clock ticks after boot, field 22 of
+/// `/proc/<pid>/stat`), so that a new process reusing the pid is not mistaken for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ProcessIdentity {
+    /// The process id.
+    pub pid: u32,
+    /// The start time, `None` when it could not be read.
+    pub start_time: Option<u64>,
+}
+
+/// Whether a recorded owner still runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Liveness {
+    /// The process runs (same pid and start time).
+    Alive,
+    /// No process has the pid, or another process (another start time) has it.
+    Gone,
+    /// It cannot be told (no `/proc`); treated as alive so nothing is collected by mistake.
+    Unknown,
+}
+
+impl ProcessIdentity {
+    /// The current process.
+    pub fn current() -> ProcessIdentity {
+        let pid = std::process::id();
+        ProcessIdentity {
+            pid,
+            start_time: start_time(pid),
+        }
+    }
+
+    /// Whether the process still runs.
+    pub fn liveness(&self) -> Liveness {
+        if !std::path::Path::new("/proc/self/stat").exists() {
+            return Liveness::Unknown;
+        }
+        match (start_time(self.pid), self.start_time) {
+            (None, _) => Liveness::Gone,
+            (Some(now), Some(then)) if now != then => Liveness::Gone,
+            (Some(_), _) => Liveness::Alive,
+        }
+    }
+}
+
+/// Field 22 (`starttime`) of `/proc/<pid>/stat`.
+fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_start_time(&stat)
+}
+
+fn parse_start_time(stat: &str) -> Option<u64> {
+    // The command name (field 2) is in parentheses and may contain spaces and parentheses;
+    // the fields after the last `)` start with field 3.
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_ascii_whitespace().nth(22 - 3)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn start_time_is_field_22_even_with_odd_command_names() {
+        let stat = "42 (a) b) (c) S 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10";
+        assert_eq!(parse_start_time(stat), Some(987654));
+        assert_eq!(parse_start_time("42 (x"), None);
+    }
+
+    #[test]
+    fn this_process_is_alive_and_a_changed_start_time_is_not() {
+        let me = ProcessIdentity::current();
+        assert!(me.start_time.is_some());
+        assert_eq!(me.liveness(), Liveness::Alive);
+        let reused = ProcessIdentity {
+            start_time: me.start_time.map(|t| t + 1),
+            ..me
+        };
+        assert_eq!(reused.liveness(), Liveness::Gone);
+    }
+}

@@ -1,0 +1,156 @@
+//! `cordon.workspace/v1`: the record of one workspace, written atomically.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{WorkspaceError, WorkspaceErrorKind};
+use crate::id::WorkspaceId;
+use crate::owner::ProcessIdentity;
+
+cordon_types::schema_tag!(
+    /// The `schema` tag of a workspace record: always `"cordon.workspace/v1"`.
+    WorkspaceRecordTag,
+    "cordon.workspace/v1"
+);
+
+/// How a workspace's files are made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum Strategy {
+    /// A detached `git worktree` of the source repository at the commit.
+    GitWorktree,
+}
+
+/// Where a workspace is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkspaceState {
+    /// Being created by its owner; collected if the owner is gone.
+    Creating,
+    /// Ready for use.
+    Ready,
+    /// Being removed; collected by the next gc if the removal was interrupted.
+    Removing,
+}
+
+impl std::fmt::Display for WorkspaceState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            WorkspaceState::Creating => "being created",
+            WorkspaceState::Ready => "ready",
+            WorkspaceState::Removing => "being removed",
+        })
+    }
+}
+
+/// The record of one workspace (`$CORDON_HOME/workspaces/<id>.json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct WorkspaceRecord {
+    /// Always `cordon.workspace/v1`.
+    pub schema: WorkspaceRecordTag,
+    /// The workspace's id.
+    pub id: WorkspaceId,
+    /// The directory holding the workspace's files.
+    pub path: PathBuf,
+    /// The source repository (the top of its checkout, or its git directory when bare).
+    pub repo: PathBuf,
+    /// The source repository's common git directory.
+    pub git_common_dir: PathBuf,
+    /// The workspace's own git directory (`<git_common_dir>/worktrees/<name>`), once created.
+    pub git_dir: Option<PathBuf>,
+    /// The revision the user asked for, as given.
+    #[serde(rename = "ref")]
+    pub rev: String,
+    /// The commit the revision resolved to: the content of the workspace when created.
+    pub commit: cordon_git::CommitId,
+    /// How the files are made.
+    pub strategy: Strategy,
+    /// When the workspace was created (RFC 3339, UTC).
+    pub created_at: String,
+    /// Whether the workspace outlives its owner (`false`: removed when the owner is gone).
+    pub persistent: bool,
+    /// The process that created the workspace.
+    pub owner_pid: u32,
+    /// That process's start time (`/proc/<pid>/stat` field 22), against pid reuse.
+    pub owner_start_time: Option<u64>,
+    /// Where the workspace is in its life.
+    pub state: WorkspaceState,
+}
+
+impl WorkspaceRecord {
+    /// The process that created the workspace.
+    pub fn owner(&self) -> ProcessIdentity {
+        ProcessIdentity {
+            pid: self.owner_pid,
+            start_time: self.owner_start_time,
+        }
+    }
+}
+
+/// Reads a record; `Ok(None)` when there is none.
+pub(crate) fn read(path: &Path) -> Result<Option<WorkspaceRecord>, WorkspaceError> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(WorkspaceError::io(path, e)),
+    };
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|e| WorkspaceError::new(WorkspaceErrorKind::Record(e)).with_path(path))
+}
+
+/// Writes a record atomically: a temporary file in the same directory, fsync, rename, fsync
+/// of the directory. Readers see the old record or the new one, never a mix.
+pub(crate) fn write(path: &Path, record: &WorkspaceRecord) -> Result<(), WorkspaceError> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let tmp = dir.join(format!(".{name}.tmp-{}-{n}", std::process::id()));
+    let mut text = serde_json::to_vec_pretty(record)
+        .map_err(|e| WorkspaceError::new(WorkspaceErrorKind::Record(e)).with_path(path))?;
+    text.push(b'\n');
+    let result = (|| {
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
+        file.write_all(&text)?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        sync_dir(dir)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result.map_err(|e| WorkspaceError::io(path, e))
+}
+
+/// Removes a file (if present) and makes the removal durable.
+pub(crate) fn remove(path: &Path) -> Result<(), WorkspaceError> {
+    match std::fs::remove_file(path) {
+        Ok(()) => sync_dir(path.parent().unwrap_or(Path::new(".")))
+            .map_err(|e| WorkspaceError::io(path, e)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(WorkspaceError::io(path, e)),
+    }
+}
+
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
+}
+
+/// Marks the record as just used (its modification time is the workspace's last use).
+pub(crate) fn touch(path: &Path) {
+    if let Ok(file) = std::fs::OpenOptions::new().append(true).open(path) {
+        let _ = file.set_modified(std::time::SystemTime::now());
+    }
+}

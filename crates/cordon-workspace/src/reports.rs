@@ -1,0 +1,135 @@
+//! The JSON documents workspace operations return.
+
+use std::path::PathBuf;
+
+use cordon_git::{ChangedFile, CommitId};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::id::WorkspaceId;
+use crate::owner::Liveness;
+use crate::record::WorkspaceRecord;
+
+cordon_types::schema_tag!(
+    /// The `schema` tag of a workspace listing entry: `"cordon.workspace-info/v1"`.
+    WorkspaceInfoTag,
+    "cordon.workspace-info/v1"
+);
+cordon_types::schema_tag!(
+    /// The `schema` tag of an apply report: `"cordon.workspace-apply/v1"`.
+    ApplyReportTag,
+    "cordon.workspace-apply/v1"
+);
+cordon_types::schema_tag!(
+    /// The `schema` tag of a workspace diff: `"cordon.workspace-diff/v1"`.
+    WorkspaceDiffTag,
+    "cordon.workspace-diff/v1"
+);
+cordon_types::schema_tag!(
+    /// The `schema` tag of a gc report: `"cordon.workspace-gc/v1"`.
+    GcReportTag,
+    "cordon.workspace-gc/v1"
+);
+
+/// A workspace as `list` and `show` describe it: its record and its current condition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct WorkspaceInfo {
+    /// Always `cordon.workspace-info/v1`.
+    pub schema: WorkspaceInfoTag,
+    /// The record.
+    pub record: WorkspaceRecord,
+    /// Disk space the workspace's directory takes, in bytes (symlinks not followed).
+    pub size_bytes: u64,
+    /// Whether the size walk stopped at its bound (`size_bytes` is then a lower bound).
+    pub size_truncated: bool,
+    /// Whether the workspace's directory exists.
+    pub path_exists: bool,
+    /// Whether the owner process still runs.
+    pub owner: Liveness,
+    /// When the workspace was last created, changed or diffed (RFC 3339, UTC).
+    pub last_used_at: Option<String>,
+}
+
+/// What `apply` changed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ApplyReport {
+    /// Always `cordon.workspace-apply/v1`.
+    pub schema: ApplyReportTag,
+    /// The workspace.
+    pub id: WorkspaceId,
+    /// The files the patch changed, in patch order.
+    pub files: Vec<ChangedFile>,
+}
+
+/// What differs between a workspace and the commit it was created from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct WorkspaceDiff {
+    /// Always `cordon.workspace-diff/v1`.
+    pub schema: WorkspaceDiffTag,
+    /// The workspace.
+    pub id: WorkspaceId,
+    /// The commit compared against.
+    pub base_commit: CommitId,
+    /// Every changed path, new untracked files included (ignored ones excluded).
+    pub files: Vec<ChangedFile>,
+    /// The patch (`git diff --binary` format), unless only names were asked for. Not part of
+    /// the JSON document: it is bytes, printed as they are.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub patch: Option<Vec<u8>>,
+}
+
+/// Why gc removed something.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum GcReason {
+    /// A transient workspace whose owner process is gone.
+    OwnerGone,
+    /// A workspace whose creation was interrupted (its creator is gone).
+    CreationAbandoned,
+    /// A workspace whose removal was interrupted.
+    RemovalInterrupted,
+    /// Not used for longer than `older_than`.
+    Idle,
+    /// A record whose directory is gone.
+    MissingDirectory,
+    /// A directory without a record.
+    OrphanDirectory,
+}
+
+/// One thing gc removed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct GcRemoval {
+    /// The workspace id.
+    pub id: WorkspaceId,
+    /// Why it was removed.
+    pub reason: GcReason,
+    /// The source repository, when known.
+    pub repo: Option<PathBuf>,
+}
+
+/// Something gc could not remove.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct GcFailure {
+    /// The workspace id.
+    pub id: WorkspaceId,
+    /// The error, rendered.
+    pub message: String,
+}
+
+/// What a gc run did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct GcReport {
+    /// Always `cordon.workspace-gc/v1`.
+    pub schema: GcReportTag,
+    /// What was removed.
+    pub removed: Vec<GcRemoval>,
+    /// How many workspaces were left alone (in use, live owner, persistent and not idle).
+    pub kept: usize,
+    /// Repositories whose worktree metadata was pruned.
+    pub pruned_repos: Vec<PathBuf>,
+    /// What could not be removed (gc goes on with the rest).
+    pub failures: Vec<GcFailure>,
+}

@@ -1,0 +1,313 @@
+//! [`Workspaces`]: create, list, show, change and remove workspaces.
+
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use cordon_git::Repo;
+
+use crate::error::{WorkspaceError, WorkspaceErrorKind};
+use crate::id::WorkspaceId;
+use crate::layout::Layout;
+use crate::lock::{Create, FileLock};
+use crate::owner::ProcessIdentity;
+use crate::record::{self, Strategy, WorkspaceRecord, WorkspaceRecordTag, WorkspaceState};
+use crate::reports::{
+    ApplyReport, ApplyReportTag, WorkspaceDiff, WorkspaceDiffTag, WorkspaceInfo, WorkspaceInfoTag,
+};
+use crate::size::{MAX_ENTRIES, disk_usage};
+use crate::strategy;
+
+/// The workspaces kept under one `CORDON_HOME`.
+///
+/// Cheap to clone; safe to use from several threads and processes at once: each workspace
+/// has a lock file, each source repository another (see `layout.rs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Workspaces {
+    layout: Layout,
+}
+
+/// What to create.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreateRequest {
+    /// The source repository (any directory inside its checkout, or a bare repository).
+    pub repo: PathBuf,
+    /// The revision whose committed content the workspace gets (`HEAD`, a branch, a tag, an
+    /// id). Uncommitted changes of the live checkout are never included.
+    pub rev: String,
+    /// Whether the workspace outlives the creating process.
+    pub persistent: bool,
+    /// How to make the files.
+    pub strategy: Strategy,
+}
+
+impl CreateRequest {
+    /// A git-worktree workspace of `repo` at `rev`.
+    pub fn new(
+        repo: impl Into<PathBuf>,
+        rev: impl Into<String>,
+        persistent: bool,
+    ) -> CreateRequest {
+        CreateRequest {
+            repo: repo.into(),
+            rev: rev.into(),
+            persistent,
+            strategy: Strategy::GitWorktree,
+        }
+    }
+}
+
+impl Workspaces {
+    /// The workspaces under `home` (created on first use).
+    pub fn new(home: impl Into<PathBuf>) -> Workspaces {
+        Workspaces {
+            layout: Layout::new(home.into()),
+        }
+    }
+
+    /// The workspaces under the `CORDON_HOME` of this process's environment.
+    pub fn from_env() -> Result<Workspaces, WorkspaceError> {
+        crate::home::cordon_home()
+            .map(Workspaces::new)
+            .ok_or_else(|| WorkspaceError::new(WorkspaceErrorKind::HomeUnknown))
+    }
+
+    /// The `CORDON_HOME` directory.
+    pub fn home(&self) -> &Path {
+        self.layout.home()
+    }
+
+    pub(crate) fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    fn ensure_dirs(&self) -> Result<(), WorkspaceError> {
+        for dir in [self.layout.workspaces(), self.layout.locks()] {
+            std::fs::create_dir_all(&dir).map_err(|e| WorkspaceError::io(&dir, e))?;
+        }
+        Ok(())
+    }
+
+    /// Creates a workspace with the committed content of `request.rev`.
+    ///
+    /// The record is written first, in state `creating` with this process as owner, so a
+    /// concurrent gc leaves it alone (its lock is held) and a crash leaves something gc can
+    /// collect. On failure everything created is removed again.
+    pub fn create(&self, request: &CreateRequest) -> Result<WorkspaceRecord, WorkspaceError> {
+        let repo_err = |e: WorkspaceError| e.with_repo(&request.repo);
+        self.ensure_dirs().map_err(repo_err)?;
+        let repo = Repo::open(&request.repo).map_err(|e| repo_err(e.into()))?;
+        let commit = repo
+            .resolve_commit(&request.rev)
+            .map_err(|e| repo_err(e.into()))?;
+        let (id, lock) = self.claim_id().map_err(repo_err)?;
+        let owner = ProcessIdentity::current();
+        let mut record = WorkspaceRecord {
+            schema: WorkspaceRecordTag,
+            id: id.clone(),
+            path: self.layout.tree(&id),
+            repo: repo.toplevel().unwrap_or(repo.common_dir()).to_owned(),
+            git_common_dir: repo.common_dir().to_owned(),
+            git_dir: None,
+            rev: request.rev.clone(),
+            commit: commit.clone(),
+            strategy: request.strategy,
+            created_at: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
+            persistent: request.persistent,
+            owner_pid: owner.pid,
+            owner_start_time: owner.start_time,
+            state: WorkspaceState::Creating,
+        };
+        let record_path = self.layout.record(&id);
+        let result = (|| {
+            record::write(&record_path, &record)?;
+            let dir = self.layout.dir(&id);
+            std::fs::create_dir(&dir).map_err(|e| WorkspaceError::io(&dir, e))?;
+            record.git_dir =
+                strategy::create(request.strategy, &self.layout, &repo, &record.path, &commit)?;
+            record.state = WorkspaceState::Ready;
+            record::write(&record_path, &record)
+        })();
+        if let Err(e) = result {
+            let _ = self.destroy_locked(&record);
+            drop(lock);
+            return Err(e.with_id(&id).with_repo(&record.repo));
+        }
+        drop(lock);
+        Ok(record)
+    }
+
+    /// Picks a fresh random id and takes its lock (`create_new`: a collision picks again).
+    fn claim_id(&self) -> Result<(WorkspaceId, FileLock), WorkspaceError> {
+        loop {
+            let id = WorkspaceId::random()?;
+            if self.layout.record(&id).exists() || self.layout.dir(&id).exists() {
+                continue;
+            }
+            match FileLock::acquire(&self.layout.lock(&id), Create::New) {
+                Ok(lock) => return Ok((id, lock)),
+                Err(WorkspaceError {
+                    kind: WorkspaceErrorKind::Io(ref e),
+                    ..
+                }) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Every workspace, sorted by creation time. Records that cannot be read are skipped.
+    pub fn list(&self) -> Result<Vec<WorkspaceInfo>, WorkspaceError> {
+        let mut infos: Vec<WorkspaceInfo> = self
+            .record_ids()?
+            .iter()
+            .filter_map(|id| record::read(&self.layout.record(id)).ok().flatten())
+            .map(|record| self.info(record))
+            .collect();
+        infos.sort_by(|a, b| {
+            (&a.record.created_at, &a.record.id).cmp(&(&b.record.created_at, &b.record.id))
+        });
+        Ok(infos)
+    }
+
+    /// One workspace.
+    pub fn show(&self, id: &WorkspaceId) -> Result<WorkspaceInfo, WorkspaceError> {
+        Ok(self.info(self.read_record(id)?))
+    }
+
+    fn info(&self, record: WorkspaceRecord) -> WorkspaceInfo {
+        let dir = self.layout.dir(&record.id);
+        let path_exists = record.path.is_dir();
+        let (size_bytes, size_truncated) = if dir.exists() {
+            disk_usage(&dir, MAX_ENTRIES)
+        } else {
+            (0, false)
+        };
+        let last_used_at = std::fs::metadata(self.layout.record(&record.id))
+            .and_then(|m| m.modified())
+            .ok()
+            .map(|t| humantime::format_rfc3339_seconds(t).to_string());
+        WorkspaceInfo {
+            schema: WorkspaceInfoTag,
+            owner: record.owner().liveness(),
+            record,
+            size_bytes,
+            size_truncated,
+            path_exists,
+            last_used_at,
+        }
+    }
+
+    /// Removes a workspace: its files, its git metadata, its record and its lock file.
+    pub fn remove(&self, id: &WorkspaceId) -> Result<WorkspaceRecord, WorkspaceError> {
+        let (record, lock) = self.lock_existing(id)?;
+        let result = self.destroy_locked(&record);
+        drop(lock);
+        match result {
+            Ok(()) => Ok(record),
+            Err(e) => Err(e.with_id(id).with_repo(&record.repo)),
+        }
+    }
+
+    /// Applies a patch to a workspace, all or nothing (see [`cordon_git::Worktree::apply_patch`]).
+    pub fn apply(&self, id: &WorkspaceId, patch: &[u8]) -> Result<ApplyReport, WorkspaceError> {
+        let (record, _lock) = self.lock_ready(id)?;
+        let worktree = strategy::worktree(&record).ok_or_else(|| not_ready(&record))?;
+        let files = worktree
+            .apply_patch(patch)
+            .map_err(|e| WorkspaceError::from(e).with_id(id))?;
+        record::touch(&self.layout.record(id));
+        Ok(ApplyReport {
+            schema: ApplyReportTag,
+            id: id.clone(),
+            files,
+        })
+    }
+
+    /// What changed in a workspace since its commit; with the patch unless `name_only`.
+    pub fn diff(&self, id: &WorkspaceId, name_only: bool) -> Result<WorkspaceDiff, WorkspaceError> {
+        let (record, _lock) = self.lock_ready(id)?;
+        let worktree = strategy::worktree(&record).ok_or_else(|| not_ready(&record))?;
+        let diff = worktree
+            .diff(&record.commit, !name_only)
+            .map_err(|e| WorkspaceError::from(e).with_id(id))?;
+        record::touch(&self.layout.record(id));
+        Ok(WorkspaceDiff {
+            schema: WorkspaceDiffTag,
+            id: id.clone(),
+            base_commit: record.commit,
+            files: diff.files,
+            patch: diff.patch,
+        })
+    }
+
+    pub(crate) fn read_record(&self, id: &WorkspaceId) -> Result<WorkspaceRecord, WorkspaceError> {
+        record::read(&self.layout.record(id))
+            .and_then(|r| r.ok_or_else(|| WorkspaceError::new(WorkspaceErrorKind::NotFound)))
+            .map_err(|e| e.with_id(id))
+    }
+
+    /// Locks a workspace that has a record (the record is read again under the lock).
+    fn lock_existing(
+        &self,
+        id: &WorkspaceId,
+    ) -> Result<(WorkspaceRecord, FileLock), WorkspaceError> {
+        // A missing record is reported before a lock file would be created for it.
+        self.read_record(id)?;
+        let lock = FileLock::acquire(&self.layout.lock(id), Create::IfMissing)
+            .map_err(|e| e.with_id(id))?;
+        Ok((self.read_record(id)?, lock))
+    }
+
+    fn lock_ready(&self, id: &WorkspaceId) -> Result<(WorkspaceRecord, FileLock), WorkspaceError> {
+        let (record, lock) = self.lock_existing(id)?;
+        if record.state != WorkspaceState::Ready {
+            return Err(not_ready(&record));
+        }
+        Ok((record, lock))
+    }
+
+    /// Removes everything of a workspace whose lock the caller holds; the record goes last,
+    /// after being marked `removing`, so an interrupted removal is finished by gc.
+    pub(crate) fn destroy_locked(&self, record: &WorkspaceRecord) -> Result<(), WorkspaceError> {
+        let record_path = self.layout.record(&record.id);
+        if record.state != WorkspaceState::Removing && record_path.exists() {
+            let removing = WorkspaceRecord {
+                state: WorkspaceState::Removing,
+                ..record.clone()
+            };
+            record::write(&record_path, &removing)?;
+        }
+        strategy::destroy(&self.layout, record)?;
+        strategy::remove_dir_all(&self.layout.dir(&record.id))?;
+        record::remove(&record_path)?;
+        // Whoever waits on this lock file re-reads the record and finds none.
+        let _ = std::fs::remove_file(self.layout.lock(&record.id));
+        Ok(())
+    }
+
+    /// The ids of every record file.
+    pub(crate) fn record_ids(&self) -> Result<Vec<WorkspaceId>, WorkspaceError> {
+        Ok(self
+            .entry_names()?
+            .iter()
+            .filter_map(|name| name.strip_suffix(".json")?.parse().ok())
+            .collect())
+    }
+
+    /// The names in the workspaces directory (none if it does not exist yet).
+    pub(crate) fn entry_names(&self) -> Result<Vec<String>, WorkspaceError> {
+        let dir = self.layout.workspaces();
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(WorkspaceError::io(&dir, e)),
+        };
+        Ok(entries
+            .flatten()
+            .filter_map(|e| e.file_name().into_string().ok())
+            .collect())
+    }
+}
+
+fn not_ready(record: &WorkspaceRecord) -> WorkspaceError {
+    WorkspaceError::new(WorkspaceErrorKind::NotReady(record.state)).with_id(&record.id)
+}
