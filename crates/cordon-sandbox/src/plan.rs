@@ -255,10 +255,8 @@ pub fn find_toolchains(
 fn add_existing(out: &mut Vec<PathBuf>, base: &Path, rels: &[&str]) {
     for rel in rels {
         let p = base.join(rel);
-        if p.exists() {
-            if let Ok(c) = p.canonicalize() {
-                out.push(c);
-            }
+        if let Ok(c) = p.canonicalize() {
+            out.push(c);
         }
     }
 }
@@ -283,10 +281,10 @@ pub fn mount_ops(policy: &SandboxPolicy, toolchains: &[PathBuf]) -> Vec<MountOp>
     }
     for name in ETC_ALLOWLIST {
         let path = Path::new(name);
-        if let Ok(src) = path.canonicalize() {
-            if let Ok(m) = src.metadata() {
-                ops.push(bind(&src, path, m.is_dir(), false));
-            }
+        if let Ok(src) = path.canonicalize()
+            && let Ok(m) = src.metadata()
+        {
+            ops.push(bind(&src, path, m.is_dir(), false));
         }
     }
     ops.push(MountOp::Dev);

@@ -487,6 +487,50 @@ fn missing_program_is_a_setup_error() {
     assert_eq!(o.report.exit_code, Some(127), "{o:?}");
 }
 
+/// Not a check: prints the median wall time of sandboxed `/bin/true` over 50 runs
+/// (`cargo test --release -p cordon-sandbox --test init -- bench`).
+fn bench() {
+    let w = tempdir("bench");
+    let p = policy(&w);
+    let prepared = prepare(&p, "/bin/true".as_ref(), &[]).unwrap();
+    let mut times = Vec::new();
+    for _ in 0..50 {
+        let mut fds = [0; 2];
+        // SAFETY: fds has room for two descriptors.
+        assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+        let report_w = fds[1];
+        let start = Instant::now();
+        let mut cmd = Command::new(&prepared.program);
+        cmd.args(&prepared.args)
+            .env_clear()
+            .envs(prepared.env.iter().map(|(k, v)| (k, v)));
+        // SAFETY: only dup2 between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                libc::dup2(report_w, 3);
+                Ok(())
+            });
+        }
+        let status = cmd.status().unwrap();
+        times.push(start.elapsed());
+        // SAFETY: closing our pipe ends.
+        unsafe { libc::close(report_w) };
+        let mut f = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fds[0]) };
+        let mut text = String::new();
+        f.read_to_string(&mut text).unwrap();
+        let report: ChildReport = serde_json::from_str(&text).unwrap();
+        assert!(
+            status.success() && report.exit_code == Some(0),
+            "{report:?}"
+        );
+    }
+    times.sort();
+    eprintln!(
+        "    sandboxed /bin/true: median {:?}, min {:?}",
+        times[25], times[0]
+    );
+}
+
 type Case = (&'static str, fn());
 
 const CASES: &[Case] = &[
@@ -543,19 +587,23 @@ const CASES: &[Case] = &[
         "missing_program_is_a_setup_error",
         missing_program_is_a_setup_error,
     ),
+    ("bench", bench),
 ];
 
 fn main() {
     if std::env::args_os().nth(1).as_deref() == Some(cordon_sandbox::INIT_ARG.as_ref()) {
         cordon_sandbox::init_main();
     }
-    let filters: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
-    if std::env::args().any(|a| a == "--list") {
-        for (name, _) in CASES {
-            println!("{name}: test");
+    // A libtest-compatible surface, enough for `cargo test` and `cargo nextest`:
+    // `--list [--ignored]`, `--exact NAME`, or substring filters.
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let exact = args.iter().any(|a| a == "--exact");
+    let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
+    if args.iter().any(|a| a == "--list") {
+        if !args.iter().any(|a| a == "--ignored") {
+            for (name, _) in CASES.iter().filter(|(n, _)| *n != "bench") {
+                println!("{name}: test");
+            }
         }
         return;
     }
@@ -569,7 +617,18 @@ fn main() {
     }
     let (mut passed, mut failed) = (0, 0);
     for (name, case) in CASES {
-        if !filters.is_empty() && !filters.iter().any(|f| name.contains(f.as_str())) {
+        let wanted = if filters.is_empty() {
+            *name != "bench"
+        } else {
+            filters.iter().any(|f| {
+                if exact {
+                    *name == f.as_str()
+                } else {
+                    name.contains(f.as_str())
+                }
+            })
+        };
+        if !wanted {
             continue;
         }
         // Each case in its own process would be ideal; a panic is caught per case instead.
