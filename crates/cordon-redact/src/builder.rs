@@ -9,7 +9,7 @@ use aho_corasick::AhoCorasickBuilder;
 use crate::builtin::{BUILTINS, MaxLen};
 use crate::error::{RedactError, RedactWarning};
 use crate::literal::{Literals, PartialTail};
-use crate::pattern::{Anchor, CompiledPattern};
+use crate::pattern::CompiledPattern;
 use crate::redactor::{Inner, Redactor};
 
 /// Secret values shorter than this many bytes are not redacted (and produce
@@ -246,12 +246,14 @@ impl RedactorBuilder {
                 &p.name, id, &p.regex, max_len, None,
             )?);
         }
-        let (anchored, unanchored): (Vec<usize>, Vec<usize>) =
-            (0..patterns.len()).partition(|&i| patterns[i].anchors.is_some());
-
-        let anchors: Vec<&Anchor> = anchored
+        let unanchored = (0..patterns.len())
+            .filter(|&i| patterns[i].anchors.is_none())
+            .collect();
+        // Every anchor, with the pattern it belongs to.
+        let anchors: Vec<(&[u8], usize)> = patterns
             .iter()
-            .flat_map(|&i| patterns[i].anchors.iter().flatten())
+            .enumerate()
+            .flat_map(|(i, p)| p.anchors.iter().flatten().map(move |a| (a.as_slice(), i)))
             .collect();
         let anchor_finder = if anchors.is_empty() {
             None
@@ -259,20 +261,24 @@ impl RedactorBuilder {
             Some(
                 AhoCorasickBuilder::new()
                     .match_kind(aho_corasick::MatchKind::LeftmostFirst)
-                    .build(&anchors)
+                    .build(anchors.iter().map(|&(a, _)| a))
                     .map_err(|source| RedactError::Literals {
                         count: anchors.len(),
                         source,
                     })?,
             )
         };
-        let anchor_tail = PartialTail::new(anchors.iter().map(|a| a.to_vec()).collect());
+        let anchor_patterns = anchors
+            .iter()
+            .map(|&(found, _)| patterns_at_anchor(found, &anchors))
+            .collect();
+        let anchor_tail = PartialTail::new(anchors.iter().map(|&(a, _)| a.to_vec()).collect());
 
         Ok(Redactor {
             inner: Arc::new(Inner {
                 literals,
                 patterns,
-                anchored,
+                anchor_patterns,
                 unanchored,
                 anchor_finder,
                 anchor_tail,
@@ -282,6 +288,32 @@ impl RedactorBuilder {
             }),
         })
     }
+}
+
+/// The patterns to try where the anchor finder reports `found`, each with
+/// the longer anchors one of which must occur there too (none: it surely
+/// does).
+///
+/// The finder reports one anchor per position, but every anchor that occurs
+/// there is either a prefix of `found` (so it occurs too) or extends it (so
+/// it is checked before its pattern is tried).
+fn patterns_at_anchor(found: &[u8], anchors: &[(&[u8], usize)]) -> Vec<(usize, Vec<Vec<u8>>)> {
+    let mut out: Vec<(usize, Vec<Vec<u8>>)> = Vec::new();
+    for &(_, p) in anchors.iter().filter(|(a, _)| found.starts_with(a)) {
+        if !out.iter().any(|(q, _)| *q == p) {
+            out.push((p, Vec::new()));
+        }
+    }
+    for &(a, p) in anchors {
+        if a.len() > found.len() && a.starts_with(found) {
+            match out.iter_mut().find(|(q, _)| *q == p) {
+                Some((_, longer)) if longer.is_empty() => {}
+                Some((_, longer)) => longer.push(a.to_vec()),
+                None => out.push((p, vec![a.to_vec()])),
+            }
+        }
+    }
+    out
 }
 
 /// Replacement texts, one per distinct name.

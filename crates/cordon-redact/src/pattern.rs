@@ -305,6 +305,11 @@ mod tests {
     fn anchors_are_extracted_when_few() {
         assert_eq!(compile(r"tok_[a-z]+", 10).anchors.unwrap(), [b"tok_"]);
         assert!(compile(r"[a-z]+tok", 10).anchors.is_none());
+        // Big classes end the prefix (the integration tests rely on this).
+        assert_eq!(compile(r"ab_c[^d\s]\w*", 10).anchors.unwrap(), [b"ab_c"]);
+        // Too many prefixes to be worth it (the chunking property test relies
+        // on this one being unanchored).
+        assert!(compile(r"[0-9]{3}x[0-9]+", 10).anchors.is_none());
     }
 
     #[test]

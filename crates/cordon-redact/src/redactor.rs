@@ -26,8 +26,10 @@ pub(crate) struct Inner {
     pub(crate) literals: Option<Literals>,
     /// All patterns, built-in ones first.
     pub(crate) patterns: Vec<CompiledPattern>,
-    /// Indices into `patterns` of those with anchors.
-    pub(crate) anchored: Vec<usize>,
+    /// For each anchor of `anchor_finder`: the patterns to try where the
+    /// finder reports it, each with the longer anchors one of which must
+    /// occur there too (none: it surely does).
+    pub(crate) anchor_patterns: Vec<Vec<(usize, Vec<Vec<u8>>)>>,
     /// Indices into `patterns` of those without.
     pub(crate) unanchored: Vec<usize>,
     /// Finds the anchors of all anchored patterns.
@@ -48,7 +50,7 @@ impl Redactor {
             inner: Arc::new(Inner {
                 literals: None,
                 patterns: Vec::new(),
-                anchored: Vec::new(),
+                anchor_patterns: Vec::new(),
                 unanchored: Vec::new(),
                 anchor_finder: None,
                 anchor_tail: PartialTail::new(Vec::new()),

@@ -76,17 +76,28 @@ impl StreamRedactor {
         if input.is_empty() {
             return;
         }
-        self.buf.extend_from_slice(input);
-        self.process(false, out);
+        if self.buf.is_empty() {
+            // Scan the chunk where it is; keep only what is held back.
+            let limit = self.process(input, false, out);
+            self.buf.extend_from_slice(&input[limit..]);
+        } else {
+            let mut buf = std::mem::take(&mut self.buf);
+            buf.extend_from_slice(input);
+            let limit = self.process(&buf, false, out);
+            buf.drain(..limit);
+            self.buf = buf;
+        }
     }
 
     /// Ends the stream: appends the rest of the text, redacted. The stream
     /// can then be reused for a new stream.
     pub fn finish(&mut self, out: &mut Vec<u8>) {
         if !self.passthrough {
-            self.process(true, out);
+            let buf = std::mem::take(&mut self.buf);
+            self.process(&buf, true, out);
+            self.buf = buf;
         }
-        debug_assert!(self.buf.is_empty() && self.hits.is_empty());
+        debug_assert!(self.hits.is_empty());
         self.buf.clear();
         self.hits.clear();
         self.base = 0;
@@ -100,49 +111,52 @@ impl StreamRedactor {
         self.buf.len()
     }
 
-    fn process(&mut self, eof: bool, out: &mut Vec<u8>) {
-        let mut frontier = self.buf.len();
-        frontier = frontier.min(self.scan_literals(eof));
-        frontier = frontier.min(self.scan_anchored(eof));
+    /// Redacts `hay`, the text not yet written out (starting at stream
+    /// offset `self.base`), and returns how much of it was written out.
+    fn process(&mut self, hay: &[u8], eof: bool, out: &mut Vec<u8>) -> usize {
+        let mut frontier = hay.len();
+        frontier = frontier.min(self.scan_literals(hay, eof));
+        frontier = frontier.min(self.scan_anchored(hay, eof));
         for k in 0..self.inner.unanchored.len() {
-            frontier = frontier.min(self.scan_unanchored(k, eof));
+            frontier = frontier.min(self.scan_unanchored(hay, k, eof));
         }
-        self.emit(frontier, out);
+        self.emit(hay, frontier, out)
     }
 
     /// Records a pattern match unless it is empty or allowlisted.
     fn record(
         &mut self,
+        hay: &[u8],
         at: usize,
-        eval_redact: std::ops::Range<usize>,
+        redact: std::ops::Range<usize>,
         end: usize,
         name_id: usize,
     ) {
-        if eval_redact.is_empty() {
+        if redact.is_empty() {
             return;
         }
         let allow = &self.inner.allow;
         if !allow.is_empty()
-            && (allow.contains(&self.buf[at + eval_redact.start..at + eval_redact.end])
-                || allow.contains(&self.buf[at..at + end]))
+            && (allow.contains(&hay[at + redact.start..at + redact.end])
+                || allow.contains(&hay[at..at + end]))
         {
             return;
         }
         self.hits.push(Hit {
-            start: self.base + at + eval_redact.start,
-            end: self.base + at + eval_redact.end,
+            start: self.base + at + redact.start,
+            end: self.base + at + redact.end,
             name_id,
         });
     }
 
-    /// Scans for secret values; returns the frontier (relative to `buf`).
-    fn scan_literals(&mut self, eof: bool) -> usize {
+    /// Scans for secret values; returns the frontier (relative to `hay`).
+    fn scan_literals(&mut self, hay: &[u8], eof: bool) -> usize {
         let Some(literals) = &self.inner.literals else {
-            return self.buf.len();
+            return hay.len();
         };
         let base = self.base;
         let hits = &mut self.hits;
-        let frontier = literals.scan(&self.buf, self.literal_pos - base, eof, |m| {
+        let frontier = literals.scan(hay, self.literal_pos - base, eof, |m| {
             hits.push(Hit {
                 start: base + m.start,
                 end: base + m.end,
@@ -154,25 +168,26 @@ impl StreamRedactor {
     }
 
     /// Scans the anchored patterns at each anchor; returns the frontier.
-    fn scan_anchored(&mut self, eof: bool) -> usize {
+    fn scan_anchored(&mut self, hay: &[u8], eof: bool) -> usize {
         let inner = Arc::clone(&self.inner);
         let Some(finder) = &inner.anchor_finder else {
-            return self.buf.len();
+            return hay.len();
         };
         let from = self.anchored_pos - self.base;
         let tail = if eof {
-            self.buf.len()
+            hay.len()
         } else {
-            inner.anchor_tail.start(&self.buf, from)
+            inner.anchor_tail.start(hay, from)
         };
         let mut at = from;
         let frontier = loop {
-            let input = Input::new(&self.buf).span(at..self.buf.len());
-            let Some(candidate) = finder.find(input).map(|m| m.start()).filter(|&c| c < tail)
-            else {
+            let input = Input::new(hay).span(at..hay.len());
+            let Some(found) = finder.find(input).filter(|m| m.start() < tail) else {
                 break tail;
             };
-            if !self.eval_candidate(&inner, candidate, eof) {
+            let candidate = found.start();
+            let anchor = found.pattern().as_usize();
+            if !self.eval_candidate(hay, &inner, candidate, anchor, eof) {
                 break candidate;
             }
             at = candidate + 1;
@@ -181,19 +196,27 @@ impl StreamRedactor {
         frontier
     }
 
-    /// Evaluates every anchored pattern whose anchor occurs at `at`. Returns
-    /// `false`, recording nothing, if any of them is undecided.
-    fn eval_candidate(&mut self, inner: &Inner, at: usize, eof: bool) -> bool {
+    /// Evaluates every anchored pattern with an anchor at `at`, where the
+    /// finder found anchor number `anchor`. Returns `false`, recording
+    /// nothing, if any of them is undecided.
+    fn eval_candidate(
+        &mut self,
+        hay: &[u8],
+        inner: &Inner,
+        at: usize,
+        anchor: usize,
+        eof: bool,
+    ) -> bool {
         let recorded = self.hits.len();
-        for &index in &inner.anchored {
-            let pattern = &inner.patterns[index];
-            let anchors = pattern.anchors.as_deref().unwrap_or_default();
-            if !anchors.iter().any(|a| self.buf[at..].starts_with(a)) {
+        for (index, longer) in &inner.anchor_patterns[anchor] {
+            let index = *index;
+            if !longer.is_empty() && !longer.iter().any(|a| hay[at..].starts_with(a)) {
                 continue;
             }
-            match pattern.eval(&mut self.caches[index], &self.buf[at..], eof) {
+            let pattern = &inner.patterns[index];
+            match pattern.eval(&mut self.caches[index], &hay[at..], eof) {
                 Eval::NoMatch => {}
-                Eval::Match { redact, end } => self.record(at, redact, end, pattern.name_id),
+                Eval::Match { redact, end } => self.record(hay, at, redact, end, pattern.name_id),
                 Eval::Undecided => {
                     self.hits.truncate(recorded);
                     return false;
@@ -204,11 +227,11 @@ impl StreamRedactor {
     }
 
     /// Scans the `k`-th unanchored pattern; returns its frontier.
-    fn scan_unanchored(&mut self, k: usize, eof: bool) -> usize {
+    fn scan_unanchored(&mut self, hay: &[u8], k: usize, eof: bool) -> usize {
         let inner = Arc::clone(&self.inner);
         let index = inner.unanchored[k];
         let pattern = &inner.patterns[index];
-        let len = self.buf.len();
+        let len = hay.len();
         // Positions before `complete` have their whole window in the buffer.
         let complete = if eof {
             len
@@ -222,7 +245,7 @@ impl StreamRedactor {
             }
             if at < complete {
                 // Skip straight to where the regex can match at all.
-                match pattern.find_candidate(&self.buf[at..]) {
+                match pattern.find_candidate(&hay[at..]) {
                     Some(offset) if at + offset < complete => at += offset,
                     _ => {
                         at = complete;
@@ -230,10 +253,10 @@ impl StreamRedactor {
                     }
                 }
             }
-            match pattern.eval(&mut self.caches[index], &self.buf[at..], eof) {
+            match pattern.eval(&mut self.caches[index], &hay[at..], eof) {
                 Eval::NoMatch => at += 1,
                 Eval::Match { redact, end } => {
-                    self.record(at, redact, end, pattern.name_id);
+                    self.record(hay, at, redact, end, pattern.name_id);
                     at += end.max(1);
                 }
                 Eval::Undecided => break at,
@@ -243,9 +266,9 @@ impl StreamRedactor {
         frontier
     }
 
-    /// Writes out everything before `frontier` (relative to `buf`), with
-    /// the recorded spans replaced, and drops it from the buffer.
-    fn emit(&mut self, frontier: usize, out: &mut Vec<u8>) {
+    /// Writes out everything before `frontier` (relative to `hay`), with
+    /// the recorded spans replaced; returns how much was written out.
+    fn emit(&mut self, hay: &[u8], frontier: usize, out: &mut Vec<u8>) -> usize {
         let base = self.base;
         self.hits
             .sort_unstable_by_key(|h| (h.start, std::cmp::Reverse(h.end), h.name_id));
@@ -269,15 +292,15 @@ impl StreamRedactor {
                 limit = start;
                 break;
             }
-            out.extend_from_slice(&self.buf[cursor..start]);
+            out.extend_from_slice(&hay[cursor..start]);
             out.extend_from_slice(&self.inner.replacements[first.name_id]);
             cursor = end;
             done = next;
         }
-        out.extend_from_slice(&self.buf[cursor..limit]);
+        out.extend_from_slice(&hay[cursor..limit]);
         self.hits.drain(..done);
-        self.buf.drain(..limit);
         self.base += limit;
+        limit
     }
 }
 

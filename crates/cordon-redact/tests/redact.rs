@@ -370,6 +370,33 @@ fn user_patterns() {
 }
 
 #[test]
+fn anchors_that_extend_each_other() {
+    // Their anchors are `ab_`, `ab_c` and `ab_cd` (big classes end the
+    // extracted prefixes): where the prefilter reports `ab_`, the longer
+    // anchors must still be tried.
+    let patterns = [
+        ("p1", r"ab_[^c\s]\w*"),
+        ("p2", r"ab_c[^d\s]\w*"),
+        ("p3", r"ab_cd\w+"),
+    ];
+    for reversed in [false, true] {
+        let mut builder = RedactorBuilder::new();
+        let mut list = patterns.to_vec();
+        if reversed {
+            list.reverse();
+        }
+        for (name, regex) in list {
+            builder.add_pattern(name, regex);
+        }
+        let r = builder.build().unwrap();
+        assert_eq!(
+            redact(&r, "ab_cd1 ab_c12 ab_123 ab_c"),
+            "[REDACTED:p3] [REDACTED:p2] [REDACTED:p1] ab_c"
+        );
+    }
+}
+
+#[test]
 fn invalid_user_pattern_names_the_pattern() {
     let err = RedactorBuilder::new()
         .add_pattern("broken", "ab(c")
@@ -435,6 +462,14 @@ fn disabled_redactor_copies() {
 }
 
 #[test]
+fn redactors_are_shared_across_threads() {
+    fn send_sync<T: Send + Sync + Clone>() {}
+    fn send<T: Send>() {}
+    send_sync::<Redactor>();
+    send::<cordon_redact::StreamRedactor>();
+}
+
+#[test]
 fn debug_never_shows_secrets() {
     let r = RedactorBuilder::new()
         .add_secret("S", "0123456789")
@@ -461,6 +496,7 @@ fn text() -> impl Strategy<Value = Vec<u8>> {
             Just(b"ghp_".to_vec()), Just(b"AKIA".to_vec()), Just(b"xoxb-".to_vec()),
             Just(b"eyJ".to_vec()), Just(b"-----BEGIN".to_vec()), Just(b"Authorization: ".to_vec()),
             Just(b"https://".to_vec()), Just(b"://u:".to_vec()), Just(b"@".to_vec()),
+            Just(b"123x45".to_vec()), Just(b"tok_".to_vec()), Just(b"-----END PRIVATE KEY-----".to_vec()),
         ],
     ];
     proptest::collection::vec(piece, 0..20).prop_map(|pieces| pieces.concat())
@@ -552,7 +588,10 @@ proptest! {
         cuts in proptest::collection::vec(any::<usize>(), 0..16),
     ) {
         let mut builder = RedactorBuilder::new();
-        builder.private_key_max_len(48).add_pattern("user", r"[0-9]{3}x[0-9]+");
+        builder
+            .private_key_max_len(48)
+            .add_pattern("unanchored", r"[0-9]{3}x[0-9]+")
+            .add_pattern_with_max_len("anchored", r"tok_[a-z0-9]+", 12);
         for (i, s) in secrets.iter().enumerate() {
             builder.add_secret(format!("S{i}"), s);
         }
