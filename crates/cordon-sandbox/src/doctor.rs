@@ -228,6 +228,14 @@ fn probe_namespaces() -> (bool, bool, String) {
     let overlay = std::ffi::CString::new("overlay").expect("no NUL");
     let opts =
         std::ffi::CString::new("lowerdir=/tmp/l,upperdir=/tmp/u,workdir=/tmp/w").expect("no NUL");
+    // SAFETY: getuid/getgid have no preconditions.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    let maps = [
+        ("/proc/self/setgroups", "deny".to_string()),
+        ("/proc/self/uid_map", format!("0 {uid} 1")),
+        ("/proc/self/gid_map", format!("0 {gid} 1")),
+    ]
+    .map(|(p, v)| (std::ffi::CString::new(p).expect("no NUL"), v));
     // SAFETY: the child only makes raw syscalls on pre-allocated strings, then _exits.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
@@ -235,6 +243,13 @@ fn probe_namespaces() -> (bool, bool, String) {
         unsafe {
             if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) != 0 {
                 libc::_exit(10 + (*libc::__errno_location()).min(200));
+            }
+            for (path, value) in &maps {
+                let fd = libc::open(path.as_ptr(), libc::O_WRONLY);
+                if fd >= 0 {
+                    libc::write(fd, value.as_ptr().cast(), value.len());
+                    libc::close(fd);
+                }
             }
             if libc::mount(
                 tmpfs.as_ptr(),

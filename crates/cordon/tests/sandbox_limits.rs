@@ -1,0 +1,236 @@
+//! Limits and process trees under the sandbox, through the real `cordon run`: fork bombs,
+//! memory hogs, CPU burners, huge files, daemons and SIGTERM-ignorers all end, the result
+//! says which limit held, and the host is unharmed. Plus `cordon doctor` and the refusals.
+
+#[path = "sandbox_helpers/mod.rs"]
+mod helpers;
+
+use std::time::{Duration, Instant};
+
+use cordon_types::{Enforcement, LimitKind, RunStatus};
+use helpers::{Work, assert_passed, host_processes_with_cmdline};
+
+#[test]
+fn fork_bomb_is_contained_by_pids() {
+    require_sandbox!();
+    if !helpers::cgroup_limits_available() {
+        return;
+    }
+    let w = Work::new();
+    let start = Instant::now();
+    let ran = w.run(
+        &["--pids", "64", "--timeout", "5s"],
+        "bomb() { bomb | bomb & }; bomb; sleep 1; echo survived",
+    );
+    assert!(ran.result.limits_hit.contains(&LimitKind::Pids), "{ran:#?}");
+    assert!(
+        matches!(
+            ran.result.sandbox.enforcement.pids,
+            Enforcement::CgroupV1 | Enforcement::CgroupV2
+        ),
+        "{ran:#?}"
+    );
+    assert!(start.elapsed() < Duration::from_secs(20), "{ran:#?}");
+    // The host can still fork.
+    assert!(
+        std::process::Command::new("true")
+            .status()
+            .unwrap()
+            .success()
+    );
+}
+
+#[test]
+fn memory_hog_is_ended_by_the_memory_limit() {
+    require_sandbox!();
+    if !helpers::cgroup_limits_available() {
+        return;
+    }
+    let w = Work::new();
+    let ran = w.run(
+        &["--memory", "64MiB"],
+        "python3 -c 'x = bytearray(1 << 30); print(len(x))'",
+    );
+    assert_ne!(ran.result.status, RunStatus::Pass, "{ran:#?}");
+    assert!(
+        ran.result.limits_hit.contains(&LimitKind::Memory),
+        "{ran:#?}"
+    );
+    assert!(
+        matches!(
+            ran.result.sandbox.enforcement.memory,
+            Enforcement::CgroupV1 | Enforcement::CgroupV2
+        ),
+        "{ran:#?}"
+    );
+    let peak = ran.result.resource.tree_peak_memory_bytes;
+    assert!(peak.is_some_and(|p| p <= 70 << 20), "{ran:#?}");
+}
+
+#[test]
+fn cpu_time_limit_ends_a_busy_loop() {
+    require_sandbox!();
+    let w = Work::new();
+    let ran = w.run(
+        &["--cpu-time", "1s", "--timeout", "30s"],
+        "while :; do :; done",
+    );
+    assert_ne!(ran.result.status, RunStatus::Pass, "{ran:#?}");
+    assert!(ran.result.limits_hit.contains(&LimitKind::Cpu), "{ran:#?}");
+    assert_eq!(ran.result.sandbox.enforcement.cpu, Enforcement::Rlimit);
+}
+
+#[test]
+fn file_size_limit_stops_a_huge_write() {
+    require_sandbox!();
+    let w = Work::new();
+    let ran = w.run(
+        &["--file-size", "1MiB"],
+        "exec dd if=/dev/zero of=big bs=64K count=64",
+    );
+    assert_ne!(ran.result.status, RunStatus::Pass, "{ran:#?}");
+    assert!(
+        ran.result.limits_hit.contains(&LimitKind::FileSize),
+        "{ran:#?}"
+    );
+    assert!(std::fs::metadata(w.path().join("big")).unwrap().len() <= 1 << 20);
+}
+
+#[test]
+fn open_files_limit_applies() {
+    require_sandbox!();
+    let w = Work::new();
+    let ran = w.run(&["--open-files", "20"], "ulimit -n");
+    assert_passed(&ran);
+    assert_eq!(ran.stdout(), "20\n", "{ran:#?}");
+}
+
+#[test]
+fn daemons_and_sigterm_ignorers_die_with_the_sandbox() {
+    require_sandbox!();
+    let w = Work::new();
+    let start = Instant::now();
+    let ran = w.run(
+        &[],
+        "setsid sh -c 'sleep 301 & sleep 301' </dev/null >/dev/null 2>&1 & \
+         (trap '' TERM; exec sleep 302) </dev/null >/dev/null 2>&1 & echo started",
+    );
+    assert_passed(&ran);
+    assert!(start.elapsed() < Duration::from_secs(10), "{ran:#?}");
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(
+        host_processes_with_cmdline(&["sleep", "301"]).is_empty(),
+        "a daemon survived"
+    );
+    assert!(
+        host_processes_with_cmdline(&["sleep", "302"]).is_empty(),
+        "a SIGTERM-ignorer survived"
+    );
+}
+
+#[test]
+fn timeout_ends_the_whole_sandboxed_tree() {
+    require_sandbox!();
+    let w = Work::new();
+    let start = Instant::now();
+    let ran = w.run(
+        &["--timeout", "1s", "--grace", "500ms"],
+        "trap '' TERM; setsid sleep 303 & (trap '' TERM; sleep 303) & sleep 303",
+    );
+    assert_eq!(ran.result.status, RunStatus::Timeout, "{ran:#?}");
+    assert!(start.elapsed() < Duration::from_secs(8), "{ran:#?}");
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(
+        host_processes_with_cmdline(&["sleep", "303"]).is_empty(),
+        "a process outlived the timeout"
+    );
+}
+
+#[test]
+fn cgroups_are_removed_after_the_run() {
+    require_sandbox!();
+    if !helpers::cgroup_limits_available() {
+        return;
+    }
+    let w = Work::new();
+    let ran = w.run(&["--memory", "256MiB", "--pids", "100"], "true");
+    assert_passed(&ran);
+    let d = helpers::doctor();
+    for key in ["v1_memory", "v1_pids"] {
+        if let Some(dir) = d["cgroup"][key].as_str() {
+            let leftovers: Vec<_> = std::fs::read_dir(dir)
+                .unwrap()
+                .flatten()
+                .filter(|e| {
+                    e.file_name().to_string_lossy().starts_with("cordon-") && e.path().is_dir()
+                })
+                .filter(|e| {
+                    // Only groups of processes that are gone are leftovers (other tests run in parallel).
+                    let pid = e
+                        .file_name()
+                        .to_string_lossy()
+                        .trim_start_matches("cordon-")
+                        .parse::<u32>()
+                        .unwrap_or(0);
+                    !std::path::Path::new(&format!("/proc/{pid}")).exists()
+                })
+                .collect();
+            assert!(leftovers.is_empty(), "{leftovers:?}");
+        }
+    }
+}
+
+#[test]
+fn limits_need_the_sandbox() {
+    let w = Work::new();
+    let out = helpers::cordon()
+        .args(["run", "--no-sandbox", "--memory", "1GiB", "--", "true"])
+        .current_dir(w.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--memory cannot be combined with --no-sandbox"),
+        "{err}"
+    );
+}
+
+#[test]
+fn no_sandbox_runs_unisolated() {
+    let w = Work::new();
+    let ran = helpers::run_in(
+        &w.path(),
+        &["--no-sandbox"],
+        &["sh", "-c", "test -d /sys/fs && echo host-view"],
+        &[],
+    );
+    assert_eq!(ran.result.exit_code, Some(0), "{ran:#?}");
+    assert!(!ran.result.sandbox.enabled);
+    assert_eq!(ran.stdout(), "host-view\n");
+}
+
+#[test]
+fn doctor_reports_truthfully() {
+    let out = helpers::cordon()
+        .args(["doctor", "--json"])
+        .output()
+        .unwrap();
+    let d: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(d["schema"], "cordon.doctor/v1");
+    let ok = d["default_policy_ok"] == true;
+    assert_eq!(out.status.code(), Some(if ok { 0 } else { 1 }), "{d}");
+    let abi = std::fs::read_to_string("/sys/kernel/security/lsm")
+        .map(|l| l.contains("landlock"))
+        .unwrap_or(true);
+    if !abi {
+        assert_eq!(d["landlock_abi"], 0, "{d}");
+    }
+    assert_eq!(d["bwrap_free"], true);
+    let human = helpers::cordon().arg("doctor").output().unwrap();
+    let text = String::from_utf8_lossy(&human.stdout);
+    assert!(
+        text.contains("user namespaces") && text.contains("cordon run will enforce"),
+        "{text}"
+    );
+}
