@@ -18,6 +18,7 @@
 //! * [`Redactor`] is the compiled, immutable result; clone it freely.
 //! * [`StreamRedactor`] redacts one stream: [`push`](StreamRedactor::push)
 //!   chunks, then [`finish`](StreamRedactor::finish).
+//! * [`RedactingWriter`] wraps an [`std::io::Write`] with a stream.
 //!
 //! Each secret is replaced by `[REDACTED:<name>]`, where the name is the
 //! secret's (say, the environment variable) or the pattern's.
@@ -90,6 +91,7 @@ mod literal;
 mod pattern;
 mod redactor;
 mod stream;
+mod writer;
 
 pub use builder::{
     DEFAULT_PATTERN_MAX_LEN, DEFAULT_PRIVATE_KEY_MAX_LEN, MIN_SECRET_LEN, RedactorBuilder,
@@ -98,3 +100,4 @@ pub use builder::{
 pub use error::{RedactError, RedactWarning};
 pub use redactor::Redactor;
 pub use stream::StreamRedactor;
+pub use writer::RedactingWriter;

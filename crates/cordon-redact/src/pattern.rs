@@ -136,13 +136,22 @@ impl CompiledPattern {
             Walk::NoMatch => Eval::NoMatch,
             Walk::Undecided => Eval::Undecided,
             Walk::GaveUp if !complete => Eval::Undecided,
-            Walk::Match | Walk::GaveUp => self.captures(window),
+            Walk::GaveUp => self.captures(window, window.len()),
+            Walk::Match(end) => match self.secret_group {
+                // The DFA found the same leftmost-first match the regex would.
+                None => Eval::Match {
+                    redact: 0..end,
+                    end,
+                },
+                Some(_) => self.captures(window, end),
+            },
         }
     }
 
-    /// Runs the full regex on a window whose outcome is decided.
-    fn captures(&self, window: &[u8]) -> Eval {
-        let input = Input::new(window).anchored(Anchored::Yes);
+    /// Runs the full regex on a window whose outcome is decided, looking
+    /// for a match ending at most at `end`.
+    fn captures(&self, window: &[u8], end: usize) -> Eval {
+        let input = Input::new(window).range(..end).anchored(Anchored::Yes);
         match self.secret_group {
             None => match self.regex.search(&input) {
                 Some(m) => Eval::Match {
@@ -175,17 +184,19 @@ impl CompiledPattern {
         let Ok(mut sid) = self.dfa.start_state(cache, &config) else {
             return Walk::GaveUp;
         };
-        let mut matched = false;
-        for &byte in window {
+        // Where the last match seen ends.
+        let mut matched = None;
+        for (at, &byte) in window.iter().enumerate() {
             sid = match self.dfa.next_state(cache, sid, byte) {
                 Ok(sid) => sid,
                 Err(_) => return Walk::GaveUp,
             };
             if sid.is_tagged() {
                 if sid.is_match() {
-                    matched = true;
+                    // Matches are reported one byte late.
+                    matched = Some(at);
                 } else if sid.is_dead() {
-                    return if matched { Walk::Match } else { Walk::NoMatch };
+                    return matched.map_or(Walk::NoMatch, Walk::Match);
                 } else if sid.is_quit() {
                     return Walk::GaveUp;
                 }
@@ -195,8 +206,8 @@ impl CompiledPattern {
             return self.settled(cache, sid, matched);
         }
         match self.dfa.next_eoi_state(cache, sid) {
-            Ok(sid) if sid.is_match() || matched => Walk::Match,
-            Ok(_) => Walk::NoMatch,
+            Ok(sid) if sid.is_match() => Walk::Match(window.len()),
+            Ok(_) => matched.map_or(Walk::NoMatch, Walk::Match),
             Err(_) => Walk::GaveUp,
         }
     }
@@ -206,7 +217,7 @@ impl CompiledPattern {
     /// At the end of the text so far, in state `sid`: the outcome is settled
     /// if no next byte can lead anywhere but the dead state and the end of
     /// the text would not add a match either.
-    fn settled(&self, cache: &mut Cache, sid: LazyStateID, matched: bool) -> Walk {
+    fn settled(&self, cache: &mut Cache, sid: LazyStateID, matched: Option<usize>) -> Walk {
         for unit in self.dfa.byte_classes().representatives(..) {
             let Some(byte) = unit.as_u8() else { continue };
             match self.dfa.next_state(cache, sid, byte) {
@@ -217,8 +228,7 @@ impl CompiledPattern {
         }
         match self.dfa.next_eoi_state(cache, sid) {
             Ok(eoi) if eoi.is_match() => Walk::Undecided,
-            Ok(_) if matched => Walk::Match,
-            Ok(_) => Walk::NoMatch,
+            Ok(_) => matched.map_or(Walk::NoMatch, Walk::Match),
             Err(_) => Walk::GaveUp,
         }
     }
@@ -227,7 +237,8 @@ impl CompiledPattern {
 /// What the DFA walk found out.
 enum Walk {
     NoMatch,
-    Match,
+    /// A match ending here.
+    Match(usize),
     Undecided,
     /// The lazy DFA cannot handle this input (say, a Unicode word boundary
     /// next to non-ASCII bytes); fall back to the full regex once the window
@@ -325,5 +336,41 @@ mod tests {
                 end: 10
             }
         );
+    }
+
+    fn builtin(name: &str) -> &'static str {
+        crate::builtin::BUILTINS
+            .iter()
+            .find(|b| b.name == name)
+            .unwrap()
+            .regex
+    }
+
+    proptest::proptest! {
+        /// The DFA walk ends matches exactly where the regex does.
+        #[test]
+        fn dfa_and_regex_agree(
+            pattern in proptest::sample::select(vec![
+                r"ab[0-9]+", r"a(?:bc)?", r"[ab]+?c", r"(?:ab|a)(?:bc|c)?",
+                r"a[^\n]*b", r"(?-u:\b)ab\b", r"ab$", r"a(?m:$)",
+                builtin("private-key"), builtin("url-password"),
+            ]),
+            hay in proptest::collection::vec(
+                proptest::sample::select(b"ab01c \n:/@-".to_vec()), 0..24),
+            prefix in proptest::sample::select(vec!["", "a", "ab", "-----BEGIN PRIVATE KEY-----", "://u:"]),
+        ) {
+            let p = compile(pattern, 16);
+            let mut cache = p.create_cache();
+            let hay = [prefix.as_bytes(), &hay].concat();
+            let window = &hay[..hay.len().min(16)];
+            let input = Input::new(window).anchored(Anchored::Yes);
+            let expected = p.regex.search(&input).map(|m| m.end());
+            let got = match p.eval(&mut cache, &hay, true) {
+                Eval::Match { end, .. } => Some(end),
+                Eval::NoMatch => None,
+                Eval::Undecided => panic!("undecided at the end of the text"),
+            };
+            proptest::prop_assert_eq!(got, expected);
+        }
     }
 }
