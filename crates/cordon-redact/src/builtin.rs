@@ -70,7 +70,8 @@ pub(crate) const BUILTINS: &[Builtin] = &[
         name: PRIVATE_KEY,
         // Through the END line, or to the end of the window when the block
         // is longer than the window or the stream ends inside it.
-        regex: r"-----BEGIN[ A-Z0-9]*PRIVATE KEY-----(?s-u:.)*?(?:-----END[ A-Z0-9]*PRIVATE KEY-----|\z)",
+        // `KEY BLOCK` is PGP's spelling.
+        regex: r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----(?s-u:.)*?(?:-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----|\z)",
         anchors: &["-----BEGIN"],
         max_len: MaxLen::PrivateKey,
     },

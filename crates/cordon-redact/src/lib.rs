@@ -53,7 +53,7 @@
 //! | `aws-access-key` | `AKIA…` / `ASIA…` access key ids |
 //! | `slack-token` | `xoxb-`, `xoxa-`, `xoxp-`, `xoxr-`, `xoxs-` tokens |
 //! | `jwt` | three base64url segments, the first starting `eyJ` |
-//! | `private-key` | PEM `-----BEGIN … PRIVATE KEY-----` blocks through their END line |
+//! | `private-key` | PEM `-----BEGIN … PRIVATE KEY-----` blocks (and PGP `PRIVATE KEY BLOCK`s) through their END line |
 //! | `authorization` | the credential of an `Authorization:` (or `=`) value; the header name and scheme (`Bearer`, `Basic`, …) are kept. The name is recognised spelled `authorization`, `Authorization` or `AUTHORIZATION` |
 //! | `url-password` | the password in `scheme://user:PASSWORD@host`, and nothing else |
 //!

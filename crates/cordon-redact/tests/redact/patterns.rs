@@ -71,6 +71,8 @@ fn pem_private_key_block_spans_lines() {
     );
     let pem = "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----";
     assert_eq!(redact(&r, pem), "[REDACTED:private-key]");
+    let pgp = "-----BEGIN PGP PRIVATE KEY BLOCK-----\n\nlQOYBF\n=abcd\n-----END PGP PRIVATE KEY BLOCK-----";
+    assert_eq!(redact(&r, &format!("{pgp}\n")), "[REDACTED:private-key]\n");
     // Near miss: a certificate is public.
     let cert = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
     assert_eq!(redact(&r, cert), cert);
