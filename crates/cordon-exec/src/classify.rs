@@ -20,7 +20,11 @@ pub(crate) enum Ending {
 pub(crate) enum Intervention {
     None,
     Timeout,
-    Cancelled { signal: Option<i32> },
+    Cancelled {
+        signal: Option<i32>,
+    },
+    /// The readiness probe said the program is ready; cordon stopped it.
+    Ready,
 }
 
 /// The classified outcome of a run.
@@ -82,6 +86,13 @@ pub(crate) fn classify(
                     reason: format!("timed out after {timeout_text}"),
                 }),
                 exit_code: 124,
+            };
+        }
+        Intervention::Ready => {
+            return Verdict {
+                status: RunStatus::Pass,
+                failure: None,
+                exit_code: 0,
             };
         }
         Intervention::None => {}

@@ -37,6 +37,18 @@ pub trait OutputFilter {
     fn flush(&mut self, stream: Stream, out: &mut Vec<u8>);
 }
 
+/// Decides when a long-running program (a server under a startup smoke test) is *ready*.
+/// Once it is, the executor stops the program's tree and reports a pass.
+pub trait ReadyProbe {
+    /// Sees every byte of output (after the filter), e.g. to match a "listening" line.
+    fn observe(&mut self, stream: Stream, bytes: &[u8]) {
+        let _ = (stream, bytes);
+    }
+    /// Asked every few tens of milliseconds while the program runs; `root_pid` is the
+    /// process the executor spawned (its `/proc/<pid>/net/tcp` shows its network namespace).
+    fn is_ready(&mut self, root_pid: i32) -> bool;
+}
+
 /// The optional companions of a run.
 #[derive(Default)]
 pub struct RunIo<'a> {
@@ -46,4 +58,6 @@ pub struct RunIo<'a> {
     pub filter: Option<&'a mut dyn OutputFilter>,
     /// Ends the run early when cancelled.
     pub cancel: Option<&'a CancelHandle>,
+    /// Ends the run with a pass once the program is ready (startup smoke tests).
+    pub ready: Option<&'a mut dyn ReadyProbe>,
 }

@@ -42,7 +42,7 @@ pub mod units;
 
 pub use cancel::CancelHandle;
 pub use error::ExecError;
-pub use io::{OutputFilter, OutputSink, RunIo, Stream};
+pub use io::{OutputFilter, OutputSink, ReadyProbe, RunIo, Stream};
 pub use runner::{RunOutcome, run};
 pub use signals::signal_name;
 pub use spec::{EnvSpec, RunSpec, StdinMode};

@@ -38,6 +38,8 @@ const MAX_REPORT_BYTES: usize = 64 * 1024;
 const FINAL_DRAIN: Duration = Duration::from_millis(50);
 const READ_CHUNK: usize = 256 * 1024;
 const PIPE_SIZE: usize = 1024 * 1024;
+/// How often a readiness probe is asked.
+const READY_POLL: Duration = Duration::from_millis(25);
 
 /// Runs `spec` to completion and reports what happened.
 ///
@@ -134,8 +136,13 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
         }
         if exit.is_none() {
             let cancelled = io.cancel.is_some_and(|c| c.is_cancelled());
-            if intervention == Intervention::None && (now >= deadline || cancelled) {
-                intervention = if cancelled {
+            let ready = intervention == Intervention::None
+                && now < deadline
+                && io.ready.as_deref_mut().is_some_and(|p| p.is_ready(pid));
+            if intervention == Intervention::None && (now >= deadline || cancelled || ready) {
+                intervention = if ready {
+                    Intervention::Ready
+                } else if cancelled {
                     Intervention::Cancelled {
                         signal: io.cancel.and_then(|c| c.signal()),
                     }
@@ -173,6 +180,9 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
             wake_at = earliest(wake_at, kill_root_at);
             if pidfd.is_none() {
                 wake_at = earliest(wake_at, Some(now + Duration::from_millis(5)));
+            }
+            if io.ready.is_some() && intervention == Intervention::None {
+                wake_at = earliest(wake_at, Some(now + READY_POLL));
             }
         }
         let timeout = wake_at.map(|t| to_timespec(t.saturating_duration_since(now)));
@@ -444,6 +454,9 @@ impl StreamState {
         }
         if let Some(sink) = io.sink.as_deref_mut() {
             sink.write(self.stream, bytes);
+        }
+        if let Some(probe) = io.ready.as_deref_mut() {
+            probe.observe(self.stream, bytes);
         }
     }
 

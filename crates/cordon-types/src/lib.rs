@@ -5,17 +5,24 @@
 //! (committed under `schema/` at the repository root; a test fails when they drift apart).
 //!
 //! - [`RunResult`]: what happened when one program ran under `cordon run`.
+//! - [`RunReport`]: what happened when `cordon verify` checked a change stage by stage.
 //! - [`ChildReport`]: the private message a supervising helper (the sandbox init) sends back
 //!   to the executor about the program it ran on its behalf.
 //! - [`SandboxSummary`]: which isolation held for a run, and by which mechanism.
 #![deny(missing_docs)]
 
 mod child_report;
+mod run_report;
 mod run_result;
 mod sandbox;
 mod tag;
 
 pub use child_report::{CHILD_REPORT_FD, ChildReport, ChildRusage};
+pub use run_report::{
+    Overall, PlanInfo, PlanSource, Promotion, ReportFailure, RunReport, RunReportTag,
+    StageCategory, StageFailure, StageFailureCategory, StageResult, StageStatus, TestCounts,
+    WorkspaceInfo,
+};
 pub use run_result::{
     CapturedOutput, Failure, FailureCategory, LeakReport, LimitKind, RUN_RESULT_SCHEMA,
     ResourceUsage, RunResult, RunResultTag, RunStatus,

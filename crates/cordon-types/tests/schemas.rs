@@ -28,6 +28,14 @@ fn run_result_schema_is_current() {
 }
 
 #[test]
+fn run_report_schema_is_current() {
+    check(
+        "run-report.v1.json",
+        cordon_types::schema_json::<cordon_types::RunReport>(),
+    );
+}
+
+#[test]
 fn run_result_round_trips_and_rejects_foreign_tags() {
     let value = serde_json::json!({
         "schema": "cordon.run-result/v2", "status": "pass"

@@ -25,6 +25,9 @@ pub enum Command {
     /// found; 130/143 when cordon was interrupted (Ctrl-C / SIGTERM) and ended the program.
     #[command(after_help = RUN_EXAMPLES)]
     Run(RunArgs),
+    /// Verify a candidate change stage by stage in an isolated, sandboxed workspace, and
+    /// decide whether it may be promoted (fail-closed gate).
+    Verify(crate::commands::verify::VerifyArgs),
     /// Report what isolation this host can enforce, and what `cordon run` will therefore do.
     ///
     /// Exit code: 0 when the default sandbox policy can be enforced, 1 otherwise.
@@ -105,6 +108,10 @@ pub struct SchemaArgs {
 pub enum SchemaDocument {
     /// cordon.run-result/v1, printed by `cordon run --json`.
     RunResult,
+    /// cordon.run-report/v1, printed by `cordon verify --json`.
+    RunReport,
+    /// The `cordon.toml` configuration file.
+    CordonToml,
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {

@@ -3,6 +3,7 @@
 pub(crate) mod doctor;
 mod run;
 mod schema;
+pub(crate) mod verify;
 
 use std::process::ExitCode;
 
@@ -13,6 +14,7 @@ pub(crate) fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Run(args) => run::run(args),
         Command::Doctor(args) => doctor::run(&args),
+        Command::Verify(args) => verify::run(args),
         Command::Schema(args) => schema::run(&args),
     }
 }

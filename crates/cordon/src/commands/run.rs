@@ -84,6 +84,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         },
         filter: None,
         cancel: Some(&cancel),
+        ready: None,
     };
     let mut outcome = cordon_exec::run(&spec, io).context("cannot supervise the program")?;
     outcome.result.sandbox = sandbox;

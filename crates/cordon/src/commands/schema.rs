@@ -8,6 +8,8 @@ use crate::args::{SchemaArgs, SchemaDocument};
 pub(crate) fn run(args: &SchemaArgs) -> anyhow::Result<ExitCode> {
     let text = match args.document {
         SchemaDocument::RunResult => cordon_types::schema_json::<cordon_types::RunResult>(),
+        SchemaDocument::RunReport => cordon_types::schema_json::<cordon_types::RunReport>(),
+        SchemaDocument::CordonToml => cordon_types::schema_json::<cordon_verify::Config>(),
     };
     std::io::stdout().lock().write_all(text.as_bytes())?;
     Ok(ExitCode::SUCCESS)

@@ -1,0 +1,275 @@
+//! `cordon.run-report/v1`: the outcome of a staged verification (`cordon verify`).
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::run_result::{CapturedOutput, LimitKind, ResourceUsage};
+
+crate::schema_tag!(
+    /// The `schema` tag of a run report: always `"cordon.run-report/v1"`.
+    RunReportTag,
+    "cordon.run-report/v1"
+);
+
+/// What happened when a candidate change was verified stage by stage.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunReport {
+    /// Always `cordon.run-report/v1`.
+    pub schema: RunReportTag,
+    /// Unique id of this verification.
+    pub run_id: String,
+    /// The overall outcome: `error` when cordon could not do its job.
+    pub overall: Overall,
+    /// The source repository (absolute path).
+    pub repo: String,
+    /// The ref that was verified, as given.
+    pub r#ref: String,
+    /// The commit the ref resolved to.
+    pub commit: String,
+    /// SHA-256 of the applied patch, or `null` when no patch was applied.
+    pub patch: Option<String>,
+    /// The isolated workspace the stages ran in.
+    pub workspace: WorkspaceInfo,
+    /// When the verification started, RFC 3339 in UTC.
+    pub started_at: String,
+    /// Wall-clock time of the whole verification, in milliseconds.
+    pub duration_ms: u64,
+    /// Every planned stage, in order, including skipped ones.
+    pub stages: Vec<StageResult>,
+    /// The first blocking failure, if any.
+    pub failure: Option<ReportFailure>,
+    /// The promotion gate's decision.
+    pub promotion: Promotion,
+    /// Files changed against the base (patch and commits), repository-relative.
+    pub changed_files: Vec<String>,
+    /// Where the plan came from and whether it was targeted.
+    pub plan: PlanInfo,
+}
+
+/// The overall outcome of a verification.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Overall {
+    /// Every required stage passed.
+    Pass,
+    /// A required stage did not pass.
+    Fail,
+    /// cordon could not complete the verification (infrastructure).
+    Error,
+}
+
+/// The workspace a verification ran in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorkspaceInfo {
+    /// Its path while it existed.
+    pub path: String,
+    /// How it was made (`git-worktree`).
+    pub strategy: String,
+    /// Always true: the live checkout was not used.
+    pub isolated: bool,
+}
+
+/// One stage's outcome.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StageResult {
+    /// The stage's unique name.
+    pub name: String,
+    /// What kind of check it is.
+    pub category: StageCategory,
+    /// The outcome.
+    pub status: StageStatus,
+    /// Whether a failure blocks promotion.
+    pub required: bool,
+    /// The argv that ran.
+    pub command: Vec<String>,
+    /// Where it ran (inside the workspace).
+    pub cwd: String,
+    /// The exit code, when the program exited by itself.
+    pub exit_code: Option<i32>,
+    /// The signal that ended it, if any.
+    pub signal: Option<String>,
+    /// Wall-clock time, in milliseconds (0 when skipped).
+    pub duration_ms: u64,
+    /// Head and tail of standard output.
+    pub stdout: CapturedOutput,
+    /// Head and tail of standard error.
+    pub stderr: CapturedOutput,
+    /// Limits reached.
+    pub limits_hit: Vec<LimitKind>,
+    /// Resource usage.
+    pub resource: ResourceUsage,
+    /// Why it did not pass; `null` on pass and skip.
+    pub failure: Option<StageFailure>,
+    /// Why it was skipped; `null` unless `status` is `skipped`.
+    pub skip_reason: Option<String>,
+    /// What targeting decided for this stage (e.g. the packages selected).
+    pub targeting: Option<String>,
+    /// Test counts read from the output of known test runners (libtest, pytest, node), when
+    /// recognised.
+    pub tests: Option<TestCounts>,
+}
+
+/// How many tests a stage ran, as its test runner reported.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TestCounts {
+    /// Tests that passed.
+    pub passed: u64,
+    /// Tests that failed.
+    pub failed: u64,
+    /// Tests skipped or ignored.
+    pub ignored: u64,
+}
+
+/// The kind of check a stage performs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StageCategory {
+    /// Fetching dependencies, preparing the tree.
+    Setup,
+    /// Style and static lints.
+    Lint,
+    /// Type checking.
+    Typecheck,
+    /// Compilation.
+    Compile,
+    /// Tests.
+    Test,
+    /// Building artifacts.
+    Build,
+    /// Starting the program and waiting until it is ready.
+    Smoke,
+    /// Database or data migrations.
+    Migrate,
+}
+
+impl StageCategory {
+    /// The snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Setup => "setup",
+            Self::Lint => "lint",
+            Self::Typecheck => "typecheck",
+            Self::Compile => "compile",
+            Self::Test => "test",
+            Self::Build => "build",
+            Self::Smoke => "smoke",
+            Self::Migrate => "migrate",
+        }
+    }
+}
+
+/// A stage's outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StageStatus {
+    /// It ran and passed.
+    Pass,
+    /// It ran and failed.
+    Fail,
+    /// Its timeout fired.
+    Timeout,
+    /// cordon could not run it.
+    Error,
+    /// It did not run (see `skip_reason`).
+    Skipped,
+}
+
+/// Why a stage failed. Categories separate what the author must fix (`lint`, `typecheck`,
+/// `compile`, `test`, `build`, `smoke`, `migrate`) from what a retry may fix (`timeout`,
+/// `resource`, `infra`, `setup`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StageFailure {
+    /// The failure category.
+    pub category: StageFailureCategory,
+    /// A human-readable explanation.
+    pub reason: String,
+}
+
+/// The category of a stage failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StageFailureCategory {
+    /// Lint findings (author fixes).
+    Lint,
+    /// Type errors (author fixes).
+    Typecheck,
+    /// Compile errors (author fixes).
+    Compile,
+    /// Failing tests (author fixes).
+    Test,
+    /// Build failure (author fixes).
+    Build,
+    /// The program did not become ready (author fixes).
+    Smoke,
+    /// A migration failed (author fixes).
+    Migrate,
+    /// The stage's timeout fired (a retry may fix).
+    Timeout,
+    /// A resource limit was reached (a retry with more may fix).
+    Resource,
+    /// cordon or the host failed (a retry may fix).
+    Infra,
+    /// Dependency set-up failed (a retry may fix).
+    Setup,
+}
+
+impl StageFailureCategory {
+    /// Whether the author of the change must fix it (as opposed to a retry).
+    pub fn author_must_fix(self) -> bool {
+        !matches!(
+            self,
+            Self::Timeout | Self::Resource | Self::Infra | Self::Setup
+        )
+    }
+}
+
+/// The first blocking failure of a verification.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReportFailure {
+    /// The failure category.
+    pub category: StageFailureCategory,
+    /// The stage that failed, or `null` when the failure happened outside any stage.
+    pub stage: Option<String>,
+    /// A human-readable explanation.
+    pub reason: String,
+}
+
+/// The promotion gate's decision: fail-closed, `allowed` only when every required stage
+/// passed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Promotion {
+    /// Whether the change may be promoted.
+    pub allowed: bool,
+    /// The required stages that did not pass.
+    pub blocking: Vec<String>,
+}
+
+/// Where the plan came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PlanInfo {
+    /// `cordon.toml` or `detected`.
+    pub source: PlanSource,
+    /// Whether changed files narrowed what ran.
+    pub targeted: bool,
+    /// Why the plan looks the way it does, one line per decision.
+    pub reasons: Vec<String>,
+}
+
+/// The origin of a plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum PlanSource {
+    /// Declared in `cordon.toml` (or `--config`).
+    #[serde(rename = "cordon.toml")]
+    CordonToml,
+    /// Detected from the project's files.
+    #[serde(rename = "detected")]
+    Detected,
+}

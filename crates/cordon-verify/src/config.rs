@@ -1,0 +1,344 @@
+//! `cordon.toml`: the declared stages of a project.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use cordon_types::StageCategory;
+use schemars::JsonSchema;
+use serde::{Deserialize, Deserializer};
+
+use crate::error::ConfigError;
+
+/// The default timeout of a stage.
+pub const DEFAULT_STAGE_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// The contents of `cordon.toml`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(title = "cordon.toml")]
+pub struct Config {
+    /// The stages, run in order.
+    #[serde(default, rename = "stage")]
+    pub stages: Vec<StageConfig>,
+    /// Redaction settings for transcripts and reports.
+    #[serde(default)]
+    pub redact: RedactConfig,
+}
+
+/// `[redact]`: extra patterns whose matches are hidden from output.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RedactConfig {
+    /// Regular expressions; every match is replaced by `[REDACTED:<name>]`.
+    #[serde(default)]
+    pub patterns: Vec<String>,
+}
+
+/// One `[[stage]]`.
+#[derive(Debug, Clone, PartialEq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StageConfig {
+    /// A unique name.
+    pub name: String,
+    /// What kind of check it is.
+    pub category: StageCategory,
+    /// The argv; a shell must be explicit: `["sh", "-c", "..."]`.
+    pub run: Vec<String>,
+    /// Wall-clock limit, e.g. `"10m"` (default 10m). For smoke stages: how long the program
+    /// may take to become ready.
+    #[serde(default, deserialize_with = "duration")]
+    #[schemars(with = "Option<String>")]
+    pub timeout: Option<Duration>,
+    /// Memory limit of the stage's process tree, e.g. `"2GiB"`.
+    #[serde(default, deserialize_with = "size")]
+    #[schemars(with = "Option<String>")]
+    pub memory: Option<u64>,
+    /// Maximum number of processes and threads.
+    #[serde(default)]
+    pub pids: Option<u64>,
+    /// `"none"` (default; `"host"` for setup stages of detected plans) or `"host"`.
+    #[serde(default)]
+    pub network: Option<NetworkSetting>,
+    /// Extra environment variables.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Names of variables taken from cordon's environment and redacted from output.
+    #[serde(default)]
+    pub secrets: Vec<String>,
+    /// Directory to run in, relative to the repository root.
+    #[serde(default)]
+    pub cwd: Option<PathBuf>,
+    /// Whether a failure blocks promotion (default true).
+    #[serde(default = "yes")]
+    pub required: bool,
+    /// Run only when a changed path matches one of these globs.
+    #[serde(default)]
+    pub when_changed: Vec<String>,
+    /// For smoke stages: when the started program counts as ready.
+    #[serde(default)]
+    pub ready: Option<ReadyConfig>,
+    /// Make dependency caches writable (setup stages).
+    #[serde(default)]
+    pub writable_caches: bool,
+}
+
+/// `network = "none" | "host"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum NetworkSetting {
+    /// A private network namespace with only loopback.
+    None,
+    /// The host's network.
+    Host,
+}
+
+/// `ready = { stdout = "regex" }` or `ready = { tcp = 8080 }`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "snake_case")]
+pub enum ReadyConfig {
+    /// Ready when a line of standard output (or error) matches this regular expression.
+    Stdout(String),
+    /// Ready when something listens on this TCP port inside the sandbox.
+    Tcp(u16),
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    let text = String::deserialize(d)?;
+    cordon_exec::units::parse_duration(&text)
+        .map(Some)
+        .map_err(serde::de::Error::custom)
+}
+
+fn size<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    let text = String::deserialize(d)?;
+    cordon_exec::units::parse_size(&text)
+        .map(Some)
+        .map_err(serde::de::Error::custom)
+}
+
+impl Config {
+    /// Parses `text`, read from `path` (named in errors, with the line).
+    pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
+        let config: Config = toml::from_str(text).map_err(|e| {
+            let line = e
+                .span()
+                .map(|span| text[..span.start.min(text.len())].matches('\n').count() + 1);
+            ConfigError {
+                path: path.to_owned(),
+                line,
+                message: e.message().to_owned(),
+            }
+        })?;
+        config.validate(path, text)?;
+        Ok(config)
+    }
+
+    /// Reads and parses the file at `path`.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            path: path.to_owned(),
+            line: None,
+            message: format!("cannot read it: {e}"),
+        })?;
+        Config::parse(path, &text)
+    }
+
+    fn validate(&self, path: &Path, text: &str) -> Result<(), ConfigError> {
+        let fail = |name: &str, message: String| {
+            // Point at the stage's `name = "..."` line when it can be found.
+            let needle = format!("\"{name}\"");
+            let line = text
+                .lines()
+                .position(|l| l.contains("name") && l.contains(&needle))
+                .map(|i| i + 1);
+            Err(ConfigError {
+                path: path.to_owned(),
+                line,
+                message,
+            })
+        };
+        if self.stages.is_empty() {
+            return Err(ConfigError {
+                path: path.to_owned(),
+                line: None,
+                message: "no [[stage]] is declared".into(),
+            });
+        }
+        let mut seen = std::collections::HashSet::new();
+        for stage in &self.stages {
+            if stage.name.trim().is_empty() {
+                return fail(&stage.name, "a stage has an empty `name`".into());
+            }
+            if !seen.insert(stage.name.as_str()) {
+                return fail(
+                    &stage.name,
+                    format!("stage name `{}` is used twice", stage.name),
+                );
+            }
+            if stage.run.is_empty() || stage.run[0].is_empty() {
+                return fail(
+                    &stage.name,
+                    format!("stage `{}`: `run` must name a program", stage.name),
+                );
+            }
+            if let Some(cwd) = &stage.cwd
+                && (cwd.is_absolute()
+                    || cwd
+                        .components()
+                        .any(|c| matches!(c, std::path::Component::ParentDir)))
+            {
+                return fail(
+                    &stage.name,
+                    format!(
+                        "stage `{}`: `cwd` must be relative to the repository and stay inside it",
+                        stage.name
+                    ),
+                );
+            }
+            for glob in &stage.when_changed {
+                if let Err(e) = globset::Glob::new(glob) {
+                    return fail(
+                        &stage.name,
+                        format!(
+                            "stage `{}`: bad `when_changed` glob {glob:?}: {e}",
+                            stage.name
+                        ),
+                    );
+                }
+            }
+            match (&stage.ready, stage.category) {
+                (Some(_), c) if c != StageCategory::Smoke => {
+                    return fail(
+                        &stage.name,
+                        format!("stage `{}`: `ready` is only for smoke stages", stage.name),
+                    );
+                }
+                (Some(ReadyConfig::Stdout(re)), _) => {
+                    if let Err(e) = regex::Regex::new(re) {
+                        return fail(
+                            &stage.name,
+                            format!("stage `{}`: bad `ready.stdout` regex: {e}", stage.name),
+                        );
+                    }
+                }
+                (None, StageCategory::Smoke) => {
+                    return fail(
+                        &stage.name,
+                        format!(
+                            "stage `{}`: a smoke stage needs `ready = {{ stdout = \"regex\" }}` or `ready = {{ tcp = PORT }}`",
+                            stage.name
+                        ),
+                    );
+                }
+                _ => {}
+            }
+            for name in stage.env.keys().chain(&stage.secrets) {
+                let valid = !name.is_empty()
+                    && !name.starts_with(|c: char| c.is_ascii_digit())
+                    && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+                if !valid {
+                    return fail(
+                        &stage.name,
+                        format!("stage `{}`: invalid variable name {name:?}", stage.name),
+                    );
+                }
+            }
+        }
+        for pattern in &self.redact.patterns {
+            if let Err(e) = regex::Regex::new(pattern) {
+                return Err(ConfigError {
+                    path: path.to_owned(),
+                    line: None,
+                    message: format!("bad `redact.patterns` entry {pattern:?}: {e}"),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(Path::new("cordon.toml"), text)
+    }
+
+    #[test]
+    fn parses_a_full_stage() {
+        let config = parse(
+            r#"
+[[stage]]
+name = "test"
+category = "test"
+run = ["cargo", "test"]
+timeout = "10m"
+memory = "2GiB"
+pids = 512
+network = "none"
+env = { RUST_LOG = "debug" }
+required = false
+when_changed = ["src/**"]
+
+[[stage]]
+name = "serve"
+category = "smoke"
+run = ["./server"]
+ready = { tcp = 8080 }
+"#,
+        )
+        .unwrap();
+        let test = &config.stages[0];
+        assert_eq!(test.timeout, Some(Duration::from_secs(600)));
+        assert_eq!(test.memory, Some(2 << 30));
+        assert!(!test.required);
+        assert_eq!(config.stages[1].ready, Some(ReadyConfig::Tcp(8080)));
+        assert!(config.stages[1].required);
+    }
+
+    #[test]
+    fn errors_name_the_file_line_and_key() {
+        let e = parse(
+            "[[stage]]\nname = \"a\"\ncategory = \"test\"\nrun = [\"x\"]\ntiemout = \"1s\"\n",
+        )
+        .unwrap_err();
+        assert_eq!(e.line, Some(5), "{e}");
+        assert!(e.to_string().contains("tiemout"), "{e}");
+        assert!(e.to_string().starts_with("cordon.toml:5:"), "{e}");
+
+        let e = parse(
+            "[[stage]]\nname = \"a\"\ncategory = \"test\"\nrun = [\"x\"]\ntimeout = \"soon\"\n",
+        )
+        .unwrap_err();
+        assert_eq!(e.line, Some(5), "{e}");
+        assert!(e.to_string().contains("invalid duration"), "{e}");
+
+        let e =
+            parse("[[stage]]\nname = \"a\"\ncategory = \"testing\"\nrun = [\"x\"]\n").unwrap_err();
+        assert_eq!(e.line, Some(3), "{e}");
+
+        let e = parse("[[stage]]\nname = \"a\"\ncategory = \"test\"\nrun = \"cargo test\"\n")
+            .unwrap_err();
+        assert_eq!(e.line, Some(4), "{e}");
+    }
+
+    #[test]
+    fn semantic_errors() {
+        let dup = "[[stage]]\nname = \"a\"\ncategory = \"test\"\nrun = [\"x\"]\n[[stage]]\nname = \"a\"\ncategory = \"lint\"\nrun = [\"y\"]\n";
+        assert!(parse(dup).unwrap_err().to_string().contains("used twice"));
+        let smoke = "[[stage]]\nname = \"s\"\ncategory = \"smoke\"\nrun = [\"x\"]\n";
+        assert!(parse(smoke).unwrap_err().to_string().contains("ready"));
+        let escape =
+            "[[stage]]\nname = \"s\"\ncategory = \"test\"\nrun = [\"x\"]\ncwd = \"../up\"\n";
+        assert!(parse(escape).unwrap_err().to_string().contains("cwd"));
+        let regex = "[[stage]]\nname = \"s\"\ncategory = \"smoke\"\nrun = [\"x\"]\nready = { stdout = \"(\" }\n";
+        assert!(parse(regex).unwrap_err().to_string().contains("regex"));
+        assert!(parse("").unwrap_err().to_string().contains("no [[stage]]"));
+    }
+}

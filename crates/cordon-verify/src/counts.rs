@@ -1,0 +1,109 @@
+//! Test counts from the output of known test runners.
+
+use cordon_types::TestCounts;
+
+/// Sums the counts of every summary line of libtest (`test result: ok. 3 passed; 0 failed;
+/// 1 ignored`), pytest (`== 3 passed, 1 failed, 2 skipped in 0.1s ==`) and node's test
+/// runner (`# pass 3`, `# fail 0`, `# skipped 1`). `None` when no summary was recognised.
+pub fn parse(output: &str) -> Option<TestCounts> {
+    let mut counts = TestCounts::default();
+    let mut seen = false;
+    for line in output.lines() {
+        let line = line.trim();
+        if let Some(rest) = line.strip_prefix("test result: ") {
+            seen = true;
+            for part in rest.split(';') {
+                let mut words = part.split_whitespace().rev();
+                let (Some(kind), Some(n)) = (words.next(), words.next()) else {
+                    continue;
+                };
+                let n: u64 = n
+                    .trim_start_matches(|c: char| !c.is_ascii_digit())
+                    .parse()
+                    .unwrap_or(0);
+                match kind {
+                    "passed" => counts.passed += n,
+                    "failed" => counts.failed += n,
+                    "ignored" => counts.ignored += n,
+                    _ => {}
+                }
+            }
+        } else if line.starts_with('=') && line.ends_with('=') && line.contains(" in ") {
+            let inner = line.trim_matches('=').trim();
+            let mut any = false;
+            for part in inner.split(',') {
+                let mut words = part.split_whitespace();
+                let (Some(n), Some(kind)) = (words.next(), words.next()) else {
+                    continue;
+                };
+                let Ok(n) = n.parse::<u64>() else { continue };
+                any = true;
+                match kind {
+                    "passed" => counts.passed += n,
+                    "failed" | "error" | "errors" => counts.failed += n,
+                    "skipped" | "xfailed" | "deselected" => counts.ignored += n,
+                    _ => {}
+                }
+            }
+            seen |= any;
+        } else if let Some(rest) = line.strip_prefix("# ") {
+            let mut words = rest.split_whitespace();
+            if let (Some(kind), Some(n), None) = (words.next(), words.next(), words.next())
+                && let Ok(n) = n.parse::<u64>()
+            {
+                match kind {
+                    "pass" => {
+                        counts.passed += n;
+                        seen = true;
+                    }
+                    "fail" => {
+                        counts.failed += n;
+                        seen = true;
+                    }
+                    "skipped" | "todo" => counts.ignored += n,
+                    _ => {}
+                }
+            }
+        }
+    }
+    seen.then_some(counts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn libtest_sums_every_binary() {
+        let out = "running 2 tests\ntest result: ok. 2 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out; finished in 0.00s\n\ntest result: FAILED. 3 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out\n";
+        assert_eq!(
+            parse(out),
+            Some(TestCounts {
+                passed: 5,
+                failed: 1,
+                ignored: 1
+            })
+        );
+    }
+
+    #[test]
+    fn pytest_and_node() {
+        assert_eq!(
+            parse("===== 3 passed, 1 failed, 2 skipped in 0.12s =====").unwrap(),
+            TestCounts {
+                passed: 3,
+                failed: 1,
+                ignored: 2
+            }
+        );
+        assert_eq!(
+            parse("# tests 4\n# pass 3\n# fail 1\n# skipped 0\n").unwrap(),
+            TestCounts {
+                passed: 3,
+                failed: 1,
+                ignored: 0
+            }
+        );
+        assert_eq!(parse("nothing here"), None);
+    }
+}

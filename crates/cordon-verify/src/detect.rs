@@ -1,0 +1,347 @@
+//! Zero-config detection: a plan from the project's own files when there is no `cordon.toml`.
+//!
+//! Style stages (fmt, clippy, eslint, ruff, vet) are optional — reported, never gating —
+//! because many healthy projects are not clean under today's linters; build, type-check and
+//! test stages gate. Setup stages fetch dependencies with the network on and writable caches;
+//! every other stage runs offline with caches read-only.
+
+use std::path::Path;
+
+use cordon_types::StageCategory;
+
+use crate::config::{NetworkSetting, StageConfig};
+
+/// A detected plan: the stages and why each is there.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Detected {
+    /// The stages, in order.
+    pub stages: Vec<StageConfig>,
+    /// One line per decision.
+    pub reasons: Vec<String>,
+}
+
+/// The ecosystems cordon recognises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ecosystem {
+    /// `Cargo.toml`.
+    Cargo,
+    /// `package.json`.
+    Node,
+    /// `go.mod`.
+    Go,
+    /// `pyproject.toml`.
+    Python,
+}
+
+/// Detects the project at `root`.
+pub fn detect(root: &Path) -> Detected {
+    let mut found = Detected::default();
+    if root.join("Cargo.toml").is_file() {
+        cargo(&mut found);
+    }
+    if root.join("package.json").is_file() {
+        node(root, &mut found);
+    }
+    if root.join("go.mod").is_file() {
+        go(&mut found);
+    }
+    if root.join("pyproject.toml").is_file() {
+        python(root, &mut found);
+    }
+    if found.stages.is_empty() {
+        found.reasons.push(
+            "no Cargo.toml, package.json, go.mod or pyproject.toml at the repository root, and no cordon.toml"
+                .into(),
+        );
+    }
+    found
+}
+
+fn stage(name: &str, category: StageCategory, run: &[&str], required: bool) -> StageConfig {
+    StageConfig {
+        name: name.into(),
+        category,
+        run: run.iter().map(|s| (*s).to_owned()).collect(),
+        timeout: None,
+        memory: None,
+        pids: None,
+        network: None,
+        env: Default::default(),
+        secrets: Vec::new(),
+        cwd: None,
+        required,
+        when_changed: Vec::new(),
+        ready: None,
+        writable_caches: false,
+    }
+}
+
+fn setup(name: &str, run: &[&str]) -> StageConfig {
+    let mut s = stage(name, StageCategory::Setup, run, true);
+    s.network = Some(NetworkSetting::Host);
+    s.writable_caches = true;
+    s
+}
+
+fn offline(mut s: StageConfig, vars: &[(&str, &str)]) -> StageConfig {
+    for (k, v) in vars {
+        s.env.insert((*k).into(), (*v).into());
+    }
+    s
+}
+
+fn cargo(found: &mut Detected) {
+    let off = [("CARGO_NET_OFFLINE", "true")];
+    found.reasons.push(
+        "Cargo.toml: cargo fetch (network), then offline fmt and clippy (optional), build and test (gating)"
+            .into(),
+    );
+    found.stages.extend([
+        setup("cargo-fetch", &["cargo", "fetch"]),
+        offline(
+            stage(
+                "cargo-fmt",
+                StageCategory::Lint,
+                &["cargo", "fmt", "--all", "--check"],
+                false,
+            ),
+            &off,
+        ),
+        offline(
+            stage(
+                "cargo-clippy",
+                StageCategory::Lint,
+                &[
+                    "cargo",
+                    "clippy",
+                    "--offline",
+                    "--all-targets",
+                    "--",
+                    "-D",
+                    "warnings",
+                ],
+                false,
+            ),
+            &off,
+        ),
+        offline(
+            stage(
+                "cargo-build",
+                StageCategory::Compile,
+                &["cargo", "build", "--offline", "--all-targets"],
+                true,
+            ),
+            &off,
+        ),
+        offline(
+            stage(
+                "cargo-test",
+                StageCategory::Test,
+                &["cargo", "test", "--offline"],
+                true,
+            ),
+            &off,
+        ),
+    ]);
+}
+
+/// The scripts of `package.json`, when it parses.
+fn node_scripts(root: &Path) -> Vec<String> {
+    let Ok(text) = std::fs::read_to_string(root.join("package.json")) else {
+        return Vec::new();
+    };
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else {
+        return Vec::new();
+    };
+    value
+        .get("scripts")
+        .and_then(|s| s.as_object())
+        .map(|m| m.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
+fn node(root: &Path, found: &mut Detected) {
+    let (pm, install): (&str, Vec<&str>) = if root.join("pnpm-lock.yaml").is_file() {
+        ("pnpm", vec!["pnpm", "install", "--frozen-lockfile"])
+    } else if root.join("yarn.lock").is_file() {
+        ("yarn", vec!["yarn", "install", "--frozen-lockfile"])
+    } else if root.join("bun.lockb").is_file() || root.join("bun.lock").is_file() {
+        ("bun", vec!["bun", "install", "--frozen-lockfile"])
+    } else if root.join("package-lock.json").is_file() {
+        ("npm", vec!["npm", "ci", "--no-audit", "--no-fund"])
+    } else {
+        ("npm", vec!["npm", "install", "--no-audit", "--no-fund"])
+    };
+    let scripts = node_scripts(root);
+    found.reasons.push(format!(
+        "package.json: {pm} (from the lockfile) installs with network; scripts found: {}",
+        if scripts.is_empty() {
+            "none".to_owned()
+        } else {
+            scripts.join(", ")
+        }
+    ));
+    found.stages.push(setup(&format!("{pm}-install"), &install));
+    for (script, category, required) in [
+        ("lint", StageCategory::Lint, false),
+        ("typecheck", StageCategory::Typecheck, true),
+        ("build", StageCategory::Build, true),
+        ("test", StageCategory::Test, true),
+    ] {
+        if scripts.iter().any(|s| s == script) {
+            let run: Vec<&str> = match pm {
+                "npm" => vec!["npm", "run", "--silent", script],
+                other => vec![other, "run", script],
+            };
+            found
+                .stages
+                .push(stage(&format!("{pm}-{script}"), category, &run, required));
+        }
+    }
+}
+
+fn go(found: &mut Detected) {
+    found.reasons.push(
+        "go.mod: go mod download (network), then vet (optional), build and test (gating), offline"
+            .into(),
+    );
+    let off = [("GOFLAGS", "-mod=mod"), ("GOPROXY", "off")];
+    found.stages.extend([
+        setup("go-mod-download", &["go", "mod", "download"]),
+        offline(
+            stage(
+                "go-vet",
+                StageCategory::Lint,
+                &["go", "vet", "./..."],
+                false,
+            ),
+            &off,
+        ),
+        offline(
+            stage(
+                "go-build",
+                StageCategory::Compile,
+                &["go", "build", "./..."],
+                true,
+            ),
+            &off,
+        ),
+        offline(
+            stage(
+                "go-test",
+                StageCategory::Test,
+                &["go", "test", "./..."],
+                true,
+            ),
+            &off,
+        ),
+    ]);
+}
+
+fn python(root: &Path, found: &mut Detected) {
+    let text = std::fs::read_to_string(root.join("pyproject.toml")).unwrap_or_default();
+    let table: toml::Table = toml::from_str(&text).unwrap_or_default();
+    let tool = table.get("tool").and_then(|t| t.as_table());
+    let has = |name: &str| tool.is_some_and(|t| t.contains_key(name));
+    let mut used = Vec::new();
+    if has("ruff") {
+        used.push("ruff");
+        found.stages.push(stage(
+            "ruff",
+            StageCategory::Lint,
+            &["ruff", "check", "."],
+            false,
+        ));
+    }
+    if has("mypy") {
+        used.push("mypy");
+        found.stages.push(stage(
+            "mypy",
+            StageCategory::Typecheck,
+            &["python3", "-m", "mypy", "."],
+            true,
+        ));
+    }
+    if has("pytest") || root.join("tests").is_dir() || root.join("test").is_dir() {
+        used.push("pytest");
+        found.stages.push(stage(
+            "pytest",
+            StageCategory::Test,
+            &["python3", "-m", "pytest", "-q"],
+            true,
+        ));
+    }
+    found.reasons.push(format!(
+        "pyproject.toml: tools configured: {}; no setup stage (declare one in cordon.toml to install dependencies)",
+        if used.is_empty() { "none".to_owned() } else { used.join(", ") }
+    ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(d: &Detected) -> Vec<(&str, bool)> {
+        d.stages
+            .iter()
+            .map(|s| (s.name.as_str(), s.required))
+            .collect()
+    }
+
+    #[test]
+    fn cargo_project() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("Cargo.toml"), "[package]\nname='x'\n").unwrap();
+        let d = detect(dir.path());
+        assert_eq!(
+            names(&d),
+            vec![
+                ("cargo-fetch", true),
+                ("cargo-fmt", false),
+                ("cargo-clippy", false),
+                ("cargo-build", true),
+                ("cargo-test", true)
+            ]
+        );
+        assert_eq!(d.stages[0].network, Some(NetworkSetting::Host));
+        assert_eq!(d.stages[4].network, None);
+    }
+
+    #[test]
+    fn node_project_uses_only_existing_scripts_and_the_lockfiles_manager() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("package.json"),
+            r#"{"scripts": {"test": "node --test", "lint": "eslint ."}}"#,
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("pnpm-lock.yaml"), "").unwrap();
+        let d = detect(dir.path());
+        assert_eq!(
+            names(&d),
+            vec![
+                ("pnpm-install", true),
+                ("pnpm-lint", false),
+                ("pnpm-test", true)
+            ]
+        );
+    }
+
+    #[test]
+    fn python_and_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("pyproject.toml"),
+            "[tool.ruff]\n[tool.pytest.ini_options]\n",
+        )
+        .unwrap();
+        assert_eq!(
+            names(&detect(dir.path())),
+            vec![("ruff", false), ("pytest", true)]
+        );
+        let empty = tempfile::tempdir().unwrap();
+        let d = detect(empty.path());
+        assert!(d.stages.is_empty());
+        assert!(d.reasons[0].contains("no Cargo.toml"));
+    }
+}

@@ -1,0 +1,32 @@
+//! Staged verification: does a candidate change pass the project's checks?
+//!
+//! [`verify`] creates a transient, isolated workspace of a repository at a ref
+//! (`cordon-workspace`), reads the plan from the ref's `cordon.toml` or detects one
+//! ([`detect`]), applies the patch (all or nothing, confined), narrows the plan to the changed
+//! files ([`target`]; fail closed), runs each stage in the kernel sandbox (`cordon-sandbox`,
+//! `cordon-exec`), and assembles a [`cordon_types::RunReport`] with a fail-closed promotion
+//! gate. [`render`] turns the report into JUnit XML and Markdown.
+//!
+//! ```no_run
+//! use cordon_verify::{Quiet, VerifyRequest, verify};
+//!
+//! let request = VerifyRequest { repo: ".".into(), rev: "HEAD".into(), output_limit: 1 << 20, ..Default::default() };
+//! let verified = verify(&request, &mut Quiet, None).expect("cordon could verify");
+//! println!("gate: {}", verified.report.promotion.allowed);
+//! ```
+#![deny(missing_docs)]
+
+pub mod config;
+mod counts;
+pub mod detect;
+mod error;
+mod pipeline;
+pub mod plan;
+pub mod render;
+mod smoke;
+pub mod target;
+
+pub use config::{Config, ReadyConfig, StageConfig};
+pub use error::{ConfigError, VerifyError};
+pub use pipeline::{Quiet, Verified, VerifyObserver, VerifyRequest, explain, verify};
+pub use plan::{Plan, PlannedStage};

@@ -1,0 +1,751 @@
+//! The verification pipeline: workspace, patch, plan, stages in the sandbox, report, gate.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+use cordon_exec::{CancelHandle, OutputSink, RunIo, RunSpec, StdinMode, Stream};
+use cordon_sandbox::{Access, Bind, EnvVar, SandboxPolicy};
+use cordon_types::{
+    CapturedOutput, FailureCategory, LimitKind, NetworkMode, Overall, PlanInfo, Promotion,
+    ReportFailure, ResourceUsage, RunReport, RunReportTag, RunResult, RunStatus, StageCategory,
+    StageFailure, StageFailureCategory, StageResult, StageStatus, WorkspaceInfo,
+};
+use cordon_workspace::Workspaces;
+use sha2::{Digest, Sha256};
+
+use crate::config::{DEFAULT_STAGE_TIMEOUT, NetworkSetting, ReadyConfig, StageConfig};
+use crate::error::VerifyError;
+use crate::plan::{self, Plan, PlannedStage};
+use crate::smoke::{OutputMatches, TcpListening};
+
+/// What to verify.
+#[derive(Debug, Clone, Default)]
+pub struct VerifyRequest {
+    /// The source repository (any directory of its checkout).
+    pub repo: PathBuf,
+    /// The ref to verify (`HEAD` by default).
+    pub rev: String,
+    /// The base for changed files; default: the merge-base with the default branch.
+    pub base: Option<String>,
+    /// A patch to apply on top of the ref, all or nothing.
+    pub patch: Option<Vec<u8>>,
+    /// A `cordon.toml` to use instead of the repository's.
+    pub config: Option<PathBuf>,
+    /// Run only these stages.
+    pub only: Option<Vec<String>>,
+    /// Run every stage even after a required one failed.
+    pub keep_going: bool,
+    /// Bytes of each stream kept per stage (head and tail together).
+    pub output_limit: usize,
+    /// The project inside the repository (relative path) whose `cordon.toml` or files
+    /// define the plan and where stages run; default the repository root.
+    pub project: Option<PathBuf>,
+}
+
+/// Live progress of a verification, for a terminal view or a transcript.
+pub trait VerifyObserver {
+    /// The plan is known; stages are about to run.
+    fn planned(&mut self, plan: &Plan) {
+        let _ = plan;
+    }
+    /// A stage started.
+    fn stage_started(&mut self, index: usize, stage: &StageConfig) {
+        let _ = (index, stage);
+    }
+    /// Output of the running stage (already filtered).
+    fn output(&mut self, stage: &str, stream: Stream, bytes: &[u8]) {
+        let _ = (stage, stream, bytes);
+    }
+    /// A stage ended (or was skipped).
+    fn stage_finished(&mut self, index: usize, result: &StageResult) {
+        let _ = (index, result);
+    }
+}
+
+/// An observer that ignores everything.
+pub struct Quiet;
+impl VerifyObserver for Quiet {}
+
+/// Everything a finished verification produced.
+#[derive(Debug)]
+pub struct Verified {
+    /// The report.
+    pub report: RunReport,
+    /// The plan that ran.
+    pub plan: Plan,
+}
+
+/// Plans a verification without running any stage (`--explain`): creates the workspace,
+/// applies the patch, computes the changed files and the plan, removes the workspace.
+pub fn explain(request: &VerifyRequest) -> Result<(Plan, Vec<String>), VerifyError> {
+    let prepared = prepare(request)?;
+    let changed = prepared.changed.clone();
+    Ok((prepared.plan, changed))
+}
+
+struct Prepared {
+    workspaces: Workspaces,
+    workspace: cordon_workspace::TransientWorkspace,
+    repo: PathBuf,
+    commit: String,
+    common_dir: PathBuf,
+    project_root: PathBuf,
+    plan: Plan,
+    changed: Vec<String>,
+}
+
+fn prepare(request: &VerifyRequest) -> Result<Prepared, VerifyError> {
+    let repo = std::path::absolute(&request.repo)
+        .map_err(|e| VerifyError::Usage(format!("--repo {}: {e}", request.repo.display())))?;
+    if !repo.is_dir() {
+        return Err(VerifyError::Usage(format!(
+            "--repo {} is not a directory",
+            repo.display()
+        )));
+    }
+    let git = cordon_git::Repo::open(&repo).map_err(|e| {
+        VerifyError::Usage(format!("{} is not a git repository: {e}", repo.display()))
+    })?;
+    let rev = if request.rev.is_empty() {
+        "HEAD"
+    } else {
+        &request.rev
+    };
+    let commit = git
+        .resolve_commit(rev)
+        .map_err(|e| VerifyError::Usage(format!("cannot resolve --ref {rev}: {e}")))?;
+    let base = match &request.base {
+        Some(base) => Some(
+            git.resolve_commit(base)
+                .map_err(|e| VerifyError::Usage(format!("cannot resolve --base {base}: {e}")))?,
+        ),
+        None => default_base(&git, &commit),
+    };
+    let project = request.project.clone().unwrap_or_default();
+    if project.is_absolute()
+        || project
+            .components()
+            .any(|c| matches!(c, std::path::Component::ParentDir))
+    {
+        return Err(VerifyError::Usage(format!(
+            "--project {} must be a relative path inside the repository",
+            project.display()
+        )));
+    }
+    let workspaces = Workspaces::from_env()
+        .map_err(|e| VerifyError::infra("cannot open the workspace store", e))?;
+    let _ = workspaces.reconcile_on_start();
+    let workspace = workspaces
+        .create_transient(&repo, commit.as_str())
+        .map_err(|e| VerifyError::infra("cannot create the workspace", e))?;
+    let project_root = workspace.path().join(&project);
+    if !project_root.is_dir() {
+        return Err(VerifyError::Usage(format!(
+            "--project {}: no such directory at {rev}",
+            project.display()
+        )));
+    }
+    let declared = plan::declared(&project_root, request.config.as_deref())?;
+    if let Some(patch) = &request.patch {
+        workspaces
+            .apply(workspace.id(), patch)
+            .map_err(VerifyError::PatchRefused)?;
+    }
+    let record = workspace.record().clone();
+    let changed = match (&base, &record.git_dir) {
+        (Some(base), Some(git_dir)) => {
+            let tree = cordon_git::Worktree::from_parts(
+                record.git_common_dir.clone(),
+                git_dir.clone(),
+                record.path.clone(),
+            );
+            tree.diff(base, false)
+                .map_err(|e| VerifyError::infra("cannot list the changed files", e))?
+                .files
+                .iter()
+                .flat_map(|f| {
+                    std::iter::once(f.path.to_string_lossy().into_owned())
+                        .chain(f.old_path.iter().map(|p| p.to_string_lossy().into_owned()))
+                })
+                .collect()
+        }
+        _ => Vec::new(),
+    };
+    // Targeting sees the project's changes, relative to the project.
+    let in_project: Vec<String> = if project.as_os_str().is_empty() {
+        changed.clone()
+    } else {
+        changed
+            .iter()
+            .filter_map(|f| {
+                Path::new(f)
+                    .strip_prefix(&project)
+                    .ok()
+                    .map(|p| p.to_string_lossy().into_owned())
+            })
+            .collect()
+    };
+    let plan = plan::build(
+        declared,
+        &project_root,
+        request.only.as_deref(),
+        &in_project,
+    )?;
+    Ok(Prepared {
+        workspaces,
+        repo: record.repo.clone(),
+        commit: commit.as_str().to_owned(),
+        common_dir: record.git_common_dir.clone(),
+        project_root,
+        workspace,
+        plan,
+        changed,
+    })
+}
+
+/// The merge-base of `commit` with the default branch (`origin/HEAD`, `main`, `master`).
+fn default_base(
+    git: &cordon_git::Repo,
+    commit: &cordon_git::CommitId,
+) -> Option<cordon_git::CommitId> {
+    [
+        "refs/remotes/origin/HEAD",
+        "refs/heads/main",
+        "refs/heads/master",
+    ]
+    .iter()
+    .find_map(|r| git.resolve_commit(r).ok())
+    .and_then(|branch| git.merge_base(&branch, commit).ok().flatten())
+}
+
+/// Runs a verification to its verdict.
+pub fn verify(
+    request: &VerifyRequest,
+    observer: &mut dyn VerifyObserver,
+    cancel: Option<&CancelHandle>,
+) -> Result<Verified, VerifyError> {
+    let started_at = SystemTime::now();
+    let t0 = Instant::now();
+    let prepared = prepare(request)?;
+    observer.planned(&prepared.plan);
+    let ws_path = prepared.workspace.path().to_owned();
+    let root = prepared.project_root.clone();
+    let mut results: Vec<StageResult> = Vec::with_capacity(prepared.plan.stages.len());
+    let mut blocked_by: Option<String> = None;
+    for (index, planned) in prepared.plan.stages.iter().enumerate() {
+        let result = if let Some(reason) = &planned.skip_reason {
+            skipped(planned, &root, reason.clone())
+        } else if cancel.is_some_and(|c| c.is_cancelled()) {
+            skipped(planned, &root, "the verification was cancelled".into())
+        } else if let (Some(failed), false) = (&blocked_by, request.keep_going) {
+            skipped(
+                planned,
+                &root,
+                format!(
+                    "required stage `{failed}` did not pass (fail fast; --keep-going runs all)"
+                ),
+            )
+        } else {
+            observer.stage_started(index, &planned.stage);
+            run_stage(
+                planned,
+                &root,
+                &ws_path,
+                &prepared.common_dir,
+                request,
+                observer,
+                cancel,
+            )
+        };
+        if result.required
+            && blocked_by.is_none()
+            && !matches!(result.status, StageStatus::Pass | StageStatus::Skipped)
+        {
+            blocked_by = Some(result.name.clone());
+        }
+        observer.stage_finished(index, &result);
+        results.push(result);
+    }
+    let Prepared {
+        workspaces: _workspaces,
+        workspace,
+        repo,
+        commit,
+        plan,
+        changed,
+        ..
+    } = prepared;
+    let strategy = serde_json::to_value(workspace.record().strategy)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_else(|| "git-worktree".into());
+    workspace
+        .remove()
+        .map_err(|e| VerifyError::infra("cannot remove the workspace", e))?;
+    let report = assemble(
+        AssembleInput {
+            repo,
+            rev: if request.rev.is_empty() {
+                "HEAD".into()
+            } else {
+                request.rev.clone()
+            },
+            commit,
+            patch: request.patch.as_deref(),
+            ws_path,
+            strategy,
+            started_at,
+            duration: t0.elapsed(),
+            changed,
+            cancelled: cancel.is_some_and(|c| c.is_cancelled()),
+        },
+        &plan,
+        results,
+    );
+    Ok(Verified { report, plan })
+}
+
+struct AssembleInput<'a> {
+    repo: PathBuf,
+    rev: String,
+    commit: String,
+    patch: Option<&'a [u8]>,
+    ws_path: PathBuf,
+    strategy: String,
+    started_at: SystemTime,
+    duration: Duration,
+    changed: Vec<String>,
+    cancelled: bool,
+}
+
+/// The gate: fail-closed. A required stage blocks unless it passed, or targeting decided it
+/// does not apply to this change.
+fn assemble(input: AssembleInput<'_>, plan: &Plan, stages: Vec<StageResult>) -> RunReport {
+    let targeted_out = |s: &StageResult| {
+        s.status == StageStatus::Skipped
+            && plan
+                .stages
+                .iter()
+                .any(|p| p.stage.name == s.name && p.skip_reason.is_some())
+            && !s
+                .skip_reason
+                .as_deref()
+                .is_some_and(|r| r.contains("--stages"))
+    };
+    let blocking: Vec<String> = stages
+        .iter()
+        .filter(|s| s.required && s.status != StageStatus::Pass && !targeted_out(s))
+        .map(|s| s.name.clone())
+        .collect();
+    let first_failure = stages
+        .iter()
+        .find(|s| s.required && s.failure.is_some())
+        .map(|s| {
+            let f = s.failure.as_ref().expect("filtered");
+            ReportFailure {
+                category: f.category,
+                stage: Some(s.name.clone()),
+                reason: f.reason.clone(),
+            }
+        });
+    let infra = stages.iter().any(|s| {
+        s.required
+            && s.failure
+                .as_ref()
+                .is_some_and(|f| f.category == StageFailureCategory::Infra)
+    });
+    let overall = if input.cancelled || infra {
+        Overall::Error
+    } else if blocking.is_empty() {
+        Overall::Pass
+    } else {
+        Overall::Fail
+    };
+    let failure = first_failure.or_else(|| {
+        (!blocking.is_empty()).then(|| ReportFailure {
+            category: StageFailureCategory::Infra,
+            stage: blocking.first().cloned(),
+            reason: if input.cancelled {
+                "the verification was cancelled".into()
+            } else {
+                "a required stage did not run".into()
+            },
+        })
+    });
+    RunReport {
+        schema: RunReportTag,
+        run_id: new_run_id(),
+        overall,
+        repo: input.repo.display().to_string(),
+        r#ref: input.rev,
+        commit: input.commit,
+        patch: input.patch.map(|p| {
+            let digest = Sha256::digest(p);
+            digest.iter().map(|b| format!("{b:02x}")).collect()
+        }),
+        workspace: WorkspaceInfo {
+            path: input.ws_path.display().to_string(),
+            strategy: input.strategy,
+            isolated: true,
+        },
+        started_at: humantime::format_rfc3339_millis(input.started_at).to_string(),
+        duration_ms: input.duration.as_millis() as u64,
+        promotion: Promotion {
+            allowed: overall == Overall::Pass && blocking.is_empty(),
+            blocking,
+        },
+        failure: if overall == Overall::Pass {
+            None
+        } else {
+            failure
+        },
+        stages,
+        changed_files: input.changed,
+        plan: PlanInfo {
+            source: plan.source,
+            targeted: plan.targeted,
+            reasons: plan.reasons.clone(),
+        },
+    }
+}
+
+fn new_run_id() -> String {
+    let mut bytes = [0u8; 6];
+    let ok = std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
+        .is_ok();
+    if !ok {
+        let nanos = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default();
+        bytes.copy_from_slice(&nanos.to_le_bytes()[..6]);
+    }
+    format!(
+        "v-{}",
+        bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    )
+}
+
+fn stage_cwd(planned: &PlannedStage, ws_path: &Path) -> PathBuf {
+    match &planned.stage.cwd {
+        Some(rel) => ws_path.join(rel),
+        None => ws_path.to_owned(),
+    }
+}
+
+fn skipped(planned: &PlannedStage, ws_path: &Path, reason: String) -> StageResult {
+    StageResult {
+        name: planned.stage.name.clone(),
+        category: planned.stage.category,
+        status: StageStatus::Skipped,
+        required: planned.stage.required,
+        command: planned.stage.run.clone(),
+        cwd: stage_cwd(planned, ws_path).display().to_string(),
+        exit_code: None,
+        signal: None,
+        duration_ms: 0,
+        stdout: CapturedOutput::default(),
+        stderr: CapturedOutput::default(),
+        limits_hit: Vec::new(),
+        resource: ResourceUsage::default(),
+        failure: None,
+        skip_reason: Some(reason),
+        targeting: planned.targeting.clone(),
+        tests: None,
+    }
+}
+
+fn error_result(planned: &PlannedStage, ws_path: &Path, reason: String) -> StageResult {
+    let mut r = skipped(planned, ws_path, String::new());
+    r.status = StageStatus::Error;
+    r.skip_reason = None;
+    r.failure = Some(StageFailure {
+        category: StageFailureCategory::Infra,
+        reason,
+    });
+    r
+}
+
+/// Dependency caches a setup stage may write (only those that exist).
+fn cache_dirs() -> Vec<PathBuf> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let cargo_home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| home.as_ref().map(|h| h.join(".cargo")));
+    let mut dirs = Vec::new();
+    if let Some(c) = &cargo_home {
+        dirs.push(c.join("registry"));
+        dirs.push(c.join("git"));
+    }
+    if let Some(h) = &home {
+        for rel in [
+            ".npm",
+            ".cache/pnpm",
+            ".local/share/pnpm",
+            ".cache/yarn",
+            "go/pkg/mod",
+            ".cache/pip",
+            ".bun/install/cache",
+        ] {
+            dirs.push(h.join(rel));
+        }
+    }
+    dirs.into_iter().filter(|d| d.is_dir()).collect()
+}
+
+/// The variables that pass from cordon's environment into a stage.
+fn base_env() -> Vec<EnvVar> {
+    const PASS: &[&str] = &["PATH", "LANG", "LANGUAGE", "TERM", "TZ", "RUSTUP_TOOLCHAIN"];
+    std::env::vars()
+        .filter(|(k, _)| PASS.contains(&k.as_str()) || k.starts_with("LC_"))
+        .map(|(name, value)| EnvVar {
+            name,
+            value,
+            secret: false,
+        })
+        .collect()
+}
+
+fn stage_policy(
+    stage: &StageConfig,
+    ws_path: &Path,
+    cwd: &Path,
+    common_dir: &Path,
+) -> Result<SandboxPolicy, String> {
+    let mut policy = SandboxPolicy::new(cwd);
+    if cwd != ws_path {
+        policy.binds.push(Bind {
+            path: ws_path.to_owned(),
+            access: Access::ReadWrite,
+        });
+    }
+    // git log/diff/describe work inside; nothing inside can change the shared repository.
+    policy.binds.push(Bind {
+        path: common_dir.to_owned(),
+        access: Access::ReadOnly,
+    });
+    let setup_like = stage.writable_caches;
+    if setup_like {
+        for dir in cache_dirs() {
+            policy.binds.push(Bind {
+                path: dir,
+                access: Access::ReadWrite,
+            });
+        }
+    }
+    policy.network = match stage.network {
+        Some(NetworkSetting::Host) => NetworkMode::Host,
+        Some(NetworkSetting::None) | None => NetworkMode::None,
+    };
+    policy.limits.memory_bytes = stage.memory;
+    policy.limits.pids = stage.pids;
+    policy.host_home = std::env::var_os("HOME").map(PathBuf::from);
+    let mut env = base_env();
+    let mut set = |name: &str, value: String, secret: bool| {
+        env.retain(|v| v.name != name);
+        env.push(EnvVar {
+            name: name.to_owned(),
+            value,
+            secret,
+        });
+    };
+    for (k, v) in &stage.env {
+        set(k, v.clone(), false);
+    }
+    for name in &stage.secrets {
+        let value = std::env::var(name)
+            .map_err(|_| format!("secret {name} is not set in cordon's environment"))?;
+        set(name, value, true);
+    }
+    policy.env = env;
+    Ok(policy)
+}
+
+/// The readiness probe of a smoke stage, if any.
+enum Probe {
+    None,
+    Output(OutputMatches),
+    Tcp(TcpListening),
+}
+
+struct ObserverSink<'a, 'o> {
+    stage: &'a str,
+    observer: &'a mut (dyn VerifyObserver + 'o),
+}
+
+impl OutputSink for ObserverSink<'_, '_> {
+    fn write(&mut self, stream: Stream, bytes: &[u8]) {
+        self.observer.output(self.stage, stream, bytes);
+    }
+}
+
+fn run_stage(
+    planned: &PlannedStage,
+    root: &Path,
+    ws_path: &Path,
+    common_dir: &Path,
+    request: &VerifyRequest,
+    observer: &mut dyn VerifyObserver,
+    cancel: Option<&CancelHandle>,
+) -> StageResult {
+    let stage = &planned.stage;
+    let cwd = stage_cwd(planned, root);
+    if !cwd.is_dir() {
+        return error_result(
+            planned,
+            root,
+            format!(
+                "the stage's cwd {} does not exist in the workspace",
+                cwd.display()
+            ),
+        );
+    }
+    let policy = match stage_policy(stage, ws_path, &cwd, common_dir) {
+        Ok(p) => p,
+        Err(reason) => return error_result(planned, root, reason),
+    };
+    let argv: Vec<std::ffi::OsString> = stage.run.iter().map(Into::into).collect();
+    let prepared = match cordon_sandbox::prepare(&policy, &argv[0], &argv[1..]) {
+        Ok(p) => p,
+        Err(e) => {
+            let hint = e
+                .hint
+                .clone()
+                .map(|h| format!(" (hint: {h})"))
+                .unwrap_or_default();
+            return error_result(
+                planned,
+                root,
+                format!("the sandbox cannot be set up: {e}{hint}"),
+            );
+        }
+    };
+    let mut spec = RunSpec::new(&prepared.program, &prepared.args)
+        .timeout(stage.timeout.unwrap_or(DEFAULT_STAGE_TIMEOUT))
+        .output_limit(request.output_limit)
+        .cwd(&cwd);
+    spec.env.clear = true;
+    spec.env.set = prepared.env;
+    spec.supervised = true;
+    spec.stdin = StdinMode::Null;
+    spec.display_command = Some(stage.run.clone());
+    let mut probe = match &stage.ready {
+        Some(ReadyConfig::Stdout(re)) => match regex::bytes::Regex::new(re) {
+            Ok(re) => Probe::Output(OutputMatches::new(re)),
+            Err(e) => return error_result(planned, root, format!("bad ready regex: {e}")),
+        },
+        Some(ReadyConfig::Tcp(port)) => Probe::Tcp(TcpListening::new(*port)),
+        None => Probe::None,
+    };
+    let mut sink = ObserverSink {
+        stage: &stage.name,
+        observer,
+    };
+    let io = RunIo {
+        sink: Some(&mut sink),
+        filter: None,
+        cancel,
+        ready: match &mut probe {
+            Probe::None => None,
+            Probe::Output(p) => Some(p),
+            Probe::Tcp(p) => Some(p),
+        },
+    };
+    match cordon_exec::run(&spec, io) {
+        Ok(outcome) => stage_result(planned, outcome.result),
+        Err(e) => error_result(planned, root, format!("cannot supervise the stage: {e}")),
+    }
+}
+
+/// Maps a run result to a stage result with the stage's failure category.
+fn stage_result(planned: &PlannedStage, run: RunResult) -> StageResult {
+    let stage = &planned.stage;
+    let author_category = match stage.category {
+        StageCategory::Setup => StageFailureCategory::Setup,
+        StageCategory::Lint => StageFailureCategory::Lint,
+        StageCategory::Typecheck => StageFailureCategory::Typecheck,
+        StageCategory::Compile => StageFailureCategory::Compile,
+        StageCategory::Test => StageFailureCategory::Test,
+        StageCategory::Build => StageFailureCategory::Build,
+        StageCategory::Smoke => StageFailureCategory::Smoke,
+        StageCategory::Migrate => StageFailureCategory::Migrate,
+    };
+    let smoke = stage.ready.is_some();
+    let text = format!("{}{}{}", run.stdout.head, run.stdout.tail, run.stderr.tail);
+    let tests = crate::counts::parse(&format!("{}\n{}", run.stdout.head, run.stdout.tail));
+    let (mut status, failure) = match run.status {
+        RunStatus::Pass if smoke => (StageStatus::Pass, None),
+        RunStatus::Pass => (StageStatus::Pass, None),
+        RunStatus::Timeout if smoke => (
+            StageStatus::Fail,
+            Some(StageFailure {
+                category: StageFailureCategory::Smoke,
+                reason: format!(
+                    "not ready within {}",
+                    humantime::format_duration(stage.timeout.unwrap_or(DEFAULT_STAGE_TIMEOUT))
+                ),
+            }),
+        ),
+        RunStatus::Timeout => (
+            StageStatus::Timeout,
+            Some(StageFailure {
+                category: StageFailureCategory::Timeout,
+                reason: run.failure.map(|f| f.reason).unwrap_or_default(),
+            }),
+        ),
+        RunStatus::Fail => {
+            let f = run.failure.clone().expect("a failed run has a failure");
+            let category = if f.category == FailureCategory::Resource {
+                StageFailureCategory::Resource
+            } else {
+                author_category
+            };
+            let reason = if smoke {
+                format!("the program ended before it was ready: {}", f.reason)
+            } else {
+                f.reason
+            };
+            (StageStatus::Fail, Some(StageFailure { category, reason }))
+        }
+        RunStatus::Error | RunStatus::Cancelled => (
+            StageStatus::Error,
+            Some(StageFailure {
+                category: StageFailureCategory::Infra,
+                reason: run.failure.map(|f| f.reason).unwrap_or_default(),
+            }),
+        ),
+    };
+    let mut skip_reason = None;
+    let mut failure = failure;
+    if planned.narrowed
+        && status == StageStatus::Pass
+        && tests.is_some_and(|t| t.passed + t.failed == 0)
+        && !text.is_empty()
+    {
+        status = StageStatus::Skipped;
+        skip_reason = Some("targeting selected zero tests".into());
+        failure = None;
+    }
+    let mut limits_hit = run.limits_hit;
+    limits_hit.retain(|l| *l != LimitKind::Output || run.stdout.truncated || run.stderr.truncated);
+    StageResult {
+        name: stage.name.clone(),
+        category: stage.category,
+        status,
+        required: stage.required,
+        command: stage.run.clone(),
+        cwd: run.cwd,
+        exit_code: run.exit_code,
+        signal: run.signal,
+        duration_ms: run.duration_ms,
+        stdout: run.stdout,
+        stderr: run.stderr,
+        limits_hit,
+        resource: run.resource,
+        failure,
+        skip_reason,
+        targeting: planned.targeting.clone(),
+        tests,
+    }
+}

@@ -1,0 +1,196 @@
+//! The plan: which stages run, from `cordon.toml` or detection, narrowed by targeting.
+
+use std::path::Path;
+
+use cordon_types::{PlanSource, StageCategory};
+
+use crate::config::{Config, StageConfig};
+use crate::error::VerifyError;
+use crate::{detect, target};
+
+/// A stage as it will run (or why it will not).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedStage {
+    /// The stage, with its argv possibly narrowed by targeting.
+    pub stage: StageConfig,
+    /// Set when targeting decided not to run it.
+    pub skip_reason: Option<String>,
+    /// What targeting decided, when it decided something.
+    pub targeting: Option<String>,
+    /// Whether the argv was narrowed to a selection (e.g. `cargo test -p a`).
+    pub narrowed: bool,
+}
+
+/// The stages of one verification and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// `cordon.toml` or detected.
+    pub source: PlanSource,
+    /// Every stage, in order.
+    pub stages: Vec<PlannedStage>,
+    /// Whether changed files narrowed the plan.
+    pub targeted: bool,
+    /// One line per decision.
+    pub reasons: Vec<String>,
+    /// Extra redaction patterns from the config.
+    pub redact_patterns: Vec<String>,
+}
+
+/// The stages before targeting: declared or detected.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Declared {
+    /// Where they come from.
+    pub source: PlanSource,
+    /// The stages, in order.
+    pub stages: Vec<StageConfig>,
+    /// Why.
+    pub reasons: Vec<String>,
+    /// Extra redaction patterns from the config.
+    pub redact_patterns: Vec<String>,
+}
+
+/// Reads the stages for the tree at `root`: `--config`, else `cordon.toml` at the root, else
+/// detection. Call it before the patch is applied, so that the candidate change cannot
+/// rewrite the plan that judges it.
+pub fn declared(root: &Path, config: Option<&Path>) -> Result<Declared, VerifyError> {
+    let config_path = config
+        .map(Path::to_owned)
+        .unwrap_or_else(|| root.join("cordon.toml"));
+    if config.is_some() || config_path.is_file() {
+        let cfg = Config::load(&config_path)?;
+        let shown = if config.is_some() {
+            config_path.display().to_string()
+        } else {
+            "cordon.toml".to_owned()
+        };
+        return Ok(Declared {
+            source: PlanSource::CordonToml,
+            stages: cfg.stages,
+            reasons: vec![format!(
+                "stages declared in {shown} (as committed at the ref)"
+            )],
+            redact_patterns: cfg.redact.patterns,
+        });
+    }
+    let found = detect::detect(root);
+    if found.stages.is_empty() {
+        return Err(VerifyError::Usage(format!(
+            "nothing to verify: {}; write a cordon.toml (see `cordon schema cordon-toml`)",
+            found.reasons.join("; ")
+        )));
+    }
+    Ok(Declared {
+        source: PlanSource::Detected,
+        stages: found.stages,
+        reasons: found.reasons,
+        redact_patterns: Vec::new(),
+    })
+}
+
+/// Narrows `declared` to what must run for `changed` files in the tree at `root`.
+pub fn build(
+    declared: Declared,
+    root: &Path,
+    only: Option<&[String]>,
+    changed: &[String],
+) -> Result<Plan, VerifyError> {
+    let Declared {
+        source,
+        stages,
+        mut reasons,
+        redact_patterns,
+    } = declared;
+    if let Some(only) = only {
+        for name in only {
+            if !stages.iter().any(|s| &s.name == name) {
+                let known: Vec<&str> = stages.iter().map(|s| s.name.as_str()).collect();
+                return Err(VerifyError::Usage(format!(
+                    "--stages: no stage named `{name}` (stages: {})",
+                    known.join(", ")
+                )));
+            }
+        }
+        reasons.push(format!("--stages selected: {}", only.join(", ")));
+    }
+    let cargo_packages = target::cargo_packages(root);
+    let cargo_selection = cargo_packages
+        .as_deref()
+        .and_then(|p| target::cargo_selection(p, changed));
+    let mut targeted = false;
+    let mut planned = Vec::new();
+    for stage in stages {
+        let mut p = PlannedStage {
+            stage,
+            skip_reason: None,
+            targeting: None,
+            narrowed: false,
+        };
+        if let Some(only) = only
+            && !only.contains(&p.stage.name)
+        {
+            p.skip_reason = Some("not selected by --stages".into());
+            planned.push(p);
+            continue;
+        }
+        if !p.stage.when_changed.is_empty() {
+            targeted = true;
+            if changed.is_empty() {
+                p.targeting = Some("no changed files known: runs (fail closed)".into());
+            } else if target::matches_when_changed(&p.stage.when_changed, changed) {
+                p.targeting = Some("a changed file matches when_changed".into());
+            } else {
+                p.skip_reason = Some(format!(
+                    "no changed file matches when_changed ({})",
+                    p.stage.when_changed.join(", ")
+                ));
+            }
+        }
+        if p.skip_reason.is_none() && is_cargo_test(&p.stage) {
+            match (&cargo_packages, &cargo_selection) {
+                (Some(all), Some(selected))
+                    if selected.len() < all.len() && !selected.is_empty() =>
+                {
+                    targeted = true;
+                    for name in selected {
+                        p.stage.run.push("-p".into());
+                        p.stage.run.push(name.clone());
+                    }
+                    p.narrowed = true;
+                    p.targeting = Some(format!(
+                        "changed packages and their dependents: {}",
+                        selected.iter().cloned().collect::<Vec<_>>().join(", ")
+                    ));
+                }
+                (Some(all), None) if all.len() > 1 => {
+                    p.targeting = Some(
+                        "full suite: a change lies outside every package, or no change is known"
+                            .into(),
+                    );
+                }
+                _ => {}
+            }
+        }
+        planned.push(p);
+    }
+    if targeted {
+        reasons.push(format!("targeted by {} changed file(s)", changed.len()));
+    }
+    Ok(Plan {
+        source,
+        stages: planned,
+        targeted,
+        reasons,
+        redact_patterns,
+    })
+}
+
+/// A `cargo test` stage whose package selection cordon may narrow.
+fn is_cargo_test(stage: &StageConfig) -> bool {
+    stage.category == StageCategory::Test
+        && stage.run.first().map(String::as_str) == Some("cargo")
+        && stage.run.get(1).map(String::as_str) == Some("test")
+        && !stage
+            .run
+            .iter()
+            .any(|a| a == "-p" || a == "--package" || a == "--workspace" || a == "--")
+}

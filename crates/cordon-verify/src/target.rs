@@ -1,0 +1,276 @@
+//! Targeting: which stages run, and on what, given the changed files. Fail closed: a change
+//! that maps to nothing known runs the full suite.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use globset::{Glob, GlobSetBuilder};
+
+/// Whether a stage with `when_changed` globs must run for `changed` files. No globs: always.
+pub fn matches_when_changed(globs: &[String], changed: &[String]) -> bool {
+    if globs.is_empty() {
+        return true;
+    }
+    let mut builder = GlobSetBuilder::new();
+    for g in globs {
+        if let Ok(glob) = Glob::new(g) {
+            builder.add(glob);
+        }
+    }
+    let Ok(set) = builder.build() else {
+        return true;
+    };
+    changed.iter().any(|path| set.is_match(path))
+}
+
+/// One package of a Cargo workspace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CargoPackage {
+    /// The package name.
+    pub name: String,
+    /// Its directory, relative to the workspace root.
+    pub dir: PathBuf,
+    /// Names of the workspace packages it depends on (path dependencies).
+    pub deps: BTreeSet<String>,
+}
+
+/// The packages of the Cargo workspace at `root`, read from the manifests (cargo is not run:
+/// the manifests are hostile input and nothing in them is executed).
+pub fn cargo_packages(root: &Path) -> Option<Vec<CargoPackage>> {
+    let manifest: toml::Table =
+        toml::from_str(&std::fs::read_to_string(root.join("Cargo.toml")).ok()?).ok()?;
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    if manifest.contains_key("package") {
+        dirs.push(PathBuf::new());
+    }
+    let workspace = manifest.get("workspace").and_then(|w| w.as_table());
+    let workspace_deps: BTreeMap<String, PathBuf> = workspace
+        .and_then(|w| w.get("dependencies"))
+        .and_then(|d| d.as_table())
+        .map(|deps| {
+            deps.iter()
+                .filter_map(|(name, spec)| {
+                    let path = spec.as_table()?.get("path")?.as_str()?;
+                    Some((name.clone(), PathBuf::from(path)))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    if let Some(members) = workspace
+        .and_then(|w| w.get("members"))
+        .and_then(|m| m.as_array())
+    {
+        for member in members.iter().filter_map(|m| m.as_str()) {
+            dirs.extend(expand_member(root, member));
+        }
+    }
+    let mut packages = Vec::new();
+    for dir in dirs {
+        let Ok(text) = std::fs::read_to_string(root.join(&dir).join("Cargo.toml")) else {
+            continue;
+        };
+        let Ok(manifest) = toml::from_str::<toml::Table>(&text) else {
+            continue;
+        };
+        let Some(name) = manifest
+            .get("package")
+            .and_then(|p| p.get("name"))
+            .and_then(|n| n.as_str())
+        else {
+            continue;
+        };
+        let mut dep_dirs = BTreeSet::new();
+        for section in ["dependencies", "dev-dependencies", "build-dependencies"] {
+            let Some(deps) = manifest.get(section).and_then(|d| d.as_table()) else {
+                continue;
+            };
+            for (dep_name, spec) in deps {
+                let Some(spec) = spec.as_table() else {
+                    continue;
+                };
+                if let Some(path) = spec.get("path").and_then(|p| p.as_str()) {
+                    dep_dirs.insert(normalize(&dir.join(path)));
+                } else if spec.get("workspace").and_then(|w| w.as_bool()) == Some(true) {
+                    let key = spec
+                        .get("package")
+                        .and_then(|p| p.as_str())
+                        .unwrap_or(dep_name);
+                    if let Some(path) = workspace_deps
+                        .get(key)
+                        .or_else(|| workspace_deps.get(dep_name))
+                    {
+                        dep_dirs.insert(normalize(path));
+                    }
+                }
+            }
+        }
+        packages.push((name.to_owned(), normalize(&dir), dep_dirs));
+    }
+    let by_dir: BTreeMap<PathBuf, String> = packages
+        .iter()
+        .map(|(name, dir, _)| (dir.clone(), name.clone()))
+        .collect();
+    Some(
+        packages
+            .iter()
+            .map(|(name, dir, dep_dirs)| CargoPackage {
+                name: name.clone(),
+                dir: dir.clone(),
+                deps: dep_dirs
+                    .iter()
+                    .filter_map(|d| by_dir.get(d).cloned())
+                    .collect(),
+            })
+            .collect(),
+    )
+}
+
+fn expand_member(root: &Path, member: &str) -> Vec<PathBuf> {
+    if !member.contains('*') && !member.contains('?') && !member.contains('[') {
+        return vec![PathBuf::from(member)];
+    }
+    let Ok(glob) = Glob::new(member) else {
+        return Vec::new();
+    };
+    let matcher = glob.compile_matcher();
+    // Members globs in practice are one level deep ("crates/*"); walk two levels.
+    let mut found = Vec::new();
+    let mut stack = vec![(PathBuf::new(), 0)];
+    while let Some((rel, depth)) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(root.join(&rel)) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let path = rel.join(entry.file_name());
+            if matcher.is_match(&path) && root.join(&path).join("Cargo.toml").is_file() {
+                found.push(path.clone());
+            }
+            if depth < 2 {
+                stack.push((path, depth + 1));
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// The packages to test for `changed` files: those containing a change, plus every package
+/// that depends on them (transitively). `None` means "run the full suite": some change is
+/// outside every package (a root manifest, the lockfile, CI files...), or nothing changed.
+pub fn cargo_selection(packages: &[CargoPackage], changed: &[String]) -> Option<BTreeSet<String>> {
+    if changed.is_empty() || packages.is_empty() {
+        return None;
+    }
+    let mut direct = BTreeSet::new();
+    for file in changed {
+        let file = Path::new(file);
+        let owner = packages
+            .iter()
+            .filter(|p| !p.dir.as_os_str().is_empty() && file.starts_with(&p.dir))
+            .max_by_key(|p| p.dir.components().count());
+        match owner {
+            Some(p) => {
+                direct.insert(p.name.clone());
+            }
+            // A root package owns everything else only when it is the only package: with a
+            // workspace, a root-level change (Cargo.lock, a root manifest) affects everyone.
+            None => return None,
+        }
+    }
+    let mut selected = direct.clone();
+    loop {
+        let before = selected.len();
+        for p in packages {
+            if p.deps.iter().any(|d| selected.contains(d)) {
+                selected.insert(p.name.clone());
+            }
+        }
+        if selected.len() == before {
+            break;
+        }
+    }
+    Some(selected)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(root: &Path, rel: &str, text: &str) {
+        let path = root.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    fn workspace() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let r = dir.path();
+        write(
+            r,
+            "Cargo.toml",
+            "[workspace]\nmembers = [\"crates/*\"]\n[workspace.dependencies]\ncore = { path = \"crates/core\" }\n",
+        );
+        write(r, "crates/core/Cargo.toml", "[package]\nname = \"core\"\n");
+        write(
+            r,
+            "crates/mid/Cargo.toml",
+            "[package]\nname = \"mid\"\n[dependencies]\ncore.workspace = true\n",
+        );
+        write(
+            r,
+            "crates/app/Cargo.toml",
+            "[package]\nname = \"app\"\n[dev-dependencies]\nmid = { path = \"../mid\" }\n",
+        );
+        write(r, "crates/lone/Cargo.toml", "[package]\nname = \"lone\"\n");
+        dir
+    }
+
+    #[test]
+    fn maps_changes_to_packages_and_reverse_dependencies() {
+        let dir = workspace();
+        let packages = cargo_packages(dir.path()).unwrap();
+        assert_eq!(packages.len(), 4);
+        let select = |files: &[&str]| {
+            cargo_selection(
+                &packages,
+                &files.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            )
+        };
+        let all: BTreeSet<String> = ["app", "core", "mid"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(select(&["crates/core/src/lib.rs"]), Some(all));
+        assert_eq!(
+            select(&["crates/lone/src/lib.rs"]),
+            Some(["lone".to_string()].into_iter().collect())
+        );
+        assert_eq!(select(&["Cargo.lock"]), None, "root changes run everything");
+        assert_eq!(select(&[]), None, "no change: full suite");
+    }
+
+    #[test]
+    fn when_changed_globs() {
+        let changed = vec!["src/main.rs".to_string(), "docs/a.md".to_string()];
+        assert!(matches_when_changed(&["src/**".into()], &changed));
+        assert!(!matches_when_changed(&["web/**".into()], &changed));
+        assert!(matches_when_changed(&[], &changed));
+    }
+}

@@ -1,0 +1,449 @@
+//! `cordon verify`: staged verification of a candidate change, with a fail-closed gate.
+
+use std::io::{IsTerminal, Read, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use cordon_exec::CancelHandle;
+use cordon_types::{Overall, RunReport, StageResult, StageStatus};
+use cordon_verify::{Plan, StageConfig, VerifyError, VerifyObserver, VerifyRequest};
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+
+/// Exit code: the gate passed.
+const GATE_PASSED: u8 = 0;
+/// Exit code: the gate blocked (a required stage did not pass).
+const GATE_BLOCKED: u8 = 1;
+/// Exit code: bad usage or bad configuration.
+const BAD_USAGE: u8 = 2;
+/// Exit code: cordon could not do its job.
+const INFRA: u8 = 3;
+
+/// Arguments of `cordon verify`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Exit codes: 0 gate passed, 1 gate blocked (a required stage did not pass), 2 bad usage or bad
+config, 3 infrastructure error (cordon could not do its job), 130 interrupted.
+
+Examples:
+  cordon verify                                   the current repository at HEAD
+  cordon verify --repo ../app --patch agent.diff --junit report.xml
+  git diff main | cordon verify --patch - --json > report.json
+  cordon verify --project examples/rust-hello      a project inside the repository
+  cordon verify --explain                         print the plan and why, run nothing")]
+pub struct VerifyArgs {
+    /// The repository to verify (any directory of its checkout).
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub repo: PathBuf,
+    /// The ref whose committed content is verified (never the live checkout's edits).
+    #[arg(long = "ref", value_name = "REF", default_value = "HEAD")]
+    pub rev: String,
+    /// The base for changed files (targeting); default: the merge-base with the default branch.
+    #[arg(long, value_name = "REF")]
+    pub base: Option<String>,
+    /// A patch (unified or git diff) applied on top of the ref, all or nothing; `-` reads
+    /// standard input.
+    #[arg(long, value_name = "FILE|-")]
+    pub patch: Option<PathBuf>,
+    /// The project inside the repository (relative directory) whose cordon.toml or files
+    /// define the stages, and where they run (monorepos, examples).
+    #[arg(long, value_name = "DIR")]
+    pub project: Option<PathBuf>,
+    /// A cordon.toml to use instead of the repository's.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Run only these stages (comma-separated names).
+    #[arg(long, value_name = "A,B", value_delimiter = ',')]
+    pub stages: Option<Vec<String>>,
+    /// Run every stage even after a required one failed (default: fail fast).
+    #[arg(long)]
+    pub keep_going: bool,
+    /// Print the report (cordon.run-report/v1) as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the report as JUnit XML to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Also write a Markdown summary (for a PR comment) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub markdown: Option<PathBuf>,
+    /// Print the plan and why, without running any stage.
+    #[arg(long)]
+    pub explain: bool,
+    /// Bytes of each stage's output kept in the report (head and tail together).
+    #[arg(long, value_name = "SIZE", default_value = "256KiB", value_parser = parse_size)]
+    pub output_limit: usize,
+}
+
+fn parse_size(text: &str) -> Result<usize, String> {
+    let n = cordon_exec::units::parse_size(text)?;
+    usize::try_from(n).map_err(|_| format!("size {text:?} is too large"))
+}
+
+pub(crate) fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
+    let patch = match &args.patch {
+        None => None,
+        Some(p) if p.as_os_str() == "-" => {
+            let mut buf = Vec::new();
+            std::io::stdin()
+                .read_to_end(&mut buf)
+                .context("cannot read the patch from standard input")?;
+            Some(buf)
+        }
+        Some(p) => match std::fs::read(p) {
+            Ok(bytes) => Some(bytes),
+            Err(e) => return Ok(usage(format!("cannot read --patch {}: {e}", p.display()))),
+        },
+    };
+    let request = VerifyRequest {
+        repo: args.repo.clone(),
+        rev: args.rev.clone(),
+        base: args.base.clone(),
+        patch,
+        config: args.config.clone(),
+        only: args.stages.clone(),
+        keep_going: args.keep_going,
+        output_limit: args.output_limit,
+        project: args.project.clone(),
+    };
+    if args.explain {
+        return match cordon_verify::explain(&request) {
+            Ok((plan, changed)) => {
+                print_explain(&plan, &changed, args.json)?;
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(e) => Ok(verify_error(&e)),
+        };
+    }
+    let cancel = Arc::new(CancelHandle::new().context("cannot set up cancellation")?);
+    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        let handle = Arc::clone(&cancel);
+        // SAFETY: the handler stores an integer and writes one byte: async-signal-safe.
+        unsafe {
+            signal_hook::low_level::register(signal, move || handle.cancel_from_signal(signal))
+        }
+        .context("cannot install signal handlers")?;
+    }
+    let mut view = TerminalView::new();
+    let verified = match cordon_verify::verify(&request, &mut view, Some(&cancel)) {
+        Ok(v) => v,
+        Err(e) => return Ok(verify_error(&e)),
+    };
+    view.finish();
+    let report = &verified.report;
+    if let Some(path) = &args.junit {
+        std::fs::write(path, cordon_verify::render::junit(report))
+            .with_context(|| format!("cannot write --junit {}", path.display()))?;
+    }
+    if let Some(path) = &args.markdown {
+        std::fs::write(path, cordon_verify::render::markdown(report))
+            .with_context(|| format!("cannot write --markdown {}", path.display()))?;
+    }
+    if args.json {
+        let mut out = std::io::stdout().lock();
+        serde_json::to_writer_pretty(&mut out, report)?;
+        writeln!(out)?;
+    } else {
+        print_summary(report);
+    }
+    if let Some(signal) = cancel.signal() {
+        return Ok(ExitCode::from((128 + signal) as u8));
+    }
+    Ok(ExitCode::from(match report.overall {
+        Overall::Pass => GATE_PASSED,
+        Overall::Fail => GATE_BLOCKED,
+        Overall::Error => INFRA,
+    }))
+}
+
+fn usage(message: String) -> ExitCode {
+    let _ = writeln!(std::io::stderr(), "error: {message}");
+    ExitCode::from(BAD_USAGE)
+}
+
+fn verify_error(error: &VerifyError) -> ExitCode {
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "error: {error}");
+    let mut source = std::error::Error::source(error);
+    if source.is_some() {
+        let _ = writeln!(err, "Caused by:");
+    }
+    while let Some(cause) = source {
+        let _ = writeln!(err, "  {cause}");
+        source = cause.source();
+    }
+    ExitCode::from(match error {
+        VerifyError::Config(_) | VerifyError::Usage(_) | VerifyError::PatchRefused(_) => BAD_USAGE,
+        _ => INFRA,
+    })
+}
+
+fn print_explain(plan: &Plan, changed: &[String], json: bool) -> anyhow::Result<()> {
+    if json {
+        let stages: Vec<serde_json::Value> = plan
+            .stages
+            .iter()
+            .map(|p| {
+                serde_json::json!({
+                    "name": p.stage.name,
+                    "category": p.stage.category,
+                    "required": p.stage.required,
+                    "command": p.stage.run,
+                    "network": if p.stage.network == Some(cordon_verify::config::NetworkSetting::Host) { "host" } else { "none" },
+                    "runs": p.skip_reason.is_none(),
+                    "skip_reason": p.skip_reason,
+                    "targeting": p.targeting,
+                })
+            })
+            .collect();
+        let doc = serde_json::json!({
+            "schema": "cordon.verify-plan/v1",
+            "source": plan.source,
+            "targeted": plan.targeted,
+            "reasons": plan.reasons,
+            "changed_files": changed,
+            "stages": stages,
+        });
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+        return Ok(());
+    }
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "Plan ({}):",
+        match plan.source {
+            cordon_types::PlanSource::CordonToml => "cordon.toml",
+            cordon_types::PlanSource::Detected => "detected",
+        }
+    )?;
+    for reason in &plan.reasons {
+        writeln!(out, "  - {reason}")?;
+    }
+    writeln!(
+        out,
+        "Changed files: {}",
+        if changed.is_empty() {
+            "none known".to_owned()
+        } else {
+            changed.len().to_string()
+        }
+    )?;
+    for file in changed.iter().take(20) {
+        writeln!(out, "  {file}")?;
+    }
+    writeln!(out, "Stages:")?;
+    for (i, p) in plan.stages.iter().enumerate() {
+        let s = &p.stage;
+        let network = if s.network == Some(cordon_verify::config::NetworkSetting::Host) {
+            "network"
+        } else {
+            "offline"
+        };
+        writeln!(
+            out,
+            "  {}. {} [{}{}; {network}] {}",
+            i + 1,
+            s.name,
+            s.category.as_str(),
+            if s.required {
+                ", required"
+            } else {
+                ", optional"
+            },
+            shell_words(&s.run)
+        )?;
+        if let Some(reason) = &p.skip_reason {
+            writeln!(out, "     skipped: {reason}")?;
+        } else if let Some(t) = &p.targeting {
+            writeln!(out, "     targeting: {t}")?;
+        }
+    }
+    Ok(())
+}
+
+fn shell_words(argv: &[String]) -> String {
+    argv.iter()
+        .map(|a| {
+            if !a.is_empty()
+                && a.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
+            {
+                a.clone()
+            } else {
+                format!("'{}'", a.replace('\'', "'\\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A live line per stage on stderr: spinners on a terminal, plain lines otherwise.
+struct TerminalView {
+    multi: Option<MultiProgress>,
+    bars: Vec<Option<ProgressBar>>,
+}
+
+impl TerminalView {
+    fn new() -> Self {
+        let tty = std::io::stderr().is_terminal() && std::env::var_os("CI").is_none();
+        TerminalView {
+            multi: tty.then(MultiProgress::new),
+            bars: Vec::new(),
+        }
+    }
+
+    fn finish(&mut self) {
+        if let Some(multi) = &self.multi {
+            let _ = multi.clear();
+        }
+    }
+}
+
+fn mark(status: StageStatus) -> &'static str {
+    match status {
+        StageStatus::Pass => "✓ pass",
+        StageStatus::Fail => "✗ fail",
+        StageStatus::Timeout => "✗ timeout",
+        StageStatus::Error => "! error",
+        StageStatus::Skipped => "- skipped",
+    }
+}
+
+impl VerifyObserver for TerminalView {
+    fn planned(&mut self, plan: &Plan) {
+        self.bars = vec![None; plan.stages.len()];
+        if self.multi.is_none() {
+            eprintln!("cordon verify: {} stage(s)", plan.stages.len());
+        }
+    }
+
+    fn stage_started(&mut self, index: usize, stage: &StageConfig) {
+        match &self.multi {
+            Some(multi) => {
+                let bar = multi.add(ProgressBar::new_spinner());
+                bar.set_style(
+                    ProgressStyle::with_template("{spinner} {msg} {elapsed}")
+                        .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+                );
+                bar.set_message(format!("{} ({})", stage.name, stage.category.as_str()));
+                bar.enable_steady_tick(Duration::from_millis(100));
+                if let Some(slot) = self.bars.get_mut(index) {
+                    *slot = Some(bar);
+                }
+            }
+            None => eprintln!("▶ {} ({}) ...", stage.name, stage.category.as_str()),
+        }
+    }
+
+    fn stage_finished(&mut self, index: usize, result: &StageResult) {
+        let line = format!(
+            "{} {} ({:.1}s){}",
+            mark(result.status),
+            result.name,
+            result.duration_ms as f64 / 1000.0,
+            result
+                .failure
+                .as_ref()
+                .map(|f| format!(": {}", f.reason))
+                .or_else(|| result.skip_reason.as_ref().map(|r| format!(": {r}")))
+                .unwrap_or_default()
+        );
+        match self.bars.get_mut(index).and_then(Option::take) {
+            Some(bar) => bar.finish_with_message(line),
+            None => match &self.multi {
+                Some(multi) => {
+                    let _ = multi.println(line);
+                }
+                None => eprintln!("{line}"),
+            },
+        }
+    }
+}
+
+fn print_summary(report: &RunReport) {
+    let mut err = std::io::stderr().lock();
+    let width = report
+        .stages
+        .iter()
+        .map(|s| s.name.len())
+        .max()
+        .unwrap_or(5)
+        .max(5);
+    let _ = writeln!(
+        err,
+        "\n{:<width$}  {:<9}  {:<8}  {:>7}  note",
+        "stage", "category", "status", "time"
+    );
+    for s in &report.stages {
+        let note = s
+            .failure
+            .as_ref()
+            .map(|f| f.reason.clone())
+            .or_else(|| s.skip_reason.clone())
+            .or_else(|| {
+                s.tests.map(|t| {
+                    format!(
+                        "{} passed, {} failed, {} ignored",
+                        t.passed, t.failed, t.ignored
+                    )
+                })
+            })
+            .unwrap_or_default();
+        let status = match s.status {
+            StageStatus::Pass => "pass",
+            StageStatus::Fail => "fail",
+            StageStatus::Timeout => "timeout",
+            StageStatus::Error => "error",
+            StageStatus::Skipped => "skipped",
+        };
+        let _ = writeln!(
+            err,
+            "{:<width$}  {:<9}  {:<8}  {:>6.1}s  {}{note}",
+            s.name,
+            s.category.as_str(),
+            status,
+            s.duration_ms as f64 / 1000.0,
+            if s.required { "" } else { "(optional) " },
+        );
+    }
+    for s in report.stages.iter().filter(|s| {
+        s.required
+            && matches!(
+                s.status,
+                StageStatus::Fail | StageStatus::Timeout | StageStatus::Error
+            )
+    }) {
+        let tail = if s.stderr.truncated {
+            &s.stderr.tail
+        } else {
+            &s.stderr.head
+        };
+        let lines: Vec<&str> = tail.lines().collect();
+        let start = lines.len().saturating_sub(15);
+        let _ = writeln!(err, "\n--- {} (last lines of stderr) ---", s.name);
+        for line in &lines[start..] {
+            let _ = writeln!(err, "{line}");
+        }
+    }
+    let verdict = match report.overall {
+        Overall::Pass => "gate: PASSED — promotion allowed".to_owned(),
+        Overall::Fail => format!("gate: BLOCKED by {}", report.promotion.blocking.join(", ")),
+        Overall::Error => format!(
+            "gate: ERROR — {}",
+            report
+                .failure
+                .as_ref()
+                .map(|f| f.reason.as_str())
+                .unwrap_or("cordon could not complete the verification")
+        ),
+    };
+    let _ = writeln!(
+        err,
+        "\n{verdict} ({:.1}s, run {})",
+        report.duration_ms as f64 / 1000.0,
+        report.run_id
+    );
+}
