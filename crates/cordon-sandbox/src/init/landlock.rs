@@ -64,11 +64,7 @@ pub fn restrict(plan: &LandlockPlan) -> Setup<()> {
         .chain(plan.devices.iter().map(|p| (p, device)));
     for (path, access) in rules {
         let fd = PathFd::new(path).map_err(|e| err(&format!("open {}", path.display()), &e))?;
-        let access = if path.is_dir() {
-            access
-        } else {
-            access & AccessFs::from_file(abi)
-        };
+        // A file gets only the file rights of `access` (the crate drops the directory ones).
         created = created
             .add_rule(PathBeneath::new(fd, access))
             .map_err(|e| err("rule", &e))?;
