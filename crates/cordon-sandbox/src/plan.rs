@@ -368,11 +368,12 @@ pub fn landlock_plan(
     for op in ops {
         match op {
             // `/etc` in the new root holds only the allowlisted binds: one rule covers them.
-            MountOp::Bind { dst, rw: false, .. } if dst.starts_with(etc) => {
-                if !read.iter().any(|p| p == etc) {
-                    read.push(etc.to_owned());
-                }
+            MountOp::Bind { dst, rw: false, .. }
+                if dst.starts_with(etc) && !read.iter().any(|p| p == etc) =>
+            {
+                read.push(etc.to_owned());
             }
+            MountOp::Bind { dst, rw: false, .. } if dst.starts_with(etc) => {}
             MountOp::Bind { dst, rw: false, .. } => read.push(dst.clone()),
             MountOp::Bind { dst, rw: true, .. } => write.push(dst.clone()),
             _ => {}
