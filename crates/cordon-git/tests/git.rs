@@ -552,6 +552,7 @@ fn inherited_git_variables_cannot_redirect_git() {
             "--test-threads=1",
         ])
         .env("CORDON_GIT_TEST_CHILD", "1")
+        .stdout(std::process::Stdio::null())
         .env("GIT_DIR", e("gitdir"))
         .env("GIT_WORK_TREE", e("worktree"))
         .env("GIT_INDEX_FILE", e("index"))

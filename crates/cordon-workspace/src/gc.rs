@@ -11,12 +11,14 @@
 //! | `ready`, transient, owner gone                         | `owner_gone`          |
 //! | `ready`, idle longer than `older_than`, see below      | `idle`                |
 //! | directory without a record (full gc only)              | `orphan_directory`    |
+//! | record that is not JSON, older than a minute (full gc) | `unreadable_record`   |
 //!
 //! `older_than` applies to persistent workspaces too (it is how old persistent ones are
 //! cleaned up: "idle" is the modification time of the record, refreshed by create, apply and
 //! diff), but never to a transient workspace whose owner still runs. Worktree metadata of
 //! every repository concerned is pruned at the end. Stray lock and temporary files older than
-//! a minute are deleted (younger ones may belong to a create in progress).
+//! a minute are deleted (younger ones may belong to a create in progress). A record that is
+//! JSON but not `cordon.workspace/v1` (a newer cordon's) is reported as a failure and left.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -28,7 +30,7 @@ use crate::error::WorkspaceError;
 use crate::id::WorkspaceId;
 use crate::lock::{Create, FileLock};
 use crate::owner::Liveness;
-use crate::record::{self, WorkspaceRecord, WorkspaceState};
+use crate::record::{self, Stored, WorkspaceRecord, WorkspaceState};
 use crate::reports::{GcFailure, GcReason, GcRemoval, GcReport, GcReportTag};
 use crate::workspaces::Workspaces;
 
@@ -122,20 +124,24 @@ impl Workspaces {
         full: bool,
     ) -> Result<Outcome, WorkspaceError> {
         let layout = self.layout();
+        let record_path = layout.record(id);
         // Decide without the lock first: the common case (nothing to do) takes no lock.
-        match record::read(&layout.record(id))? {
-            Some(record) if verdict(&record, layout.record(id).as_path(), older_than).is_none() => {
+        match record::read_stored(&record_path)? {
+            Stored::Found(record) if verdict(&record, &record_path, older_than).is_none() => {
                 return Ok(Outcome::Kept);
             }
-            None if !full => return Ok(Outcome::Nothing),
+            Stored::Missing | Stored::Corrupt if !full => return Ok(Outcome::Nothing),
+            Stored::Corrupt if age(&record_path).is_none_or(|age| age < STRAY_FILE_GRACE) => {
+                return Ok(Outcome::Kept);
+            }
             _ => {}
         }
         let Some(lock) = FileLock::try_acquire(&layout.lock(id))? else {
             return Ok(Outcome::Kept);
         };
-        match record::read(&layout.record(id))? {
-            Some(record) => {
-                let Some(reason) = verdict(&record, &layout.record(id), older_than) else {
+        match record::read_stored(&record_path)? {
+            Stored::Found(record) => {
+                let Some(reason) = verdict(&record, &record_path, older_than) else {
                     return Ok(Outcome::Kept);
                 };
                 self.destroy_locked(&record)?;
@@ -147,18 +153,27 @@ impl Workspaces {
                 };
                 Ok(Outcome::Removed(removal, Some(record.git_common_dir)))
             }
-            None => {
+            stored @ (Stored::Missing | Stored::Corrupt) => {
                 let dir = layout.dir(id);
-                if dir.exists() {
+                let corrupt = matches!(stored, Stored::Corrupt);
+                if dir.exists() || corrupt {
                     let common_dir = orphan_common_dir(&layout.tree(id));
                     crate::strategy::remove_dir_all(&dir)?;
+                    record::remove(&record_path)?;
                     let _ = std::fs::remove_file(layout.lock(id));
-                    let removal = GcRemoval {
-                        id: id.clone(),
-                        reason: GcReason::OrphanDirectory,
-                        repo: None,
+                    let reason = if corrupt {
+                        GcReason::UnreadableRecord
+                    } else {
+                        GcReason::OrphanDirectory
                     };
-                    Ok(Outcome::Removed(removal, common_dir))
+                    Ok(Outcome::Removed(
+                        GcRemoval {
+                            id: id.clone(),
+                            reason,
+                            repo: None,
+                        },
+                        common_dir,
+                    ))
                 } else {
                     remove_if_old(&layout.lock(id));
                     Ok(Outcome::Nothing)

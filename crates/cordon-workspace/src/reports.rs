@@ -97,6 +97,8 @@ pub enum GcReason {
     MissingDirectory,
     /// A directory without a record.
     OrphanDirectory,
+    /// A record file that is not JSON (cut short by a power loss).
+    UnreadableRecord,
 }
 
 /// One thing gc removed.

@@ -10,7 +10,9 @@ use crate::id::WorkspaceId;
 use crate::layout::Layout;
 use crate::lock::{Create, FileLock};
 use crate::owner::ProcessIdentity;
-use crate::record::{self, Strategy, WorkspaceRecord, WorkspaceRecordTag, WorkspaceState};
+use crate::record::{
+    self, Durability, Strategy, WorkspaceRecord, WorkspaceRecordTag, WorkspaceState,
+};
 use crate::reports::{
     ApplyReport, ApplyReportTag, WorkspaceDiff, WorkspaceDiffTag, WorkspaceInfo, WorkspaceInfoTag,
 };
@@ -119,13 +121,13 @@ impl Workspaces {
         };
         let record_path = self.layout.record(&id);
         let result = (|| {
-            record::write(&record_path, &record)?;
+            record::write(&record_path, &record, Durability::Durable)?;
             let dir = self.layout.dir(&id);
             std::fs::create_dir(&dir).map_err(|e| WorkspaceError::io(&dir, e))?;
             record.git_dir =
                 strategy::create(request.strategy, &self.layout, &repo, &record.path, &commit)?;
             record.state = WorkspaceState::Ready;
-            record::write(&record_path, &record)
+            record::write(&record_path, &record, Durability::Atomic)
         })();
         if let Err(e) = result {
             let _ = self.destroy_locked(&record);
@@ -274,7 +276,7 @@ impl Workspaces {
                 state: WorkspaceState::Removing,
                 ..record.clone()
             };
-            record::write(&record_path, &removing)?;
+            record::write(&record_path, &removing, Durability::Atomic)?;
         }
         strategy::destroy(&self.layout, record)?;
         strategy::remove_dir_all(&self.layout.dir(&record.id))?;

@@ -516,3 +516,74 @@ fn concurrent_creates_and_removes_from_threads_and_processes() {
         b"  feature\n* main\n"
     );
 }
+
+#[test]
+fn gc_collects_cut_short_records_but_leaves_other_versions_alone() {
+    let fx = Fixture::new();
+    let cut = fx.create(true);
+    let foreign = fx.create(true);
+    let young = fx.create(true);
+    let old = SystemTime::now() - Duration::from_secs(3600);
+    std::fs::write(
+        fx.record_path(&cut.id),
+        b"{\"schema\": \"cordon.workspace/v1\", \"id\"",
+    )
+    .unwrap();
+    std::fs::File::options()
+        .append(true)
+        .open(fx.record_path(&cut.id))
+        .unwrap()
+        .set_modified(old)
+        .unwrap();
+    std::fs::write(
+        fx.record_path(&foreign.id),
+        b"{\"schema\": \"cordon.workspace/v2\"}",
+    )
+    .unwrap();
+    std::fs::File::options()
+        .append(true)
+        .open(fx.record_path(&foreign.id))
+        .unwrap()
+        .set_modified(old)
+        .unwrap();
+    std::fs::write(fx.record_path(&young.id), b"").unwrap();
+
+    let report = fx.workspaces.gc(None).unwrap();
+    let removed: Vec<(WorkspaceId, GcReason)> = report
+        .removed
+        .iter()
+        .map(|r| (r.id.clone(), r.reason))
+        .collect();
+    assert_eq!(removed, vec![(cut.id.clone(), GcReason::UnreadableRecord)]);
+    assert_eq!(
+        report
+            .failures
+            .iter()
+            .map(|f| f.id.clone())
+            .collect::<Vec<_>>(),
+        vec![foreign.id.clone()]
+    );
+    assert!(!cut.path.exists() && !fx.record_path(&cut.id).exists());
+    assert!(foreign.path.exists() && young.path.exists());
+    assert_eq!(fx.our_worktrees(), 2);
+}
+
+#[test]
+fn json_schemas_of_every_document_generate() {
+    for schema in [
+        serde_json::to_value(schemars::schema_for!(WorkspaceRecord)).unwrap(),
+        serde_json::to_value(schemars::schema_for!(cordon_workspace::WorkspaceInfo)).unwrap(),
+        serde_json::to_value(schemars::schema_for!(cordon_workspace::ApplyReport)).unwrap(),
+        serde_json::to_value(schemars::schema_for!(cordon_workspace::WorkspaceDiff)).unwrap(),
+        serde_json::to_value(schemars::schema_for!(cordon_workspace::GcReport)).unwrap(),
+    ] {
+        let properties = schema["properties"].as_object().unwrap();
+        assert!(properties.contains_key("schema"), "{schema}");
+        assert!(
+            properties
+                .keys()
+                .all(|k| k.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')),
+            "{schema}"
+        );
+    }
+}
