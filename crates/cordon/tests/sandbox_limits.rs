@@ -234,3 +234,34 @@ fn doctor_reports_truthfully() {
         "{text}"
     );
 }
+
+#[test]
+fn the_sandbox_dies_with_cordon() {
+    require_sandbox!();
+    let w = Work::new();
+    let mut child = helpers::cordon()
+        .args(["run", "--json", "--"])
+        .args(["sh", "-c", "setsid sleep 304 & exec sleep 304"])
+        .current_dir(w.path())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while host_processes_with_cmdline(&["sleep", "304"]).len() < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the sandboxed sleeps never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    let _ = child.wait();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !host_processes_with_cmdline(&["sleep", "304"]).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "sandboxed processes outlived cordon"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -26,9 +26,27 @@ pub struct Cgroups {
 }
 
 fn make(parent: &Path, name: &str) -> Setup<PathBuf> {
+    sweep_stale(parent);
     let dir = parent.join(name);
     std::fs::create_dir(&dir).map_err(|e| format!("create cgroup {}: {e}", dir.display()))?;
     Ok(dir)
+}
+
+/// Removes `cordon-PID` groups whose helper is gone (it was SIGKILLed before cleaning up;
+/// its sandbox died with it, so the groups are empty).
+fn sweep_stale(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix("cordon-")) else {
+            continue;
+        };
+        if pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists() {
+            let _ = std::fs::remove_dir(entry.path());
+        }
+    }
 }
 
 impl Cgroups {

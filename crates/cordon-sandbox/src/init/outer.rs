@@ -177,7 +177,14 @@ fn report(
         ..ChildReport::default()
     };
     if let Some(e) = &received.error {
-        r.setup_error = Some(format!("sandbox set-up failed: {e}"));
+        // Exec failures ("program not found ...", "cannot execute ...") are reported as they
+        // are; everything else is the sandbox's own set-up.
+        let exec_failure = e.starts_with("program not found") || e.starts_with("cannot execute");
+        r.setup_error = Some(if exec_failure {
+            e.clone()
+        } else {
+            format!("sandbox set-up failed: {e}")
+        });
         return r;
     }
     match &received.exit {
