@@ -3,7 +3,8 @@
 
 #[test]
 fn cordon_toml_schema_is_current() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../schema/cordon-toml.v1.json");
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../schema/cordon-toml.v1.json");
     let generated = cordon_types::schema_json::<cordon_verify::Config>();
     if std::env::var_os("UPDATE_SCHEMAS").is_some() {
         std::fs::write(&path, &generated).unwrap();

@@ -1,0 +1,547 @@
+//! `cordon verify` end to end: real projects built in temp dirs, real git, the real sandbox.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use cordon_types::{Overall, RunReport, StageFailureCategory, StageStatus};
+use pretty_assertions::assert_eq;
+use support::{TestDir, cordon};
+
+/// A git repository in a temp dir, with its own CORDON_HOME.
+struct Repo {
+    dir: TestDir,
+    home: TestDir,
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+impl Repo {
+    fn new(files: &[(&str, &str)]) -> Repo {
+        let repo = Repo {
+            dir: TestDir::new(),
+            home: TestDir::new(),
+        };
+        git(repo.path(), &["init", "-q", "-b", "main"]);
+        repo.commit(files, "initial");
+        repo
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn commit(&self, files: &[(&str, &str)], message: &str) {
+        for (name, text) in files {
+            let path = self.path().join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        git(self.path(), &["add", "-A"]);
+        git(self.path(), &["commit", "-q", "-m", message]);
+    }
+
+    fn verify(&self, args: &[&str]) -> (Option<RunReport>, Output) {
+        let out = cordon()
+            .env("CORDON_HOME", self.home.path())
+            .arg("verify")
+            .arg("--repo")
+            .arg(self.path())
+            .arg("--json")
+            .args(args)
+            .output()
+            .unwrap();
+        let report = serde_json::from_slice(&out.stdout).ok();
+        (report, out)
+    }
+
+    fn verify_ok(&self, args: &[&str]) -> (RunReport, i32) {
+        let (report, out) = self.verify(args);
+        let report = report.unwrap_or_else(|| {
+            panic!(
+                "no report; exit {:?}; stderr: {}",
+                out.status.code(),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        (report, out.status.code().unwrap())
+    }
+
+    /// The live checkout's observable state.
+    fn state(&self) -> (String, String, String, String) {
+        (
+            git(
+                self.path(),
+                &["status", "--porcelain=v1", "--untracked-files=all"],
+            ),
+            git(self.path(), &["rev-parse", "HEAD"]),
+            git(self.path(), &["branch", "-a"]),
+            git(self.path(), &["worktree", "list", "--porcelain"]),
+        )
+    }
+}
+
+const CARGO_TOML: &str =
+    "[package]\nname = \"demo\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n";
+const LIB_OK: &str = "pub fn add(a: u32, b: u32) -> u32 { a + b }\n\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn adds() { assert_eq!(super::add(2, 2), 4); }\n    #[test]\n    fn adds_zero() { assert_eq!(super::add(0, 7), 7); }\n}\n";
+const LIB_BROKEN: &str = "pub fn add(a: u32, b: u32) -> u32 { a * b }\n\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn adds() { assert_eq!(super::add(2, 2), 4); }\n    #[test]\n    fn adds_zero() { assert_eq!(super::add(0, 7), 7); }\n}\n";
+
+fn stage<'a>(report: &'a RunReport, name: &str) -> &'a cordon_types::StageResult {
+    report
+        .stages
+        .iter()
+        .find(|s| s.name == name)
+        .unwrap_or_else(|| panic!("no stage {name}"))
+}
+
+#[test]
+fn passing_cargo_crate_passes_the_gate_with_the_same_counts_as_cargo() {
+    let repo = Repo::new(&[("Cargo.toml", CARGO_TOML), ("src/lib.rs", LIB_OK)]);
+    let before = repo.state();
+    let (report, exit) = repo.verify_ok(&[]);
+    assert_eq!(exit, 0, "{report:#?}");
+    assert_eq!(report.overall, Overall::Pass);
+    assert!(report.promotion.allowed);
+    assert_eq!(report.plan.source, cordon_types::PlanSource::Detected);
+    let names: Vec<&str> = report.stages.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "cargo-fetch",
+            "cargo-fmt",
+            "cargo-clippy",
+            "cargo-build",
+            "cargo-test"
+        ]
+    );
+    let test = stage(&report, "cargo-test");
+    assert_eq!(test.status, StageStatus::Pass);
+    assert_eq!(repo.state(), before, "the live checkout is untouched");
+    assert!(
+        !repo.path().join("target").exists(),
+        "nothing was built in the live checkout"
+    );
+    // The same command run directly agrees.
+    let direct = Command::new("cargo")
+        .args(["test", "--offline"])
+        .current_dir(repo.path())
+        .env("CARGO_TARGET_DIR", repo.home.path().join("direct-target"))
+        .output()
+        .unwrap();
+    assert!(direct.status.success());
+    let direct_passed = String::from_utf8_lossy(&direct.stdout)
+        .matches("test result: ok. 2 passed")
+        .count();
+    assert_eq!(direct_passed, 1);
+    assert_eq!(test.tests.unwrap().passed, 2);
+    assert!(report.workspace.isolated);
+    assert!(
+        !Path::new(&report.workspace.path).exists(),
+        "transient workspace removed"
+    );
+}
+
+#[test]
+fn failing_test_blocks_the_gate_and_a_fixing_patch_unblocks_it() {
+    let repo = Repo::new(&[("Cargo.toml", CARGO_TOML), ("src/lib.rs", LIB_BROKEN)]);
+    let (report, exit) = repo.verify_ok(&[]);
+    assert_eq!(exit, 1);
+    assert_eq!(report.overall, Overall::Fail);
+    assert!(!report.promotion.allowed);
+    assert_eq!(report.promotion.blocking, vec!["cargo-test".to_owned()]);
+    let test = stage(&report, "cargo-test");
+    assert_eq!(test.status, StageStatus::Fail);
+    assert_eq!(
+        test.failure.as_ref().unwrap().category,
+        StageFailureCategory::Test
+    );
+    assert_eq!(
+        report.failure.as_ref().unwrap().stage.as_deref(),
+        Some("cargo-test")
+    );
+    assert_eq!(test.tests.unwrap().failed, 1);
+
+    // A patch that fixes the bug: made against the live checkout, never applied to it.
+    std::fs::write(repo.path().join("src/lib.rs"), LIB_OK).unwrap();
+    let patch = git(repo.path(), &["diff"]);
+    git(repo.path(), &["checkout", "--", "src/lib.rs"]);
+    let patch_file = repo.home.path().join("fix.diff");
+    std::fs::write(&patch_file, &patch).unwrap();
+    let before = repo.state();
+    let (report, exit) = repo.verify_ok(&["--patch", patch_file.to_str().unwrap()]);
+    assert_eq!(exit, 0, "{:#?}", report.failure);
+    assert!(report.patch.as_ref().is_some_and(|h| h.len() == 64));
+    assert_eq!(report.changed_files, vec!["src/lib.rs".to_owned()]);
+    assert_eq!(repo.state(), before);
+    assert_eq!(
+        std::fs::read_to_string(repo.path().join("src/lib.rs")).unwrap(),
+        LIB_BROKEN
+    );
+}
+
+const STAGES: &str = r#"
+[[stage]]
+name = "lint"
+category = "lint"
+run = ["sh", "-c", "echo style problem >&2; exit 1"]
+required = false
+
+[[stage]]
+name = "build"
+category = "build"
+run = ["sh", "-c", "echo built > artifact.txt"]
+
+[[stage]]
+name = "slow"
+category = "test"
+run = ["sh", "-c", "sleep 30"]
+timeout = "500ms"
+
+[[stage]]
+name = "after"
+category = "test"
+run = ["sh", "-c", "cat artifact.txt"]
+"#;
+
+#[test]
+fn optional_stages_report_timeouts_block_and_fail_fast_skips() {
+    let repo = Repo::new(&[("cordon.toml", STAGES)]);
+    let (report, exit) = repo.verify_ok(&[]);
+    assert_eq!(exit, 1);
+    let status: Vec<(String, StageStatus)> = report
+        .stages
+        .iter()
+        .map(|s| (s.name.clone(), s.status))
+        .collect();
+    assert_eq!(
+        status,
+        vec![
+            ("lint".into(), StageStatus::Fail),
+            ("build".into(), StageStatus::Pass),
+            ("slow".into(), StageStatus::Timeout),
+            ("after".into(), StageStatus::Skipped),
+        ]
+    );
+    assert_eq!(
+        stage(&report, "slow").failure.as_ref().unwrap().category,
+        StageFailureCategory::Timeout
+    );
+    assert!(
+        stage(&report, "after")
+            .skip_reason
+            .as_ref()
+            .unwrap()
+            .contains("slow")
+    );
+    assert_eq!(
+        report.promotion.blocking,
+        vec!["slow".to_owned(), "after".to_owned()]
+    );
+    assert_eq!(report.plan.source, cordon_types::PlanSource::CordonToml);
+
+    let (report, _) = repo.verify_ok(&["--keep-going"]);
+    let after = stage(&report, "after");
+    assert_eq!(after.status, StageStatus::Pass);
+    assert_eq!(after.stdout.head, "built\n", "stages share the workspace");
+    assert_eq!(report.promotion.blocking, vec!["slow".to_owned()]);
+
+    // Fail closed: required stages left out by --stages cannot count as passed; the optional
+    // lint failure never blocks.
+    let (report, exit) = repo.verify_ok(&["--stages", "lint,build"]);
+    assert_eq!(exit, 1);
+    assert_eq!(
+        report.promotion.blocking,
+        vec!["slow".to_owned(), "after".to_owned()]
+    );
+    assert_eq!(stage(&report, "slow").status, StageStatus::Skipped);
+    assert_eq!(stage(&report, "build").status, StageStatus::Pass);
+}
+
+#[test]
+fn bad_config_exits_2_naming_file_line_and_key() {
+    let repo = Repo::new(&[(
+        "cordon.toml",
+        "[[stage]]\nname = \"t\"\ncategory = \"test\"\nrun = [\"true\"]\ntimeout = \"10\"\n",
+    )]);
+    let (_, out) = repo.verify(&[]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("cordon.toml:5"), "{stderr}");
+    assert!(stderr.contains("no unit"), "{stderr}");
+
+    let repo = Repo::new(&[(
+        "cordon.toml",
+        "[[stage]]\nname = \"t\"\ncategory = \"test\"\nrun = [\"true\"]\nwhen = 3\n",
+    )]);
+    let (_, out) = repo.verify(&[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown field `when`"));
+
+    let (_, out) = repo.verify(&["--ref", "no-such-branch"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn hostile_patch_is_refused_and_nothing_changes() {
+    let repo = Repo::new(&[(
+        "cordon.toml",
+        "[[stage]]\nname = \"t\"\ncategory = \"test\"\nrun = [\"true\"]\n",
+    )]);
+    let before = repo.state();
+    let patch = "diff --git a/../escape.txt b/../escape.txt\nnew file mode 100644\n--- /dev/null\n+++ b/../escape.txt\n@@ -0,0 +1 @@\n+pwned\n";
+    let file = repo.home.path().join("evil.diff");
+    std::fs::write(&file, patch).unwrap();
+    let (_, out) = repo.verify(&["--patch", file.to_str().unwrap()]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!repo.path().parent().unwrap().join("escape.txt").exists());
+    assert_eq!(repo.state(), before);
+}
+
+#[test]
+fn candidate_patch_cannot_rewrite_the_plan() {
+    let repo = Repo::new(&[(
+        "cordon.toml",
+        "[[stage]]\nname = \"t\"\ncategory = \"test\"\nrun = [\"sh\", \"-c\", \"test -f ok\"]\n",
+    )]);
+    let patch = "diff --git a/cordon.toml b/cordon.toml\n--- a/cordon.toml\n+++ b/cordon.toml\n@@ -3 +3 @@\n-run = [\"sh\", \"-c\", \"test -f ok\"]\n+run = [\"true\"]\n";
+    let file = repo.home.path().join("weaken.diff");
+    std::fs::write(&file, patch).unwrap();
+    let (report, exit) = repo.verify_ok(&["--patch", file.to_str().unwrap()]);
+    assert_eq!(exit, 1, "the committed plan judged the change");
+    assert_eq!(stage(&report, "t").command, vec!["sh", "-c", "test -f ok"]);
+}
+
+#[test]
+fn cargo_workspace_targeting_tests_only_changed_packages_and_dependents() {
+    let repo = Repo::new(&[
+        (
+            "Cargo.toml",
+            "[workspace]\nmembers = [\"crates/*\"]\nresolver = \"2\"\n",
+        ),
+        (
+            "crates/core/Cargo.toml",
+            "[package]\nname = \"core\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+        ),
+        (
+            "crates/core/src/lib.rs",
+            "pub fn one() -> u32 { 1 }\n#[test]\nfn core_one() { assert_eq!(one(), 1); }\n",
+        ),
+        (
+            "crates/app/Cargo.toml",
+            "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[dependencies]\ncore = { path = \"../core\" }\n",
+        ),
+        (
+            "crates/app/src/lib.rs",
+            "pub fn two() -> u32 { core::one() + 1 }\n#[test]\nfn app_two() { assert_eq!(two(), 2); }\n",
+        ),
+        (
+            "crates/lone/Cargo.toml",
+            "[package]\nname = \"lone\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+        ),
+        (
+            "crates/lone/src/lib.rs",
+            "#[test]\nfn lone_a() {}\n#[test]\nfn lone_b() {}\n",
+        ),
+    ]);
+    let base = git(repo.path(), &["rev-parse", "HEAD"]).trim().to_owned();
+    git(repo.path(), &["checkout", "-q", "-b", "feature"]);
+    repo.commit(
+        &[(
+            "crates/lone/src/lib.rs",
+            "#[test]\nfn lone_a() {}\n#[test]\nfn lone_b() {}\n#[test]\nfn lone_c() {}\n",
+        )],
+        "lone",
+    );
+    let (report, exit) = repo.verify_ok(&["--ref", "feature", "--base", &base]);
+    assert_eq!(exit, 0, "{report:#?}");
+    assert!(report.plan.targeted);
+    assert_eq!(
+        report.changed_files,
+        vec!["crates/lone/src/lib.rs".to_owned()]
+    );
+    let test = stage(&report, "cargo-test");
+    assert_eq!(
+        test.command,
+        vec!["cargo", "test", "--offline", "-p", "lone"]
+    );
+    assert_eq!(test.tests.unwrap().passed, 3);
+
+    // A change to core selects core and its dependent app, not lone.
+    let base2 = git(repo.path(), &["rev-parse", "HEAD"]).trim().to_owned();
+    repo.commit(&[("crates/core/src/lib.rs", "pub fn one() -> u32 { 1 }\n#[test]\nfn core_one() { assert_eq!(one(), 1); }\n// touched\n")], "core");
+    let (report, _) = repo.verify_ok(&["--ref", "feature", "--base", &base2]);
+    let test = stage(&report, "cargo-test");
+    assert_eq!(
+        test.command,
+        vec!["cargo", "test", "--offline", "-p", "app", "-p", "core"]
+    );
+    assert_eq!(test.tests.unwrap().passed, 2);
+
+    // A root change (fail closed): the full suite.
+    repo.commit(
+        &[(
+            "Cargo.toml",
+            "[workspace]\nmembers = [\"crates/*\"]\nresolver = \"2\"\n# root\n",
+        )],
+        "root",
+    );
+    let (report, _) = repo.verify_ok(&["--ref", "feature", "--base", &base]);
+    assert_eq!(
+        stage(&report, "cargo-test").command,
+        vec!["cargo", "test", "--offline"]
+    );
+}
+
+#[test]
+fn node_project_scripts_are_detected_and_run() {
+    let repo = Repo::new(&[
+        (
+            "package.json",
+            r#"{"name":"demo","version":"1.0.0","scripts":{"test":"node --test","build":"node -e \"require('fs').writeFileSync('dist.txt','ok')\""}}"#,
+        ),
+        (
+            "test/add.test.js",
+            "const test = require('node:test');\nconst assert = require('node:assert');\ntest('adds', () => assert.strictEqual(1 + 1, 2));\ntest('subtracts', () => assert.strictEqual(3 - 1, 2));\n",
+        ),
+    ]);
+    let (report, exit) = repo.verify_ok(&[]);
+    let names: Vec<&str> = report.stages.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["npm-install", "npm-build", "npm-test"]);
+    assert_eq!(exit, 0, "{report:#?}");
+    assert_eq!(stage(&report, "npm-test").tests.unwrap().passed, 2);
+}
+
+#[test]
+fn smoke_stages_wait_for_readiness_inside_the_sandbox() {
+    let repo = Repo::new(&[(
+        "cordon.toml",
+        r#"
+[[stage]]
+name = "http"
+category = "smoke"
+run = ["python3", "-m", "http.server", "18431", "--bind", "127.0.0.1"]
+ready = { tcp = 18431 }
+timeout = "20s"
+
+[[stage]]
+name = "banner"
+category = "smoke"
+run = ["sh", "-c", "sleep 0.2; echo 'server listening on 7000'; sleep 60"]
+ready = { stdout = "listening on \\d+" }
+timeout = "20s"
+
+[[stage]]
+name = "never"
+category = "smoke"
+run = ["sleep", "60"]
+ready = { stdout = "ready" }
+timeout = "1s"
+required = false
+
+[[stage]]
+name = "dies"
+category = "smoke"
+run = ["sh", "-c", "exit 3"]
+ready = { tcp = 18432 }
+required = false
+"#,
+    )]);
+    let (report, exit) = repo.verify_ok(&[]);
+    assert_eq!(exit, 0, "{report:#?}");
+    assert_eq!(stage(&report, "http").status, StageStatus::Pass);
+    assert_eq!(stage(&report, "banner").status, StageStatus::Pass);
+    assert!(stage(&report, "banner").duration_ms < 15_000);
+    let never = stage(&report, "never");
+    assert_eq!(never.status, StageStatus::Fail);
+    assert_eq!(
+        never.failure.as_ref().unwrap().category,
+        StageFailureCategory::Smoke
+    );
+    let dies = stage(&report, "dies");
+    assert_eq!(dies.status, StageStatus::Fail);
+    assert!(
+        dies.failure
+            .as_ref()
+            .unwrap()
+            .reason
+            .contains("before it was ready")
+    );
+}
+
+#[test]
+fn junit_markdown_and_explain() {
+    let repo = Repo::new(&[("cordon.toml", STAGES)]);
+    let junit = repo.home.path().join("report.xml");
+    let md = repo.home.path().join("report.md");
+    let (report, _) = repo.verify_ok(&[
+        "--junit",
+        junit.to_str().unwrap(),
+        "--markdown",
+        md.to_str().unwrap(),
+    ]);
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    let check = Command::new("python3")
+        .args(["-c", "import sys, xml.dom.minidom as m; d = m.parse(sys.argv[1]); print(len(d.getElementsByTagName('testcase')), len(d.getElementsByTagName('failure')), len(d.getElementsByTagName('skipped')))"])
+        .arg(&junit)
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "invalid XML: {}\n{xml}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&check.stdout).trim(), "4 2 1");
+    let markdown = std::fs::read_to_string(&md).unwrap();
+    assert!(markdown.contains("blocked"));
+    assert!(markdown.contains("| slow | test | yes |"));
+    assert!(markdown.contains("<details>"));
+    assert_eq!(report.stages.len(), 4);
+
+    let out = cordon()
+        .env("CORDON_HOME", repo.home.path())
+        .args(["verify", "--explain", "--repo"])
+        .arg(repo.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Plan (cordon.toml)"), "{text}");
+    assert!(text.contains("4. after"), "{text}");
+    assert!(!repo.path().join("artifact.txt").exists());
+}
+
+#[test]
+fn nothing_to_verify_is_a_usage_error() {
+    let repo = Repo::new(&[("README.md", "hello\n")]);
+    let (_, out) = repo.verify(&[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nothing to verify"));
+    let _ = PathBuf::new();
+}
