@@ -206,6 +206,8 @@ impl Repo {
     /// When git cannot (the directory is gone, or its `.git` file was rewritten), the
     /// directory is deleted without following symlinks and the stale metadata pruned.
     pub fn remove_worktree(&self, path: &Path) -> Result<(), GitError> {
+        let absolute = std::path::absolute(path);
+        let path = absolute.as_deref().unwrap_or(path);
         let cmd = GitCommand::new(
             &self.context(),
             ["worktree", "remove", "--force", "--force"],

@@ -1,10 +1,11 @@
 //! [`Worktree`]: a linked worktree cordon created, addressed without trusting its contents.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::changes::{ChangedFile, parse_raw};
-use crate::command::{GitCommand, GitContext};
+use crate::changes::{ChangedFile, RepoPath, parse_raw};
+use crate::command::{GitCommand, GitContext, split_nul};
 use crate::error::{GitError, GitErrorKind};
 use crate::repo::CommitId;
 
@@ -27,6 +28,9 @@ pub struct WorktreeDiff {
     pub files: Vec<ChangedFile>,
     /// The changes as a patch (`git diff --binary`), when asked for.
     pub patch: Option<Vec<u8>>,
+    /// Untracked directories that are git repositories themselves (`sub/.git`): left out of
+    /// `files` and `patch`, since a patch cannot carry them.
+    pub nested_repositories: Vec<RepoPath>,
 }
 
 impl Worktree {
@@ -131,9 +135,27 @@ impl Worktree {
                     self.common_dir.join("objects").as_os_str(),
                 )
         };
-        staged(&["add", "--all", "--", "."])
-            .neutralize_drivers()?
-            .run()?;
+        // Nested repositories (git lists them as `dir/`) would be added as gitlinks, or fail
+        // the whole `add` when they have no commit: they are excluded and reported.
+        let untracked = GitCommand::new(
+            &self.context(),
+            ["ls-files", "--others", "--exclude-standard", "-z"],
+        )
+        .read_only()
+        .index_file(&scratch.index)
+        .neutralize_drivers()?
+        .run()?;
+        let nested_repositories: Vec<RepoPath> = split_nul(&untracked.stdout)
+            .filter_map(|p| p.strip_suffix(b"/"))
+            .map(|p| RepoPath::from_bytes(p.to_vec()))
+            .collect();
+        let mut add = staged(&["add", "--all", "--", "."]);
+        for nested in &nested_repositories {
+            let mut spec = OsString::from(":(exclude,literal)");
+            spec.push(nested.as_path());
+            add = add.arg(spec);
+        }
+        add.neutralize_drivers()?.run()?;
         const DIFF: [&str; 7] = [
             "diff",
             "--cached",
@@ -158,7 +180,11 @@ impl Worktree {
         } else {
             None
         };
-        Ok(WorktreeDiff { files, patch })
+        Ok(WorktreeDiff {
+            files,
+            patch,
+            nested_repositories,
+        })
     }
 }
 

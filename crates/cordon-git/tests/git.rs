@@ -508,6 +508,27 @@ fn hostile_patches_are_refused_with_nothing_changed() {
     );
     assert!(!outside.path().join("evil.txt").exists());
 
+    // A symlink committed in the repository, leading out of it.
+    let committed = tempfile::tempdir().unwrap();
+    let fx = Fixture::new();
+    std::os::unix::fs::symlink(committed.path(), fx.repo().join("escape")).unwrap();
+    fx.commit_all("escape hatch");
+    let repo = Repo::open(&fx.repo()).unwrap();
+    let wt = repo
+        .add_worktree(&fx.wt("c"), &repo.resolve_commit("HEAD").unwrap())
+        .unwrap();
+    assert!(
+        std::fs::symlink_metadata(wt.path().join("escape"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    let err = wt
+        .apply_patch(&new_file_patch("escape/evil.txt"))
+        .unwrap_err();
+    assert_eq!(reason(err.kind), RefusalReason::ThroughSymlink);
+    assert_eq!(std::fs::read_dir(committed.path()).unwrap().count(), 0);
+
     malformed(refused(b"this is not a patch\n", |_| ()));
     malformed(refused(
         b"diff --git a/a.txt b/a.txt\n--- a/a.txt\n+++ b/a.txt\n@@ -1,3 +1,3 @@\n one\n",
@@ -529,6 +550,51 @@ fn hostile_patches_are_refused_with_nothing_changed() {
         refused(&huge, |_| ()),
         GitErrorKind::PatchTooLarge { .. }
     ));
+}
+
+#[test]
+fn worktrees_with_nested_repositories_or_a_rewritten_dot_git_are_removed() {
+    let fx = Fixture::new();
+    let repo = Repo::open(&fx.repo()).unwrap();
+    let head = repo.resolve_commit("HEAD").unwrap();
+    let nested = repo.add_worktree(&fx.wt("nested"), &head).unwrap();
+    std::fs::create_dir(nested.path().join("sub")).unwrap();
+    git(&nested.path().join("sub"), &["init", "-q"]);
+    std::fs::write(nested.path().join("sub/f"), "f\n").unwrap();
+    std::fs::create_dir_all(nested.path().join("deep/er")).unwrap();
+    git(&nested.path().join("deep/er"), &["init", "-q"]);
+    std::fs::write(nested.path().join("deep/file"), "f\n").unwrap();
+    let diff = nested.diff(&head, true).unwrap();
+    assert_eq!(
+        diff.files
+            .iter()
+            .map(|f| f.path.to_string())
+            .collect::<Vec<_>>(),
+        vec!["deep/file"]
+    );
+    let mut nested_repos: Vec<String> = diff
+        .nested_repositories
+        .iter()
+        .map(|p| p.to_string())
+        .collect();
+    nested_repos.sort();
+    assert_eq!(nested_repos, vec!["deep/er", "sub"]);
+    let rewritten = repo.add_worktree(&fx.wt("rewritten"), &head).unwrap();
+    let decoy = tempfile::tempdir().unwrap();
+    std::fs::write(decoy.path().join("keep"), "x").unwrap();
+    std::fs::write(
+        rewritten.path().join(".git"),
+        format!("gitdir: {}\n", decoy.path().display()),
+    )
+    .unwrap();
+    // Diffs use the recorded git directory, not the rewritten `.git` file.
+    assert_eq!(rewritten.diff(&head, false).unwrap().files, vec![]);
+    repo.remove_worktree(nested.path()).unwrap();
+    repo.remove_worktree(rewritten.path()).unwrap();
+    assert!(!nested.path().exists() && !rewritten.path().exists());
+    assert!(decoy.path().join("keep").exists());
+    let listed = repo.list_worktrees().unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
 }
 
 #[test]

@@ -72,6 +72,9 @@ pub struct WorkspaceDiff {
     pub base_commit: CommitId,
     /// Every changed path, new untracked files included (ignored ones excluded).
     pub files: Vec<ChangedFile>,
+    /// Untracked directories that are git repositories themselves, left out of `files` and
+    /// of the patch.
+    pub nested_repositories: Vec<cordon_git::RepoPath>,
     /// The patch (`git diff --binary` format), unless only names were asked for. Not part of
     /// the JSON document: it is bytes, printed as they are.
     #[serde(skip)]

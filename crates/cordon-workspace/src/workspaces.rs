@@ -237,6 +237,7 @@ impl Workspaces {
             id: id.clone(),
             base_commit: record.commit,
             files: diff.files,
+            nested_repositories: diff.nested_repositories,
             patch: diff.patch,
         })
     }
