@@ -65,14 +65,17 @@
 //! * A pattern is only tried where one of its *anchors* occurs (literals every
 //!   match starts with: given for the built-ins, extracted from the regex for
 //!   user patterns), so plain text costs one prefilter scan. A user pattern
-//!   without usable anchors is searched with its own regex.
+//!   without usable anchors is searched with its own regex, or, if it has
+//!   look-around assertions, tried at every position (slower: give such
+//!   patterns a literal prefix).
 //! * Every pattern has a **maximum match length** (its window): a match is
 //!   looked for in that many bytes from where it starts, the regex seeing the
 //!   window as its whole haystack. A match that would be longer ends at the
 //!   window's end; for PEM blocks (default 4 KiB, see
 //!   [`RedactorBuilder::private_key_max_len`]) this means a longer block, or one
 //!   whose END line never comes, is redacted for the whole window. Patterns
-//!   see no text before a match's start, and `$`, `\z` and `\b` at a match's
+//!   see one byte before a match's start (enough for `\b` and `(?m:^)`; `^`
+//!   only matches at the stream's start), and `$`, `\z` and `\b` at a match's
 //!   end see the window's end as the end of the text.
 //! * Overlapping matches merge into one redacted region, named after the match
 //!   that starts first (the longest, if several start together).

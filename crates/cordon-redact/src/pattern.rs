@@ -22,6 +22,25 @@ const MAX_EXTRACTED_ANCHORS: usize = 64;
 /// A literal that every match of a pattern starts with.
 pub(crate) type Anchor = Vec<u8>;
 
+/// Where a pattern is tried: `text[at..]` is all the text known from there
+/// on. The byte before, the one byte of look-behind patterns see, is
+/// `text[at - 1]`, or `before` when `at` is 0 (`None`: the stream's start).
+#[derive(Clone, Copy)]
+pub(crate) struct Site<'a> {
+    pub(crate) text: &'a [u8],
+    pub(crate) at: usize,
+    pub(crate) before: Option<u8>,
+}
+
+impl Site<'_> {
+    fn look_behind(&self) -> Option<u8> {
+        match self.at {
+            0 => self.before,
+            at => Some(self.text[at - 1]),
+        }
+    }
+}
+
 /// The outcome of evaluating a pattern at one position.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Eval {
@@ -48,6 +67,10 @@ pub(crate) struct CompiledPattern {
     pub(crate) anchors: Option<Vec<Anchor>>,
     /// The regex, for captures and unanchored candidate search.
     regex: meta::Regex,
+    /// Whether the pattern has no look-around assertions, so that an
+    /// unanchored search over more text than one window finds every position
+    /// a windowed match starts at (or earlier).
+    pub(crate) skippable: bool,
     /// Group index of the `secret` capture group, if any.
     secret_group: Option<usize>,
     /// Anchored, leftmost-first lazy DFA, to tell when a match is decided.
@@ -105,11 +128,13 @@ impl CompiledPattern {
             .build(pattern)
             .map_err(|e| invalid(Box::new(e)))?;
         let anchors = anchors.or_else(|| extract_anchors(&hir));
+        let skippable = hir.properties().look_set().is_empty();
         Ok(CompiledPattern {
             name_id,
             max_len,
             anchors,
             regex,
+            skippable,
             secret_group,
             dfa,
         })
@@ -126,37 +151,50 @@ impl CompiledPattern {
         self.regex.find(Input::new(hay)).map(|m| m.start())
     }
 
-    /// Evaluates the pattern anchored at the start of `hay`, which holds all
-    /// the text known from that position on. `eof` says no more text will
-    /// come.
-    pub(crate) fn eval(&self, cache: &mut Cache, hay: &[u8], eof: bool) -> Eval {
+    /// Evaluates the pattern anchored at `site`. `eof` says no more text
+    /// will come.
+    pub(crate) fn eval(&self, cache: &mut Cache, site: Site<'_>, eof: bool) -> Eval {
+        let hay = &site.text[site.at..];
         let complete = eof || hay.len() >= self.max_len;
         let window = &hay[..hay.len().min(self.max_len)];
-        match self.walk(cache, window, complete) {
+        match self.walk(cache, window, site.look_behind(), complete) {
             Walk::NoMatch => Eval::NoMatch,
             Walk::Undecided => Eval::Undecided,
             Walk::GaveUp if !complete => Eval::Undecided,
-            Walk::GaveUp => self.captures(window, window.len()),
+            Walk::GaveUp => self.captures(site, window.len(), window.len()),
             Walk::Match(end) => match self.secret_group {
                 // The DFA found the same leftmost-first match the regex would.
                 None => Eval::Match {
                     redact: 0..end,
                     end,
                 },
-                Some(_) => self.captures(window, end),
+                Some(_) => self.captures(site, window.len(), end),
             },
         }
     }
 
-    /// Runs the full regex on a window whose outcome is decided, looking
-    /// for a match ending at most at `end`.
-    fn captures(&self, window: &[u8], end: usize) -> Eval {
-        let input = Input::new(window).range(..end).anchored(Anchored::Yes);
+    /// Runs the full regex at `site`, on a window of `window_len` bytes whose
+    /// outcome is decided, looking for a match ending at most at `end`. The
+    /// regex sees what the DFA saw: one byte of look-behind and the window.
+    fn captures(&self, site: Site<'_>, window_len: usize, end: usize) -> Eval {
+        let owned;
+        let (hay, offset): (&[u8], usize) = match site.look_behind() {
+            Some(_) if site.at > 0 => (&site.text[site.at - 1..site.at + window_len], 1),
+            Some(byte) => {
+                owned = [&[byte][..], &site.text[..window_len]].concat();
+                (&owned, 1)
+            }
+            None => (&site.text[..window_len], 0),
+        };
+        let input = Input::new(hay)
+            .range(offset..offset + end)
+            .anchored(Anchored::Yes);
+        let shift = |r: std::ops::Range<usize>| r.start - offset..r.end - offset;
         match self.secret_group {
             None => match self.regex.search(&input) {
                 Some(m) => Eval::Match {
-                    redact: m.range(),
-                    end: m.end(),
+                    redact: shift(m.range()),
+                    end: m.end() - offset,
                 },
                 None => Eval::NoMatch,
             },
@@ -165,12 +203,12 @@ impl CompiledPattern {
                 self.regex.search_captures(&input, &mut caps);
                 match (caps.get_match(), caps.get_group(group)) {
                     (Some(m), Some(secret)) => Eval::Match {
-                        redact: secret.range(),
-                        end: m.end(),
+                        redact: shift(secret.range()),
+                        end: m.end() - offset,
                     },
                     (Some(m), None) => Eval::Match {
-                        redact: m.end()..m.end(),
-                        end: m.end(),
+                        redact: m.end() - offset..m.end() - offset,
+                        end: m.end() - offset,
                     },
                     (None, _) => Eval::NoMatch,
                 }
@@ -179,8 +217,16 @@ impl CompiledPattern {
     }
 
     /// Walks the lazy DFA over `window` until the outcome is certain.
-    fn walk(&self, cache: &mut Cache, window: &[u8], complete: bool) -> Walk {
-        let config = start::Config::new().anchored(Anchored::Yes);
+    fn walk(
+        &self,
+        cache: &mut Cache,
+        window: &[u8],
+        look_behind: Option<u8>,
+        complete: bool,
+    ) -> Walk {
+        let config = start::Config::new()
+            .anchored(Anchored::Yes)
+            .look_behind(look_behind);
         let Ok(mut sid) = self.dfa.start_state(cache, &config) else {
             return Walk::GaveUp;
         };
@@ -260,6 +306,14 @@ fn extract_anchors(hir: &regex_syntax::hir::Hir) -> Option<Vec<Anchor>> {
 mod tests {
     use super::*;
 
+    fn start(text: &[u8]) -> Site<'_> {
+        Site {
+            text,
+            at: 0,
+            before: None,
+        }
+    }
+
     fn compile(pattern: &str, max_len: usize) -> CompiledPattern {
         CompiledPattern::compile("t", 0, pattern, max_len, None).unwrap()
     }
@@ -268,17 +322,17 @@ mod tests {
     fn decides_early_when_the_dfa_dies() {
         let p = compile(r"ab[0-9]+", 100);
         let mut cache = p.create_cache();
-        assert_eq!(p.eval(&mut cache, b"ab12", false), Eval::Undecided);
+        assert_eq!(p.eval(&mut cache, start(b"ab12"), false), Eval::Undecided);
         assert_eq!(
-            p.eval(&mut cache, b"ab12x", false),
+            p.eval(&mut cache, start(b"ab12x"), false),
             Eval::Match {
                 redact: 0..4,
                 end: 4
             }
         );
-        assert_eq!(p.eval(&mut cache, b"ax", false), Eval::NoMatch);
+        assert_eq!(p.eval(&mut cache, start(b"ax"), false), Eval::NoMatch);
         assert_eq!(
-            p.eval(&mut cache, b"ab12", true),
+            p.eval(&mut cache, start(b"ab12"), true),
             Eval::Match {
                 redact: 0..4,
                 end: 4
@@ -291,7 +345,7 @@ mod tests {
         let p = compile(r"ab[0-9]+", 4);
         let mut cache = p.create_cache();
         assert_eq!(
-            p.eval(&mut cache, b"ab1234", false),
+            p.eval(&mut cache, start(b"ab1234"), false),
             Eval::Match {
                 redact: 0..4,
                 end: 4
@@ -304,7 +358,7 @@ mod tests {
         let p = compile(r"key=(?P<secret>[a-z]+)", 100);
         let mut cache = p.create_cache();
         assert_eq!(
-            p.eval(&mut cache, b"key=abc;", false),
+            p.eval(&mut cache, start(b"key=abc;"), false),
             Eval::Match {
                 redact: 4..7,
                 end: 7
@@ -328,9 +382,9 @@ mod tests {
         let p = compile(r"\bsecret\w+", 100);
         let mut cache = p.create_cache();
         let hay = "secretéé ".as_bytes();
-        assert_eq!(p.eval(&mut cache, hay, false), Eval::Undecided);
+        assert_eq!(p.eval(&mut cache, start(hay), false), Eval::Undecided);
         assert_eq!(
-            p.eval(&mut cache, hay, true),
+            p.eval(&mut cache, start(hay), true),
             Eval::Match {
                 redact: 0..10,
                 end: 10
@@ -352,20 +406,25 @@ mod tests {
         fn dfa_and_regex_agree(
             pattern in proptest::sample::select(vec![
                 r"ab[0-9]+", r"a(?:bc)?", r"[ab]+?c", r"(?:ab|a)(?:bc|c)?",
-                r"a[^\n]*b", r"(?-u:\b)ab\b", r"ab$", r"a(?m:$)",
+                r"a[^\n]*b", r"(?-u:\b)ab\b", r"ab$", r"a(?m:$)", r"(?m:^)ab", r"^a",
                 builtin("private-key"), builtin("url-password"),
             ]),
             hay in proptest::collection::vec(
                 proptest::sample::select(b"ab01c \n:/@-".to_vec()), 0..24),
             prefix in proptest::sample::select(vec!["", "a", "ab", "-----BEGIN PRIVATE KEY-----", "://u:"]),
+            before in proptest::option::of(proptest::sample::select(b"a \n".to_vec())),
         ) {
             let p = compile(pattern, 16);
             let mut cache = p.create_cache();
             let hay = [prefix.as_bytes(), &hay].concat();
             let window = &hay[..hay.len().min(16)];
-            let input = Input::new(window).anchored(Anchored::Yes);
-            let expected = p.regex.search(&input).map(|m| m.end());
-            let got = match p.eval(&mut cache, &hay, true) {
+            // The regex on the window, with the byte before it.
+            let with_before = [before.as_slice(), window].concat();
+            let offset = usize::from(before.is_some());
+            let input = Input::new(&with_before).range(offset..).anchored(Anchored::Yes);
+            let expected = p.regex.search(&input).map(|m| m.end() - offset);
+            let site = Site { text: &hay, at: 0, before };
+            let got = match p.eval(&mut cache, site, true) {
                 Eval::Match { end, .. } => Some(end),
                 Eval::NoMatch => None,
                 Eval::Undecided => panic!("undecided at the end of the text"),

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use aho_corasick::Input;
 use regex_automata::hybrid::dfa::Cache;
 
-use crate::pattern::Eval;
+use crate::pattern::{Eval, Site};
 use crate::redactor::Inner;
 
 /// Redacts one stream. Get one from [`Redactor::stream`](crate::Redactor::stream).
@@ -31,6 +31,9 @@ pub struct StreamRedactor {
     buf: Vec<u8>,
     /// Stream offset of `buf[0]`.
     base: usize,
+    /// The byte before `buf[0]` (already written out), which patterns see as
+    /// look-behind.
+    before: Option<u8>,
     /// Stream offset from which the secret values are not yet scanned.
     literal_pos: usize,
     /// Stream offset from which the anchored patterns are not yet scanned.
@@ -60,6 +63,7 @@ impl StreamRedactor {
             inner,
             buf: Vec::new(),
             base: 0,
+            before: None,
             literal_pos: 0,
             anchored_pos: 0,
             hits: Vec::new(),
@@ -101,6 +105,7 @@ impl StreamRedactor {
         self.buf.clear();
         self.hits.clear();
         self.base = 0;
+        self.before = None;
         self.literal_pos = 0;
         self.anchored_pos = 0;
         self.unanchored_pos.iter_mut().for_each(|p| *p = 0);
@@ -214,7 +219,12 @@ impl StreamRedactor {
                 continue;
             }
             let pattern = &inner.patterns[index];
-            match pattern.eval(&mut self.caches[index], &hay[at..], eof) {
+            let site = Site {
+                text: hay,
+                at,
+                before: self.before,
+            };
+            match pattern.eval(&mut self.caches[index], site, eof) {
                 Eval::NoMatch => {}
                 Eval::Match { redact, end } => self.record(hay, at, redact, end, pattern.name_id),
                 Eval::Undecided => {
@@ -243,7 +253,7 @@ impl StreamRedactor {
             if at >= len {
                 break len;
             }
-            if at < complete {
+            if at < complete && pattern.skippable {
                 // Skip straight to where the regex can match at all.
                 match pattern.find_candidate(&hay[at..]) {
                     Some(offset) if at + offset < complete => at += offset,
@@ -253,7 +263,12 @@ impl StreamRedactor {
                     }
                 }
             }
-            match pattern.eval(&mut self.caches[index], &hay[at..], eof) {
+            let site = Site {
+                text: hay,
+                at,
+                before: self.before,
+            };
+            match pattern.eval(&mut self.caches[index], site, eof) {
                 Eval::NoMatch => at += 1,
                 Eval::Match { redact, end } => {
                     self.record(hay, at, redact, end, pattern.name_id);
@@ -299,6 +314,9 @@ impl StreamRedactor {
         }
         out.extend_from_slice(&hay[cursor..limit]);
         self.hits.drain(..done);
+        if limit > 0 {
+            self.before = Some(hay[limit - 1]);
+        }
         self.base += limit;
         limit
     }

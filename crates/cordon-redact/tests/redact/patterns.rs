@@ -165,6 +165,23 @@ fn user_patterns() {
 }
 
 #[test]
+fn unanchored_patterns_with_assertions_see_the_byte_before() {
+    // One byte of look-behind, whatever the chunking: `\b` and `(?m:^)` work,
+    // and `^` only matches at the start of the stream.
+    let r = RedactorBuilder::new()
+        .builtin_patterns(false)
+        .add_pattern("line", r"(?m:^)[a-z]{3}=[0-9]+")
+        .add_pattern("start", r"^[A-Z]{3}")
+        .add_pattern("words", r"\b[0-9]{2}y\b")
+        .build()
+        .unwrap();
+    assert_eq!(
+        redact(&r, "ABC abc=1 xx abc=2 ABC\nabc=3 12y 123y a12y 12y"),
+        "[REDACTED:start] abc=1 xx abc=2 ABC\n[REDACTED:line] [REDACTED:words] 123y a12y [REDACTED:words]"
+    );
+}
+
+#[test]
 fn anchors_that_extend_each_other() {
     // Their anchors are `ab_`, `ab_c` and `ab_cd` (big classes end the
     // extracted prefixes): where the prefilter reports `ab_`, the longer

@@ -21,7 +21,7 @@ fn text() -> impl Strategy<Value = Vec<u8>> {
             Just(b"ghp_".to_vec()), Just(b"AKIA".to_vec()), Just(b"xoxb-".to_vec()),
             Just(b"eyJ".to_vec()), Just(b"-----BEGIN".to_vec()), Just(b"Authorization: ".to_vec()),
             Just(b"https://".to_vec()), Just(b"://u:".to_vec()), Just(b"@".to_vec()),
-            Just(b"123x45".to_vec()), Just(b"tok_".to_vec()), Just(b"-----END PRIVATE KEY-----".to_vec()),
+            Just(b"123x45".to_vec()), Just(b"12y".to_vec()), Just(b"tok_".to_vec()), Just(b"-----END PRIVATE KEY-----".to_vec()),
         ],
     ];
     proptest::collection::vec(piece, 0..20).prop_map(|pieces| pieces.concat())
@@ -116,7 +116,8 @@ proptest! {
         builder
             .private_key_max_len(48)
             .add_pattern("unanchored", r"[0-9]{3}x[0-9]+")
-            .add_pattern_with_max_len("anchored", r"tok_[a-z0-9]+", 12);
+            .add_pattern_with_max_len("anchored", r"tok_[a-z0-9]+", 12)
+            .add_pattern_with_max_len("assertions", r"\b[0-9]{2}y\b", 6);
         for (i, s) in secrets.iter().enumerate() {
             builder.add_secret(format!("S{i}"), s);
         }
