@@ -72,6 +72,8 @@ fn override_for(key: &str) -> Vec<(String, String)> {
         ],
         ("diff", "command" | "textconv") => vec![blank(&variable)],
         ("merge", "driver") => vec![blank("driver")],
+        // Configuration-defined hooks of newer git versions; `core.hooksPath` covers the rest.
+        ("hook", "command") => vec![blank("command")],
         _ => Vec::new(),
     }
 }
@@ -103,6 +105,10 @@ mod tests {
         assert_eq!(
             override_for("merge.Y.driver"),
             vec![("merge.Y.driver".to_owned(), String::new())]
+        );
+        assert_eq!(
+            override_for("hook.h.command"),
+            vec![("hook.h.command".to_owned(), String::new())]
         );
         assert_eq!(override_for("core.bare"), Vec::<(String, String)>::new());
         assert_eq!(

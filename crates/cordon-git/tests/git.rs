@@ -180,6 +180,26 @@ fn refs_resolve_to_commits_and_options_are_not_refs() {
         );
     }
     assert!(!Path::new("/tmp/x").exists() || std::fs::metadata("/tmp/x").unwrap().len() > 0);
+
+    // A bare repository has no top level; worktrees of it work the same.
+    let bare = fx.dir.path().join("bare.git");
+    git(
+        fx.dir.path(),
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            fx.repo().to_str().unwrap(),
+            bare.to_str().unwrap(),
+        ],
+    );
+    let repo = Repo::open(&bare).unwrap();
+    assert_eq!(repo.toplevel(), None);
+    let wt = repo
+        .add_worktree(&fx.wt("from-bare"), &repo.resolve_commit("main").unwrap())
+        .unwrap();
+    assert!(wt.path().join("a.txt").exists());
+    repo.remove_worktree(wt.path()).unwrap();
 }
 
 /// A repository whose configuration tries every way to run a program.

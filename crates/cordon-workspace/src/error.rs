@@ -66,6 +66,35 @@ impl WorkspaceError {
         self
     }
 
+    /// What the user can do about the error, when there is something to say (rendered by the
+    /// CLI as a `hint:` line).
+    pub fn hint(&self) -> Option<&'static str> {
+        match &self.kind {
+            WorkspaceErrorKind::NotFound => {
+                Some("`cordon workspace list` shows the workspaces there are")
+            }
+            WorkspaceErrorKind::InvalidId(_) => {
+                Some("workspace ids are 8 characters of a-z and 2-7")
+            }
+            WorkspaceErrorKind::HomeUnknown => {
+                Some("set CORDON_HOME to a directory cordon may write")
+            }
+            WorkspaceErrorKind::NotReady(_) => {
+                Some("wait for the other cordon process, or run `cordon gc`")
+            }
+            WorkspaceErrorKind::Git(e) => match e.kind {
+                cordon_git::GitErrorKind::PatchRefused { .. } => {
+                    Some("the patch may only change files inside the workspace, outside .git")
+                }
+                cordon_git::GitErrorKind::PatchDoesNotApply { .. } => {
+                    Some("the patch was made against other content; nothing was changed")
+                }
+                _ => None,
+            },
+            WorkspaceErrorKind::Io(_) | WorkspaceErrorKind::Record(_) => None,
+        }
+    }
+
     /// Whether the error is an unknown workspace id (the CLI exits with 2 for it).
     pub fn is_not_found(&self) -> bool {
         matches!(self.kind, WorkspaceErrorKind::NotFound)
