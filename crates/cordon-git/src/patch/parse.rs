@@ -432,4 +432,20 @@ diff --git a/link b/link\nnew file mode 120000\n--- /dev/null\n+++ b/link\n@@ -0
             assert!(parse(bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
         }
     }
+
+    #[test]
+    fn truncated_and_mutated_patches_never_panic() {
+        let patch = b"diff --git \"a/x\\ty\" \"b/x\\ty\"\nold mode 100644\nnew mode 100755\n--- \"a/x\\ty\"\n+++ \"b/x\\ty\"\n@@ -1,2 +1,2 @@\n a\n-b\n+c\n\\ No newline at end of file\ndiff --git a/o b/n\nrename from o\nrename to n\ndiff --git a/bin b/bin\nnew file mode 100644\nGIT binary patch\nliteral 1\nIcmZQz0000\n\n";
+        assert!(parse(patch).is_ok());
+        for end in 0..patch.len() {
+            let _ = parse(&patch[..end]);
+        }
+        for at in 0..patch.len() {
+            for byte in [b'\n', b'"', b'\\', b' ', b'@', b'-', b'+', b'0', 0xff] {
+                let mut mutated = patch.to_vec();
+                mutated[at] = byte;
+                let _ = parse(&mutated);
+            }
+        }
+    }
 }
