@@ -66,6 +66,14 @@ pub enum MountOp {
         /// Path inside.
         dst: PathBuf,
     },
+    /// A small host file copied into the constructed root (read-only with it): cheaper than
+    /// a bind, and a snapshot is all a sandboxed program needs of `/etc/passwd` and the like.
+    CopyFile {
+        /// Host path (canonical).
+        src: PathBuf,
+        /// Path inside.
+        dst: PathBuf,
+    },
     /// A symbolic link in the constructed root.
     Symlink {
         /// Path inside.
@@ -86,6 +94,7 @@ impl MountOp {
             Self::Bind { dst, .. }
             | Self::Tmpfs { dst, .. }
             | Self::MaskFile { dst }
+            | Self::CopyFile { dst, .. }
             | Self::Symlink { dst, .. } => dst,
             Self::Dev => Path::new("/dev"),
             Self::Proc => Path::new("/proc"),
@@ -188,6 +197,9 @@ const ETC_ALLOWLIST: &[&str] = &[
     "/etc/timezone",
 ];
 
+/// Files of the `/etc` allowlist up to this size are copied rather than bound.
+const COPY_MAX_BYTES: u64 = 1 << 20;
+
 /// Top-level system directories (or merged-/usr symlinks) bound read-only.
 const SYSTEM_DIRS: &[&str] = &[
     "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
@@ -284,7 +296,14 @@ pub fn mount_ops(policy: &SandboxPolicy, toolchains: &[PathBuf]) -> Vec<MountOp>
         if let Ok(src) = path.canonicalize()
             && let Ok(m) = src.metadata()
         {
-            ops.push(bind(&src, path, m.is_dir(), false));
+            if m.is_file() && m.len() <= COPY_MAX_BYTES {
+                ops.push(MountOp::CopyFile {
+                    src,
+                    dst: path.into(),
+                });
+            } else {
+                ops.push(bind(&src, path, m.is_dir(), false));
+            }
         }
     }
     ops.push(MountOp::Dev);
@@ -365,16 +384,15 @@ pub fn landlock_plan(
     let mut read = Vec::new();
     let mut write = vec![PathBuf::from(SANDBOX_TMP), PathBuf::from(SANDBOX_HOME)];
     let etc = Path::new("/etc");
+    // `/etc` in the new root holds only the allowlisted copies and binds: one rule covers them.
+    if ops.iter().any(|op| {
+        matches!(op, MountOp::Bind { .. } | MountOp::CopyFile { .. }) && op.dst().starts_with(etc)
+    }) {
+        read.push(etc.to_owned());
+    }
     for op in ops {
         match op {
-            // `/etc` in the new root holds only the allowlisted binds: one rule covers them.
-            MountOp::Bind { dst, rw: false, .. }
-                if dst.starts_with(etc) && !read.iter().any(|p| p == etc) =>
-            {
-                read.push(etc.to_owned());
-            }
-            MountOp::Bind { dst, rw: false, .. } if dst.starts_with(etc) => {}
-            MountOp::Bind { dst, rw: false, .. } => read.push(dst.clone()),
+            MountOp::Bind { dst, rw: false, .. } if !dst.starts_with(etc) => read.push(dst.clone()),
             MountOp::Bind { dst, rw: true, .. } => write.push(dst.clone()),
             _ => {}
         }

@@ -119,6 +119,14 @@ fn apply(op: &MountOp) -> Setup<()> {
                 false,
             )
         }
+        MountOp::CopyFile { src, dst } => {
+            if let Some(parent) = dst.parent() {
+                sys::mkdir_p(parent, 0o755)?;
+            }
+            let data =
+                std::fs::read(host(src)).map_err(|e| format!("read {}: {e}", src.display()))?;
+            std::fs::write(dst, data).map_err(|e| format!("write {}: {e}", dst.display()))
+        }
         MountOp::Symlink { dst, target } => {
             if let Some(parent) = dst.parent() {
                 sys::mkdir_p(parent, 0o755)?;

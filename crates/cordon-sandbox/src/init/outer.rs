@@ -1,8 +1,6 @@
 //! The outer helper: stays in the host's namespaces, owns the cgroups, writes the report.
 
 use std::ffi::{CString, OsString};
-use std::io::Read;
-use std::os::fd::FromRawFd;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
 use cordon_types::{ChildReport, LimitKind};
@@ -67,20 +65,46 @@ pub fn run() -> Setup<ChildReport> {
     }
     sys::write_all(sync_w, b"1");
     sys::close(sync_w);
+    // Read until PID 1 reports the program's end (or every writer is gone). Without cgroups
+    // to clean, the report can go out now: PID 1 is exiting and its namespaces are torn down
+    // in the background (its death kills anything left in them).
+    let received = read_status(status_r);
     let mut st = 0;
+    if cgroups.is_some() || received.exit.is_none() {
+        loop {
+            // SAFETY: valid out-pointer.
+            let r = unsafe { libc::waitpid(pid, &mut st, libc::__WALL) };
+            if r >= 0 || sys::errno() != libc::EINTR {
+                break;
+            }
+        }
+    }
+    let counters = cgroups.map(Cgroups::finish).unwrap_or_default();
+    Ok(report(&prepared.plan, &received, st, counters))
+}
+
+/// Reads status messages until the program's end arrives or the pipe is closed.
+fn read_status(fd: i32) -> Received {
+    let mut text = Vec::new();
+    let mut buf = [0u8; 4096];
     loop {
-        // SAFETY: valid out-pointer.
-        let r = unsafe { libc::waitpid(pid, &mut st, libc::__WALL) };
-        if r >= 0 || sys::errno() != libc::EINTR {
+        // SAFETY: reading into a live buffer of the given length.
+        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        if n < 0 && sys::errno() == libc::EINTR {
+            continue;
+        }
+        let Ok(n) = usize::try_from(n) else { break };
+        if n == 0 {
+            break;
+        }
+        text.extend_from_slice(&buf[..n]);
+        let received = status::parse(&String::from_utf8_lossy(&text));
+        if received.exit.is_some() && text.ends_with(b"\n") {
             break;
         }
     }
-    let mut text = String::new();
-    // SAFETY: `status_r` is our pipe end; the File owns and closes it.
-    let _ = unsafe { std::fs::File::from_raw_fd(status_r) }.read_to_string(&mut text);
-    let received = status::parse(&text);
-    let counters = cgroups.map(Cgroups::finish).unwrap_or_default();
-    Ok(report(&prepared.plan, &received, st, counters))
+    sys::close(fd);
+    status::parse(&String::from_utf8_lossy(&text))
 }
 
 /// Writes the uid/gid maps of the new user namespace and moves PID 1 into the cgroups.
