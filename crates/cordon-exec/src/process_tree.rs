@@ -205,6 +205,22 @@ impl Tree<'_> {
         sent
     }
 
+    /// Waits up to `limit` for the members to end by themselves (a supervisor's helpers that
+    /// are already exiting); returns early when none is left.
+    pub(crate) fn settle(&self, limit: Duration) {
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            let table = self.table();
+            if self.members(&table).iter().all(|p| p.zombie) {
+                return;
+            }
+            if std::time::Instant::now() >= deadline {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
     /// Kills every member (not the root) until none is left alive, reaping the orphans among
     /// them. Stops processes first so a fork bomb cannot outrun the sweep. Returns the number
     /// of distinct processes killed.

@@ -38,6 +38,8 @@ const MAX_REPORT_BYTES: usize = 64 * 1024;
 const FINAL_DRAIN: Duration = Duration::from_millis(50);
 const READ_CHUNK: usize = 256 * 1024;
 const PIPE_SIZE: usize = 1024 * 1024;
+/// How long a supervisor's helpers may take to exit after the supervisor did.
+const SUPERVISOR_SETTLE: Duration = Duration::from_millis(50);
 /// How often a readiness probe is asked.
 const READY_POLL: Duration = Duration::from_millis(25);
 
@@ -243,7 +245,11 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
         }
     }
 
-    // The program is gone. Whatever of its tree is left now is a leak: kill it.
+    // The program is gone. Whatever of its tree is left now is a leak: kill it. A supervisor's
+    // own helpers may still be on their way out: give them a moment first.
+    if spec.supervised {
+        tree.settle(SUPERVISOR_SETTLE);
+    }
     let processes_killed = tree.kill_members() as u32;
     let output_held_open = streams.iter().any(|s| s.fd.is_some());
     if output_held_open {

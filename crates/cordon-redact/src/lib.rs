@@ -90,6 +90,8 @@
 mod builder;
 mod builtin;
 mod error;
+#[cfg(feature = "exec")]
+mod exec_filter;
 mod literal;
 mod pattern;
 mod redactor;
@@ -101,6 +103,8 @@ pub use builder::{
     is_secret_env_name,
 };
 pub use error::{RedactError, RedactWarning};
+#[cfg(feature = "exec")]
+pub use exec_filter::ExecFilter;
 pub use redactor::Redactor;
 pub use stream::StreamRedactor;
 pub use writer::RedactingWriter;

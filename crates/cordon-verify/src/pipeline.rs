@@ -249,9 +249,12 @@ pub fn verify(
             observer.stage_started(index, &planned.stage);
             run_stage(
                 planned,
-                &root,
-                &ws_path,
-                &prepared.common_dir,
+                StagePlace {
+                    root: &root,
+                    ws_path: &ws_path,
+                    common_dir: &prepared.common_dir,
+                },
+                &prepared.plan.redact_patterns,
                 request,
                 observer,
                 cancel,
@@ -580,15 +583,47 @@ impl OutputSink for ObserverSink<'_, '_> {
     }
 }
 
+/// Where a stage runs: the project root, the workspace, the shared git directory.
+struct StagePlace<'a> {
+    root: &'a Path,
+    ws_path: &'a Path,
+    common_dir: &'a Path,
+}
+
+/// The redactor of one stage: its secrets, every secret-looking variable it receives, the
+/// config's `redact.patterns`, and the built-in patterns.
+fn stage_redactor(
+    policy: &SandboxPolicy,
+    patterns: &[String],
+) -> Result<cordon_redact::Redactor, String> {
+    let mut builder = cordon_redact::RedactorBuilder::new();
+    for var in &policy.env {
+        if var.secret {
+            builder.add_secret(&var.name, &var.value);
+        }
+    }
+    builder.add_env(policy.env.iter().map(|v| (&v.name, &v.value)));
+    for (i, pattern) in patterns.iter().enumerate() {
+        builder.add_pattern(format!("pattern-{}", i + 1), pattern);
+    }
+    builder
+        .build()
+        .map_err(|e| format!("cannot set up redaction: {e}"))
+}
+
 fn run_stage(
     planned: &PlannedStage,
-    root: &Path,
-    ws_path: &Path,
-    common_dir: &Path,
+    place: StagePlace<'_>,
+    redact_patterns: &[String],
     request: &VerifyRequest,
     observer: &mut dyn VerifyObserver,
     cancel: Option<&CancelHandle>,
 ) -> StageResult {
+    let StagePlace {
+        root,
+        ws_path,
+        common_dir,
+    } = place;
     let stage = &planned.stage;
     let cwd = stage_cwd(planned, root);
     if !cwd.is_dir() {
@@ -605,6 +640,11 @@ fn run_stage(
         Ok(p) => p,
         Err(reason) => return error_result(planned, root, reason),
     };
+    let redactor = match stage_redactor(&policy, redact_patterns) {
+        Ok(r) => r,
+        Err(reason) => return error_result(planned, root, reason),
+    };
+    let mut filter = cordon_redact::ExecFilter::new(&redactor);
     let argv: Vec<std::ffi::OsString> = stage.run.iter().map(Into::into).collect();
     let prepared = match cordon_sandbox::prepare(&policy, &argv[0], &argv[1..]) {
         Ok(p) => p,
@@ -644,7 +684,7 @@ fn run_stage(
     };
     let io = RunIo {
         sink: Some(&mut sink),
-        filter: None,
+        filter: Some(&mut filter),
         cancel,
         ready: match &mut probe {
             Probe::None => None,
@@ -653,7 +693,13 @@ fn run_stage(
         },
     };
     match cordon_exec::run(&spec, io) {
-        Ok(outcome) => stage_result(planned, outcome.result),
+        Ok(outcome) => {
+            let mut result = stage_result(planned, outcome.result);
+            for arg in &mut result.command {
+                *arg = String::from_utf8_lossy(&redactor.redact_all(arg.as_bytes())).into_owned();
+            }
+            result
+        }
         Err(e) => error_result(planned, root, format!("cannot supervise the stage: {e}")),
     }
 }

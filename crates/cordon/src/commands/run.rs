@@ -28,6 +28,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     }
     let (program, rest) = args.command.split_first().expect("clap requires a program");
     let policy = args.sandbox.resolve(&cwd, &args.env, &args.secrets)?;
+    let redactor = build_redactor(policy.as_ref(), &args.env, &args.secrets)?;
     let (mut spec, sandbox) = match &policy {
         None => {
             let mut spec = RunSpec::new(program, rest);
@@ -76,18 +77,23 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let cancel = Arc::new(CancelHandle::new().context("cannot set up cancellation")?);
     install_signal_handlers(&cancel)?;
     let mut passthrough = Passthrough::new();
+    let mut filter = cordon_redact::ExecFilter::new(&redactor);
     let io = RunIo {
         sink: if args.json {
             None
         } else {
             Some(&mut passthrough)
         },
-        filter: None,
+        filter: (!redactor.is_empty()).then_some(&mut filter as &mut dyn cordon_exec::OutputFilter),
         cancel: Some(&cancel),
         ready: None,
     };
     let mut outcome = cordon_exec::run(&spec, io).context("cannot supervise the program")?;
     outcome.result.sandbox = sandbox;
+    // The command line can carry secrets too.
+    for arg in &mut outcome.result.command {
+        *arg = String::from_utf8_lossy(&redactor.redact_all(arg.as_bytes())).into_owned();
+    }
 
     if args.json {
         let mut out = std::io::stdout().lock();
@@ -97,6 +103,39 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         let _ = writeln!(std::io::stderr().lock(), "{line}");
     }
     Ok(ExitCode::from(outcome.exit_code))
+}
+
+/// What to hide from the program's output: the values of `--secret` variables and of every
+/// secret-looking variable the program receives (`*TOKEN*`, `*KEY*`, ...), and the built-in
+/// token patterns. Short values only warn (they would hide too much).
+fn build_redactor(
+    policy: Option<&cordon_sandbox::SandboxPolicy>,
+    env_flags: &[(String, String)],
+    secrets: &[String],
+) -> anyhow::Result<cordon_redact::Redactor> {
+    let mut builder = cordon_redact::RedactorBuilder::new();
+    match policy {
+        Some(policy) => {
+            for var in &policy.env {
+                if var.secret {
+                    builder.add_secret(&var.name, &var.value);
+                }
+            }
+            builder.add_env(policy.env.iter().map(|v| (&v.name, &v.value)));
+        }
+        None => {
+            builder.add_env(std::env::vars_os());
+            builder.add_env(env_flags.iter().map(|(k, v)| (k, v)));
+            for name in secrets {
+                builder.add_secret_from_env(name, std::env::vars_os());
+            }
+        }
+    }
+    let redactor = builder.build().context("cannot set up redaction")?;
+    for warning in redactor.warnings() {
+        eprintln!("cordon: warning: {warning}");
+    }
+    Ok(redactor)
 }
 
 /// SIGINT, SIGTERM and SIGHUP to cordon end the program's tree; the result is still printed.

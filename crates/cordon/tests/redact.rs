@@ -1,0 +1,139 @@
+//! Secrets never leave cordon in clear: not on the terminal, not in results or reports.
+
+mod support;
+
+use std::process::Command;
+
+use support::{TestDir, cordon};
+
+const SECRET: &str = "tok-9f8e7d6c5b4a39281706";
+
+/// A program that prints the secret in two writes split inside the value, on both streams.
+const SPLIT_PRINTER: &str = "v=$MY_TOKEN; printf 'a %s' \"${v%???????????}\"; sleep 0.1; \
+    printf '%s b\\n' \"${v#???????????????}\" | cut -c1-200 >/dev/null; \
+    printf '%s' \"$v\" | head -c 13; sleep 0.1; printf '%s\\n' \"$v\" | tail -c +14; \
+    echo \"err $v\" >&2";
+
+fn assert_clean(text: &str, what: &str) {
+    assert!(!text.contains(SECRET), "{what} leaks the secret: {text}");
+    for cut in [10, 13, 16] {
+        assert!(
+            !text.contains(&SECRET[..cut]) || text.contains("[REDACTED"),
+            "{what}: prefix of the secret visible: {text}"
+        );
+    }
+}
+
+#[test]
+fn secret_split_across_writes_is_redacted_everywhere_in_both_modes() {
+    for mode in [&["--no-sandbox"][..], &["--secret", "MY_TOKEN"][..]] {
+        // Terminal (passthrough).
+        let out = cordon()
+            .env("MY_TOKEN", SECRET)
+            .arg("run")
+            .args(mode)
+            .args(["--", "sh", "-c", SPLIT_PRINTER])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_clean(&stdout, "stdout");
+        assert_clean(&stderr, "stderr");
+        assert!(stdout.contains("[REDACTED:MY_TOKEN]"), "{mode:?}: {stdout}");
+        assert!(
+            stderr.contains("err [REDACTED:MY_TOKEN]"),
+            "{mode:?}: {stderr}"
+        );
+        // Result document.
+        let out = cordon()
+            .env("MY_TOKEN", SECRET)
+            .args(["run", "--json"])
+            .args(mode)
+            .args(["--", "sh", "-c", SPLIT_PRINTER])
+            .output()
+            .unwrap();
+        let json = String::from_utf8_lossy(&out.stdout);
+        assert_clean(&json, "result");
+        assert!(json.contains("[REDACTED:MY_TOKEN]"), "{json}");
+    }
+}
+
+#[test]
+fn builtin_token_patterns_are_redacted_without_configuration() {
+    let out = cordon()
+        .args(["run", "--json", "--", "sh", "-c"])
+        .arg("echo ghp_0123456789abcdefghijABCDEFGHIJ012345; echo 'curl https://bob:hunter2hunter2@example.com'; echo 'Authorization: Bearer abcdefghijklmnopqrstuvwx'")
+        .output()
+        .unwrap();
+    let json = String::from_utf8_lossy(&out.stdout);
+    for raw in [
+        "ghp_0123456789abcdefghijABCDEFGHIJ012345",
+        "hunter2hunter2",
+        "abcdefghijklmnopqrstuvwx",
+    ] {
+        assert!(!json.contains(raw), "{raw} visible: {json}");
+    }
+    assert!(
+        json.contains("bob:[REDACTED:url-password]@example.com"),
+        "{json}"
+    );
+}
+
+#[test]
+fn verify_redacts_stage_secrets_and_config_patterns_in_every_report() {
+    let repo = TestDir::new();
+    let home = TestDir::new();
+    let git = |args: &[&str]| {
+        let ok = Command::new("git")
+            .arg("-C")
+            .arg(repo.path())
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+    };
+    repo.write(
+        "cordon.toml",
+        r#"
+[redact]
+patterns = ["internal-id-[0-9]{6}"]
+
+[[stage]]
+name = "leaky"
+category = "test"
+run = ["sh", "-c", "echo \"token: $MY_TOKEN\"; echo internal-id-123456 >&2; exit 1"]
+secrets = ["MY_TOKEN"]
+"#,
+    );
+    git(&["init", "-q"]);
+    git(&["add", "-A"]);
+    git(&["commit", "-qm", "x"]);
+    let junit = home.path().join("r.xml");
+    let md = home.path().join("r.md");
+    let out = cordon()
+        .env("CORDON_HOME", home.path())
+        .env("MY_TOKEN", SECRET)
+        .args(["verify", "--json", "--repo"])
+        .arg(repo.path())
+        .arg("--junit")
+        .arg(&junit)
+        .arg("--markdown")
+        .arg(&md)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(report.contains("token: [REDACTED:MY_TOKEN]"), "{report}");
+    assert!(report.contains("[REDACTED:pattern-1]"), "{report}");
+    for (text, what) in [
+        (report.to_string(), "report"),
+        (String::from_utf8_lossy(&out.stderr).to_string(), "terminal"),
+        (std::fs::read_to_string(&junit).unwrap(), "junit"),
+        (std::fs::read_to_string(&md).unwrap(), "markdown"),
+    ] {
+        assert_clean(&text, what);
+        assert!(!text.contains("internal-id-123456"), "{what}: {text}");
+    }
+}
