@@ -397,10 +397,12 @@ fn environment_does_not_leak_unless_passed() {
     assert_passed(&ran);
     let out = ran.stdout();
     assert!(!out.contains("leak-me-not"), "{out}");
+    assert!(!out.contains("token-value"), "{out}");
     assert!(!out.contains("__CORDON"), "{out}");
     for want in [
         "GIVEN=given-value",
-        "PASSED_TOKEN=token-value",
+        // Passed to the program, and redacted from what it prints.
+        "PASSED_TOKEN=[REDACTED:PASSED_TOKEN]",
         "LANG=C.UTF-8",
         "PATH=",
         "HOME=/home/cordon",
