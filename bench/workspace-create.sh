@@ -34,3 +34,17 @@ hyperfine --warmup 3 --min-runs 30 --prepare sync "$@" \
   "git -C '$repo' worktree add -q --detach '$work/raw' HEAD && git -C '$repo' worktree remove --force '$work/raw'" \
   -n "cordon-workspace create + remove" \
   "'$bin' '$work/home' '$repo' HEAD"
+
+# hyperfine runs all of one command, then all of the other: on a shared machine the load can
+# change in between. INTERLEAVED=N alternates the two N times and prints min/median/mean.
+if [ -n "${INTERLEAVED:-}" ]; then
+  ms() { local s; s=$(date +%s%N); "$@" >/dev/null 2>&1; echo $((($(date +%s%N) - s) / 1000000)); }
+  : > "$work/raw.txt"; : > "$work/cordon.txt"
+  for _ in $(seq 1 "$INTERLEAVED"); do
+    sync; ms sh -c "git -C '$repo' worktree add -q --detach '$work/raw' HEAD && git -C '$repo' worktree remove --force '$work/raw'" >> "$work/raw.txt"
+    sync; ms "$bin" "$work/home" "$repo" HEAD >> "$work/cordon.txt"
+  done
+  for name in raw cordon; do
+    sort -n "$work/$name.txt" | awk -v n="$name" '{a[NR]=$1; s+=$1} END {printf "%-7s min %5d ms  median %5d ms  mean %5d ms  (%d runs)\n", n, a[1], a[int((NR+1)/2)], s/NR, NR}'
+  done
+fi
