@@ -41,6 +41,14 @@ const HOME_SECRETS: &[&str] = &[
     ".local/share/keyrings",
     ".pgpass",
     ".my.cnf",
+    ".oci",
+    ".config/op",
+    ".bash_history",
+    ".zsh_history",
+    ".python_history",
+    ".psql_history",
+    ".mysql_history",
+    ".node_repl_history",
 ];
 
 /// Every secret path for a host home directory, system ones first.

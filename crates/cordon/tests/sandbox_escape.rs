@@ -471,4 +471,7 @@ fn the_result_says_what_held() {
         helpers::doctor()["landlock_abi"].as_u64().map(|v| v as u32)
     );
     assert!(s.seccomp);
+    // The helper reaps its own namespace: nothing is left for cordon to clean up.
+    assert_eq!(ran.result.leaked.processes_killed, 0, "{ran:#?}");
+    assert!(!ran.result.leaked.output_held_open, "{ran:#?}");
 }

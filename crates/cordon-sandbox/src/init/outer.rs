@@ -65,18 +65,15 @@ pub fn run() -> Setup<ChildReport> {
     }
     sys::write_all(sync_w, b"1");
     sys::close(sync_w);
-    // Read until PID 1 reports the program's end (or every writer is gone). Without cgroups
-    // to clean, the report can go out now: PID 1 is exiting and its namespaces are torn down
-    // in the background (its death kills anything left in them).
+    // Read until PID 1 reports the program's end (or every writer is gone), then reap it:
+    // its death ends everything left in the namespaces, so the payload is gone when we report.
     let received = read_status(status_r);
     let mut st = 0;
-    if cgroups.is_some() || received.exit.is_none() {
-        loop {
-            // SAFETY: valid out-pointer.
-            let r = unsafe { libc::waitpid(pid, &mut st, libc::__WALL) };
-            if r >= 0 || sys::errno() != libc::EINTR {
-                break;
-            }
+    loop {
+        // SAFETY: valid out-pointer.
+        let r = unsafe { libc::waitpid(pid, &mut st, libc::__WALL) };
+        if r >= 0 || sys::errno() != libc::EINTR {
+            break;
         }
     }
     let counters = cgroups.map(Cgroups::finish).unwrap_or_default();
