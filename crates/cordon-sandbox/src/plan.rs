@@ -218,7 +218,10 @@ pub fn find_toolchains(
     let mut t = Toolchains::default();
     let home_join = |rel: &str| home.map(|h| h.join(rel));
     let dir_of = |var: &str, rel: &str| host_env(var).map(PathBuf::from).or_else(|| home_join(rel));
-    if let Some(rustup) = dir_of("RUSTUP_HOME", ".rustup").filter(|p| p.is_dir()) {
+    if let Some(rustup) = dir_of("RUSTUP_HOME", ".rustup")
+        .and_then(|p| p.canonicalize().ok())
+        .filter(|p| p.is_dir())
+    {
         let before = t.binds.len();
         add_existing(
             &mut t.binds,
@@ -230,7 +233,10 @@ pub fn find_toolchains(
                 .push(("RUSTUP_HOME".into(), rustup.display().to_string()));
         }
     }
-    if let Some(cargo) = dir_of("CARGO_HOME", ".cargo").filter(|p| p.is_dir()) {
+    if let Some(cargo) = dir_of("CARGO_HOME", ".cargo")
+        .and_then(|p| p.canonicalize().ok())
+        .filter(|p| p.is_dir())
+    {
         let before = t.binds.len();
         add_existing(&mut t.binds, &cargo, &["bin", "registry", "git"]);
         if t.binds.len() > before {
@@ -256,7 +262,10 @@ pub fn find_toolchains(
         .map(PathBuf::from)
         .or_else(|| host_env("GOPATH").map(|p| PathBuf::from(p).join("pkg/mod")))
         .or_else(|| home_join("go/pkg/mod"));
-    if let Some(gomod) = gomod.filter(|p| p.is_dir()) {
+    if let Some(gomod) = gomod
+        .and_then(|p| p.canonicalize().ok())
+        .filter(|p| p.is_dir())
+    {
         t.env
             .push(("GOMODCACHE".into(), gomod.display().to_string()));
         t.binds.push(gomod);
@@ -267,8 +276,10 @@ pub fn find_toolchains(
 fn add_existing(out: &mut Vec<PathBuf>, base: &Path, rels: &[&str]) {
     for rel in rels {
         let p = base.join(rel);
-        if let Ok(c) = p.canonicalize() {
-            out.push(c);
+        match p.symlink_metadata() {
+            Ok(m) if m.file_type().is_symlink() => out.extend(p.canonicalize().ok()),
+            Ok(_) => out.push(p),
+            Err(_) => {}
         }
     }
 }
@@ -340,8 +351,14 @@ pub fn mount_ops(policy: &SandboxPolicy, toolchains: &[PathBuf]) -> Vec<MountOp>
         })
         .collect();
     let mut secret_list = secrets::secret_paths(policy.host_home.as_deref());
+    // A secret that is a symlink is masked where it points, too (the home directory itself is
+    // canonical already, so only the last component can be a link).
     let canon: Vec<PathBuf> = secret_list
         .iter()
+        .filter(|s| {
+            s.symlink_metadata()
+                .is_ok_and(|m| m.file_type().is_symlink())
+        })
         .filter_map(|s| s.canonicalize().ok())
         .collect();
     secret_list.extend(canon);
