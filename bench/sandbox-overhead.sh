@@ -2,7 +2,8 @@
 # Sandbox start-up overhead: `cordon run -- /bin/true` with the full default policy (user,
 # mount, pid, ipc, uts, cgroup and net namespaces, pivot_root into a constructed root,
 # Landlock, seccomp, no capabilities) against bubblewrap doing less, and bare /bin/true, in
-# one hyperfine run. Needs hyperfine and bubblewrap (apt-get install -y hyperfine bubblewrap).
+# one hyperfine run. `cordon run --no-sandbox` is measured too, to separate the CLI's own cost
+# from the sandbox's. Needs hyperfine and bubblewrap (apt-get install -y hyperfine bubblewrap).
 #
 #   bench/sandbox-overhead.sh         # builds release, prints the medians for BENCH_RESULTS.md
 set -euo pipefail
@@ -17,6 +18,7 @@ cd "$work"
 "$CORDON" doctor >/dev/null || { echo "cordon doctor: this host cannot sandbox" >&2; exit 1; }
 hyperfine -N --warmup 30 --runs "$RUNS" --export-json "$work/bench.json" \
   "$CORDON run -- /bin/true" \
+  "$CORDON run --no-sandbox -- /bin/true" \
   "bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all --die-with-parent /bin/true" \
   "/bin/true"
 python3 - "$work/bench.json" <<'PY'
@@ -24,6 +26,6 @@ import json, sys
 r = json.load(open(sys.argv[1]))["results"]
 for x in r:
     print(f"{x['command']:<90} median {x['median'] * 1000:6.2f} ms  mean {x['mean'] * 1000:6.2f} ms  min {x['min'] * 1000:6.2f} ms")
-c, b = r[0]["median"], r[1]["median"]
-print(f"cordon / bwrap median ratio: {c / b:.2f}")
+c, n, b = r[0]["median"], r[1]["median"], r[2]["median"]
+print(f"cordon / bwrap median ratio: {c / b:.2f}; the sandbox's own share (sandboxed - --no-sandbox): {(c - n) * 1000:.2f} ms")
 PY

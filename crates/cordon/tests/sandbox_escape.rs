@@ -475,3 +475,30 @@ fn the_result_says_what_held() {
     assert_eq!(ran.result.leaked.processes_killed, 0, "{ran:#?}");
     assert!(!ran.result.leaked.output_held_open, "{ran:#?}");
 }
+
+#[test]
+fn host_abstract_unix_sockets_stay_unreachable_with_host_network() {
+    require_sandbox!();
+    if helpers::doctor()["landlock_abi"].as_u64().unwrap_or(0) < 6 {
+        eprintln!("SKIP: `cordon doctor` reports Landlock ABI < 6 (no abstract-socket scoping)");
+        return;
+    }
+    use std::os::linux::net::SocketAddrExt;
+    let name = format!("cordon-test-{}", std::process::id());
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let listener = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
+    std::thread::spawn(move || {
+        for mut s in listener.incoming().flatten().take(4) {
+            let _ = s.write_all(b"HOST-ABSTRACT\n");
+        }
+    });
+    let w = Work::new();
+    let ran = w.run(
+        &["--network", "host"],
+        &format!(
+            "python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.connect(\"\\0{name}\"); print(s.recv(64).decode())' 2>/dev/null; echo end"
+        ),
+    );
+    assert_passed(&ran);
+    assert_eq!(ran.stdout(), "end\n", "{ran:#?}");
+}

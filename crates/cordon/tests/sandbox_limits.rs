@@ -265,3 +265,33 @@ fn the_sandbox_dies_with_cordon() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+#[test]
+fn cancelling_cordon_ends_the_sandboxed_tree() {
+    require_sandbox!();
+    let w = Work::new();
+    let child = helpers::cordon()
+        .args(["run", "--json", "--grace", "500ms", "--"])
+        .args(["sh", "-c", "trap '' TERM; setsid sleep 305 & sleep 305"])
+        .current_dir(w.path())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while host_processes_with_cmdline(&["sleep", "305"]).len() < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the sandboxed sleeps never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: signalling the cordon process this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = child.wait_with_output().unwrap();
+    let result: cordon_types::RunResult = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(result.status, RunStatus::Cancelled, "{result:#?}");
+    assert!(
+        host_processes_with_cmdline(&["sleep", "305"]).is_empty(),
+        "a sandboxed process survived cancellation"
+    );
+}
