@@ -236,6 +236,7 @@ impl RedactorBuilder {
                     b.regex,
                     max_len,
                     Some(anchors),
+                    true,
                 )?);
             }
         }
@@ -243,7 +244,7 @@ impl RedactorBuilder {
             let max_len = p.max_len.unwrap_or(self.pattern_max_len);
             let id = names.id(&p.name);
             patterns.push(CompiledPattern::compile(
-                &p.name, id, &p.regex, max_len, None,
+                &p.name, id, &p.regex, max_len, None, false,
             )?);
         }
         let unanchored = (0..patterns.len())

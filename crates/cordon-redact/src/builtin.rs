@@ -35,14 +35,14 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     Builtin {
         name: "github-token",
         // Classic tokens are the prefix and 36 alphanumerics.
-        regex: r"gh[pousr]_[A-Za-z0-9]{36,251}",
+        regex: r"gh[pousr]_[A-Za-z0-9]{36,}",
         anchors: &["ghp_", "gho_", "ghs_", "ghu_", "ghr_"],
         max_len: MaxLen::Fixed(256),
     },
     Builtin {
         name: "github-token",
         // Fine-grained personal access tokens.
-        regex: r"github_pat_[A-Za-z0-9_]{22,244}",
+        regex: r"github_pat_[A-Za-z0-9_]{22,}",
         anchors: &["github_pat_"],
         max_len: MaxLen::Fixed(256),
     },
@@ -54,7 +54,7 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     },
     Builtin {
         name: "slack-token",
-        regex: r"xox[baprs]-[A-Za-z0-9-]{10,250}",
+        regex: r"xox[baprs]-[A-Za-z0-9-]{10,}",
         anchors: &["xoxb-", "xoxa-", "xoxp-", "xoxr-", "xoxs-"],
         max_len: MaxLen::Fixed(256),
     },

@@ -8,6 +8,8 @@
 //! window has arrived.
 
 use regex_automata::hybrid::LazyStateID;
+use std::sync::OnceLock;
+
 use regex_automata::hybrid::dfa::{Cache, DFA};
 use regex_automata::meta;
 use regex_automata::util::syntax;
@@ -65,16 +67,51 @@ pub(crate) struct CompiledPattern {
     /// Literals every match starts with; `None` if unknown, in which case
     /// `regex` itself finds candidates.
     pub(crate) anchors: Option<Vec<Anchor>>,
-    /// The regex, for captures and unanchored candidate search.
-    regex: meta::Regex,
     /// Whether the pattern has no look-around assertions, so that an
     /// unanchored search over more text than one window finds every position
     /// a windowed match starts at (or earlier).
     pub(crate) skippable: bool,
+    /// The pattern's source, to build the engines from.
+    source: String,
+    /// The matching engines, built on first use: most streams never meet an
+    /// anchor of most patterns, and building them costs ~0.3 ms a pattern,
+    /// which would dominate a short run.
+    engines: OnceLock<Engines>,
+}
+
+/// The compiled matchers of one pattern.
+pub(crate) struct Engines {
+    /// The regex, for captures and unanchored candidate search.
+    pub(crate) regex: meta::Regex,
     /// Group index of the `secret` capture group, if any.
     secret_group: Option<usize>,
     /// Anchored, leftmost-first lazy DFA, to tell when a match is decided.
     dfa: DFA,
+}
+
+impl Engines {
+    fn build(pattern: &str) -> Result<Engines, Box<dyn std::error::Error + Send + Sync>> {
+        let syntax = syntax::Config::new().utf8(false);
+        let regex = meta::Regex::builder()
+            .syntax(syntax)
+            .configure(meta::Config::new().utf8_empty(false))
+            .build(pattern)?;
+        let secret_group = regex.group_info().to_index(PatternID::ZERO, "secret");
+        let dfa = DFA::builder()
+            .configure(
+                DFA::config()
+                    .match_kind(MatchKind::LeftmostFirst)
+                    .unicode_word_boundary(true),
+            )
+            .syntax(syntax)
+            .thompson(thompson::Config::new().utf8(false))
+            .build(pattern)?;
+        Ok(Engines {
+            regex,
+            secret_group,
+            dfa,
+        })
+    }
 }
 
 impl CompiledPattern {
@@ -86,6 +123,7 @@ impl CompiledPattern {
         pattern: &str,
         max_len: usize,
         anchors: Option<Vec<Anchor>>,
+        trusted: bool,
     ) -> Result<Self, RedactError> {
         let invalid =
             |source: Box<dyn std::error::Error + Send + Sync>| RedactError::InvalidPattern {
@@ -97,9 +135,24 @@ impl CompiledPattern {
                 name: name.to_owned(),
             });
         }
-        // Validate with the `regex` crate first: its messages are the ones
-        // users know.
-        regex::bytes::Regex::new(pattern).map_err(|e| invalid(Box::new(e)))?;
+        // Validate user patterns with the `regex` crate first: its messages are
+        // the ones users know. Built-in patterns are known to compile.
+        if !trusted {
+            regex::bytes::Regex::new(pattern).map_err(|e| invalid(Box::new(e)))?;
+        }
+        // A trusted pattern with known anchors needs nothing from its syntax
+        // tree until it first meets an anchor (and `skippable` only matters for
+        // unanchored patterns): skip the parse, which would dominate start-up.
+        if trusted && let Some(anchors) = anchors {
+            return Ok(CompiledPattern {
+                name_id,
+                max_len,
+                anchors: Some(anchors),
+                skippable: false,
+                source: pattern.to_owned(),
+                engines: OnceLock::new(),
+            });
+        }
         let hir = regex_syntax::ParserBuilder::new()
             .utf8(false)
             .build()
@@ -110,45 +163,42 @@ impl CompiledPattern {
                 name: name.to_owned(),
             });
         }
-        let syntax = syntax::Config::new().utf8(false);
-        let regex = meta::Regex::builder()
-            .syntax(syntax)
-            .configure(meta::Config::new().utf8_empty(false))
-            .build(pattern)
-            .map_err(|e| invalid(Box::new(e)))?;
-        let secret_group = regex.group_info().to_index(PatternID::ZERO, "secret");
-        let dfa = DFA::builder()
-            .configure(
-                DFA::config()
-                    .match_kind(MatchKind::LeftmostFirst)
-                    .unicode_word_boundary(true),
-            )
-            .syntax(syntax)
-            .thompson(thompson::Config::new().utf8(false))
-            .build(pattern)
-            .map_err(|e| invalid(Box::new(e)))?;
+        let engines = OnceLock::new();
+        if !trusted {
+            let built = Engines::build(pattern).map_err(invalid)?;
+            let _ = engines.set(built);
+        }
         let anchors = anchors.or_else(|| extract_anchors(&hir));
         let skippable = hir.properties().look_set().is_empty();
         Ok(CompiledPattern {
             name_id,
             max_len,
             anchors,
-            regex,
             skippable,
-            secret_group,
-            dfa,
+            source: pattern.to_owned(),
+            engines,
+        })
+    }
+
+    /// The engines, built on first use.
+    pub(crate) fn engines(&self) -> &Engines {
+        self.engines.get_or_init(|| {
+            Engines::build(&self.source).expect("built-in patterns compile (tested)")
         })
     }
 
     /// A fresh DFA cache; each stream owns one per pattern.
     pub(crate) fn create_cache(&self) -> Cache {
-        self.dfa.create_cache()
+        self.engines().dfa.create_cache()
     }
 
     /// Finds the leftmost position in `hay` where the regex matches
     /// (unanchored), as a cheap way to skip positions.
     pub(crate) fn find_candidate(&self, hay: &[u8]) -> Option<usize> {
-        self.regex.find(Input::new(hay)).map(|m| m.start())
+        self.engines()
+            .regex
+            .find(Input::new(hay))
+            .map(|m| m.start())
     }
 
     /// Evaluates the pattern anchored at `site`. `eof` says no more text
@@ -162,7 +212,7 @@ impl CompiledPattern {
             Walk::Undecided => Eval::Undecided,
             Walk::GaveUp if !complete => Eval::Undecided,
             Walk::GaveUp => self.captures(site, window.len(), window.len()),
-            Walk::Match(end) => match self.secret_group {
+            Walk::Match(end) => match self.engines().secret_group {
                 // The DFA found the same leftmost-first match the regex would.
                 None => Eval::Match {
                     redact: 0..end,
@@ -190,8 +240,13 @@ impl CompiledPattern {
             .range(offset..offset + end)
             .anchored(Anchored::Yes);
         let shift = |r: std::ops::Range<usize>| r.start - offset..r.end - offset;
-        match self.secret_group {
-            None => match self.regex.search(&input) {
+        let Engines {
+            regex,
+            secret_group,
+            ..
+        } = self.engines();
+        match secret_group {
+            None => match regex.search(&input) {
                 Some(m) => Eval::Match {
                     redact: shift(m.range()),
                     end: m.end() - offset,
@@ -199,9 +254,9 @@ impl CompiledPattern {
                 None => Eval::NoMatch,
             },
             Some(group) => {
-                let mut caps = self.regex.create_captures();
-                self.regex.search_captures(&input, &mut caps);
-                match (caps.get_match(), caps.get_group(group)) {
+                let mut caps = regex.create_captures();
+                regex.search_captures(&input, &mut caps);
+                match (caps.get_match(), caps.get_group(*group)) {
                     (Some(m), Some(secret)) => Eval::Match {
                         redact: shift(secret.range()),
                         end: m.end() - offset,
@@ -227,13 +282,13 @@ impl CompiledPattern {
         let config = start::Config::new()
             .anchored(Anchored::Yes)
             .look_behind(look_behind);
-        let Ok(mut sid) = self.dfa.start_state(cache, &config) else {
+        let Ok(mut sid) = self.engines().dfa.start_state(cache, &config) else {
             return Walk::GaveUp;
         };
         // Where the last match seen ends.
         let mut matched = None;
         for (at, &byte) in window.iter().enumerate() {
-            sid = match self.dfa.next_state(cache, sid, byte) {
+            sid = match self.engines().dfa.next_state(cache, sid, byte) {
                 Ok(sid) => sid,
                 Err(_) => return Walk::GaveUp,
             };
@@ -251,7 +306,7 @@ impl CompiledPattern {
         if !complete {
             return self.settled(cache, sid, matched);
         }
-        match self.dfa.next_eoi_state(cache, sid) {
+        match self.engines().dfa.next_eoi_state(cache, sid) {
             Ok(sid) if sid.is_match() => Walk::Match(window.len()),
             Ok(_) => matched.map_or(Walk::NoMatch, Walk::Match),
             Err(_) => Walk::GaveUp,
@@ -264,15 +319,15 @@ impl CompiledPattern {
     /// if no next byte can lead anywhere but the dead state and the end of
     /// the text would not add a match either.
     fn settled(&self, cache: &mut Cache, sid: LazyStateID, matched: Option<usize>) -> Walk {
-        for unit in self.dfa.byte_classes().representatives(..) {
+        for unit in self.engines().dfa.byte_classes().representatives(..) {
             let Some(byte) = unit.as_u8() else { continue };
-            match self.dfa.next_state(cache, sid, byte) {
+            match self.engines().dfa.next_state(cache, sid, byte) {
                 Ok(next) if next.is_dead() => {}
                 Ok(_) => return Walk::Undecided,
                 Err(_) => return Walk::GaveUp,
             }
         }
-        match self.dfa.next_eoi_state(cache, sid) {
+        match self.engines().dfa.next_eoi_state(cache, sid) {
             Ok(eoi) if eoi.is_match() => Walk::Undecided,
             Ok(_) => matched.map_or(Walk::NoMatch, Walk::Match),
             Err(_) => Walk::GaveUp,
@@ -315,7 +370,7 @@ mod tests {
     }
 
     fn compile(pattern: &str, max_len: usize) -> CompiledPattern {
-        CompiledPattern::compile("t", 0, pattern, max_len, None).unwrap()
+        CompiledPattern::compile("t", 0, pattern, max_len, None, false).unwrap()
     }
 
     #[test]
@@ -392,6 +447,16 @@ mod tests {
         );
     }
 
+    #[test]
+    fn every_builtin_compiles_and_never_matches_empty() {
+        // Built-ins are compiled lazily and unchecked at run time: check them here.
+        for b in crate::builtin::BUILTINS {
+            let p = CompiledPattern::compile(b.name, 0, b.regex, 64, None, false)
+                .unwrap_or_else(|e| panic!("{}: {e}", b.name));
+            let _ = p.engines();
+        }
+    }
+
     fn builtin(name: &str) -> &'static str {
         crate::builtin::BUILTINS
             .iter()
@@ -422,7 +487,7 @@ mod tests {
             let with_before = [before.as_slice(), window].concat();
             let offset = usize::from(before.is_some());
             let input = Input::new(&with_before).range(offset..).anchored(Anchored::Yes);
-            let expected = p.regex.search(&input).map(|m| m.end() - offset);
+            let expected = p.engines().regex.search(&input).map(|m| m.end() - offset);
             let site = Site { text: &hay, at: 0, before };
             let got = match p.eval(&mut cache, site, true) {
                 Eval::Match { end, .. } => Some(end),

@@ -41,7 +41,7 @@ pub struct StreamRedactor {
     /// Same, for each unanchored pattern (parallel to `inner.unanchored`).
     unanchored_pos: Vec<usize>,
     /// A lazy DFA cache for each pattern (parallel to `inner.patterns`).
-    caches: Vec<Cache>,
+    caches: Vec<Option<Cache>>,
     /// Spans to redact, in stream offsets, not yet written out.
     hits: Vec<Hit>,
 }
@@ -58,7 +58,7 @@ impl StreamRedactor {
     pub(crate) fn new(inner: Arc<Inner>) -> Self {
         StreamRedactor {
             passthrough: inner.literals.is_none() && inner.patterns.is_empty(),
-            caches: inner.patterns.iter().map(|p| p.create_cache()).collect(),
+            caches: inner.patterns.iter().map(|_| None).collect(),
             unanchored_pos: vec![0; inner.unanchored.len()],
             inner,
             buf: Vec::new(),
@@ -224,7 +224,11 @@ impl StreamRedactor {
                 at,
                 before: self.before,
             };
-            match pattern.eval(&mut self.caches[index], site, eof) {
+            match pattern.eval(
+                self.caches[index].get_or_insert_with(|| pattern.create_cache()),
+                site,
+                eof,
+            ) {
                 Eval::NoMatch => {}
                 Eval::Match { redact, end } => self.record(hay, at, redact, end, pattern.name_id),
                 Eval::Undecided => {
@@ -268,7 +272,11 @@ impl StreamRedactor {
                 at,
                 before: self.before,
             };
-            match pattern.eval(&mut self.caches[index], site, eof) {
+            match pattern.eval(
+                self.caches[index].get_or_insert_with(|| pattern.create_cache()),
+                site,
+                eof,
+            ) {
                 Eval::NoMatch => at += 1,
                 Eval::Match { redact, end } => {
                     self.record(hay, at, redact, end, pattern.name_id);
