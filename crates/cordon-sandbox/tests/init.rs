@@ -492,6 +492,11 @@ fn missing_program_is_a_setup_error() {
 fn bench() {
     let w = tempdir("bench");
     let p = policy(&w);
+    let start = Instant::now();
+    for _ in 0..100 {
+        prepare(&p, "/bin/true".as_ref(), &[]).unwrap();
+    }
+    eprintln!("    prepare(): {:?} each", start.elapsed() / 100);
     let prepared = prepare(&p, "/bin/true".as_ref(), &[]).unwrap();
     let mut times = Vec::new();
     for _ in 0..50 {
