@@ -35,6 +35,15 @@ impl ProcessIdentity {
         }
     }
 
+    /// The parent of the current process.
+    pub fn parent() -> ProcessIdentity {
+        let pid = std::os::unix::process::parent_id();
+        ProcessIdentity {
+            pid,
+            start_time: start_time(pid),
+        }
+    }
+
     /// Whether the process still runs.
     pub fn liveness(&self) -> Liveness {
         if !std::path::Path::new("/proc/self/stat").exists() {

@@ -40,6 +40,10 @@ pub struct CreateRequest {
     pub persistent: bool,
     /// How to make the files.
     pub strategy: Strategy,
+    /// The process a transient workspace belongs to (gc removes it once that process is
+    /// gone); `None` means this process. The CLI names its parent (the shell or agent that
+    /// ran `cordon workspace create`), since it exits at once itself.
+    pub owner: Option<ProcessIdentity>,
 }
 
 impl CreateRequest {
@@ -54,6 +58,7 @@ impl CreateRequest {
             rev: rev.into(),
             persistent,
             strategy: Strategy::GitWorktree,
+            owner: None,
         }
     }
 }
@@ -102,7 +107,7 @@ impl Workspaces {
             .resolve_commit(&request.rev)
             .map_err(|e| repo_err(e.into()))?;
         let (id, lock) = self.claim_id().map_err(repo_err)?;
-        let owner = ProcessIdentity::current();
+        let owner = request.owner.unwrap_or_else(ProcessIdentity::current);
         let mut record = WorkspaceRecord {
             schema: WorkspaceRecordTag,
             id: id.clone(),

@@ -28,6 +28,12 @@ pub enum Command {
     /// Verify a candidate change stage by stage in an isolated, sandboxed workspace, and
     /// decide whether it may be promoted (fail-closed gate).
     Verify(crate::commands::verify::VerifyArgs),
+    /// Isolated workspaces: copies of a repository at a ref (git worktrees), never touching
+    /// the live checkout.
+    Workspace(crate::commands::workspace::WorkspaceArgs),
+    /// Reconcile records with reality after crashes: remove transient workspaces whose owner
+    /// is gone, orphaned directories and git worktree metadata; safe at any time.
+    Gc(crate::commands::workspace::GcArgs),
     /// Report what isolation this host can enforce, and what `cordon run` will therefore do.
     ///
     /// Exit code: 0 when the default sandbox policy can be enforced, 1 otherwise.
@@ -64,6 +70,11 @@ pub struct RunArgs {
     /// Directory to run in (default: the current directory).
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
+    /// Run in this workspace (see `cordon workspace`): it becomes the writable root, and the
+    /// source repository's git data is visible read-only. Running from a directory inside a
+    /// workspace does the same.
+    #[arg(long, value_name = "ID")]
+    pub workspace: Option<String>,
     /// Set an environment variable for the program (repeatable).
     #[arg(long = "env", value_name = "NAME=VALUE", value_parser = parse_env_pair)]
     pub env: Vec<(String, String)>,

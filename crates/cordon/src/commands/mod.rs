@@ -4,6 +4,7 @@ pub(crate) mod doctor;
 mod run;
 mod schema;
 pub(crate) mod verify;
+pub(crate) mod workspace;
 
 use std::process::ExitCode;
 
@@ -15,6 +16,8 @@ pub(crate) fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run(args) => run::run(args),
         Command::Doctor(args) => doctor::run(&args),
         Command::Verify(args) => verify::run(args),
+        Command::Workspace(args) => workspace::run(args),
+        Command::Gc(args) => workspace::gc(&args),
         Command::Schema(args) => schema::run(&args),
     }
 }

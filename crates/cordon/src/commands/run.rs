@@ -27,7 +27,44 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let (program, rest) = args.command.split_first().expect("clap requires a program");
-    let policy = args.sandbox.resolve(&cwd, &args.env, &args.secrets)?;
+    let workspace = find_workspace(args.workspace.as_deref(), &cwd)?;
+    let cwd = match (&workspace, &args.cwd) {
+        (Some(ws), None) if args.workspace.is_some() => ws.path.clone(),
+        _ => cwd,
+    };
+    if let Some(ws) = &workspace
+        && !cwd.starts_with(&ws.path)
+    {
+        anyhow::bail!(
+            "--cwd {} is outside workspace {} ({})",
+            cwd.display(),
+            ws.id.as_str(),
+            ws.path.display()
+        );
+    }
+    let mut policy = args.sandbox.resolve(&cwd, &args.env, &args.secrets)?;
+    match (&mut policy, &workspace) {
+        (Some(policy), Some(ws)) => {
+            // The whole workspace is writable; the repository's git data (shared with the
+            // live checkout: hooks, config, refs, objects) only readable.
+            if cwd != ws.path {
+                policy.binds.push(cordon_sandbox::Bind {
+                    path: ws.path.clone(),
+                    access: cordon_sandbox::Access::ReadWrite,
+                });
+            }
+            policy.binds.push(cordon_sandbox::Bind {
+                path: ws.git_common_dir.clone(),
+                access: cordon_sandbox::Access::ReadOnly,
+            });
+        }
+        (None, Some(ws)) => eprintln!(
+            "cordon: warning: --no-sandbox: the program can change the git data of {} (hooks, config, refs) that workspace {} shares with the live checkout",
+            ws.repo.display(),
+            ws.id.as_str()
+        ),
+        _ => {}
+    }
     let redactor = build_redactor(policy.as_ref(), &args.env, &args.secrets)?;
     let (mut spec, sandbox) = match &policy {
         None => {
@@ -103,6 +140,37 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         let _ = writeln!(std::io::stderr().lock(), "{line}");
     }
     Ok(ExitCode::from(outcome.exit_code))
+}
+
+/// The workspace to run in: `--workspace ID`, or the one whose directory contains `cwd`.
+fn find_workspace(
+    id: Option<&str>,
+    cwd: &std::path::Path,
+) -> anyhow::Result<Option<cordon_workspace::WorkspaceRecord>> {
+    let lookup = |id: &str| -> anyhow::Result<cordon_workspace::WorkspaceRecord> {
+        let workspaces = cordon_workspace::Workspaces::from_env()?;
+        let id: cordon_workspace::WorkspaceId = id.parse()?;
+        Ok(workspaces.show(&id)?.record)
+    };
+    if let Some(id) = id {
+        return lookup(id)
+            .map(Some)
+            .with_context(|| format!("--workspace {id}"));
+    }
+    let Some(home) = cordon_workspace::cordon_home() else {
+        return Ok(None);
+    };
+    let Ok(rest) = cwd.strip_prefix(home.join("workspaces")) else {
+        return Ok(None);
+    };
+    let Some(first) = rest.components().next() else {
+        return Ok(None);
+    };
+    let name = first.as_os_str().to_string_lossy();
+    match lookup(&name) {
+        Ok(record) if cwd.starts_with(&record.path) => Ok(Some(record)),
+        _ => Ok(None),
+    }
 }
 
 /// What to hide from the program's output: the values of `--secret` variables and of every

@@ -1,0 +1,353 @@
+//! `cordon workspace` and `cordon gc`: isolated copies of a repository at a ref.
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use cordon_workspace::{
+    CreateRequest, ProcessIdentity, WorkspaceError, WorkspaceId, WorkspaceInfo, Workspaces,
+};
+use serde::Serialize;
+
+/// Exit code for an unknown workspace or a refused patch.
+const BAD_INPUT: u8 = 2;
+
+/// Arguments of `cordon workspace`.
+#[derive(Debug, Args)]
+pub struct WorkspaceArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: WorkspaceCommand,
+}
+
+/// The workspace subcommands.
+#[derive(Debug, Subcommand)]
+pub enum WorkspaceCommand {
+    /// Create an isolated workspace: the committed content of REF as a detached git worktree
+    /// under $CORDON_HOME/workspaces. The live checkout is never touched.
+    ///
+    /// Without --persistent, the workspace belongs to the process that ran this command (your
+    /// shell, your agent): once that process is gone, `cordon gc` removes it.
+    Create {
+        /// The source repository (any directory of its checkout).
+        #[arg(long, value_name = "DIR", default_value = ".")]
+        repo: PathBuf,
+        /// The ref whose committed content the workspace gets.
+        #[arg(long = "ref", value_name = "REF", default_value = "HEAD")]
+        rev: String,
+        /// Keep the workspace until `cordon workspace remove` (or `gc --older-than`).
+        #[arg(long)]
+        persistent: bool,
+        /// Print the record as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List workspaces with their size on disk.
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one workspace.
+    Show {
+        /// The workspace id.
+        id: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove a workspace: its files, its git metadata, its record.
+    Remove {
+        /// The workspace id.
+        id: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Apply a unified or git diff to a workspace, all or nothing. Patches that touch paths
+    /// outside the workspace, anything under .git, or write through symlinks are refused and
+    /// change nothing.
+    Apply {
+        /// The workspace id.
+        id: String,
+        /// The patch file, or `-` for standard input.
+        patch: PathBuf,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// What changed in a workspace against the commit it was created from (new files
+    /// included); the patch, or only the names.
+    Diff {
+        /// The workspace id.
+        id: String,
+        /// Print only the changed paths (NUL-terminated with --json off and -z).
+        #[arg(long)]
+        name_only: bool,
+        /// With --name-only: terminate names with NUL instead of newline (odd file names).
+        #[arg(short = 'z')]
+        nul: bool,
+        /// Print JSON (paths and statuses; the patch is not included).
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Arguments of `cordon gc`.
+#[derive(Debug, Args)]
+pub struct GcArgs {
+    /// Also remove workspaces idle for longer than this (persistent ones included), e.g. 7d.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub older_than: Option<Duration>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    cordon_exec::units::parse_duration(text)
+}
+
+fn print_json<T: Serialize>(value: &T) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut out, value)?;
+    writeln!(out)?;
+    Ok(())
+}
+
+/// Maps a workspace error: unknown ids and refused patches are the user's (exit 2).
+fn fail(error: WorkspaceError) -> anyhow::Result<ExitCode> {
+    let user_error = error.is_not_found()
+        || matches!(
+            error.kind,
+            cordon_workspace::WorkspaceErrorKind::InvalidId(_)
+        )
+        || matches!(&error.kind, cordon_workspace::WorkspaceErrorKind::Git(g) if matches!(
+            g.kind,
+            cordon_git::GitErrorKind::PatchRefused { .. } | cordon_git::GitErrorKind::PatchDoesNotApply { .. }
+        ));
+    if !user_error {
+        let hint = error.hint();
+        let err = anyhow::Error::new(error);
+        return Err(match hint {
+            Some(hint) => err.context(format!("hint: {hint}")),
+            None => err,
+        });
+    }
+    let mut stderr = std::io::stderr().lock();
+    let _ = writeln!(stderr, "error: {error}");
+    let mut shown = error.to_string();
+    let mut source = std::error::Error::source(&error);
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if text != shown {
+            let _ = writeln!(stderr, "  caused by: {text}");
+        }
+        shown = text;
+        source = cause.source();
+    }
+    if let Some(hint) = error.hint() {
+        let _ = writeln!(stderr, "hint: {hint}");
+    }
+    Ok(ExitCode::from(BAD_INPUT))
+}
+
+fn parse_id(text: &str) -> Result<WorkspaceId, WorkspaceError> {
+    text.parse::<WorkspaceId>()
+}
+
+fn describe(info: &WorkspaceInfo) -> String {
+    let r = &info.record;
+    format!(
+        "{}  {:<10}  {}  {}@{}  {}  {}",
+        r.id.as_str(),
+        format!("{:?}", r.state).to_lowercase(),
+        if r.persistent {
+            "persistent"
+        } else {
+            "transient "
+        },
+        r.repo.display(),
+        &r.commit.as_str()[..r.commit.as_str().len().min(12)],
+        human_size(info.size_bytes),
+        r.path.display()
+    )
+}
+
+fn human_size(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+pub(crate) fn run(args: WorkspaceArgs) -> anyhow::Result<ExitCode> {
+    let workspaces = Workspaces::from_env().context("cannot open the workspace store")?;
+    let _ = workspaces.reconcile_on_start();
+    match args.command {
+        WorkspaceCommand::Create {
+            repo,
+            rev,
+            persistent,
+            json,
+        } => {
+            let mut request = CreateRequest::new(&repo, &rev, persistent);
+            if !persistent {
+                request.owner = Some(ProcessIdentity::parent());
+            }
+            let record = match workspaces.create(&request) {
+                Ok(r) => r,
+                Err(e) => return fail(e),
+            };
+            if json {
+                print_json(&record)?;
+            } else {
+                println!("{}", record.id.as_str());
+                eprintln!(
+                    "created {} workspace {} of {}@{} at {}",
+                    if persistent {
+                        "persistent"
+                    } else {
+                        "transient"
+                    },
+                    record.id.as_str(),
+                    record.repo.display(),
+                    record.rev,
+                    record.path.display()
+                );
+            }
+        }
+        WorkspaceCommand::List { json } => {
+            let infos = workspaces.list().context("cannot list the workspaces")?;
+            if json {
+                print_json(&serde_json::json!({
+                    "schema": "cordon.workspace-list/v1",
+                    "workspaces": infos,
+                }))?;
+            } else if infos.is_empty() {
+                eprintln!("no workspaces");
+            } else {
+                for info in &infos {
+                    println!("{}", describe(info));
+                }
+            }
+        }
+        WorkspaceCommand::Show { id, json } => {
+            let info = match parse_id(&id).and_then(|id| workspaces.show(&id)) {
+                Ok(i) => i,
+                Err(e) => return fail(e),
+            };
+            if json {
+                print_json(&info)?;
+            } else {
+                println!("{}", describe(&info));
+            }
+        }
+        WorkspaceCommand::Remove { id, json } => {
+            let record = match parse_id(&id).and_then(|id| workspaces.remove(&id)) {
+                Ok(r) => r,
+                Err(e) => return fail(e),
+            };
+            if json {
+                print_json(&record)?;
+            } else {
+                eprintln!("removed workspace {}", record.id.as_str());
+            }
+        }
+        WorkspaceCommand::Apply { id, patch, json } => {
+            let bytes = if patch.as_os_str() == "-" {
+                let mut buf = Vec::new();
+                std::io::stdin()
+                    .read_to_end(&mut buf)
+                    .context("cannot read the patch from standard input")?;
+                buf
+            } else {
+                match std::fs::read(&patch) {
+                    Ok(b) => b,
+                    Err(e) => {
+                        eprintln!("error: cannot read {}: {e}", patch.display());
+                        return Ok(ExitCode::from(BAD_INPUT));
+                    }
+                }
+            };
+            let report = match parse_id(&id).and_then(|id| workspaces.apply(&id, &bytes)) {
+                Ok(r) => r,
+                Err(e) => return fail(e),
+            };
+            if json {
+                print_json(&report)?;
+            } else {
+                for file in &report.files {
+                    println!("{:?}\t{}", file.status, file.path.to_string_lossy());
+                }
+            }
+        }
+        WorkspaceCommand::Diff {
+            id,
+            name_only,
+            nul,
+            json,
+        } => {
+            let diff = match parse_id(&id).and_then(|id| workspaces.diff(&id, name_only || json)) {
+                Ok(d) => d,
+                Err(e) => return fail(e),
+            };
+            let mut out = std::io::stdout().lock();
+            if json {
+                drop(out);
+                print_json(&diff)?;
+            } else if name_only {
+                for file in &diff.files {
+                    out.write_all(file.path.as_bytes())?;
+                    out.write_all(if nul { b"\0" } else { b"\n" })?;
+                }
+            } else if let Some(patch) = &diff.patch {
+                out.write_all(patch)?;
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) fn gc(args: &GcArgs) -> anyhow::Result<ExitCode> {
+    let workspaces = Workspaces::from_env().context("cannot open the workspace store")?;
+    let report = workspaces
+        .gc(args.older_than)
+        .context("cannot collect workspaces")?;
+    if args.json {
+        print_json(&report)?;
+    } else {
+        for removed in &report.removed {
+            eprintln!("removed {} ({:?})", removed.id.as_str(), removed.reason);
+        }
+        for failure in &report.failures {
+            eprintln!(
+                "could not remove {}: {}",
+                failure.id.as_str(),
+                failure.message
+            );
+        }
+        eprintln!(
+            "gc: {} removed, {} kept, {} failed",
+            report.removed.len(),
+            report.kept,
+            report.failures.len()
+        );
+    }
+    Ok(if report.failures.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}

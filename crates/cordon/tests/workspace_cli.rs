@@ -1,0 +1,245 @@
+//! `cordon workspace`, `cordon gc` and `cordon run --workspace` through the real binary.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use pretty_assertions::assert_eq;
+use support::{TestDir, cordon};
+
+struct Fixture {
+    repo: TestDir,
+    home: TestDir,
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        let f = Fixture {
+            repo: TestDir::new(),
+            home: TestDir::new(),
+        };
+        git(f.repo.path(), &["init", "-q", "-b", "main"]);
+        f.repo.write("a.txt", "alpha\n");
+        git(f.repo.path(), &["add", "-A"]);
+        git(f.repo.path(), &["commit", "-qm", "init"]);
+        f
+    }
+
+    fn cordon(&self, args: &[&str]) -> Output {
+        cordon()
+            .env("CORDON_HOME", self.home.path())
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    fn json(&self, args: &[&str]) -> serde_json::Value {
+        let out = self.cordon(args);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    fn create(&self, extra: &[&str]) -> (String, String) {
+        let repo = self.repo.path().to_str().unwrap().to_owned();
+        let mut args = vec!["workspace", "create", "--json", "--repo", &repo];
+        args.extend_from_slice(extra);
+        let record = self.json(&args);
+        (
+            record["id"].as_str().unwrap().to_owned(),
+            record["path"].as_str().unwrap().to_owned(),
+        )
+    }
+}
+
+#[test]
+fn life_cycle_through_the_cli() {
+    let f = Fixture::new();
+    let status_before = git(f.repo.path(), &["status", "--porcelain"]);
+    let (id, path) = f.create(&["--persistent"]);
+    assert_eq!(id.len(), 8);
+    assert_eq!(
+        std::fs::read_to_string(Path::new(&path).join("a.txt")).unwrap(),
+        "alpha\n"
+    );
+    let list = f.json(&["workspace", "list", "--json"]);
+    let listed = &list["workspaces"][0];
+    assert_eq!(listed["record"]["id"], id.as_str());
+    assert!(listed["size_bytes"].as_u64().unwrap() > 0);
+    let shown = f.json(&["workspace", "show", &id, "--json"]);
+    assert_eq!(shown["record"]["persistent"], true);
+
+    // A good patch, then a hostile one (refused, nothing changed, exit 2).
+    let patch = f.home.write(
+        "good.diff",
+        "--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-alpha\n+beta\n",
+    );
+    let applied = f.json(&["workspace", "apply", &id, patch.to_str().unwrap(), "--json"]);
+    assert_eq!(applied["files"][0]["path"], "a.txt");
+    let evil = f.home.write(
+        "evil.diff",
+        "--- /dev/null\n+++ b/.git/hooks/post-checkout\n@@ -0,0 +1 @@\n+touch /tmp/pwned\n",
+    );
+    let out = f.cordon(&["workspace", "apply", &id, evil.to_str().unwrap()]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Odd file names survive diff --name-only -z.
+    std::fs::write(Path::new(&path).join("new\nline name.txt"), "x").unwrap();
+    let out = f.cordon(&["workspace", "diff", &id, "--name-only", "-z"]);
+    assert!(out.status.success());
+    let mut names: Vec<&[u8]> = out
+        .stdout
+        .split(|&b| b == 0)
+        .filter(|s| !s.is_empty())
+        .collect();
+    names.sort();
+    assert_eq!(names, vec![&b"a.txt"[..], &b"new\nline name.txt"[..]]);
+    let out = f.cordon(&["workspace", "diff", &id]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("+beta"));
+
+    let out = f.cordon(&["workspace", "remove", &id]);
+    assert!(out.status.success());
+    assert!(!Path::new(&path).exists());
+    assert_eq!(
+        git(f.repo.path(), &["status", "--porcelain"]),
+        status_before
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.repo.path().join("a.txt")).unwrap(),
+        "alpha\n"
+    );
+
+    for args in [
+        ["workspace", "show", "aaaaaaaa"],
+        ["workspace", "remove", "bogus-id"],
+    ] {
+        let out = f.cordon(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("error:"));
+    }
+}
+
+#[test]
+fn transient_workspaces_live_as_long_as_the_process_that_asked() {
+    let f = Fixture::new();
+    // Created from this test process: it is alive, so gc keeps the workspace.
+    let (kept, kept_path) = f.create(&[]);
+    // Created from a shell that exits right away: gc collects it.
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "{} workspace create --json --repo {}",
+            env!("CARGO_BIN_EXE_cordon"),
+            f.repo.path().display()
+        ))
+        .env("CORDON_HOME", f.home.path())
+        .output()
+        .unwrap();
+    let gone: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let gone_path = gone["path"].as_str().unwrap().to_owned();
+    assert!(Path::new(&gone_path).exists());
+    let report = f.json(&["gc", "--json"]);
+    let removed: Vec<&str> = report["removed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(removed, vec![gone["id"].as_str().unwrap()]);
+    assert!(!Path::new(&gone_path).exists());
+    assert!(
+        Path::new(&kept_path).exists(),
+        "{kept} belongs to a live process"
+    );
+    let worktrees = git(f.repo.path(), &["worktree", "list", "--porcelain"]);
+    assert!(
+        !worktrees.contains(&gone_path),
+        "worktree metadata pruned: {worktrees}"
+    );
+}
+
+#[test]
+fn inside_a_workspace_git_data_is_read_only_to_the_program() {
+    let f = Fixture::new();
+    let (id, path) = f.create(&[]);
+    let common = f.repo.path().join(".git");
+    let script = r#"
+git log --oneline | grep -q init && echo LOG_OK
+echo data > made-inside.txt && echo WRITE_OK
+c=$(git rev-parse --git-common-dir)
+echo 'touch /tmp/cordon-pwned' > "$c/hooks/post-checkout" 2>/dev/null && echo PLANTED_HOOK
+git config core.fsmonitor 'touch /tmp/cordon-pwned' 2>/dev/null && echo PLANTED_CONFIG
+git update-ref refs/heads/evil HEAD 2>/dev/null && echo PLANTED_REF
+echo junk > "$c/objects/junk" 2>/dev/null && echo PLANTED_OBJECT
+git add made-inside.txt 2>/dev/null && git -c user.name=x -c user.email=x@x commit -qm evil 2>/dev/null && echo COMMITTED
+true
+"#;
+    let out = f.cordon(&[
+        "run",
+        "--json",
+        "--workspace",
+        &id,
+        "--",
+        "sh",
+        "-c",
+        script,
+    ]);
+    let code = out.status.code().unwrap();
+    if code == 125 {
+        eprintln!(
+            "skipped: no sandbox on this host ({})",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return;
+    }
+    let result: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let printed = result["stdout"]["head"].as_str().unwrap();
+    assert_eq!(printed, "LOG_OK\nWRITE_OK\n", "{result:#}");
+    assert!(Path::new(&path).join("made-inside.txt").exists());
+    assert!(!common.join("hooks/post-checkout").exists());
+    assert!(!common.join("refs/heads/evil").exists());
+    assert!(!git(f.repo.path(), &["config", "--list"]).contains("fsmonitor"));
+
+    // Running from a directory inside the workspace finds it too.
+    let out = cordon()
+        .env("CORDON_HOME", f.home.path())
+        .current_dir(&path)
+        .args([
+            "run",
+            "--json",
+            "--",
+            "sh",
+            "-c",
+            "echo x > \"$(git rev-parse --git-common-dir)/hooks/pre-push\" || echo REFUSED",
+        ])
+        .output()
+        .unwrap();
+    let result: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(result["stdout"]["head"], "REFUSED\n", "{result:#}");
+    assert!(!common.join("hooks/pre-push").exists());
+}
