@@ -502,3 +502,56 @@ fn host_abstract_unix_sockets_stay_unreachable_with_host_network() {
     assert_passed(&ran);
     assert_eq!(ran.stdout(), "end\n", "{ran:#?}");
 }
+
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn dangerous_syscalls_are_refused_by_seccomp() {
+    require_sandbox!();
+    let w = Work::new();
+    // (name, number, args) on x86_64; each must fail with the errno the filter chose.
+    let script = r#"
+import ctypes, errno
+libc = ctypes.CDLL(None, use_errno=True)
+calls = [
+    ("ptrace", 101, (16, 1, 0, 0)), ("syslog", 103, (3, 0, 0)), ("personality", 135, (8,)),
+    ("mount", 165, (0, 0, 0, 0, 0)), ("swapon", 167, (0, 0)), ("reboot", 169, (0, 0, 0, 0)),
+    ("init_module", 175, (0, 0, 0)), ("kexec_load", 246, (0, 0, 0, 0)), ("add_key", 248, (0, 0, 0, 0, 0)),
+    ("keyctl", 250, (0, 0)), ("unshare", 272, (0x10000000,)), ("perf_event_open", 298, (0, 0, 0, 0, 0)),
+    ("open_by_handle_at", 304, (0, 0, 0)), ("setns", 308, (0, 0)), ("bpf", 321, (0, 0, 0)),
+    ("userfaultfd", 323, (0,)), ("clone_newuser", 56, (0x10000000 | 17, 0, 0, 0, 0)),
+    ("x32_unshare", 0x40000000 + 272, (0x10000000,)), ("clone3", 435, (0, 0)),
+]
+for name, nr, args in calls:
+    r = libc.syscall(nr, *[ctypes.c_long(a) for a in args])
+    print(name, "OK" if r >= 0 else errno.errorcode[ctypes.get_errno()])
+"#;
+    let ran = helpers::run_in(&w.path(), &[], &["python3", "-c", script], &[]);
+    assert_passed(&ran);
+    for line in ran.stdout().lines() {
+        let want = if line.starts_with("clone3 ") {
+            "ENOSYS"
+        } else {
+            "EPERM"
+        };
+        assert!(line.ends_with(want), "{line}: {}", ran.stdout());
+    }
+    assert_eq!(ran.stdout().lines().count(), 19, "{ran:#?}");
+}
+
+#[test]
+fn ordinary_programs_still_work() {
+    require_sandbox!();
+    let w = Work::new();
+    let script = "import subprocess, threading, os, tempfile\n\
+                  out = []\n\
+                  t = threading.Thread(target=lambda: out.append(1)); t.start(); t.join()\n\
+                  p = subprocess.run(['sh', '-c', 'echo sub | tr a-z A-Z'], capture_output=True, text=True)\n\
+                  pid = os.fork()\n\
+                  if pid == 0: os._exit(7)\n\
+                  _, st = os.waitpid(pid, 0)\n\
+                  f = tempfile.NamedTemporaryFile(); f.write(b'x'); f.flush()\n\
+                  print(out, p.stdout.strip(), os.waitstatus_to_exitcode(st), os.getcwd() == os.environ['PWD'] or True)";
+    let ran = helpers::run_in(&w.path(), &[], &["python3", "-c", script], &[]);
+    assert_passed(&ran);
+    assert_eq!(ran.stdout(), "[1] SUB 7 True\n", "{ran:#?}");
+}

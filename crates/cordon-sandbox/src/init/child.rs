@@ -48,8 +48,8 @@ fn setup(p: &Prepared) -> Setup<()> {
     if let Some(ll) = &p.plan.landlock {
         landlock::restrict(ll)?;
     }
-    if let Some(filters) = &p.seccomp {
-        seccomp::install(filters)?;
+    if let Some(filter) = &p.seccomp {
+        seccomp::install(filter)?;
     }
     // Every inherited descriptor above stderr (the report pipe included) closes on exec.
     // SAFETY: close_range with the CLOEXEC flag only marks descriptors.

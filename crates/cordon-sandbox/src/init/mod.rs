@@ -21,7 +21,6 @@ mod sys;
 use std::ffi::CString;
 
 use cordon_types::{CHILD_REPORT_FD, ChildReport};
-use seccompiler::BpfProgram;
 
 use crate::plan::InitPlan;
 
@@ -36,8 +35,8 @@ struct Prepared {
     candidates: Vec<CString>,
     /// The working directory.
     workdir: CString,
-    /// Compiled seccomp filters, when enforced.
-    seccomp: Option<Vec<BpfProgram>>,
+    /// The compiled seccomp filter, when enforced.
+    seccomp: Option<seccomp::Filter>,
 }
 
 /// The helper's entry point. Call it first thing in `main` when `argv[1]` is

@@ -1,11 +1,10 @@
 //! The seccomp filter: syscalls a sandboxed program never needs and an escape would.
-
-use std::collections::BTreeMap;
-
-use seccompiler::{
-    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
-    SeccompRule, TargetArch,
-};
+//!
+//! One classic-BPF program, written out here (about 70 instructions, one JIT compile at
+//! install): foreign architectures are killed, x32 syscall numbers refused, the deny list
+//! answers `EPERM`, `clone` with namespace flags `EPERM`, `clone3` `ENOSYS` (its flags live in
+//! memory a filter cannot read; libc then falls back to `clone`), `ioctl(TIOCSTI|TIOCLINUX)`
+//! `EPERM`, and `personality` anything but a query or `PER_LINUX`.
 
 use super::sys::Setup;
 
@@ -59,96 +58,228 @@ const DENIED: &[libc::c_long] = &[
     libc::SYS_uselib,
 ];
 
-/// Namespace-creating `clone` flags.
-const NS_FLAGS: &[u64] = &[
-    libc::CLONE_NEWUSER as u64,
-    libc::CLONE_NEWNS as u64,
-    libc::CLONE_NEWPID as u64,
-    libc::CLONE_NEWNET as u64,
-    libc::CLONE_NEWIPC as u64,
-    libc::CLONE_NEWUTS as u64,
-    libc::CLONE_NEWCGROUP as u64,
-];
+/// Namespace-creating `clone` flags (all in the low 32 bits).
+const NS_FLAGS: u32 = (libc::CLONE_NEWUSER
+    | libc::CLONE_NEWNS
+    | libc::CLONE_NEWPID
+    | libc::CLONE_NEWNET
+    | libc::CLONE_NEWIPC
+    | libc::CLONE_NEWUTS
+    | libc::CLONE_NEWCGROUP) as u32;
 
-fn arch() -> TargetArch {
+#[cfg(target_arch = "x86_64")]
+const AUDIT_ARCH: u32 = 62 | 0x8000_0000 | 0x4000_0000;
+#[cfg(target_arch = "aarch64")]
+const AUDIT_ARCH: u32 = 183 | 0x8000_0000 | 0x4000_0000;
+#[cfg(target_arch = "riscv64")]
+const AUDIT_ARCH: u32 = 243 | 0x8000_0000 | 0x4000_0000;
+
+/// x32 syscalls carry this bit in their number (same `AUDIT_ARCH` as x86_64).
+#[cfg(target_arch = "x86_64")]
+const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+
+const LD_W_ABS: u16 = 0x20;
+const JEQ_K: u16 = 0x15;
+const JGE_K: u16 = 0x35;
+const JSET_K: u16 = 0x45;
+const RET_K: u16 = 0x06;
+
+const RET_ALLOW: u32 = 0x7fff_0000;
+const RET_ERRNO: u32 = 0x0005_0000;
+const RET_KILL_PROCESS: u32 = 0x8000_0000;
+
+/// Offsets in `struct seccomp_data`.
+const OFF_NR: u32 = 0;
+const OFF_ARCH: u32 = 4;
+/// The low 32 bits of argument `i` (little-endian).
+const fn arg_lo(i: u32) -> u32 {
+    16 + 8 * i
+}
+
+/// A jump target, resolved when the program is laid out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum To {
+    Next,
+    Eperm,
+    Enosys,
+    Allow,
+    Block(usize),
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Insn {
+    Load(u32),
+    Jump { op: u16, k: u32, jt: To, jf: To },
+    Ret(u32),
+}
+
+/// A compiled filter, ready to install.
+#[derive(Debug, Clone)]
+pub struct Filter(Vec<libc::sock_filter>);
+
+fn jeq(k: u32, jt: To) -> Insn {
+    Insn::Jump {
+        op: JEQ_K,
+        k,
+        jt,
+        jf: To::Next,
+    }
+}
+
+/// Compiles the filter.
+pub fn build() -> Setup<Filter> {
+    let nr = |n: libc::c_long| u32::try_from(n).expect("syscall numbers are small");
+    let mut main = vec![
+        Insn::Load(OFF_ARCH),
+        Insn::Jump {
+            op: JEQ_K,
+            k: AUDIT_ARCH,
+            jt: To::Next,
+            jf: To::Block(1),
+        },
+        Insn::Load(OFF_NR),
+    ];
     #[cfg(target_arch = "x86_64")]
-    let a = TargetArch::x86_64;
-    #[cfg(target_arch = "aarch64")]
-    let a = TargetArch::aarch64;
-    #[cfg(target_arch = "riscv64")]
-    let a = TargetArch::riscv64;
-    a
+    main.push(Insn::Jump {
+        op: JGE_K,
+        k: X32_SYSCALL_BIT,
+        jt: To::Eperm,
+        jf: To::Next,
+    });
+    main.extend(DENIED.iter().map(|n| jeq(nr(*n), To::Eperm)));
+    main.extend([
+        jeq(nr(libc::SYS_clone), To::Block(2)),
+        jeq(nr(libc::SYS_clone3), To::Enosys),
+        jeq(nr(libc::SYS_ioctl), To::Block(3)),
+        jeq(nr(libc::SYS_personality), To::Block(4)),
+        Insn::Ret(RET_ALLOW),
+    ]);
+    let blocks: Vec<Vec<Insn>> = vec![
+        main,
+        // 1: a foreign architecture (e.g. i386 through int 0x80).
+        vec![Insn::Ret(RET_KILL_PROCESS)],
+        // 2: clone with namespace flags.
+        vec![
+            Insn::Load(arg_lo(0)),
+            Insn::Jump {
+                op: JSET_K,
+                k: NS_FLAGS,
+                jt: To::Eperm,
+                jf: To::Allow,
+            },
+        ],
+        // 3: terminal injection.
+        vec![
+            Insn::Load(arg_lo(1)),
+            jeq(libc::TIOCSTI as u32, To::Eperm),
+            Insn::Jump {
+                op: JEQ_K,
+                k: libc::TIOCLINUX as u32,
+                jt: To::Eperm,
+                jf: To::Allow,
+            },
+        ],
+        // 4: personality: only a query (0xffffffff) or PER_LINUX (0).
+        vec![
+            Insn::Load(arg_lo(0)),
+            jeq(0, To::Allow),
+            Insn::Jump {
+                op: JEQ_K,
+                k: 0xffff_ffff,
+                jt: To::Allow,
+                jf: To::Eperm,
+            },
+        ],
+        vec![Insn::Ret(RET_ERRNO | libc::EPERM as u32)],
+        vec![Insn::Ret(RET_ERRNO | libc::ENOSYS as u32)],
+        vec![Insn::Ret(RET_ALLOW)],
+    ];
+    let (eperm, enosys, allow) = (5, 6, 7);
+    let mut starts = Vec::with_capacity(blocks.len());
+    let mut at = 0;
+    for b in &blocks {
+        starts.push(at);
+        at += b.len();
+    }
+    let mut program = Vec::with_capacity(at);
+    for insn in blocks.iter().flatten() {
+        let here = program.len();
+        let offset = |to: To| -> Setup<u8> {
+            let target = match to {
+                To::Next => here + 1,
+                To::Eperm => starts[eperm],
+                To::Enosys => starts[enosys],
+                To::Allow => starts[allow],
+                To::Block(i) => starts[i],
+            };
+            target
+                .checked_sub(here + 1)
+                .and_then(|d| u8::try_from(d).ok())
+                .ok_or_else(|| "seccomp filter: jump out of range".to_string())
+        };
+        program.push(match *insn {
+            Insn::Load(off) => libc::sock_filter {
+                code: LD_W_ABS,
+                jt: 0,
+                jf: 0,
+                k: off,
+            },
+            Insn::Jump { op, k, jt, jf } => libc::sock_filter {
+                code: op,
+                jt: offset(jt)?,
+                jf: offset(jf)?,
+                k,
+            },
+            Insn::Ret(k) => libc::sock_filter {
+                code: RET_K,
+                jt: 0,
+                jf: 0,
+                k,
+            },
+        });
+    }
+    Ok(Filter(program))
 }
 
-fn cond(arg: u8, len: SeccompCmpArgLen, op: SeccompCmpOp, value: u64) -> Setup<SeccompCondition> {
-    SeccompCondition::new(arg, len, op, value).map_err(|e| format!("seccomp condition: {e}"))
-}
-
-fn rule(conds: Vec<SeccompCondition>) -> Setup<SeccompRule> {
-    SeccompRule::new(conds).map_err(|e| format!("seccomp rule: {e}"))
-}
-
-/// Compiles the filters (installed in order in the program's process).
-pub fn build() -> Setup<Vec<BpfProgram>> {
-    use SeccompCmpArgLen::{Dword, Qword};
-    let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
-        DENIED.iter().map(|s| (*s, Vec::new())).collect();
-    let clone_rules = NS_FLAGS
-        .iter()
-        .map(|f| rule(vec![cond(0, Qword, SeccompCmpOp::MaskedEq(*f), *f)?]))
-        .collect::<Setup<Vec<_>>>()?;
-    rules.insert(libc::SYS_clone, clone_rules);
-    let ioctl_rules = [libc::TIOCSTI, libc::TIOCLINUX]
-        .iter()
-        .map(|req| rule(vec![cond(1, Dword, SeccompCmpOp::Eq, *req)?]))
-        .collect::<Setup<Vec<_>>>()?;
-    rules.insert(libc::SYS_ioctl, ioctl_rules);
-    // Only querying the personality (0xffffffff) and PER_LINUX (0) stay allowed.
-    rules.insert(
-        libc::SYS_personality,
-        vec![rule(vec![
-            cond(0, Dword, SeccompCmpOp::Ne, 0)?,
-            cond(0, Dword, SeccompCmpOp::Ne, 0xffff_ffff)?,
-        ])?],
-    );
-    let eperm = u32::try_from(libc::EPERM).expect("small");
-    let deny = SeccompFilter::new(
-        rules,
-        SeccompAction::Allow,
-        SeccompAction::Errno(eperm),
-        arch(),
-    )
-    .map_err(|e| format!("seccomp filter: {e}"))?;
-    // clone3 passes its flags in memory a filter cannot read: ENOSYS makes libc fall back to
-    // clone, whose flags the filter above checks.
-    let enosys = u32::try_from(libc::ENOSYS).expect("small");
-    let clone3 = SeccompFilter::new(
-        BTreeMap::from([(libc::SYS_clone3, Vec::new())]),
-        SeccompAction::Allow,
-        SeccompAction::Errno(enosys),
-        arch(),
-    )
-    .map_err(|e| format!("seccomp filter: {e}"))?;
-    let compile = |f: SeccompFilter| {
-        BpfProgram::try_from(f).map_err(|e| format!("compile seccomp filter: {e}"))
+/// Installs the filter on the calling thread (needs `no_new_privs`).
+pub fn install(filter: &Filter) -> Setup<()> {
+    let prog = libc::sock_fprog {
+        len: u16::try_from(filter.0.len()).map_err(|_| "seccomp filter too long".to_string())?,
+        filter: filter.0.as_ptr().cast_mut(),
     };
-    Ok(vec![compile(deny)?, compile(clone3)?])
-}
-
-/// Installs the compiled filters on the calling thread (needs `no_new_privs`).
-pub fn install(filters: &[BpfProgram]) -> Setup<()> {
-    for f in filters {
-        seccompiler::apply_filter(f).map_err(|e| format!("install the seccomp filter: {e}"))?;
+    // SAFETY: `prog` points to a valid program that outlives the call (the kernel copies it).
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            0,
+            &prog as *const libc::sock_fprog,
+        )
+    };
+    if r < 0 {
+        return Err(format!(
+            "install the seccomp filter: {}",
+            std::io::Error::last_os_error()
+        ));
     }
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
-    fn filters_compile() {
-        let f = super::build().unwrap();
-        assert_eq!(f.len(), 2);
-        assert!(f[0].len() > 40);
+    fn filter_is_small_and_jumps_resolve() {
+        let f = build().unwrap();
+        assert!(f.0.len() > DENIED.len() && f.0.len() < 100, "{}", f.0.len());
+        assert_eq!(f.0.last().unwrap().code, RET_K);
+        // Every jump lands inside the program.
+        for (i, insn) in f.0.iter().enumerate() {
+            if insn.code & 0x07 == 0x05 {
+                assert!(i + 1 + usize::from(insn.jt) < f.0.len());
+                assert!(i + 1 + usize::from(insn.jf) < f.0.len());
+            }
+        }
     }
 }
