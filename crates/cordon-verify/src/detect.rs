@@ -182,13 +182,47 @@ fn node(root: &Path, found: &mut Detected) {
         }
     ));
     found.stages.push(setup(&format!("{pm}-install"), &install));
+    let workspaces = crate::target::node_packages(root).filter(|p| !p.is_empty());
+    if let Some(packages) = &workspaces {
+        found.reasons.push(format!(
+            "{} workspace packages: {}",
+            pm,
+            packages
+                .iter()
+                .map(|p| p.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
     for (script, category, required) in [
         ("lint", StageCategory::Lint, false),
         ("typecheck", StageCategory::Typecheck, true),
         ("build", StageCategory::Build, true),
         ("test", StageCategory::Test, true),
     ] {
-        if scripts.iter().any(|s| s == script) {
+        let workspace_test = script == "test"
+            && workspaces.is_some()
+            && !scripts.iter().any(|s| s == "test")
+            && matches!(pm, "npm" | "pnpm");
+        if workspace_test {
+            // No root test script: run each workspace package's own, so that targeting can
+            // narrow to the changed packages.
+            let run: &[&str] = if pm == "npm" {
+                &[
+                    "npm",
+                    "run",
+                    "--silent",
+                    "test",
+                    "--workspaces",
+                    "--if-present",
+                ]
+            } else {
+                &["pnpm", "-r", "--if-present", "run", "test"]
+            };
+            found
+                .stages
+                .push(stage(&format!("{pm}-test"), category, run, required));
+        } else if scripts.iter().any(|s| s == script) {
             let run: Vec<&str> = match pm {
                 "npm" => vec!["npm", "run", "--silent", script],
                 other => vec![other, "run", script],

@@ -115,7 +115,11 @@ pub fn build(
     let cargo_packages = target::cargo_packages(root);
     let cargo_selection = cargo_packages
         .as_deref()
-        .and_then(|p| target::cargo_selection(p, changed));
+        .and_then(|p| target::select(p, changed));
+    let node_packages = target::node_packages(root);
+    let node_selection = node_packages
+        .as_deref()
+        .and_then(|p| target::select(p, changed));
     let mut targeted = false;
     let mut planned = Vec::new();
     for stage in stages {
@@ -170,6 +174,30 @@ pub fn build(
                 _ => {}
             }
         }
+        if p.skip_reason.is_none()
+            && let Some(kind) = node_workspace_test(&p.stage)
+        {
+            match (&node_packages, &node_selection) {
+                (Some(all), Some(selected))
+                    if selected.len() < all.len() && !selected.is_empty() =>
+                {
+                    targeted = true;
+                    p.stage.run = narrow_node(&p.stage.run, kind, selected);
+                    p.narrowed = true;
+                    p.targeting = Some(format!(
+                        "changed workspace packages and their dependents: {}",
+                        selected.iter().cloned().collect::<Vec<_>>().join(", ")
+                    ));
+                }
+                (Some(_), _) => {
+                    p.targeting = Some(
+                        "every workspace package: a change lies outside every package, or no change is known"
+                            .into(),
+                    );
+                }
+                _ => {}
+            }
+        }
         planned.push(p);
     }
     if targeted {
@@ -182,6 +210,58 @@ pub fn build(
         reasons,
         redact_patterns,
     })
+}
+
+/// The Node workspace-wide test commands cordon detects, and can narrow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NodeWorkspaceTest {
+    /// `npm run --silent test --workspaces --if-present`
+    Npm,
+    /// `pnpm -r --if-present run test`
+    Pnpm,
+}
+
+fn node_workspace_test(stage: &StageConfig) -> Option<NodeWorkspaceTest> {
+    let run: Vec<&str> = stage.run.iter().map(String::as_str).collect();
+    match run.as_slice() {
+        [
+            "npm",
+            "run",
+            "--silent",
+            "test",
+            "--workspaces",
+            "--if-present",
+        ] => Some(NodeWorkspaceTest::Npm),
+        ["pnpm", "-r", "--if-present", "run", "test"] => Some(NodeWorkspaceTest::Pnpm),
+        _ => None,
+    }
+}
+
+fn narrow_node(
+    run: &[String],
+    kind: NodeWorkspaceTest,
+    selected: &std::collections::BTreeSet<String>,
+) -> Vec<String> {
+    match kind {
+        NodeWorkspaceTest::Npm => {
+            let mut argv: Vec<String> = ["npm", "run", "--silent", "test"]
+                .map(String::from)
+                .to_vec();
+            argv.extend(selected.iter().map(|name| format!("--workspace={name}")));
+            argv.push("--if-present".into());
+            argv
+        }
+        NodeWorkspaceTest::Pnpm => {
+            let mut argv = vec!["pnpm".to_owned()];
+            for name in selected {
+                argv.push("--filter".into());
+                argv.push(name.clone());
+            }
+            argv.extend(["--if-present", "run", "test"].map(String::from));
+            let _ = run;
+            argv
+        }
+    }
 }
 
 /// A `cargo test` stage whose package selection cordon may narrow.

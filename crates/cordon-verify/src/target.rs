@@ -23,9 +23,9 @@ pub fn matches_when_changed(globs: &[String], changed: &[String]) -> bool {
     changed.iter().any(|path| set.is_match(path))
 }
 
-/// One package of a Cargo workspace.
+/// One package of a Cargo or Node workspace.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CargoPackage {
+pub struct Package {
     /// The package name.
     pub name: String,
     /// Its directory, relative to the workspace root.
@@ -36,7 +36,7 @@ pub struct CargoPackage {
 
 /// The packages of the Cargo workspace at `root`, read from the manifests (cargo is not run:
 /// the manifests are hostile input and nothing in them is executed).
-pub fn cargo_packages(root: &Path) -> Option<Vec<CargoPackage>> {
+pub fn cargo_packages(root: &Path) -> Option<Vec<Package>> {
     let manifest: toml::Table =
         toml::from_str(&std::fs::read_to_string(root.join("Cargo.toml")).ok()?).ok()?;
     let mut dirs: Vec<PathBuf> = Vec::new();
@@ -61,7 +61,7 @@ pub fn cargo_packages(root: &Path) -> Option<Vec<CargoPackage>> {
         .and_then(|m| m.as_array())
     {
         for member in members.iter().filter_map(|m| m.as_str()) {
-            dirs.extend(expand_member(root, member));
+            dirs.extend(expand_member(root, member, "Cargo.toml"));
         }
     }
     let mut packages = Vec::new();
@@ -113,7 +113,7 @@ pub fn cargo_packages(root: &Path) -> Option<Vec<CargoPackage>> {
     Some(
         packages
             .iter()
-            .map(|(name, dir, dep_dirs)| CargoPackage {
+            .map(|(name, dir, dep_dirs)| Package {
                 name: name.clone(),
                 dir: dir.clone(),
                 deps: dep_dirs
@@ -125,7 +125,7 @@ pub fn cargo_packages(root: &Path) -> Option<Vec<CargoPackage>> {
     )
 }
 
-fn expand_member(root: &Path, member: &str) -> Vec<PathBuf> {
+fn expand_member(root: &Path, member: &str, manifest: &str) -> Vec<PathBuf> {
     if !member.contains('*') && !member.contains('?') && !member.contains('[') {
         return vec![PathBuf::from(member)];
     }
@@ -145,7 +145,7 @@ fn expand_member(root: &Path, member: &str) -> Vec<PathBuf> {
                 continue;
             }
             let path = rel.join(entry.file_name());
-            if matcher.is_match(&path) && root.join(&path).join("Cargo.toml").is_file() {
+            if matcher.is_match(&path) && root.join(&path).join(manifest).is_file() {
                 found.push(path.clone());
             }
             if depth < 2 {
@@ -171,10 +171,100 @@ fn normalize(path: &Path) -> PathBuf {
     out
 }
 
+/// The packages of a Node workspace at `root`: npm/yarn `workspaces` in `package.json`
+/// (an array, or `{ "packages": [...] }`), or pnpm's `pnpm-workspace.yaml` `packages:` list.
+/// Dependencies are the workspace packages named in `dependencies`, `devDependencies`,
+/// `peerDependencies` and `optionalDependencies`.
+pub fn node_packages(root: &Path) -> Option<Vec<Package>> {
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join("package.json")).ok()?).ok()?;
+    let mut globs: Vec<String> = match manifest.get("workspaces") {
+        Some(serde_json::Value::Array(list)) => list
+            .iter()
+            .filter_map(|v| v.as_str().map(str::to_owned))
+            .collect(),
+        Some(serde_json::Value::Object(obj)) => obj
+            .get("packages")
+            .and_then(|p| p.as_array())
+            .map(|l| {
+                l.iter()
+                    .filter_map(|v| v.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        _ => Vec::new(),
+    };
+    if let Ok(yaml) = std::fs::read_to_string(root.join("pnpm-workspace.yaml")) {
+        globs.extend(pnpm_workspace_globs(&yaml));
+    }
+    if globs.is_empty() {
+        return None;
+    }
+    let mut found: Vec<(String, PathBuf, Vec<String>)> = Vec::new();
+    for glob in globs.iter().filter(|g| !g.starts_with('!')) {
+        for dir in expand_member(root, glob.trim_end_matches('/'), "package.json") {
+            let Ok(text) = std::fs::read_to_string(root.join(&dir).join("package.json")) else {
+                continue;
+            };
+            let Ok(pkg) = serde_json::from_str::<serde_json::Value>(&text) else {
+                continue;
+            };
+            let Some(name) = pkg.get("name").and_then(|n| n.as_str()) else {
+                continue;
+            };
+            let deps = [
+                "dependencies",
+                "devDependencies",
+                "peerDependencies",
+                "optionalDependencies",
+            ]
+            .iter()
+            .filter_map(|k| pkg.get(*k).and_then(|d| d.as_object()))
+            .flat_map(|m| m.keys().cloned())
+            .collect();
+            found.push((name.to_owned(), normalize(&dir), deps));
+        }
+    }
+    let names: BTreeSet<String> = found.iter().map(|(n, _, _)| n.clone()).collect();
+    Some(
+        found
+            .into_iter()
+            .map(|(name, dir, deps)| Package {
+                deps: deps
+                    .into_iter()
+                    .filter(|d| names.contains(d) && *d != name)
+                    .collect(),
+                name,
+                dir,
+            })
+            .collect(),
+    )
+}
+
+/// The `packages:` entries of a `pnpm-workspace.yaml` (a plain list; enough YAML for it).
+fn pnpm_workspace_globs(yaml: &str) -> Vec<String> {
+    let mut in_packages = false;
+    let mut globs = Vec::new();
+    for line in yaml.lines() {
+        let trimmed = line.trim();
+        if !line.starts_with([' ', '\t', '-']) {
+            in_packages = trimmed.starts_with("packages:");
+            continue;
+        }
+        if in_packages && let Some(item) = trimmed.strip_prefix('-') {
+            let item = item.trim().trim_matches(|c| c == '\'' || c == '"');
+            if !item.is_empty() {
+                globs.push(item.to_owned());
+            }
+        }
+    }
+    globs
+}
+
 /// The packages to test for `changed` files: those containing a change, plus every package
 /// that depends on them (transitively). `None` means "run the full suite": some change is
 /// outside every package (a root manifest, the lockfile, CI files...), or nothing changed.
-pub fn cargo_selection(packages: &[CargoPackage], changed: &[String]) -> Option<BTreeSet<String>> {
+pub fn select(packages: &[Package], changed: &[String]) -> Option<BTreeSet<String>> {
     if changed.is_empty() || packages.is_empty() {
         return None;
     }
@@ -248,7 +338,7 @@ mod tests {
         let packages = cargo_packages(dir.path()).unwrap();
         assert_eq!(packages.len(), 4);
         let select = |files: &[&str]| {
-            cargo_selection(
+            select(
                 &packages,
                 &files.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
             )
@@ -264,6 +354,42 @@ mod tests {
         );
         assert_eq!(select(&["Cargo.lock"]), None, "root changes run everything");
         assert_eq!(select(&[]), None, "no change: full suite");
+    }
+
+    #[test]
+    fn node_workspaces_from_npm_and_pnpm() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = dir.path();
+        write(
+            r,
+            "package.json",
+            r#"{"name":"root","workspaces":["packages/*"]}"#,
+        );
+        write(r, "packages/util/package.json", r#"{"name":"@x/util"}"#);
+        write(
+            r,
+            "packages/web/package.json",
+            r#"{"name":"@x/web","dependencies":{"@x/util":"*","left-pad":"1"}}"#,
+        );
+        write(r, "packages/cli/package.json", r#"{"name":"@x/cli"}"#);
+        let packages = node_packages(r).unwrap();
+        assert_eq!(packages.len(), 3);
+        let sel = select(&packages, &["packages/util/index.js".to_string()]).unwrap();
+        assert_eq!(
+            sel.into_iter().collect::<Vec<_>>(),
+            vec!["@x/util", "@x/web"]
+        );
+        let pnpm = tempfile::tempdir().unwrap();
+        write(pnpm.path(), "package.json", r#"{"name":"root"}"#);
+        write(
+            pnpm.path(),
+            "pnpm-workspace.yaml",
+            "packages:\n  - 'apps/*'\n  - \"libs/*\"\nother: 1\n",
+        );
+        write(pnpm.path(), "apps/a/package.json", r#"{"name":"a"}"#);
+        write(pnpm.path(), "libs/b/package.json", r#"{"name":"b"}"#);
+        assert_eq!(node_packages(pnpm.path()).unwrap().len(), 2);
+        assert_eq!(node_packages(r.join("packages/cli").as_path()), None);
     }
 
     #[test]

@@ -545,3 +545,79 @@ fn nothing_to_verify_is_a_usage_error() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("nothing to verify"));
     let _ = PathBuf::new();
 }
+
+#[test]
+fn npm_workspace_targeting_runs_only_changed_packages_and_dependents() {
+    let pkg = |name: &str, deps: &str| {
+        format!(r#"{{"name":"{name}","version":"1.0.0","scripts":{{"test":"node --test"}}{deps}}}"#)
+    };
+    let test_file = "const test = require('node:test');\ntest('ok', () => {});\n";
+    let repo = Repo::new(&[
+        (
+            "package.json",
+            r#"{"name":"root","private":true,"workspaces":["packages/*"]}"#,
+        ),
+        ("packages/util/package.json", &pkg("util", "")),
+        ("packages/util/test/a.test.js", test_file),
+        (
+            "packages/web/package.json",
+            &pkg("web", r#","dependencies":{"util":"1.0.0"}"#),
+        ),
+        ("packages/web/test/a.test.js", test_file),
+        ("packages/cli/package.json", &pkg("cli", "")),
+        ("packages/cli/test/a.test.js", test_file),
+    ]);
+    let base = git(repo.path(), &["rev-parse", "HEAD"]).trim().to_owned();
+    repo.commit(
+        &[("packages/util/index.js", "module.exports = 1;\n")],
+        "util",
+    );
+    let (report, exit) = repo.verify_ok(&["--base", &base]);
+    assert_eq!(exit, 0, "{report:#?}");
+    let test = stage(&report, "npm-test");
+    assert_eq!(
+        test.command,
+        vec![
+            "npm",
+            "run",
+            "--silent",
+            "test",
+            "--workspace=util",
+            "--workspace=web",
+            "--if-present"
+        ]
+    );
+    assert_eq!(
+        test.tests.unwrap().passed,
+        2,
+        "one test in each selected package"
+    );
+    // Without a known change: every package.
+    let (report, _) = repo.verify_ok(&[]);
+    let test = stage(&report, "npm-test");
+    assert_eq!(test.tests.unwrap().passed, 3);
+}
+
+#[test]
+fn terminal_view_without_json_shows_stages_and_the_verdict() {
+    let repo = Repo::new(&[("cordon.toml", STAGES)]);
+    let out = cordon()
+        .env("CORDON_HOME", repo.home.path())
+        .args(["verify", "--keep-going", "--repo"])
+        .arg(repo.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty(), "the human view goes to stderr");
+    let text = String::from_utf8_lossy(&out.stderr);
+    for want in [
+        "▶ build (build)",
+        "✓ pass build",
+        "✗ timeout slow",
+        "(optional) exited with code 1",
+        "--- slow (last lines of stderr) ---",
+        "gate: BLOCKED by slow",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in:\n{text}");
+    }
+}
