@@ -213,7 +213,7 @@ fn cgroup_report(h: &HostSupport) -> CgroupReport {
             ok,
             detail,
             Some(
-                "delegate memory and pids (e.g. `systemd-run --user --scope -p Delegate=yes cordon ...`); without them --memory/--pids need --allow-degraded cgroup (per-process rlimits)",
+                "make cgroup v1 memory and pids writable, or run cordon in a cgroup v2 group whose cgroup.subtree_control enables memory and pids; without them --memory/--pids need --allow-degraded cgroup (per-process rlimits)",
             ),
         ),
     }

@@ -294,7 +294,7 @@ fn limits_plan(host: &HostSupport, policy: &SandboxPolicy) -> Result<LimitsPlan,
         return Err(unenforceable(
             "cgroup limits",
             "no writable cgroup with the memory and pids controllers (neither delegated cgroup v2 nor cgroup v1)".into(),
-            "delegate the controllers to your user (e.g. run inside `systemd-run --user --scope -p Delegate=yes`), or accept weaker per-process rlimits with --allow-degraded cgroup".into(),
+            "make cgroup v1 memory and pids writable, or run cordon in a cgroup v2 group whose cgroup.subtree_control enables memory and pids (see `cordon doctor`); or accept weaker per-process rlimits with --allow-degraded cgroup".into(),
         ));
     }
     if let Some(b) = l.memory_bytes {
