@@ -1,0 +1,115 @@
+//! Errors of the store: one type, [`StoreError`], carrying which database and what happened,
+//! with a hint for the user where one helps.
+
+use std::path::PathBuf;
+
+/// An operation on the store failed.
+#[derive(Debug, thiserror::Error)]
+#[error("{operation} failed on the run store {location}")]
+pub struct StoreError {
+    /// Where the store is (a file path, later a database URL without its password).
+    pub location: String,
+    /// What was being done (`open`, `begin a run`, `list runs`, ...).
+    pub operation: &'static str,
+    /// What went wrong.
+    #[source]
+    pub kind: StoreErrorKind,
+}
+
+impl StoreError {
+    pub(crate) fn new(location: &str, operation: &'static str, kind: StoreErrorKind) -> Self {
+        Self {
+            location: location.to_owned(),
+            operation,
+            kind,
+        }
+    }
+
+    /// How the user can fix it, when there is something to say.
+    pub fn hint(&self) -> Option<String> {
+        match &self.kind {
+            StoreErrorKind::NotADatabase | StoreErrorKind::Foreign { .. } => Some(format!(
+                "move {} away (cordon then creates a new, empty store there), or set \
+                 CORDON_HOME to another directory",
+                self.location
+            )),
+            StoreErrorKind::TooNew { .. } => Some(
+                "this store was written by a newer cordon: upgrade cordon, or set CORDON_HOME \
+                 to another directory"
+                    .to_owned(),
+            ),
+            StoreErrorKind::NoHome => {
+                Some("set CORDON_HOME to the directory where cordon keeps its data".to_owned())
+            }
+            StoreErrorKind::Directory { .. }
+            | StoreErrorKind::Database(_)
+            | StoreErrorKind::Corrupt { .. }
+            | StoreErrorKind::Runtime(_)
+            | StoreErrorKind::WriterGone => None,
+        }
+    }
+}
+
+/// What went wrong in the store.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreErrorKind {
+    /// Neither `CORDON_HOME`, `XDG_DATA_HOME` nor `HOME` is set.
+    #[error("cannot find a home for the store: CORDON_HOME, XDG_DATA_HOME and HOME are unset")]
+    NoHome,
+    /// The store's directory cannot be created.
+    #[error("cannot create the directory {path}")]
+    Directory {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file exists but is not an SQLite database (or is damaged beyond reading).
+    #[error("the file is not an SQLite database (it is damaged, or something else)")]
+    NotADatabase,
+    /// The file is an SQLite database, but not cordon's.
+    #[error("the database is not a cordon store (it holds other tables: {tables})")]
+    Foreign {
+        /// The tables found, comma-separated.
+        tables: String,
+    },
+    /// The store was migrated by a newer cordon than this one.
+    #[error("the store has schema version {found}, this cordon knows up to {known}")]
+    TooNew {
+        /// The newest version applied to the store.
+        found: i64,
+        /// The newest version this cordon knows.
+        known: i64,
+    },
+    /// A query failed.
+    #[error(transparent)]
+    Database(#[from] sqlx::Error),
+    /// A stored value cannot be read back (damaged row).
+    #[error("a stored value is damaged: {what}")]
+    Corrupt {
+        /// Which value, and how.
+        what: String,
+    },
+    /// The store's async runtime cannot be started.
+    #[error("cannot start the store's runtime")]
+    Runtime(#[source] std::io::Error),
+    /// The transcript writer's background thread ended unexpectedly.
+    #[error("the transcript writer's thread ended unexpectedly")]
+    WriterGone,
+}
+
+impl StoreErrorKind {
+    /// Maps database errors that mean "this file is not a database" to [`Self::NotADatabase`].
+    pub(crate) fn classify(error: sqlx::Error) -> Self {
+        if let sqlx::Error::Database(db) = &error {
+            // SQLITE_NOTADB (26) and SQLITE_CORRUPT (11), possibly extended.
+            let code = db.code().and_then(|c| c.parse::<i64>().ok()).unwrap_or(0) & 0xff;
+            if code == 26 || code == 11 {
+                return StoreErrorKind::NotADatabase;
+            }
+        }
+        StoreErrorKind::Database(error)
+    }
+}

@@ -1,0 +1,59 @@
+//! The run history of cordon: every `cordon run` and `cordon verify`, its stages, its final
+//! document, and the transcript of what its programs printed.
+//!
+//! - [`Store`]: the synchronous, backend-neutral API callers use. [`Store::open_default`]
+//!   opens `$CORDON_HOME/cordon.db` (else `$XDG_DATA_HOME/cordon/cordon.db`, else
+//!   `~/.local/share/cordon/cordon.db`): SQLite in WAL mode with a 5 s busy timeout, foreign
+//!   keys on, `synchronous=NORMAL`, tables migrated from the embedded
+//!   `migrations/sqlite/` on open. A file that is not a cordon store is refused with a
+//!   [`StoreError`] that names it and says what to do.
+//! - [`TranscriptWriter`]: appends output while a program runs, from a plain thread, without
+//!   ever waiting for the database; a background thread writes a batch every 250 ms.
+//! - [`RunId`], [`NewRun`], [`RunState`], [`RunSummary`], [`RunRecord`], [`Chunk`],
+//!   [`RunExport`]: what goes in and comes out; the documents printed by `cordon runs` carry
+//!   `schema` tags (`cordon.run-list/v1`, `cordon.run-record/v1`, `cordon.run-export/v1`).
+//!
+//! **The store never sees raw output.** Callers pass text that `cordon-redact` has already
+//! redacted; the store writes exactly the bytes it is given and returns exactly those bytes
+//! (compressed with LZ4 on disk, which is lossless).
+//!
+//! Backends: SQLite today. PostgreSQL (one store shared by many workers) slots in behind the
+//! same [`Store`] methods: a new backend module implementing the internal `Backend` trait,
+//! its own `migrations/postgres/`, and a [`StoreLocation`] variant — callers do not change.
+//!
+//! ```no_run
+//! use cordon_store::{NewRun, RunKind, RunState, Store, Stream};
+//!
+//! let store = Store::open_default()?;
+//! store.mark_interrupted()?;
+//! let id = store.begin_run(&NewRun {
+//!     kind: RunKind::Run,
+//!     repo: None,
+//!     command: serde_json::json!(["cargo", "test"]),
+//! })?;
+//! let transcript = store.transcript(&id)?;
+//! transcript.write(None, Stream::Stdout, b"running 3 tests\n");
+//! transcript.finish()?;
+//! store.finish_run(&id, RunState::Pass, Some(&serde_json::json!({"schema": "cordon.run-result/v1"})))?;
+//! # Ok::<(), cordon_store::StoreError>(())
+//! ```
+#![deny(missing_docs)]
+
+mod backend;
+mod error;
+mod model;
+mod owner;
+mod sqlite;
+mod store;
+mod transcript;
+
+pub use error::{StoreError, StoreErrorKind};
+pub use model::{
+    Chunk, ChunkBody, ChunkFilter, ExportedBody, ExportedChunk, InvalidRunId, NewRun, RunExport,
+    RunExportTag, RunFilter, RunId, RunKind, RunList, RunListTag, RunRecord, RunRecordTag,
+    RunState, RunSummary, StageRecord, Stream,
+};
+pub use store::{DATABASE_FILE, Store, StoreLocation};
+pub use transcript::{
+    FLUSH_BYTES, FLUSH_INTERVAL, MAX_BUFFERED, MAX_CHUNK, TranscriptStats, TranscriptWriter,
+};

@@ -1,0 +1,371 @@
+//! [`Store`]: the synchronous, backend-neutral face of the run history.
+
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::backend::{AnyBackend, dispatch};
+use crate::error::{StoreError, StoreErrorKind};
+use crate::model::{
+    Chunk, ChunkFilter, NewRun, RunExport, RunExportTag, RunFilter, RunId, RunRecord, RunState,
+    RunSummary, StageRecord,
+};
+use crate::owner::Owner;
+use crate::sqlite::SqliteBackend;
+use crate::transcript::TranscriptWriter;
+
+/// The file name of the SQLite store inside the cordon home.
+pub const DATABASE_FILE: &str = "cordon.db";
+
+/// Where a store lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StoreLocation {
+    /// An SQLite database file (created when missing).
+    Sqlite(PathBuf),
+}
+
+impl StoreLocation {
+    /// The default location: `cordon.db` in `$CORDON_HOME`, else in
+    /// `$XDG_DATA_HOME/cordon`, else in `~/.local/share/cordon`.
+    pub fn from_env() -> Result<Self, StoreError> {
+        let var = |name| {
+            std::env::var_os(name)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        };
+        let home = var("CORDON_HOME")
+            .or_else(|| var("XDG_DATA_HOME").map(|d| d.join("cordon")))
+            .or_else(|| var("HOME").map(|h| h.join(".local/share/cordon")))
+            .ok_or_else(|| {
+                StoreError::new("(unknown)", "find the store", StoreErrorKind::NoHome)
+            })?;
+        Ok(StoreLocation::Sqlite(home.join(DATABASE_FILE)))
+    }
+
+    /// How errors name this location.
+    fn display(&self) -> String {
+        match self {
+            StoreLocation::Sqlite(path) => path.display().to_string(),
+        }
+    }
+}
+
+/// The run history: runs, their stages and documents, and their transcripts.
+///
+/// Cheap to clone (shared); usable from several threads. Its methods block: call them from
+/// plain threads, not from inside an async runtime. Everything handed to it must already be
+/// redacted: the store writes what it is given, byte for byte.
+#[derive(Debug, Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    location: String,
+    backend: AnyBackend,
+    here: Owner,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Close connections cleanly (SQLite checkpoints the WAL when the last one closes).
+        let backend = &self.backend;
+        self.runtime.block_on(async {
+            match backend {
+                AnyBackend::Sqlite(b) => b.close().await,
+            }
+        });
+    }
+}
+
+impl Store {
+    /// Opens the store at its default location (see [`StoreLocation::from_env`]).
+    pub fn open_default() -> Result<Self, StoreError> {
+        Self::open(&StoreLocation::from_env()?)
+    }
+
+    /// Opens (creating it when missing) an SQLite store at `path`.
+    pub fn open_sqlite(path: &Path) -> Result<Self, StoreError> {
+        Self::open(&StoreLocation::Sqlite(path.to_owned()))
+    }
+
+    /// Opens a store, creating and migrating it as needed. A file that is not a cordon store
+    /// (another database, random bytes, a newer schema) is refused with an error that says so.
+    pub fn open(location: &StoreLocation) -> Result<Self, StoreError> {
+        let name = location.display();
+        let fail = |kind| StoreError::new(&name, "open", kind);
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("cordon-store")
+            .enable_time()
+            .build()
+            .map_err(|e| fail(StoreErrorKind::Runtime(e)))?;
+        let backend = match location {
+            StoreLocation::Sqlite(path) => {
+                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    create_private_dir(dir).map_err(|source| {
+                        fail(StoreErrorKind::Directory {
+                            path: dir.to_owned(),
+                            source,
+                        })
+                    })?;
+                }
+                AnyBackend::Sqlite(runtime.block_on(SqliteBackend::open(path)).map_err(fail)?)
+            }
+        };
+        Ok(Self {
+            inner: Arc::new(Inner {
+                location: name,
+                backend,
+                here: Owner::current(),
+                runtime,
+            }),
+        })
+    }
+
+    /// Where this store is (for messages).
+    pub fn location(&self) -> &str {
+        &self.inner.location
+    }
+
+    /// Records the start of a run, owned by this process, in state `running`.
+    pub fn begin_run(&self, run: &NewRun) -> Result<RunId, StoreError> {
+        let here = &self.inner.here;
+        loop {
+            let id = RunId::generate();
+            let inserted = self.call("begin a run", async {
+                dispatch!(&self.inner.backend, insert_run(&id, run, here, now_ms()))
+            })?;
+            if inserted {
+                return Ok(id);
+            }
+        }
+    }
+
+    /// Records (or replaces) one stage of a run. `false` when there is no such run.
+    pub fn record_stage(&self, id: &RunId, stage: &StageRecord) -> Result<bool, StoreError> {
+        self.call("record a stage", async {
+            dispatch!(&self.inner.backend, record_stage(id, stage))
+        })
+    }
+
+    /// A writer that appends to the run's transcript in the background.
+    pub fn transcript(&self, id: &RunId) -> Result<TranscriptWriter, StoreError> {
+        let cursor = self.call("open a transcript", async {
+            dispatch!(&self.inner.backend, transcript_cursor(id))
+        })?;
+        Ok(TranscriptWriter::start(self.clone(), id.clone(), cursor))
+    }
+
+    /// Records how a run ended and its final document (stored as given; its `schema` field,
+    /// when present, is kept alongside). `false` when there is no such run.
+    pub fn finish_run(
+        &self,
+        id: &RunId,
+        state: RunState,
+        document: Option<&serde_json::Value>,
+    ) -> Result<bool, StoreError> {
+        let schema = document.map(|d| d.get("schema").and_then(|s| s.as_str()).unwrap_or(""));
+        let document = document.zip(schema).map(|(d, s)| (s, d));
+        self.call("finish a run", async {
+            dispatch!(
+                &self.inner.backend,
+                finish_run(id, state, document, now_ms())
+            )
+        })
+    }
+
+    /// The runs matching `filter`, newest first.
+    pub fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, StoreError> {
+        self.call("list runs", async {
+            dispatch!(&self.inner.backend, list_runs(filter))
+        })
+    }
+
+    /// One run with its stages and document, or `None` when there is no such run.
+    pub fn get_run(&self, id: &RunId) -> Result<Option<RunRecord>, StoreError> {
+        self.call("read a run", async {
+            dispatch!(&self.inner.backend, get_run(id))
+        })
+    }
+
+    /// Up to `limit` transcript chunks after `after_seq` (from the start when `None`), in
+    /// the order they were written.
+    pub fn read_chunks(
+        &self,
+        id: &RunId,
+        filter: &ChunkFilter,
+        after_seq: Option<u64>,
+        limit: u32,
+    ) -> Result<Vec<Chunk>, StoreError> {
+        self.call("read a transcript", async {
+            dispatch!(
+                &self.inner.backend,
+                read_chunks(id, filter, after_seq, limit)
+            )
+        })
+    }
+
+    /// The whole transcript (or the filtered part of it), in the order it was written:
+    /// stdout and stderr interleaved by sequence number.
+    pub fn logs(&self, id: &RunId, filter: &ChunkFilter) -> Result<Vec<Chunk>, StoreError> {
+        let mut all = Vec::new();
+        let _complete = self.for_each_chunk(id, filter, None, &mut |chunk| {
+            all.push(chunk);
+            ControlFlow::Continue(())
+        })?;
+        Ok(all)
+    }
+
+    /// Feeds the chunks after `after_seq` to `sink` in pages; returns the last seq seen and
+    /// whether the sink asked to stop.
+    fn for_each_chunk(
+        &self,
+        id: &RunId,
+        filter: &ChunkFilter,
+        mut after_seq: Option<u64>,
+        sink: &mut dyn FnMut(Chunk) -> ControlFlow<()>,
+    ) -> Result<(Option<u64>, ControlFlow<()>), StoreError> {
+        const PAGE: u32 = 512;
+        loop {
+            let page = self.read_chunks(id, filter, after_seq, PAGE)?;
+            let full = page.len() == PAGE as usize;
+            for chunk in page {
+                after_seq = Some(chunk.seq);
+                if sink(chunk).is_break() {
+                    return Ok((after_seq, ControlFlow::Break(())));
+                }
+            }
+            if !full {
+                return Ok((after_seq, ControlFlow::Continue(())));
+            }
+        }
+    }
+
+    /// Feeds the transcript to `sink` as it grows, polling every `poll`, until the run is no
+    /// longer `running` (a run whose owner died is marked `interrupted` on the way) or `sink`
+    /// breaks. Returns the run's final state, or `None` when there is no such run.
+    pub fn follow(
+        &self,
+        id: &RunId,
+        filter: &ChunkFilter,
+        poll: Duration,
+        sink: &mut dyn FnMut(Chunk) -> ControlFlow<()>,
+    ) -> Result<Option<RunState>, StoreError> {
+        let mut after_seq = None;
+        loop {
+            let Some((state, owner)) = self.call("follow a run", async {
+                dispatch!(&self.inner.backend, run_owner(id))
+            })?
+            else {
+                return Ok(None);
+            };
+            // Read after reading the state: once it is final, this read sees every chunk.
+            let (last, flow) = self.for_each_chunk(id, filter, after_seq, sink)?;
+            after_seq = last;
+            if flow.is_break() {
+                return Ok(Some(state));
+            }
+            if state != RunState::Running {
+                return Ok(Some(state));
+            }
+            if !owner.is_alive(&self.inner.here) {
+                self.call("mark a run interrupted", async {
+                    dispatch!(&self.inner.backend, interrupt(id))
+                })?;
+                continue;
+            }
+            std::thread::sleep(poll);
+        }
+    }
+
+    /// The run with its whole transcript, or `None` when there is no such run.
+    pub fn export(&self, id: &RunId) -> Result<Option<RunExport>, StoreError> {
+        let Some(record) = self.get_run(id)? else {
+            return Ok(None);
+        };
+        let transcript = self
+            .logs(id, &ChunkFilter::default())?
+            .into_iter()
+            .map(Into::into)
+            .collect();
+        Ok(Some(RunExport {
+            schema: RunExportTag,
+            record,
+            transcript,
+        }))
+    }
+
+    /// Marks `interrupted` every `running` run of this host whose owning process is gone
+    /// (pid reuse is detected by the process start time). Cheap; returns how many.
+    pub fn mark_interrupted(&self) -> Result<usize, StoreError> {
+        let here = &self.inner.here;
+        let running = self.call("find running runs", async {
+            dispatch!(&self.inner.backend, running_runs(&here.host))
+        })?;
+        let mut marked = 0;
+        for (id, owner) in running {
+            if owner.is_alive(here) {
+                continue;
+            }
+            let changed = self.call("mark a run interrupted", async {
+                dispatch!(&self.inner.backend, interrupt(&id))
+            })?;
+            marked += usize::from(changed);
+        }
+        Ok(marked)
+    }
+
+    /// Deletes the runs (with their stages and transcripts) started more than `age` ago,
+    /// except those still `running`. Returns how many runs were deleted.
+    pub fn delete_older_than(&self, age: Duration) -> Result<usize, StoreError> {
+        let age_ms = i64::try_from(age.as_millis()).unwrap_or(i64::MAX);
+        let cutoff = now_ms().saturating_sub(age_ms);
+        let deleted = self.call("delete old runs", async {
+            dispatch!(&self.inner.backend, delete_started_before(cutoff))
+        })?;
+        Ok(usize::try_from(deleted).unwrap_or(usize::MAX))
+    }
+
+    /// Runs `future` on the store's runtime and names the operation in its error.
+    pub(crate) fn call<T>(
+        &self,
+        operation: &'static str,
+        future: impl Future<Output = Result<T, StoreErrorKind>>,
+    ) -> Result<T, StoreError> {
+        self.inner
+            .runtime
+            .block_on(future)
+            .map_err(|kind| StoreError::new(&self.inner.location, operation, kind))
+    }
+
+    /// Appends encoded chunks (for the transcript writer).
+    pub(crate) fn append_chunks(
+        &self,
+        id: &RunId,
+        chunks: &[crate::backend::EncodedChunk],
+    ) -> Result<(), StoreError> {
+        self.call("write a transcript", async {
+            dispatch!(&self.inner.backend, append_chunks(id, chunks))
+        })
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+pub(crate) fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}

@@ -1,0 +1,763 @@
+//! Integration tests of the store: real SQLite files in temporary directories, and real
+//! processes (this test binary re-run as a helper) for crashes and concurrency.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use cordon_store::{
+    Chunk, ChunkBody, ChunkFilter, ExportedBody, NewRun, RunFilter, RunId, RunKind, RunState,
+    StageRecord, Store, StoreErrorKind, Stream,
+};
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+/// Set in a re-run of this binary: what the helper should do, and where.
+const HELPER_ENV: &str = "CORDON_STORE_TEST_HELPER";
+const HELPER_DB_ENV: &str = "CORDON_STORE_TEST_DB";
+
+fn temp_db() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("home").join("cordon.db");
+    (dir, path)
+}
+
+fn new_run(command: &[&str]) -> NewRun {
+    NewRun {
+        kind: RunKind::Run,
+        repo: Some("/src/project".to_owned()),
+        command: json!(command),
+    }
+}
+
+fn data(chunks: &[Chunk]) -> Vec<u8> {
+    let mut all = Vec::new();
+    for chunk in chunks {
+        if let ChunkBody::Data(bytes) = &chunk.body {
+            all.extend_from_slice(bytes);
+        }
+    }
+    all
+}
+
+/// Runs this test binary as a helper doing `role` against the store at `db`.
+fn spawn_helper(role: &str, db: &Path) -> Child {
+    Command::new(std::env::current_exe().expect("test binary"))
+        .args([
+            "--exact",
+            "helper_process",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(HELPER_ENV, role)
+        .env(HELPER_DB_ENV, db)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn helper")
+}
+
+/// Not a test by itself: the entry point of helper processes (does nothing otherwise).
+#[test]
+fn helper_process() {
+    let Ok(role) = std::env::var(HELPER_ENV) else {
+        return;
+    };
+    let db = PathBuf::from(std::env::var_os(HELPER_DB_ENV).expect("db path"));
+    let store = Store::open_sqlite(&db).expect("helper opens the store");
+    let id = store
+        .begin_run(&new_run(&["helper", &role]))
+        .expect("begin");
+    // The parent learns the id from the first line of our stdout.
+    {
+        use std::io::Write;
+        let mut stdout = std::io::stdout().lock();
+        writeln!(stdout, "RUN {id}").expect("print");
+        stdout.flush().expect("flush");
+    }
+    let writer = store.transcript(&id).expect("transcript");
+    match role.as_str() {
+        "forever" => {
+            for i in 0u64.. {
+                writer.write(None, Stream::Stdout, format!("line {i}\n").as_bytes());
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+        "burst" => {
+            for i in 0..200 {
+                let stream = if i % 2 == 0 {
+                    Stream::Stdout
+                } else {
+                    Stream::Stderr
+                };
+                writer.write(None, stream, format!("{id} chunk {i:03}\n").as_bytes());
+                // Let each write become its own chunk often enough to interleave commits.
+                if i % 10 == 0 {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+            writer.finish().expect("finish transcript");
+            store
+                .finish_run(&id, RunState::Pass, Some(&json!({"schema": "test/v1"})))
+                .expect("finish run");
+        }
+        other => panic!("unknown helper role {other}"),
+    }
+}
+
+fn read_run_id(child: &mut Child) -> RunId {
+    use std::io::BufRead;
+    let stdout = child.stdout.take().expect("piped stdout");
+    let mut lines = std::io::BufReader::new(stdout).lines();
+    loop {
+        let line = lines
+            .next()
+            .expect("helper printed its run id")
+            .expect("read");
+        // libtest may print `test helper_process ... ` before our line.
+        if let Some(at) = line.find("RUN ") {
+            let id = line[at + 4..].trim().parse().expect("a run id");
+            // Keep draining, so the helper never fails writing to a closed pipe.
+            std::thread::spawn(move || lines.for_each(drop));
+            return id;
+        }
+    }
+}
+
+#[test]
+fn runs_stages_and_documents_round_trip() {
+    let (_dir, db) = temp_db();
+    let store = Store::open_sqlite(&db).expect("open");
+    let first = store
+        .begin_run(&new_run(&["cargo", "test"]))
+        .expect("begin");
+    let second = store
+        .begin_run(&NewRun {
+            kind: RunKind::Verify,
+            repo: None,
+            command: json!(["cordon", "verify"]),
+        })
+        .expect("begin");
+    assert_ne!(first, second);
+
+    let stage = StageRecord {
+        index: 0,
+        name: "lint".to_owned(),
+        status: cordon_types::StageStatus::Fail,
+        document: json!({"name": "lint", "exit_code": 1}),
+    };
+    assert!(store.record_stage(&second, &stage).expect("stage"));
+    let unknown: RunId = "r-aaaaaaaaaa".parse().expect("id");
+    assert!(
+        !store
+            .record_stage(&unknown, &stage)
+            .expect("stage of unknown run")
+    );
+
+    let document =
+        json!({"schema": "cordon.run-result/v1", "status": "pass", "nested": [1, 2.5, null]});
+    assert!(
+        store
+            .finish_run(&first, RunState::Pass, Some(&document))
+            .expect("finish")
+    );
+    assert!(
+        !store
+            .finish_run(&unknown, RunState::Pass, None)
+            .expect("finish unknown")
+    );
+
+    let record = store.get_run(&first).expect("get").expect("exists");
+    assert_eq!(record.run.id, first);
+    assert_eq!(record.run.kind, RunKind::Run);
+    assert_eq!(record.run.status, RunState::Pass);
+    assert_eq!(record.run.repo.as_deref(), Some("/src/project"));
+    assert_eq!(record.run.command, json!(["cargo", "test"]));
+    assert_eq!(record.run.owner_pid, i64::from(std::process::id()));
+    assert_eq!(record.document, Some(document));
+    assert_eq!(
+        record.document_schema.as_deref(),
+        Some("cordon.run-result/v1")
+    );
+    let finished = record.run.finished_at_ms.expect("finished");
+    assert!(finished >= record.run.started_at_ms);
+    assert_eq!(
+        record.run.duration_ms,
+        Some(finished - record.run.started_at_ms)
+    );
+
+    let verify = store.get_run(&second).expect("get").expect("exists");
+    assert_eq!(verify.stages, vec![stage]);
+    assert_eq!(verify.run.status, RunState::Running);
+    assert_eq!(verify.document, None);
+    assert_eq!(store.get_run(&unknown).expect("get unknown"), None);
+
+    // Newest first, filters by status and repo, limit.
+    let all = store.list_runs(&RunFilter::default()).expect("list");
+    let ids: Vec<&RunId> = all.iter().map(|r| &r.id).collect();
+    assert_eq!(ids, vec![&second, &first]);
+    let passed = store
+        .list_runs(&RunFilter {
+            status: Some(RunState::Pass),
+            ..RunFilter::default()
+        })
+        .expect("list");
+    assert_eq!(passed.len(), 1);
+    assert_eq!(passed[0].id, first);
+    let in_repo = store
+        .list_runs(&RunFilter {
+            repo: Some("/src/project".to_owned()),
+            ..RunFilter::default()
+        })
+        .expect("list");
+    assert_eq!(
+        in_repo.iter().map(|r| &r.id).collect::<Vec<_>>(),
+        vec![&first]
+    );
+    let one = store
+        .list_runs(&RunFilter {
+            limit: 1,
+            ..RunFilter::default()
+        })
+        .expect("list");
+    assert_eq!(one.len(), 1);
+    assert_eq!(one[0].id, second);
+
+    // Reopening sees the same data.
+    drop(store);
+    let again = Store::open_sqlite(&db).expect("reopen");
+    assert_eq!(again.list_runs(&RunFilter::default()).expect("list"), all);
+}
+
+#[test]
+fn transcript_keeps_order_offsets_and_exact_bytes() {
+    let (_dir, db) = temp_db();
+    let store = Store::open_sqlite(&db).expect("open");
+    let id = store.begin_run(&new_run(&["prog"])).expect("begin");
+    let writer = store.transcript(&id).expect("transcript");
+    let binary: Vec<u8> = (0..=255u8).cycle().take(5000).collect();
+    let repetitive = vec![b'a'; 100_000];
+    writer.write(None, Stream::Stdout, b"out 1\n");
+    writer.write(None, Stream::Stderr, b"err 1\n");
+    writer.write(None, Stream::Stdout, &binary);
+    writer.write(None, Stream::Stdout, b"");
+    writer.write(
+        None,
+        Stream::Stderr,
+        "caf\u{e9} [REDACTED:token]\r\n".as_bytes(),
+    );
+    writer.write(None, Stream::Stdout, &repetitive);
+    let stats = writer.finish().expect("finish");
+    let total = 6 + 6 + binary.len() + "caf\u{e9} [REDACTED:token]\r\n".len() + repetitive.len();
+    assert_eq!(stats.bytes_written, total as u64);
+    assert_eq!(stats.bytes_lost, 0);
+
+    let chunks = store.logs(&id, &ChunkFilter::default()).expect("logs");
+    let seqs: Vec<u64> = chunks.iter().map(|c| c.seq).collect();
+    let mut sorted = seqs.clone();
+    sorted.sort_unstable();
+    assert_eq!(seqs, sorted, "chunks come in seq order");
+    let streams: Vec<Stream> = chunks.iter().map(|c| c.stream).collect();
+    assert_eq!(
+        streams.first().copied(),
+        Some(Stream::Stdout),
+        "first write first"
+    );
+    // Interleaving: stdout, stderr, stdout..., stderr, stdout...
+    let mut switches = streams.windows(2).filter(|w| w[0] != w[1]).count();
+    switches += 1;
+    assert_eq!(switches, 5, "streams: {streams:?}");
+
+    let stdout = store
+        .logs(
+            &id,
+            &ChunkFilter {
+                stream: Some(Stream::Stdout),
+                ..ChunkFilter::default()
+            },
+        )
+        .expect("stdout");
+    let mut expected = b"out 1\n".to_vec();
+    expected.extend_from_slice(&binary);
+    expected.extend_from_slice(&repetitive);
+    assert_eq!(data(&stdout), expected, "stdout bytes exactly as written");
+    // Offsets are contiguous within the stream.
+    let mut next = 0;
+    for chunk in &stdout {
+        assert_eq!(chunk.offset, next);
+        if let ChunkBody::Data(bytes) = &chunk.body {
+            next += bytes.len() as u64;
+        }
+    }
+    let stderr = store
+        .logs(
+            &id,
+            &ChunkFilter {
+                stream: Some(Stream::Stderr),
+                ..ChunkFilter::default()
+            },
+        )
+        .expect("stderr");
+    let mut expected_err = b"err 1\n".to_vec();
+    expected_err.extend_from_slice("caf\u{e9} [REDACTED:token]\r\n".as_bytes());
+    assert_eq!(data(&stderr), expected_err);
+    assert_eq!(stderr[1].offset, 6);
+
+    // The repetitive part is stored compressed: the file stays far below 100 KB of payload.
+    drop(store);
+    let size = std::fs::metadata(&db).expect("db").len()
+        + std::fs::metadata(db.with_extension("db-wal")).map_or(0, |m| m.len());
+    assert!(size < 90_000, "database is {size} bytes");
+
+    // The export is lossless: text where UTF-8, base64 where not.
+    let store = Store::open_sqlite(&db).expect("reopen");
+    let export = store.export(&id).expect("export").expect("exists");
+    let json = serde_json::to_value(&export).expect("serializes");
+    assert_eq!(json["schema"], "cordon.run-export/v1");
+    assert_eq!(export.transcript.len(), chunks.len());
+    let kinds: Vec<&str> = export
+        .transcript
+        .iter()
+        .map(|c| match &c.body {
+            ExportedBody::Text { .. } => "text",
+            ExportedBody::Base64 { .. } => "base64",
+            ExportedBody::Lost { .. } => "lost",
+        })
+        .collect();
+    assert!(
+        kinds.contains(&"base64") && kinds.contains(&"text"),
+        "{kinds:?}"
+    );
+}
+
+#[test]
+fn transcript_continues_after_a_second_writer_opens() {
+    let (_dir, db) = temp_db();
+    let store = Store::open_sqlite(&db).expect("open");
+    let id = store.begin_run(&new_run(&["prog"])).expect("begin");
+    let writer = store.transcript(&id).expect("transcript");
+    writer.write(Some("build"), Stream::Stdout, b"0123456789");
+    writer.finish().expect("finish");
+    let writer = store.transcript(&id).expect("transcript again");
+    writer.write(Some("build"), Stream::Stdout, b"abc");
+    writer.write(Some("test"), Stream::Stdout, b"xyz");
+    writer.finish().expect("finish");
+    let chunks = store.logs(&id, &ChunkFilter::default()).expect("logs");
+    let placed: Vec<(u64, Option<&str>, u64)> = chunks
+        .iter()
+        .map(|c| (c.seq, c.stage.as_deref(), c.offset))
+        .collect();
+    assert_eq!(
+        placed,
+        vec![
+            (0, Some("build"), 0),
+            (1, Some("build"), 10),
+            (2, Some("test"), 0)
+        ]
+    );
+    let build = store
+        .logs(
+            &id,
+            &ChunkFilter {
+                stage: Some("build".to_owned()),
+                stream: None,
+            },
+        )
+        .expect("logs");
+    assert_eq!(data(&build), b"0123456789abc");
+}
+
+#[test]
+fn chunks_are_visible_to_another_connection_before_finish() {
+    let (_dir, db) = temp_db();
+    let store = Store::open_sqlite(&db).expect("open");
+    let id = store.begin_run(&new_run(&["prog"])).expect("begin");
+    let writer = store.transcript(&id).expect("transcript");
+    writer.write(None, Stream::Stdout, b"early output\n");
+    std::thread::sleep(Duration::from_millis(1000));
+    let reader = Store::open_sqlite(&db).expect("second store");
+    let seen = reader.logs(&id, &ChunkFilter::default()).expect("logs");
+    assert_eq!(data(&seen), b"early output\n");
+    writer.finish().expect("finish");
+}
+
+#[test]
+fn a_killed_writer_is_marked_interrupted_and_its_transcript_survives() {
+    let (_dir, db) = temp_db();
+    drop(Store::open_sqlite(&db).expect("create"));
+    let mut child = spawn_helper("forever", &db);
+    let id = read_run_id(&mut child);
+    std::thread::sleep(Duration::from_millis(1200));
+    let store = Store::open_sqlite(&db).expect("open");
+    // While the writer lives, nothing is interrupted.
+    assert_eq!(store.mark_interrupted().expect("mark"), 0);
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reap");
+    assert_eq!(store.mark_interrupted().expect("mark"), 1);
+    assert_eq!(store.mark_interrupted().expect("mark again"), 0);
+    let record = store.get_run(&id).expect("get").expect("exists");
+    assert_eq!(record.run.status, RunState::Interrupted);
+    assert!(record.run.finished_at_ms.is_some());
+    let text = String::from_utf8(data(
+        &store.logs(&id, &ChunkFilter::default()).expect("logs"),
+    ))
+    .expect("utf-8");
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines.len() > 50, "only {} lines survived", lines.len());
+    for (i, line) in lines.iter().enumerate() {
+        assert_eq!(*line, format!("line {i}"));
+    }
+    let listed = store
+        .list_runs(&RunFilter {
+            status: Some(RunState::Interrupted),
+            ..RunFilter::default()
+        })
+        .expect("list");
+    assert_eq!(listed.len(), 1);
+}
+
+#[test]
+fn follow_returns_when_the_run_ends_or_its_owner_dies() {
+    let (_dir, db) = temp_db();
+    drop(Store::open_sqlite(&db).expect("create"));
+    let mut child = spawn_helper("forever", &db);
+    let id = read_run_id(&mut child);
+    let store = Store::open_sqlite(&db).expect("open");
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(800));
+        child.kill().expect("SIGKILL");
+        child.wait().expect("reap");
+    });
+    let mut received = Vec::new();
+    let started = Instant::now();
+    let end = store
+        .follow(
+            &id,
+            &ChunkFilter::default(),
+            Duration::from_millis(50),
+            &mut |c| {
+                if let ChunkBody::Data(bytes) = c.body {
+                    received.extend_from_slice(&bytes);
+                }
+                std::ops::ControlFlow::Continue(())
+            },
+        )
+        .expect("follow");
+    killer.join().expect("killer");
+    assert_eq!(end, Some(RunState::Interrupted));
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let stored = data(&store.logs(&id, &ChunkFilter::default()).expect("logs"));
+    assert_eq!(received, stored, "follow saw the whole transcript");
+    assert!(!stored.is_empty());
+    let unknown: RunId = "r-aaaaaaaaaa".parse().expect("id");
+    let none = store
+        .follow(
+            &unknown,
+            &ChunkFilter::default(),
+            Duration::from_millis(10),
+            &mut |_| std::ops::ControlFlow::Continue(()),
+        )
+        .expect("follow unknown");
+    assert_eq!(none, None);
+}
+
+#[test]
+fn concurrent_processes_lose_nothing() {
+    let (_dir, db) = temp_db();
+    let mut children: Vec<Child> = (0..4).map(|_| spawn_helper("burst", &db)).collect();
+    let ids: Vec<RunId> = children.iter_mut().map(read_run_id).collect();
+    for child in &mut children {
+        let status = child.wait().expect("wait");
+        assert!(status.success(), "helper failed: {status}");
+    }
+    let store = Store::open_sqlite(&db).expect("open");
+    assert_eq!(
+        store.list_runs(&RunFilter::default()).expect("list").len(),
+        4
+    );
+    for id in &ids {
+        let record = store.get_run(id).expect("get").expect("exists");
+        assert_eq!(record.run.status, RunState::Pass);
+        let text = String::from_utf8(data(
+            &store.logs(id, &ChunkFilter::default()).expect("logs"),
+        ))
+        .expect("utf-8");
+        let expected: String = (0..200).map(|i| format!("{id} chunk {i:03}\n")).collect();
+        assert_eq!(text, expected);
+    }
+}
+
+#[test]
+fn concurrent_threads_with_their_own_stores_lose_nothing() {
+    let (_dir, db) = temp_db();
+    drop(Store::open_sqlite(&db).expect("create"));
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                let store = Store::open_sqlite(&db).expect("open");
+                let id = store.begin_run(&new_run(&["thread"])).expect("begin");
+                let writer = store.transcript(&id).expect("transcript");
+                for i in 0..200 {
+                    writer.write(None, Stream::Stdout, format!("t{t} {i}\n").as_bytes());
+                    if i % 25 == 0 {
+                        std::thread::sleep(Duration::from_millis(30));
+                    }
+                }
+                writer.finish().expect("finish");
+                store
+                    .finish_run(&id, RunState::Fail, None)
+                    .expect("finish run");
+                (t, id)
+            })
+        })
+        .collect();
+    let store = Store::open_sqlite(&db).expect("open");
+    for thread in threads {
+        let (t, id) = thread.join().expect("thread");
+        let text = String::from_utf8(data(
+            &store.logs(&id, &ChunkFilter::default()).expect("logs"),
+        ))
+        .expect("utf-8");
+        let expected: String = (0..200).map(|i| format!("t{t} {i}\n")).collect();
+        assert_eq!(text, expected);
+    }
+}
+
+#[test]
+fn a_file_of_random_bytes_is_refused_clearly() {
+    let (dir, _) = temp_db();
+    let db = dir.path().join("cordon.db");
+    let noise: Vec<u8> = (0..8192u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    std::fs::write(&db, &noise).expect("write noise");
+    let error = Store::open_sqlite(&db).expect_err("random bytes are no store");
+    assert!(
+        matches!(error.kind, StoreErrorKind::NotADatabase),
+        "{error:?}"
+    );
+    assert!(
+        error.to_string().contains(&db.display().to_string()),
+        "{error}"
+    );
+    assert!(error.hint().expect("a hint").contains("move"));
+    assert_eq!(
+        std::fs::read(&db).expect("untouched"),
+        noise,
+        "the file is left alone"
+    );
+
+    // A damaged SQLite file (right header, garbage after it) is refused too.
+    let mut damaged = b"SQLite format 3\0".to_vec();
+    damaged.extend_from_slice(&noise);
+    std::fs::write(&db, &damaged).expect("write");
+    let error = Store::open_sqlite(&db).expect_err("a damaged file is no store");
+    assert!(
+        matches!(error.kind, StoreErrorKind::NotADatabase),
+        "{error:?}"
+    );
+}
+
+#[test]
+fn a_foreign_or_newer_database_is_refused_clearly() {
+    let (dir, _) = temp_db();
+    let db = dir.path().join("other.db");
+    raw_sql(
+        &db,
+        "CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)",
+    );
+    let error = Store::open_sqlite(&db).expect_err("foreign");
+    assert!(
+        matches!(&error.kind, StoreErrorKind::Foreign { tables } if tables == "users"),
+        "{error:?}"
+    );
+    let rendered = format!("{error}: {}", error.kind);
+    assert!(
+        rendered.contains("other.db") && rendered.contains("not a cordon store"),
+        "{rendered}"
+    );
+
+    let db = dir.path().join("newer.db");
+    drop(Store::open_sqlite(&db).expect("create"));
+    raw_sql(
+        &db,
+        "INSERT INTO cordon_migrations (version, description, applied_at_ms) VALUES (99, 'x', 0)",
+    );
+    let error = Store::open_sqlite(&db).expect_err("newer");
+    assert!(
+        matches!(
+            error.kind,
+            StoreErrorKind::TooNew {
+                found: 99,
+                known: 1
+            }
+        ),
+        "{error:?}"
+    );
+    assert!(error.hint().expect("hint").contains("newer cordon"));
+}
+
+/// Runs SQL on a database file with a plain sqlx connection.
+fn raw_sql(db: &Path, sql: &str) {
+    use sqlx::Connection;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let options = sqlx::sqlite::SqliteConnectOptions::new()
+            .filename(db)
+            .create_if_missing(true);
+        let mut connection = sqlx::SqliteConnection::connect_with(&options)
+            .await
+            .expect("connect");
+        sqlx::raw_sql(sql)
+            .execute(&mut connection)
+            .await
+            .expect("sql");
+        connection.close().await.expect("close");
+    });
+}
+
+#[test]
+fn delete_older_than_removes_old_finished_runs_and_their_chunks() {
+    let (_dir, db) = temp_db();
+    let store = Store::open_sqlite(&db).expect("open");
+    let old = store.begin_run(&new_run(&["old"])).expect("begin");
+    let writer = store.transcript(&old).expect("transcript");
+    writer.write(None, Stream::Stdout, b"old output");
+    writer.finish().expect("finish");
+    store
+        .finish_run(&old, RunState::Pass, None)
+        .expect("finish");
+    let old_running = store
+        .begin_run(&new_run(&["still running"]))
+        .expect("begin");
+    std::thread::sleep(Duration::from_millis(300));
+    let recent = store.begin_run(&new_run(&["recent"])).expect("begin");
+    store
+        .finish_run(&recent, RunState::Fail, None)
+        .expect("finish");
+
+    assert_eq!(
+        store
+            .delete_older_than(Duration::from_secs(3600))
+            .expect("gc"),
+        0
+    );
+    assert_eq!(
+        store
+            .delete_older_than(Duration::from_millis(150))
+            .expect("gc"),
+        1
+    );
+    assert_eq!(store.get_run(&old).expect("get"), None);
+    assert_eq!(
+        store
+            .read_chunks(&old, &ChunkFilter::default(), None, 10)
+            .expect("chunks"),
+        vec![]
+    );
+    assert!(
+        store.get_run(&old_running).expect("get").is_some(),
+        "running runs stay"
+    );
+    assert!(store.get_run(&recent).expect("get").is_some());
+    let chunk_rows = count_rows(&db, "SELECT COUNT(*) FROM transcript_chunks");
+    assert_eq!(chunk_rows, 0, "chunks of deleted runs are gone");
+}
+
+fn count_rows(db: &Path, sql: &str) -> i64 {
+    use sqlx::Connection;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let options = sqlx::sqlite::SqliteConnectOptions::new().filename(db);
+        let mut connection = sqlx::SqliteConnection::connect_with(&options)
+            .await
+            .expect("connect");
+        let count: i64 = sqlx::query_scalar(sql)
+            .fetch_one(&mut connection)
+            .await
+            .expect("count");
+        connection.close().await.expect("close");
+        count
+    })
+}
+
+#[test]
+fn a_blocked_database_costs_bytes_with_a_marker_never_silently() {
+    use sqlx::Connection;
+    let (_dir, db) = temp_db();
+    let store = Store::open_sqlite(&db).expect("open");
+    let id = store.begin_run(&new_run(&["flood"])).expect("begin");
+    // Hold the write lock from another connection while the program floods its output.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("runtime");
+    let mut blocker = runtime.block_on(async {
+        let options = sqlx::sqlite::SqliteConnectOptions::new().filename(&db);
+        let mut connection = sqlx::SqliteConnection::connect_with(&options)
+            .await
+            .expect("connect");
+        sqlx::raw_sql("BEGIN IMMEDIATE")
+            .execute(&mut connection)
+            .await
+            .expect("lock");
+        connection
+    });
+    let writer = store.transcript(&id).expect("transcript");
+    let block = vec![b'x'; 1024 * 1024];
+    let started = Instant::now();
+    for _ in 0..24 {
+        writer.write(None, Stream::Stdout, &block);
+    }
+    writer.write(None, Stream::Stderr, b"lost\n");
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "write never waits for the database"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    runtime.block_on(async {
+        sqlx::raw_sql("ROLLBACK")
+            .execute(&mut blocker)
+            .await
+            .expect("unlock");
+        blocker.close().await.expect("close");
+    });
+    // Once the store caught up, output is kept again.
+    std::thread::sleep(Duration::from_millis(1500));
+    writer.write(None, Stream::Stderr, b"tail\n");
+    let stats = writer.finish().expect("finish");
+    assert!(stats.bytes_lost > 0, "{stats:?}");
+    assert_eq!(
+        stats.bytes_written + stats.bytes_lost,
+        24 * 1024 * 1024 + 10
+    );
+
+    let chunks = store.logs(&id, &ChunkFilter::default()).expect("logs");
+    let lost: u64 = chunks
+        .iter()
+        .map(|c| match c.body {
+            ChunkBody::Lost { bytes } => bytes,
+            ChunkBody::Data(_) => 0,
+        })
+        .sum();
+    assert_eq!(lost, stats.bytes_lost, "every lost byte is on record");
+    assert_eq!(data(&chunks).len() as u64, stats.bytes_written);
+    let last = chunks.last().expect("chunks");
+    assert_eq!(last.body, ChunkBody::Data(b"tail\n".to_vec()));
+    assert_eq!(
+        last.offset, 5,
+        "the lost bytes keep their place in the stream"
+    );
+    assert!(
+        chunks
+            .iter()
+            .any(|c| c.stream == Stream::Stderr && c.body == ChunkBody::Lost { bytes: 5 })
+    );
+}
