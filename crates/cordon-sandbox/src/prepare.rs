@@ -89,24 +89,7 @@ pub(crate) fn prepare_with(
         // SAFETY: as above.
         gid: unsafe { libc::getgid() },
     };
-    let mut env: Vec<(OsString, OsString)> = Vec::new();
-    let mut set = |k: &str, v: &str| {
-        if let Some(slot) = env.iter_mut().find(|(n, _)| n == k) {
-            slot.1 = v.into();
-        } else {
-            env.push((k.into(), v.into()));
-        }
-    };
-    for (k, v) in &toolchains.env {
-        set(k, v);
-    }
-    set("HOME", plan::SANDBOX_HOME);
-    set("TMPDIR", plan::SANDBOX_TMP);
-    for var in &policy.env {
-        if var.name != "HOME" {
-            set(&var.name, &var.value);
-        }
-    }
+    let mut env = program_env(&policy, &toolchains.env);
     let plan_json = serde_json::to_string(&init).expect("the plan serializes");
     env.push((PLAN_ENV.into(), plan_json.into()));
 
@@ -131,6 +114,33 @@ pub(crate) fn prepare_with(
             enforcement,
         },
     })
+}
+
+/// The program's environment: toolchain variables, the private `HOME` and `TMPDIR`, then the
+/// policy's variables (which win, except over `HOME`).
+fn program_env(
+    policy: &SandboxPolicy,
+    toolchain_env: &[(String, String)],
+) -> Vec<(OsString, OsString)> {
+    let mut env: Vec<(OsString, OsString)> = Vec::new();
+    let mut set = |k: &str, v: &str| {
+        if let Some(slot) = env.iter_mut().find(|(n, _)| n == k) {
+            slot.1 = v.into();
+        } else {
+            env.push((k.into(), v.into()));
+        }
+    };
+    for (k, v) in toolchain_env {
+        set(k, v);
+    }
+    set("HOME", plan::SANDBOX_HOME);
+    set("TMPDIR", plan::SANDBOX_TMP);
+    for var in &policy.env {
+        if var.name != "HOME" {
+            set(&var.name, &var.value);
+        }
+    }
+    env
 }
 
 fn check_host(host: &HostSupport, policy: &SandboxPolicy) -> Result<(), SandboxError> {

@@ -1,5 +1,6 @@
 //! Shared helpers of the sandbox escape suite: run the real `cordon run --json` sandboxed,
 //! skip (with the reason) only when `cordon doctor` says the host lacks a feature.
+// Each test binary uses a different subset, so `expect` would be unfulfilled in one of them.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
