@@ -399,7 +399,12 @@ pub fn landlock_plan(
     exec_only: Option<Vec<PathBuf>>,
 ) -> LandlockPlan {
     let mut read = Vec::new();
-    let mut write = vec![PathBuf::from(SANDBOX_TMP), PathBuf::from(SANDBOX_HOME)];
+    // `/dev/shm` is a private tmpfs: POSIX shared memory and semaphores are created there.
+    let mut write = vec![
+        PathBuf::from(SANDBOX_TMP),
+        PathBuf::from(SANDBOX_HOME),
+        PathBuf::from("/dev/shm"),
+    ];
     let etc = Path::new("/etc");
     // `/etc` in the new root holds only the allowlisted copies and binds: one rule covers them.
     if ops.iter().any(|op| {

@@ -550,8 +550,14 @@ fn ordinary_programs_still_work() {
                   if pid == 0: os._exit(7)\n\
                   _, st = os.waitpid(pid, 0)\n\
                   f = tempfile.NamedTemporaryFile(); f.write(b'x'); f.flush()\n\
-                  print(out, p.stdout.strip(), os.waitstatus_to_exitcode(st), os.getcwd() == os.environ['PWD'] or True)";
+                  from multiprocessing import shared_memory\n\
+                  shm = shared_memory.SharedMemory(create=True, size=16); shm.close(); shm.unlink()\n\
+                  import multiprocessing as mp\n\
+                  q = mp.Queue(); c = mp.Process(target=q.put, args=(5,)); c.start(); got = q.get(); c.join()\n\
+                  import pty\n\
+                  m, s = pty.openpty(); os.write(s, b'x')\n\
+                  print(out, p.stdout.strip(), os.waitstatus_to_exitcode(st), got, os.read(m, 1))";
     let ran = helpers::run_in(&w.path(), &[], &["python3", "-c", script], &[]);
     assert_passed(&ran);
-    assert_eq!(ran.stdout(), "[1] SUB 7 True\n", "{ran:#?}");
+    assert_eq!(ran.stdout(), "[1] SUB 7 5 b'x'\n", "{ran:#?}");
 }
