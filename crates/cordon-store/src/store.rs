@@ -221,9 +221,10 @@ impl Store {
         Ok(all)
     }
 
-    /// Feeds the chunks after `after_seq` to `sink` in pages; returns the last seq seen and
-    /// whether the sink asked to stop.
-    fn for_each_chunk(
+    /// Feeds the chunks after `after_seq` (from the start when `None`) to `sink` in order,
+    /// reading them in pages (memory stays bounded for long transcripts). Returns the last
+    /// seq fed and whether `sink` asked to stop.
+    pub fn for_each_chunk(
         &self,
         id: &RunId,
         filter: &ChunkFilter,

@@ -1,0 +1,434 @@
+//! `cordon runs`: the history of recorded runs — list, show, logs, export.
+//!
+//! Exit codes: 0 on success, 2 when the run id is unknown (or not an id at all), 125 when
+//! the store cannot be opened or read.
+
+use std::io::Write;
+use std::ops::ControlFlow;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, UNIX_EPOCH};
+
+use clap::{Args, Subcommand, ValueEnum};
+use cordon_store::{
+    Chunk, ChunkBody, ChunkFilter, ExportedChunk, RunFilter, RunId, RunList, RunListTag, RunRecord,
+    RunState, RunSummary, Store, StoreError, Stream,
+};
+
+use crate::exit::{Hinted, USAGE};
+
+/// Arguments of `cordon runs`.
+#[derive(Args, Debug)]
+pub struct RunsArgs {
+    /// What to do with the history.
+    #[command(subcommand)]
+    pub command: RunsCommand,
+}
+
+/// The subcommands of `cordon runs`.
+#[derive(Subcommand, Debug)]
+pub enum RunsCommand {
+    /// List recorded runs, newest first.
+    List(ListArgs),
+    /// Show one run's stored result or report.
+    Show(ShowArgs),
+    /// Print one run's transcript (what its programs wrote), in the order it was written.
+    Logs(LogsArgs),
+    /// Print one run with its report and whole transcript as one JSON document
+    /// (cordon.run-export/v1), e.g. to attach to a pull request or a ticket.
+    Export(ExportArgs),
+}
+
+/// Arguments of `cordon runs list`.
+#[derive(Args, Debug)]
+pub struct ListArgs {
+    /// Show at most N runs.
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub limit: u32,
+    /// Only runs with this status.
+    #[arg(long, value_name = "S", value_parser = parse_state)]
+    pub status: Option<RunState>,
+    /// Only runs about this repository or directory.
+    #[arg(long, value_name = "DIR")]
+    pub repo: Option<PathBuf>,
+    /// Print one JSON document (cordon.run-list/v1).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `cordon runs show`.
+#[derive(Args, Debug)]
+pub struct ShowArgs {
+    /// The run's id (`r-...`, as `cordon runs list` shows it).
+    pub id: String,
+    /// Print the run, its stages and its document as one JSON document (cordon.run-record/v1).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `cordon runs logs`.
+#[derive(Args, Debug)]
+pub struct LogsArgs {
+    /// The run's id.
+    pub id: String,
+    /// Only this stage's output.
+    #[arg(long, value_name = "NAME")]
+    pub stage: Option<String>,
+    /// Only this stream.
+    #[arg(long, value_enum)]
+    pub stream: Option<StreamArg>,
+    /// Keep printing new output until the run ends (from another terminal while it runs).
+    #[arg(long, short = 'f')]
+    pub follow: bool,
+    /// Print one JSON object per transcript chunk and line (JSON Lines) instead of the raw
+    /// bytes.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `cordon runs export`.
+#[derive(Args, Debug)]
+pub struct ExportArgs {
+    /// The run's id.
+    pub id: String,
+    /// Accepted for symmetry: the export is always JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// An output stream, as a flag value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StreamArg {
+    /// Standard output.
+    Stdout,
+    /// Standard error.
+    Stderr,
+}
+
+impl From<StreamArg> for Stream {
+    fn from(stream: StreamArg) -> Self {
+        match stream {
+            StreamArg::Stdout => Stream::Stdout,
+            StreamArg::Stderr => Stream::Stderr,
+        }
+    }
+}
+
+fn parse_state(text: &str) -> Result<RunState, String> {
+    text.parse::<RunState>().map_err(|_| {
+        let names: Vec<&str> = RunState::ALL.iter().map(|s| s.as_str()).collect();
+        format!("expected one of: {}", names.join(", "))
+    })
+}
+
+/// Runs `cordon runs ...`.
+pub fn run(args: &RunsArgs) -> anyhow::Result<ExitCode> {
+    let store = Store::open_default().map_err(store_error)?;
+    // Runs whose cordon died are shown as what they are.
+    store.mark_interrupted().map_err(store_error)?;
+    match &args.command {
+        RunsCommand::List(list) => list_runs(&store, list),
+        RunsCommand::Show(show) => show_run(&store, show),
+        RunsCommand::Logs(logs) => print_logs(&store, logs),
+        RunsCommand::Export(export) => export_run(&store, export),
+    }
+}
+
+/// A store error for the edge: with its hint, when it has one.
+fn store_error(error: StoreError) -> anyhow::Error {
+    match error.hint() {
+        Some(hint) => anyhow::Error::new(Hinted {
+            message: format!("{error}: {}", error.kind),
+            hint,
+        }),
+        None => anyhow::Error::new(error),
+    }
+}
+
+/// Prints `error: no run with id ...` and returns exit code 2.
+fn unknown_run(id: &str) -> ExitCode {
+    let _ = writeln!(std::io::stderr(), "error: no run with id {id}");
+    let _ = writeln!(
+        std::io::stderr(),
+        "hint: `cordon runs list` shows the recorded runs"
+    );
+    ExitCode::from(USAGE)
+}
+
+/// Looks a run up; `None` when the id is unknown or not an id.
+fn find_run(store: &Store, id: &str) -> anyhow::Result<Option<(RunId, RunRecord)>> {
+    let Ok(run_id) = id.parse::<RunId>() else {
+        return Ok(None);
+    };
+    let record = store.get_run(&run_id).map_err(store_error)?;
+    Ok(record.map(|r| (run_id, r)))
+}
+
+fn list_runs(store: &Store, args: &ListArgs) -> anyhow::Result<ExitCode> {
+    let repo = args.repo.as_ref().map(|dir| {
+        std::fs::canonicalize(dir)
+            .or_else(|_| std::path::absolute(dir))
+            .unwrap_or_else(|_| dir.clone())
+            .display()
+            .to_string()
+    });
+    let runs = store
+        .list_runs(&RunFilter {
+            limit: args.limit,
+            status: args.status,
+            repo,
+        })
+        .map_err(store_error)?;
+    let mut out = std::io::stdout().lock();
+    let written = if args.json {
+        let list = RunList {
+            schema: RunListTag,
+            runs,
+        };
+        writeln!(out, "{}", serde_json::to_string_pretty(&list)?)
+    } else {
+        out.write_all(render_table(&runs).as_bytes())
+    };
+    finish_output(written)
+}
+
+/// The human table of `cordon runs list`.
+fn render_table(runs: &[RunSummary]) -> String {
+    if runs.is_empty() {
+        return "no runs recorded\n".to_owned();
+    }
+    let mut out = format!(
+        "{:<12}  {:<11}  {:<6}  {:<20}  {:>9}  {}\n",
+        "ID", "STATUS", "KIND", "STARTED", "DURATION", "COMMAND"
+    );
+    for run in runs {
+        let kind = match run.kind {
+            cordon_store::RunKind::Run => "run",
+            cordon_store::RunKind::Verify => "verify",
+        };
+        let mut what = command_text(&run.command);
+        if let Some(repo) = &run.repo {
+            what.push_str("  (in ");
+            what.push_str(repo);
+            what.push(')');
+        }
+        out.push_str(&format!(
+            "{:<12}  {:<11}  {:<6}  {:<20}  {:>9}  {}\n",
+            run.id,
+            run.status,
+            kind,
+            format_time(run.started_at_ms),
+            run.duration_ms
+                .map_or_else(|| "-".to_owned(), format_duration),
+            truncate(&what, 80),
+        ));
+    }
+    out
+}
+
+/// A command line for people: JSON arrays of strings joined by spaces.
+fn command_text(command: &serde_json::Value) -> String {
+    match command {
+        serde_json::Value::Array(parts) => parts
+            .iter()
+            .map(|p| match p {
+                serde_json::Value::String(s)
+                    if !s.is_empty() && !s.contains(char::is_whitespace) =>
+                {
+                    s.clone()
+                }
+                other => other.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join(" "),
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn truncate(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let mut cut: String = text.chars().take(max - 1).collect();
+    cut.push('…');
+    cut
+}
+
+/// `2026-11-22T03:08:44Z`.
+fn format_time(ms: i64) -> String {
+    let time = UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).unwrap_or(0));
+    humantime::format_rfc3339_seconds(time).to_string()
+}
+
+/// `850ms`, `12.3s`, `4m05s`, `1h02m`.
+fn format_duration(ms: i64) -> String {
+    let ms = u64::try_from(ms).unwrap_or(0);
+    match ms {
+        0..1_000 => format!("{ms}ms"),
+        1_000..60_000 => format!("{:.1}s", ms as f64 / 1000.0),
+        60_000..3_600_000 => format!("{}m{:02}s", ms / 60_000, ms / 1000 % 60),
+        _ => format!("{}h{:02}m", ms / 3_600_000, ms / 60_000 % 60),
+    }
+}
+
+fn show_run(store: &Store, args: &ShowArgs) -> anyhow::Result<ExitCode> {
+    let Some((_, record)) = find_run(store, &args.id)? else {
+        return Ok(unknown_run(&args.id));
+    };
+    let mut out = std::io::stdout().lock();
+    let written = if args.json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&record)?)
+    } else {
+        out.write_all(render_record(&record)?.as_bytes())
+    };
+    finish_output(written)
+}
+
+/// The human view of `cordon runs show`: a short header, then the document, pretty.
+fn render_record(record: &RunRecord) -> anyhow::Result<String> {
+    let run = &record.run;
+    let mut out = format!("run {}  {}\n", run.id, run.status);
+    out.push_str(&format!("command:  {}\n", command_text(&run.command)));
+    if let Some(repo) = &run.repo {
+        out.push_str(&format!("repo:     {repo}\n"));
+    }
+    out.push_str(&format!(
+        "started:  {} on {} (pid {})\n",
+        format_time(run.started_at_ms),
+        run.host,
+        run.owner_pid
+    ));
+    if let Some(duration) = run.duration_ms {
+        out.push_str(&format!("duration: {}\n", format_duration(duration)));
+    }
+    for stage in &record.stages {
+        let status = serde_json::to_value(stage.status)?;
+        out.push_str(&format!(
+            "stage {}: {} {}\n",
+            stage.index,
+            stage.name,
+            status.as_str().unwrap_or("")
+        ));
+    }
+    match &record.document {
+        Some(document) => {
+            out.push('\n');
+            out.push_str(&serde_json::to_string_pretty(document)?);
+            out.push('\n');
+        }
+        None => out.push_str("(no result document: the run did not finish)\n"),
+    }
+    Ok(out)
+}
+
+fn print_logs(store: &Store, args: &LogsArgs) -> anyhow::Result<ExitCode> {
+    let Some((id, _)) = find_run(store, &args.id)? else {
+        return Ok(unknown_run(&args.id));
+    };
+    let filter = ChunkFilter {
+        stage: args.stage.clone(),
+        stream: args.stream.map(Stream::from),
+    };
+    let mut printer = LogPrinter {
+        json: args.json,
+        stdout: std::io::stdout().lock(),
+        error: None,
+    };
+    let mut sink = |chunk: Chunk| printer.print(chunk);
+    if args.follow {
+        store
+            .follow(&id, &filter, Duration::from_millis(250), &mut sink)
+            .map_err(store_error)?;
+    } else {
+        // Stopping early only happens when stdout failed; `printer.error` says so.
+        let _fed = store
+            .for_each_chunk(&id, &filter, None, &mut sink)
+            .map_err(store_error)?;
+    }
+    let error = printer.error.take();
+    finish_output(match error {
+        Some(error) => Err(error),
+        None => printer.stdout.flush(),
+    })
+}
+
+/// Writes transcript chunks to stdout: raw bytes, or JSON Lines with `--json`.
+struct LogPrinter {
+    json: bool,
+    stdout: std::io::StdoutLock<'static>,
+    error: Option<std::io::Error>,
+}
+
+impl LogPrinter {
+    fn print(&mut self, chunk: Chunk) -> ControlFlow<()> {
+        let written = if self.json {
+            let line = serde_json::to_string(&ExportedChunk::from(chunk)).map_err(Into::into);
+            line.and_then(|line| writeln!(self.stdout, "{line}"))
+        } else {
+            match chunk.body {
+                ChunkBody::Data(bytes) => self.stdout.write_all(&bytes),
+                ChunkBody::Lost { bytes } => {
+                    let _ = self.stdout.flush();
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "[cordon: {bytes} bytes of {} were not recorded here]",
+                        chunk.stream.as_str()
+                    );
+                    Ok(())
+                }
+            }
+        };
+        // Followers want output as it comes.
+        match written.and_then(|()| self.stdout.flush()) {
+            Ok(()) => ControlFlow::Continue(()),
+            Err(error) => {
+                self.error = Some(error);
+                ControlFlow::Break(())
+            }
+        }
+    }
+}
+
+fn export_run(store: &Store, args: &ExportArgs) -> anyhow::Result<ExitCode> {
+    let Ok(id) = args.id.parse::<RunId>() else {
+        return Ok(unknown_run(&args.id));
+    };
+    let Some(export) = store.export(&id).map_err(store_error)? else {
+        return Ok(unknown_run(&args.id));
+    };
+    let mut out = std::io::stdout().lock();
+    let written = serde_json::to_writer_pretty(&mut out, &export)
+        .map_err(std::io::Error::from)
+        .and_then(|()| writeln!(out));
+    finish_output(written)
+}
+
+/// Success, also when stdout was closed early (`cordon runs logs ID | head`).
+fn finish_output(written: std::io::Result<()>) -> anyhow::Result<ExitCode> {
+    match written {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
+        Err(error) => Err(anyhow::Error::new(error).context("cannot write to stdout")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_naturally() {
+        assert_eq!(format_duration(850), "850ms");
+        assert_eq!(format_duration(12_345), "12.3s");
+        assert_eq!(format_duration(245_000), "4m05s");
+        assert_eq!(format_duration(3_720_000), "1h02m");
+    }
+
+    #[test]
+    fn commands_read_as_typed() {
+        let command = serde_json::json!(["sh", "-c", "echo hi", ""]);
+        assert_eq!(command_text(&command), r#"sh -c "echo hi" """#);
+        assert_eq!(truncate("abcdef", 4), "abc…");
+    }
+}
