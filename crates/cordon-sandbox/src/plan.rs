@@ -222,15 +222,12 @@ pub fn find_toolchains(
         .and_then(|p| p.canonicalize().ok())
         .filter(|p| p.is_dir())
     {
-        let before = t.binds.len();
-        add_existing(
-            &mut t.binds,
-            &rustup,
-            &["toolchains", "settings.toml", "update-hashes"],
-        );
-        if t.binds.len() > before {
+        // The whole rustup home (toolchains, settings, hashes, download cache) holds no secret:
+        // one bind instead of one per entry.
+        if rustup.join("toolchains").is_dir() {
             t.env
                 .push(("RUSTUP_HOME".into(), rustup.display().to_string()));
+            t.binds.push(rustup);
         }
     }
     if let Some(cargo) = dir_of("CARGO_HOME", ".cargo")
