@@ -761,3 +761,102 @@ fn a_blocked_database_costs_bytes_with_a_marker_never_silently() {
             .any(|c| c.stream == Stream::Stderr && c.body == ChunkBody::Lost { bytes: 5 })
     );
 }
+
+#[test]
+fn random_writes_read_back_byte_for_byte() {
+    let (_dir, db) = temp_db();
+    let store = Store::open_sqlite(&db).expect("open");
+    let id = store.begin_run(&new_run(&["random"])).expect("begin");
+    let writer = store.transcript(&id).expect("transcript");
+    let mut state = 0x2545_F491_4F6C_DD1D_u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let stages = [None, Some("build"), Some("test")];
+    let mut in_order = Vec::new();
+    let mut per_key: std::collections::HashMap<(Option<&str>, Stream), Vec<u8>> =
+        std::collections::HashMap::new();
+    for _ in 0..1500 {
+        let stage = stages[(next() % 3) as usize];
+        let stream = if next() % 2 == 0 {
+            Stream::Stdout
+        } else {
+            Stream::Stderr
+        };
+        let len = match next() % 10 {
+            0 => 0,
+            1..=7 => next() % 64,
+            8 => next() % 4096,
+            _ => next() % 70_000,
+        } as usize;
+        let bytes: Vec<u8> = if next() % 2 == 0 {
+            (0..len).map(|_| next() as u8).collect()
+        } else {
+            b"[REDACTED:x] line\n"
+                .iter()
+                .copied()
+                .cycle()
+                .take(len)
+                .collect()
+        };
+        writer.write(stage, stream, &bytes);
+        in_order.extend_from_slice(&bytes);
+        per_key
+            .entry((stage, stream))
+            .or_default()
+            .extend_from_slice(&bytes);
+    }
+    writer.finish().expect("finish");
+
+    let all = store.logs(&id, &ChunkFilter::default()).expect("logs");
+    assert_eq!(
+        data(&all),
+        in_order,
+        "the transcript in seq order is the writes in order"
+    );
+    for ((stage, stream), expected) in &per_key {
+        let filter = ChunkFilter {
+            stage: stage.map(str::to_owned),
+            stream: Some(*stream),
+        };
+        let chunks: Vec<Chunk> = store
+            .logs(&id, &filter)
+            .expect("logs")
+            .into_iter()
+            .filter(|c| c.stage.as_deref() == *stage)
+            .collect();
+        assert_eq!(&data(&chunks), expected, "{stage:?} {stream:?}");
+    }
+
+    // The export decodes to the same bytes.
+    let export = store.export(&id).expect("export").expect("exists");
+    let mut decoded = Vec::new();
+    for chunk in &export.transcript {
+        match &chunk.body {
+            ExportedBody::Text { text } => decoded.extend_from_slice(text.as_bytes()),
+            ExportedBody::Base64 { base64 } => decoded.extend(base64_decode(base64)),
+            ExportedBody::Lost { lost_bytes } => panic!("{lost_bytes} bytes lost"),
+        }
+    }
+    assert_eq!(decoded, in_order);
+}
+
+fn base64_decode(text: &str) -> Vec<u8> {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = Vec::new();
+    let mut bits = 0u32;
+    let mut count = 0;
+    for byte in text.bytes().filter(|&b| b != b'=') {
+        let value = ALPHABET.iter().position(|&c| c == byte).expect("base64") as u32;
+        bits = (bits << 6) | value;
+        count += 6;
+        if count >= 8 {
+            count -= 8;
+            out.push((bits >> count) as u8);
+        }
+    }
+    out
+}
