@@ -730,7 +730,19 @@ fn a_blocked_database_costs_bytes_with_a_marker_never_silently() {
         blocker.close().await.expect("close");
     });
     // Once the store caught up, output is kept again.
-    std::thread::sleep(Duration::from_millis(1500));
+    let waited = Instant::now();
+    while store
+        .read_chunks(&id, &ChunkFilter::default(), None, 1)
+        .expect("read")
+        .is_empty()
+    {
+        assert!(
+            waited.elapsed() < Duration::from_secs(30),
+            "the writer never caught up"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(200));
     writer.write(None, Stream::Stderr, b"tail\n");
     let stats = writer.finish().expect("finish");
     assert!(stats.bytes_lost > 0, "{stats:?}");
