@@ -42,6 +42,7 @@ impl StoreError {
                 Some("set CORDON_HOME to the directory where cordon keeps its data".to_owned())
             }
             StoreErrorKind::Directory { .. }
+            | StoreErrorKind::File { .. }
             | StoreErrorKind::Database(_)
             | StoreErrorKind::Corrupt { .. }
             | StoreErrorKind::Runtime(_)
@@ -61,6 +62,15 @@ pub enum StoreErrorKind {
     #[error("cannot create the directory {path}")]
     Directory {
         /// The directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The database file cannot be created.
+    #[error("cannot create the file {path}")]
+    File {
+        /// The file.
         path: PathBuf,
         /// Why.
         #[source]

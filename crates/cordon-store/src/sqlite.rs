@@ -41,6 +41,7 @@ impl SqliteBackend {
     /// Opens (creating it when missing) the store at `path` and brings its tables up to date.
     pub(crate) async fn open(path: &Path) -> Result<Self, StoreErrorKind> {
         check_magic(path)?;
+        create_private_file(path)?;
         let options = SqliteConnectOptions::new()
             .filename(path)
             .create_if_missing(true)
@@ -130,6 +131,25 @@ impl SqliteBackend {
         }
         tx.commit().await?;
         Ok(())
+    }
+}
+
+/// Creates a missing database file readable by its owner only; SQLite gives its `-wal` and
+/// `-shm` files the same mode. An existing file is left as it is.
+fn create_private_file(path: &Path) -> Result<(), StoreErrorKind> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(_) => Ok(()),
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(source) => Err(StoreErrorKind::File {
+            path: path.to_owned(),
+            source,
+        }),
     }
 }
 

@@ -223,6 +223,16 @@ fn runs_stages_and_documents_round_trip() {
     assert_eq!(one.len(), 1);
     assert_eq!(one[0].id, second);
 
+    // Transcripts are private: the database and its WAL are readable by their owner only.
+    use std::os::unix::fs::PermissionsExt;
+    for file in [db.clone(), db.with_extension("db-wal")] {
+        let mode = std::fs::metadata(&file)
+            .expect("exists")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o077, 0, "{} has mode {mode:o}", file.display());
+    }
+
     // Reopening sees the same data.
     drop(store);
     let again = Store::open_sqlite(&db).expect("reopen");
