@@ -136,7 +136,8 @@ impl TranscriptWriter {
         let key = (stage.map(str::to_owned), stream);
         let offset = *state.offsets.get(&key).unwrap_or(&0);
         state.offsets.insert(key, offset + bytes.len() as u64);
-        let over_budget = state.buffered + bytes.len() > MAX_BUFFERED;
+        // One oversized write into an empty buffer is still kept.
+        let over_budget = state.buffered > 0 && state.buffered + bytes.len() > MAX_BUFFERED;
         if over_budget {
             state.stats.bytes_lost += bytes.len() as u64;
         }
