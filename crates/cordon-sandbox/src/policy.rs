@@ -77,8 +77,8 @@ impl Limits {
     }
 }
 
-/// One environment variable of the program.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+/// One environment variable of the program. Its `Debug` form hides secret values.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EnvVar {
     /// The name.
@@ -87,6 +87,21 @@ pub struct EnvVar {
     pub value: String,
     /// Whether the value is a secret (to be redacted from output).
     pub secret: bool,
+}
+
+impl std::fmt::Debug for EnvVar {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let value: &dyn std::fmt::Debug = if self.secret {
+            &"<secret>"
+        } else {
+            &self.value
+        };
+        f.debug_struct("EnvVar")
+            .field("name", &self.name)
+            .field("value", value)
+            .field("secret", &self.secret)
+            .finish()
+    }
 }
 
 /// A protection the user agreed to do without when the host cannot provide it.
@@ -208,6 +223,22 @@ mod tests {
         p.allow_exec.push("/usr/bin/echo".into());
         assert!(p.can_exec_path(Path::new("/usr/bin/echo")));
         assert!(!p.can_exec_path(Path::new("/usr/bin/cat")));
+    }
+
+    #[test]
+    fn debug_output_hides_secret_values() {
+        let v = EnvVar {
+            name: "TOKEN".into(),
+            value: "hunter2".into(),
+            secret: true,
+        };
+        assert!(!format!("{v:?}").contains("hunter2"));
+        let v = EnvVar {
+            name: "LANG".into(),
+            value: "C".into(),
+            secret: false,
+        };
+        assert!(format!("{v:?}").contains("\"C\""));
     }
 
     #[test]

@@ -15,7 +15,8 @@ use crate::secrets;
 pub const INIT_ARG: &str = "__sandbox-init";
 
 /// The command that runs a program under a policy: the cordon binary in its helper role.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Its `Debug` form lists the environment's names only (values may be secrets).
+#[derive(Clone, PartialEq, Eq)]
 pub struct PreparedCommand {
     /// The cordon binary.
     pub program: PathBuf,
@@ -25,6 +26,18 @@ pub struct PreparedCommand {
     pub env: Vec<(OsString, OsString)>,
     /// What will hold, for the run result.
     pub summary: SandboxSummary,
+}
+
+impl std::fmt::Debug for PreparedCommand {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&OsString> = self.env.iter().map(|(k, _)| k).collect();
+        f.debug_struct("PreparedCommand")
+            .field("program", &self.program)
+            .field("args", &self.args)
+            .field("env_names", &names)
+            .field("summary", &self.summary)
+            .finish()
+    }
 }
 
 /// Turns a policy and a command into the helper command that enforces the policy.
