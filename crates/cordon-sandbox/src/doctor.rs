@@ -107,7 +107,7 @@ pub fn doctor() -> DoctorReport {
     let (userns_ok, overlay_ok, userns_err) = probe_namespaces();
     let user_namespaces = match (&h.userns_blocker, userns_ok) {
         (Some((reason, hint)), _) => check(false, reason.clone(), Some(hint)),
-        (None, true) => check(true, "user, mount and PID namespaces can be created", None),
+        (None, true) => check(true, "user and mount namespaces can be created", None),
         (None, false) => check(
             false,
             format!("creating a user namespace failed: {userns_err}"),
@@ -219,7 +219,7 @@ fn cgroup_report(h: &HostSupport) -> CgroupReport {
     }
 }
 
-/// Tries, in a forked child, to create user+mount+PID namespaces and mount an overlayfs.
+/// Tries, in a forked child, to create user and mount namespaces and mount an overlayfs.
 /// Returns (namespaces ok, overlay ok, error text).
 fn probe_namespaces() -> (bool, bool, String) {
     let paths = ["/tmp", "/tmp/l", "/tmp/u", "/tmp/w", "/tmp/m"]
