@@ -212,7 +212,13 @@ impl SandboxArgs {
             bail!("a limit of 0 would stop the program from starting; give a positive value");
         }
         policy.host_home = std::env::var_os("HOME").map(PathBuf::from);
-        policy.env = program_env(std::env::vars(), env_flags, secret_names)?;
+        policy.env = program_env(
+            // `vars()` would panic on a value that is not UTF-8; such variables are not passed.
+            std::env::vars_os()
+                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))),
+            env_flags,
+            secret_names,
+        )?;
         policy.allow_degraded = self
             .allow_degraded
             .iter()
