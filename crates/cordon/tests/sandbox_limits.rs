@@ -295,3 +295,112 @@ fn cancelling_cordon_ends_the_sandboxed_tree() {
         "a sandboxed process survived cancellation"
     );
 }
+
+/// The common case on a developer machine: cordon run by an unprivileged user (here `nobody`,
+/// reached with `setpriv` when the tests run as root), with no writable cgroup: the default
+/// policy holds, limits are refused unless `--allow-degraded cgroup`, and then enforced by
+/// rlimits.
+#[test]
+fn an_unprivileged_user_gets_the_sandbox_and_rlimit_fallbacks() {
+    require_sandbox!();
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0
+        || std::process::Command::new("setpriv")
+            .arg("--version")
+            .output()
+            .is_err()
+    {
+        eprintln!("SKIP: needs root and setpriv to become an unprivileged user");
+        return;
+    }
+    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_cordon"));
+    let readable = exe.ancestors().skip(1).all(|d| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(d).is_ok_and(|m| m.permissions().mode() & 0o001 != 0)
+    });
+    if !readable {
+        eprintln!("SKIP: {} is not reachable by other users", exe.display());
+        return;
+    }
+    let w = Work::new();
+    std::os::unix::fs::chown(w.path(), Some(65534), Some(65534)).unwrap();
+    let run = |flags: &[&str], script: &str| {
+        let out = std::process::Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(exe)
+            .args(["run", "--json"])
+            .args(flags)
+            .args(["--", "sh", "-c", script])
+            .current_dir(w.path())
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("HOME", w.path())
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            out.stdout,
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, stdout, stderr) = run(
+        &[],
+        "id -u; echo x > f && cat f; grep CapEff /proc/self/status",
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    let result: cordon_types::RunResult = serde_json::from_slice(&stdout).unwrap();
+    assert_eq!(
+        result.stdout.head, "65534\nx\nCapEff:\t0000000000000000\n",
+        "{result:#?}"
+    );
+    assert!(
+        result.sandbox.landlock_abi.is_some() && result.sandbox.seccomp,
+        "{result:#?}"
+    );
+    // What the unprivileged user's own `cordon doctor` says about cgroups.
+    let doctor = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(exe)
+        .args(["doctor", "--json"])
+        .output()
+        .unwrap();
+    let doctor: serde_json::Value = serde_json::from_slice(&doctor.stdout).unwrap();
+    if doctor["cgroup"]["limits"]["ok"] == true {
+        eprintln!("SKIP (rlimit part): cgroups are writable for unprivileged users here");
+        return;
+    }
+    let (code, _, stderr) = run(&["--pids", "20"], "true");
+    assert_eq!(code, Some(125), "{stderr}");
+    assert!(stderr.contains("--allow-degraded cgroup"), "{stderr}");
+    let (_, stdout, stderr) = run(
+        &[
+            "--pids",
+            "20",
+            "--memory",
+            "64MiB",
+            "--allow-degraded",
+            "cgroup",
+            "--timeout",
+            "10s",
+        ],
+        "python3 -c '\nimport os, signal, time\nkids = []\ntry:\n    for _ in range(40):\n        pid = os.fork()\n        if pid == 0:\n            time.sleep(5)\n            os._exit(0)\n        kids.append(pid)\nexcept OSError:\n    print(\"forks-refused\")\nfor pid in kids:\n    os.kill(pid, signal.SIGKILL)\n    os.waitpid(pid, 0)\n'; python3 -c 'x = bytearray(1 << 30)' 2>/dev/null || echo alloc-refused",
+    );
+    let result: cordon_types::RunResult =
+        serde_json::from_slice(&stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    assert_eq!(
+        result.sandbox.enforcement.pids,
+        Enforcement::Rlimit,
+        "{result:#?}"
+    );
+    assert_eq!(
+        result.sandbox.enforcement.memory,
+        Enforcement::Rlimit,
+        "{result:#?}"
+    );
+    assert!(
+        result.stdout.head.contains("forks-refused")
+            && result.stdout.head.contains("alloc-refused"),
+        "{result:#?}"
+    );
+}
