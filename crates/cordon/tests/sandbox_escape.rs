@@ -556,6 +556,8 @@ fn ordinary_programs_still_work() {
                   q = mp.Queue(); c = mp.Process(target=q.put, args=(5,)); c.start(); got = q.get(); c.join()\n\
                   import pty\n\
                   m, s = pty.openpty(); os.write(s, b'x')\n\
+                  import socket\n\
+                  socket.gethostbyname(socket.gethostname())\n\
                   print(out, p.stdout.strip(), os.waitstatus_to_exitcode(st), got, os.read(m, 1))";
     let ran = helpers::run_in(&w.path(), &[], &["python3", "-c", script], &[]);
     assert_passed(&ran);

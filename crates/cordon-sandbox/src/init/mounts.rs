@@ -8,6 +8,9 @@ use crate::plan::MountOp;
 /// Where the host root is reachable while the new root is built.
 const OLD_ROOT: &str = "/.oldroot";
 
+/// The host name inside the sandbox (its own UTS namespace).
+pub const HOSTNAME: &str = "cordon";
+
 /// Device nodes bound from the host into the minimal `/dev`.
 const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
 
@@ -123,8 +126,12 @@ fn apply(op: &MountOp) -> Setup<()> {
             if let Some(parent) = dst.parent() {
                 sys::mkdir_p(parent, 0o755)?;
             }
-            let data =
+            let mut data =
                 std::fs::read(host(src)).map_err(|e| format!("read {}: {e}", src.display()))?;
+            if dst == Path::new("/etc/hosts") {
+                // The sandbox's own host name resolves, as programs expect.
+                data.extend_from_slice(format!("\n127.0.1.1\t{HOSTNAME}\n").as_bytes());
+            }
             std::fs::write(dst, data).map_err(|e| format!("write {}: {e}", dst.display()))
         }
         MountOp::Symlink { dst, target } => {

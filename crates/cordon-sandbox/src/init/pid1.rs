@@ -67,7 +67,7 @@ fn setup(p: &Prepared, sync_fd: i32) -> Setup<()> {
     if p.plan.private_network {
         loopback_up()?;
     }
-    let name = b"cordon";
+    let name = mounts::HOSTNAME.as_bytes();
     // SAFETY: valid buffer of the given length.
     let r = unsafe { libc::sethostname(name.as_ptr().cast(), name.len()) };
     sys::check(r.into(), || "set the host name".into())?;
