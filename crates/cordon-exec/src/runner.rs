@@ -337,6 +337,7 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
             output_held_open,
         },
         sandbox: SandboxSummary::default(),
+        run_id: None,
     };
     Ok(RunOutcome {
         result,
@@ -588,6 +589,7 @@ fn not_started(
             started_at: humantime::format_rfc3339_millis(started_at).to_string(),
             leaked: LeakReport::default(),
             sandbox: SandboxSummary::default(),
+            run_id: None,
         },
         exit_code: verdict.exit_code,
     }

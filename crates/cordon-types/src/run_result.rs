@@ -48,6 +48,9 @@ pub struct RunResult {
     pub leaked: LeakReport,
     /// Which isolation held for this run.
     pub sandbox: SandboxSummary,
+    /// The run's id in the run history (`cordon runs show ID`), when it was recorded.
+    #[serde(default)]
+    pub run_id: Option<String>,
 }
 
 /// The overall outcome of a run.

@@ -40,6 +40,8 @@ pub struct VerifyRequest {
     /// The project inside the repository (relative path) whose `cordon.toml` or files
     /// define the plan and where stages run; default the repository root.
     pub project: Option<PathBuf>,
+    /// The id to give the report (e.g. the run history's); generated when `None`.
+    pub run_id: Option<String>,
 }
 
 /// Live progress of a verification, for a terminal view or a transcript.
@@ -138,7 +140,11 @@ fn prepare(request: &VerifyRequest) -> Result<Prepared, VerifyError> {
     let workspace = workspaces
         .create_transient(&repo, commit.as_str())
         .map_err(|e| VerifyError::infra("cannot create the workspace", e))?;
-    let project_root = workspace.path().join(&project);
+    let project_root = if project.as_os_str().is_empty() {
+        workspace.path().to_owned()
+    } else {
+        workspace.path().join(&project)
+    };
     if !project_root.is_dir() {
         return Err(VerifyError::Usage(format!(
             "--project {}: no such directory at {rev}",
@@ -301,6 +307,7 @@ pub fn verify(
             duration: t0.elapsed(),
             changed,
             cancelled: cancel.is_some_and(|c| c.is_cancelled()),
+            run_id: request.run_id.clone(),
         },
         &plan,
         results,
@@ -319,6 +326,7 @@ struct AssembleInput<'a> {
     duration: Duration,
     changed: Vec<String>,
     cancelled: bool,
+    run_id: Option<String>,
 }
 
 /// The gate: fail-closed. A required stage blocks unless it passed, or targeting decided it
@@ -377,7 +385,7 @@ fn assemble(input: AssembleInput<'_>, plan: &Plan, stages: Vec<StageResult>) -> 
     });
     RunReport {
         schema: RunReportTag,
-        run_id: new_run_id(),
+        run_id: input.run_id.unwrap_or_else(new_run_id),
         overall,
         repo: input.repo.display().to_string(),
         r#ref: input.rev,

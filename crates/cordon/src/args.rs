@@ -34,6 +34,8 @@ pub enum Command {
     /// Reconcile records with reality after crashes: remove transient workspaces whose owner
     /// is gone, orphaned directories and git worktree metadata; safe at any time.
     Gc(crate::commands::workspace::GcArgs),
+    /// The run history: every recorded `cordon run` and `cordon verify`, with transcripts.
+    Runs(crate::commands::runs::RunsArgs),
     /// Report what isolation this host can enforce, and what `cordon run` will therefore do.
     ///
     /// Exit code: 0 when the default sandbox policy can be enforced, 1 otherwise.
@@ -85,6 +87,9 @@ pub struct RunArgs {
     /// passing the program's output through.
     #[arg(long)]
     pub json: bool,
+    /// Do not record the run (result and transcript) in the run history (`cordon runs`).
+    #[arg(long)]
+    pub no_record: bool,
     /// Pass the environment variable NAME from cordon's environment to the program, marked
     /// as a secret (repeatable). Fails when NAME is not set.
     #[arg(long = "secret", value_name = "NAME")]

@@ -9,6 +9,7 @@
 pub mod args;
 mod commands;
 pub mod exit;
+mod record;
 mod render;
 mod sandbox_args;
 

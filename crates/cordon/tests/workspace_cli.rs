@@ -164,7 +164,7 @@ fn transient_workspaces_live_as_long_as_the_process_that_asked() {
     let gone_path = gone["path"].as_str().unwrap().to_owned();
     assert!(Path::new(&gone_path).exists());
     let report = f.json(&["gc", "--json"]);
-    let removed: Vec<&str> = report["removed"]
+    let removed: Vec<&str> = report["workspaces"]["removed"]
         .as_array()
         .unwrap()
         .iter()

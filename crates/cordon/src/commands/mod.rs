@@ -2,6 +2,7 @@
 
 pub(crate) mod doctor;
 mod run;
+pub(crate) mod runs;
 mod schema;
 pub(crate) mod verify;
 pub(crate) mod workspace;
@@ -18,6 +19,7 @@ pub(crate) fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Verify(args) => verify::run(args),
         Command::Workspace(args) => workspace::run(args),
         Command::Gc(args) => workspace::gc(&args),
+        Command::Runs(args) => runs::run(&args),
         Command::Schema(args) => schema::run(&args),
     }
 }

@@ -10,6 +10,7 @@ use cordon_types::SandboxSummary;
 
 use crate::args::{RunArgs, StdinArg};
 use crate::exit::Hinted;
+use crate::record::{Recorder, Tee};
 use crate::render::{Passthrough, summary_line};
 
 pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
@@ -111,25 +112,46 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         StdinArg::Null => StdinMode::Null,
     };
 
+    // What is recorded and reported of the command line is redacted too.
+    let shown_command: Vec<String> = args
+        .command
+        .iter()
+        .map(|a| String::from_utf8_lossy(&redactor.redact_all(a.as_encoded_bytes())).into_owned())
+        .collect();
+    let recorder = if args.no_record {
+        None
+    } else {
+        Some(Recorder::begin(
+            cordon_store::RunKind::Run,
+            spec.cwd.as_deref(),
+            &shown_command,
+        )?)
+    };
     let cancel = Arc::new(CancelHandle::new().context("cannot set up cancellation")?);
     install_signal_handlers(&cancel)?;
     let mut passthrough = Passthrough::new();
     let mut filter = cordon_redact::ExecFilter::new(&redactor);
-    let io = RunIo {
-        sink: if args.json {
+    let mut tee = Tee {
+        first: if args.json {
             None
         } else {
             Some(&mut passthrough)
         },
+        recorder: recorder.as_ref(),
+    };
+    let io = RunIo {
+        sink: Some(&mut tee),
         filter: (!redactor.is_empty()).then_some(&mut filter as &mut dyn cordon_exec::OutputFilter),
         cancel: Some(&cancel),
         ready: None,
     };
     let mut outcome = cordon_exec::run(&spec, io).context("cannot supervise the program")?;
     outcome.result.sandbox = sandbox;
-    // The command line can carry secrets too.
-    for arg in &mut outcome.result.command {
-        *arg = String::from_utf8_lossy(&redactor.redact_all(arg.as_bytes())).into_owned();
+    outcome.result.command = shown_command;
+    if let Some(recorder) = recorder {
+        outcome.result.run_id = Some(recorder.id().to_owned());
+        let state = cordon_store::RunState::from(outcome.result.status);
+        recorder.finish(state, &outcome.result)?;
     }
 
     if args.json {

@@ -13,6 +13,8 @@ use cordon_types::{Overall, RunReport, StageResult, StageStatus};
 use cordon_verify::{Plan, StageConfig, VerifyError, VerifyObserver, VerifyRequest};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
+use crate::record::Recorder;
+
 /// Exit code: the gate passed.
 const GATE_PASSED: u8 = 0;
 /// Exit code: the gate blocked (a required stage did not pass).
@@ -73,6 +75,9 @@ pub struct VerifyArgs {
     /// Print the plan and why, without running any stage.
     #[arg(long)]
     pub explain: bool,
+    /// Do not record the verification (report and transcripts) in the run history.
+    #[arg(long)]
+    pub no_record: bool,
     /// Bytes of each stage's output kept in the report (head and tail together).
     #[arg(long, value_name = "SIZE", default_value = "256KiB", value_parser = parse_size)]
     pub output_limit: usize,
@@ -108,6 +113,7 @@ pub(crate) fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         keep_going: args.keep_going,
         output_limit: args.output_limit,
         project: args.project.clone(),
+        run_id: None,
     };
     if args.explain {
         return match cordon_verify::explain(&request) {
@@ -127,12 +133,33 @@ pub(crate) fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         }
         .context("cannot install signal handlers")?;
     }
-    let mut view = TerminalView::new();
+    let recorder = if args.no_record {
+        None
+    } else {
+        let command: Vec<String> = std::env::args().skip(1).collect();
+        Some(Recorder::begin(
+            cordon_store::RunKind::Verify,
+            Some(&args.repo),
+            &command,
+        )?)
+    };
+    let mut request = request;
+    request.run_id = recorder.as_ref().map(|r| r.id().to_owned());
+    let mut view = Recording {
+        view: TerminalView::new(),
+        recorder: recorder.as_ref(),
+    };
     let verified = match cordon_verify::verify(&request, &mut view, Some(&cancel)) {
         Ok(v) => v,
-        Err(e) => return Ok(verify_error(&e)),
+        Err(e) => {
+            if let Some(recorder) = recorder {
+                let error = serde_json::json!({ "error": e.to_string() });
+                let _ = recorder.finish(cordon_store::RunState::Error, &error);
+            }
+            return Ok(verify_error(&e));
+        }
     };
-    view.finish();
+    view.view.finish();
     let report = &verified.report;
     if let Some(path) = &args.junit {
         std::fs::write(path, cordon_verify::render::junit(report))
@@ -148,6 +175,18 @@ pub(crate) fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         writeln!(out)?;
     } else {
         print_summary(report);
+    }
+    if let Some(recorder) = recorder {
+        let state = if cancel.is_cancelled() {
+            cordon_store::RunState::Cancelled
+        } else {
+            match report.overall {
+                Overall::Pass => cordon_store::RunState::Pass,
+                Overall::Fail => cordon_store::RunState::Fail,
+                Overall::Error => cordon_store::RunState::Error,
+            }
+        };
+        recorder.finish(state, report)?;
     }
     if let Some(signal) = cancel.signal() {
         return Ok(ExitCode::from((128 + signal) as u8));
@@ -278,6 +317,36 @@ fn shell_words(argv: &[String]) -> String {
         })
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// The terminal view, plus the run history: stage output into the transcript, each finished
+/// stage into its record.
+struct Recording<'a> {
+    view: TerminalView,
+    recorder: Option<&'a Recorder>,
+}
+
+impl VerifyObserver for Recording<'_> {
+    fn planned(&mut self, plan: &Plan) {
+        self.view.planned(plan);
+    }
+
+    fn stage_started(&mut self, index: usize, stage: &StageConfig) {
+        self.view.stage_started(index, stage);
+    }
+
+    fn output(&mut self, stage: &str, stream: cordon_exec::Stream, bytes: &[u8]) {
+        if let Some(recorder) = self.recorder {
+            recorder.write(Some(stage), stream, bytes);
+        }
+    }
+
+    fn stage_finished(&mut self, index: usize, result: &StageResult) {
+        self.view.stage_finished(index, result);
+        if let Some(recorder) = self.recorder {
+            recorder.stage(index, result);
+        }
+    }
 }
 
 /// A live line per stage on stderr: spinners on a terminal, plain lines otherwise.

@@ -99,7 +99,8 @@ pub enum WorkspaceCommand {
 /// Arguments of `cordon gc`.
 #[derive(Debug, Args)]
 pub struct GcArgs {
-    /// Also remove workspaces idle for longer than this (persistent ones included), e.g. 7d.
+    /// Also remove workspaces idle for longer than this (persistent ones included), and runs
+    /// (with their transcripts) that started longer ago, e.g. 7d.
     #[arg(long, value_name = "DUR", value_parser = parse_duration)]
     pub older_than: Option<Duration>,
     /// Print JSON.
@@ -325,9 +326,29 @@ pub(crate) fn gc(args: &GcArgs) -> anyhow::Result<ExitCode> {
     let report = workspaces
         .gc(args.older_than)
         .context("cannot collect workspaces")?;
+    let store = cordon_store::Store::open_default().context("cannot open the run history")?;
+    let interrupted = store
+        .mark_interrupted()
+        .context("cannot reconcile the run history")?;
+    let deleted_runs = match args.older_than {
+        Some(age) => store
+            .delete_older_than(age)
+            .context("cannot delete old runs")?,
+        None => 0,
+    };
     if args.json {
-        print_json(&report)?;
+        print_json(&serde_json::json!({
+            "schema": "cordon.gc/v1",
+            "workspaces": report,
+            "runs": { "marked_interrupted": interrupted, "deleted": deleted_runs },
+        }))?;
     } else {
+        if interrupted > 0 {
+            eprintln!("marked {interrupted} run(s) interrupted (their cordon died)");
+        }
+        if deleted_runs > 0 {
+            eprintln!("deleted {deleted_runs} old run(s) and their transcripts");
+        }
         for removed in &report.removed {
             eprintln!("removed {} ({:?})", removed.id.as_str(), removed.reason);
         }

@@ -1,0 +1,252 @@
+//! Every `cordon run` and `cordon verify` is recorded, redacted, and survives cordon's death.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use pretty_assertions::assert_eq;
+use support::{TestDir, cordon};
+
+const SECRET: &str = "hist-secret-5e4d3c2b1a09";
+
+fn in_home(home: &Path, args: &[&str]) -> Output {
+    cordon()
+        .env("CORDON_HOME", home)
+        .env("MY_TOKEN", SECRET)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: stdout {} stderr {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// Every file under `dir`, bytes included (database, WAL, shared memory).
+fn all_bytes(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if let Ok(bytes) = std::fs::read(&p) {
+                out.push((p.display().to_string(), bytes));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_run_is_recorded_with_its_transcript_and_no_secret_reaches_the_disk() {
+    let home = TestDir::new();
+    let script = "echo \"out $MY_TOKEN\"; echo err-line >&2; printf '%s' \"$MY_TOKEN\" | head -c 9; sleep 0.1; printf '%s\\n' \"$MY_TOKEN\" | tail -c +10";
+    let out = in_home(
+        home.path(),
+        &[
+            "run", "--json", "--secret", "MY_TOKEN", "--", "sh", "-c", script,
+        ],
+    );
+    let result = json(&out);
+    let id = result["run_id"]
+        .as_str()
+        .expect("a recorded run has an id")
+        .to_owned();
+    assert!(id.starts_with("r-"));
+
+    let list = json(&in_home(home.path(), &["runs", "list", "--json"]));
+    let runs = list["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0]["id"], id.as_str());
+    assert_eq!(runs[0]["status"], "pass");
+
+    let shown = json(&in_home(home.path(), &["runs", "show", &id, "--json"]));
+    assert_eq!(shown["document"]["stdout"], result["stdout"]);
+
+    let logs = in_home(home.path(), &["runs", "logs", &id]);
+    let text = String::from_utf8_lossy(&logs.stdout);
+    assert!(text.contains("out [REDACTED:MY_TOKEN]"), "{text}");
+    assert!(text.contains("err-line"), "{text}");
+    let out_only = in_home(home.path(), &["runs", "logs", &id, "--stream", "stdout"]);
+    assert!(!String::from_utf8_lossy(&out_only.stdout).contains("err-line"));
+
+    for (file, bytes) in all_bytes(home.path()) {
+        let found = bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes())
+            || bytes.windows(9).any(|w| w == &SECRET.as_bytes()[..9]) && file.ends_with(".db");
+        assert!(!found, "{file} holds the secret (or its first bytes)");
+    }
+    let export = json(&in_home(home.path(), &["runs", "export", &id]));
+    assert!(!export.to_string().contains(SECRET));
+}
+
+#[test]
+fn sigkill_mid_run_leaves_an_interrupted_run_with_its_transcript() {
+    let home = TestDir::new();
+    let mut child = cordon()
+        .env("CORDON_HOME", home.path())
+        .args([
+            "run",
+            "--json",
+            "--",
+            "sh",
+            "-c",
+            "echo line-1; sleep 0.3; echo line-2; sleep 60",
+        ])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The transcript is flushed every 250 ms: wait until the second line is stored.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let id = loop {
+        assert!(
+            Instant::now() < deadline,
+            "the run never showed up with both lines"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+        let list = in_home(home.path(), &["runs", "list", "--json"]);
+        if !list.status.success() {
+            continue;
+        }
+        let Some(id) = json(&list)["runs"][0]["id"].as_str().map(str::to_owned) else {
+            continue;
+        };
+        let logs = in_home(home.path(), &["runs", "logs", &id]);
+        if String::from_utf8_lossy(&logs.stdout).contains("line-2") {
+            break id;
+        }
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let list = json(&in_home(home.path(), &["runs", "list", "--json"]));
+    assert_eq!(list["runs"][0]["status"], "interrupted", "{list:#}");
+    let logs = in_home(home.path(), &["runs", "logs", &id]);
+    assert_eq!(String::from_utf8_lossy(&logs.stdout), "line-1\nline-2\n");
+}
+
+#[test]
+fn concurrent_runs_share_one_store() {
+    let home = TestDir::new();
+    let children: Vec<_> = (0..4)
+        .map(|i| {
+            cordon()
+                .env("CORDON_HOME", home.path())
+                .args(["run", "--json", "--", "sh", "-c"])
+                .arg(format!("for n in $(seq 1 200); do echo run{i}-$n; done"))
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut ids = Vec::new();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success());
+        ids.push(json(&out)["run_id"].as_str().unwrap().to_owned());
+    }
+    for (i, id) in ids.iter().enumerate() {
+        let logs = in_home(home.path(), &["runs", "logs", id]);
+        let text = String::from_utf8_lossy(&logs.stdout);
+        assert_eq!(text.lines().count(), 200, "run {i}");
+        assert!(text.lines().all(|l| l.starts_with(&format!("run{i}-"))));
+    }
+    let list = json(&in_home(
+        home.path(),
+        &["runs", "list", "--json", "--limit", "10"],
+    ));
+    assert_eq!(list["runs"].as_array().unwrap().len(), 4);
+}
+
+#[test]
+fn verify_is_recorded_with_stages_and_per_stage_logs() {
+    let repo = TestDir::new();
+    let home = TestDir::new();
+    repo.write(
+        "cordon.toml",
+        "[[stage]]\nname = \"one\"\ncategory = \"test\"\nrun = [\"sh\", \"-c\", \"echo from-one\"]\n\n[[stage]]\nname = \"two\"\ncategory = \"build\"\nrun = [\"sh\", \"-c\", \"echo from-two >&2\"]\n",
+    );
+    for args in [
+        &["init", "-q"][..],
+        &["add", "-A"],
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "x",
+        ],
+    ] {
+        assert!(
+            Command::new("git")
+                .arg("-C")
+                .arg(repo.path())
+                .args(args)
+                .status()
+                .unwrap()
+                .success()
+        );
+    }
+    let out = in_home(
+        home.path(),
+        &["verify", "--json", "--repo", repo.path().to_str().unwrap()],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let report = json(&out);
+    let id = report["run_id"].as_str().unwrap().to_owned();
+    let shown = json(&in_home(home.path(), &["runs", "show", &id, "--json"]));
+    assert_eq!(shown["run"]["kind"], "verify", "{shown:#}");
+    assert_eq!(shown["stages"].as_array().unwrap().len(), 2);
+    assert_eq!(shown["document"]["overall"], "pass");
+    let logs = in_home(home.path(), &["runs", "logs", &id, "--stage", "two"]);
+    assert_eq!(String::from_utf8_lossy(&logs.stdout), "from-two\n");
+    let all = in_home(home.path(), &["runs", "logs", &id]);
+    assert_eq!(String::from_utf8_lossy(&all.stdout), "from-one\nfrom-two\n");
+}
+
+#[test]
+fn a_damaged_store_stops_recording_runs_with_a_clear_error() {
+    let home = TestDir::new();
+    std::fs::write(
+        home.path().join("cordon.db"),
+        b"this is not a database at all, just text",
+    )
+    .unwrap();
+    let out = in_home(home.path(), &["run", "--", "true"]);
+    assert_eq!(out.status.code(), Some(125));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("cordon.db"), "{stderr}");
+    assert!(stderr.contains("--no-record"), "{stderr}");
+    let out = in_home(home.path(), &["run", "--no-record", "--", "true"]);
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn gc_older_than_deletes_old_runs() {
+    let home = TestDir::new();
+    let out = in_home(home.path(), &["run", "--json", "--", "echo", "x"]);
+    let id = json(&out)["run_id"].as_str().unwrap().to_owned();
+    let report = json(&in_home(
+        home.path(),
+        &["gc", "--json", "--older-than", "1h"],
+    ));
+    assert_eq!(report["runs"]["deleted"], 0);
+    std::thread::sleep(Duration::from_millis(20));
+    let report = json(&in_home(
+        home.path(),
+        &["gc", "--json", "--older-than", "10ms"],
+    ));
+    assert_eq!(report["runs"]["deleted"], 1);
+    let out = in_home(home.path(), &["runs", "show", &id]);
+    assert_eq!(out.status.code(), Some(2));
+}
