@@ -197,6 +197,9 @@ const ETC_ALLOWLIST: &[&str] = &[
     "/etc/timezone",
 ];
 
+/// Prefixes of `/etc` entries holding toolchains' runtime configuration (no credentials).
+const ETC_DIR_PREFIXES: &[&str] = &["java-", "perl", "python3", "fonts"];
+
 /// Files of the `/etc` allowlist up to this size are copied rather than bound.
 const COPY_MAX_BYTES: u64 = 1 << 20;
 
@@ -245,7 +248,15 @@ pub fn find_toolchains(
         add_existing(
             &mut t.binds,
             home,
-            &[".npm/_cacache", ".cache/pnpm", ".local/share/pnpm", ".nvm"],
+            &[
+                ".npm/_cacache",
+                ".cache/pnpm",
+                ".local/share/pnpm",
+                ".nvm",
+                ".m2/repository",
+                ".gradle/caches",
+                ".gradle/wrapper",
+            ],
         );
         if home.join(".pyenv").is_dir() {
             add_existing(&mut t.binds, home, &[".pyenv"]);
@@ -299,8 +310,28 @@ pub fn mount_ops(policy: &SandboxPolicy, toolchains: &[PathBuf]) -> Vec<MountOp>
             _ => {}
         }
     }
-    for name in ETC_ALLOWLIST {
-        let path = Path::new(name);
+    // Runtime configuration directories of toolchains (`/etc/java-17-openjdk`, `/etc/perl`,
+    // `/etc/python3.11`, ...), found by prefix.
+    let etc_dirs: Vec<PathBuf> = std::fs::read_dir("/etc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            ETC_DIR_PREFIXES.iter().any(|p| name.starts_with(p))
+        })
+        .map(|e| e.path())
+        .collect();
+    if Path::new("/etc/mtab").symlink_metadata().is_ok() {
+        ops.push(MountOp::Symlink {
+            dst: "/etc/mtab".into(),
+            target: "../proc/self/mounts".into(),
+        });
+    }
+    let allowlist = ETC_ALLOWLIST.iter().map(PathBuf::from).chain(etc_dirs);
+    for path in allowlist {
+        let path = path.as_path();
         if let Ok(src) = path.canonicalize()
             && let Ok(m) = src.metadata()
         {
