@@ -436,17 +436,19 @@ fn daemons_and_sigterm_ignorers_die_with_the_program() {
     let w = tempdir("daemon");
     let o = run(
         &policy(&w),
-        "setsid sh -c 'sleep 300 & sleep 300' & (trap '' TERM; exec sleep 300) & echo started",
+        "setsid sh -c 'sleep 3300 & sleep 3300' & (trap '' TERM; exec sleep 3300) & echo started",
         T,
     );
     ok(&o);
     assert!(o.elapsed < Duration::from_secs(10), "{o:?}");
-    // No sleep 300 of ours survives on the host.
+    // No sleep 3300 of ours survives on the host.
     std::thread::sleep(Duration::from_millis(200));
     let survivors = std::fs::read_dir("/proc")
         .unwrap()
         .flatten()
-        .filter(|e| std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == b"sleep\x00300\x00"))
+        .filter(|e| {
+            std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == b"sleep\x003300\x00")
+        })
         .count();
     assert_eq!(survivors, 0);
 }

@@ -112,18 +112,18 @@ fn daemons_and_sigterm_ignorers_die_with_the_sandbox() {
     let start = Instant::now();
     let ran = w.run(
         &[],
-        "setsid sh -c 'sleep 301 & sleep 301' </dev/null >/dev/null 2>&1 & \
-         (trap '' TERM; exec sleep 302) </dev/null >/dev/null 2>&1 & echo started",
+        "setsid sh -c 'sleep 33301 & sleep 33301' </dev/null >/dev/null 2>&1 & \
+         (trap '' TERM; exec sleep 33302) </dev/null >/dev/null 2>&1 & echo started",
     );
     assert_passed(&ran);
     assert!(start.elapsed() < Duration::from_secs(10), "{ran:#?}");
     std::thread::sleep(Duration::from_millis(100));
     assert!(
-        host_processes_with_cmdline(&["sleep", "301"]).is_empty(),
+        host_processes_with_cmdline(&["sleep", "33301"]).is_empty(),
         "a daemon survived"
     );
     assert!(
-        host_processes_with_cmdline(&["sleep", "302"]).is_empty(),
+        host_processes_with_cmdline(&["sleep", "33302"]).is_empty(),
         "a SIGTERM-ignorer survived"
     );
 }
@@ -135,13 +135,13 @@ fn timeout_ends_the_whole_sandboxed_tree() {
     let start = Instant::now();
     let ran = w.run(
         &["--timeout", "1s", "--grace", "500ms"],
-        "trap '' TERM; setsid sleep 303 & (trap '' TERM; sleep 303) & sleep 303",
+        "trap '' TERM; setsid sleep 33303 & (trap '' TERM; sleep 33303) & sleep 33303",
     );
     assert_eq!(ran.result.status, RunStatus::Timeout, "{ran:#?}");
     assert!(start.elapsed() < Duration::from_secs(8), "{ran:#?}");
     std::thread::sleep(Duration::from_millis(100));
     assert!(
-        host_processes_with_cmdline(&["sleep", "303"]).is_empty(),
+        host_processes_with_cmdline(&["sleep", "33303"]).is_empty(),
         "a process outlived the timeout"
     );
 }
@@ -241,13 +241,13 @@ fn the_sandbox_dies_with_cordon() {
     let w = Work::new();
     let mut child = helpers::cordon()
         .args(["run", "--json", "--"])
-        .args(["sh", "-c", "setsid sleep 304 & exec sleep 304"])
+        .args(["sh", "-c", "setsid sleep 33304 & exec sleep 33304"])
         .current_dir(w.path())
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
-    while host_processes_with_cmdline(&["sleep", "304"]).len() < 2 {
+    while host_processes_with_cmdline(&["sleep", "33304"]).len() < 2 {
         assert!(
             Instant::now() < deadline,
             "the sandboxed sleeps never started"
@@ -257,7 +257,7 @@ fn the_sandbox_dies_with_cordon() {
     child.kill().unwrap();
     let _ = child.wait();
     let deadline = Instant::now() + Duration::from_secs(5);
-    while !host_processes_with_cmdline(&["sleep", "304"]).is_empty() {
+    while !host_processes_with_cmdline(&["sleep", "33304"]).is_empty() {
         assert!(
             Instant::now() < deadline,
             "sandboxed processes outlived cordon"
@@ -272,13 +272,13 @@ fn cancelling_cordon_ends_the_sandboxed_tree() {
     let w = Work::new();
     let child = helpers::cordon()
         .args(["run", "--json", "--grace", "500ms", "--"])
-        .args(["sh", "-c", "trap '' TERM; setsid sleep 305 & sleep 305"])
+        .args(["sh", "-c", "trap '' TERM; setsid sleep 33305 & sleep 33305"])
         .current_dir(w.path())
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
-    while host_processes_with_cmdline(&["sleep", "305"]).len() < 2 {
+    while host_processes_with_cmdline(&["sleep", "33305"]).len() < 2 {
         assert!(
             Instant::now() < deadline,
             "the sandboxed sleeps never started"
@@ -291,7 +291,7 @@ fn cancelling_cordon_ends_the_sandboxed_tree() {
     let result: cordon_types::RunResult = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(result.status, RunStatus::Cancelled, "{result:#?}");
     assert!(
-        host_processes_with_cmdline(&["sleep", "305"]).is_empty(),
+        host_processes_with_cmdline(&["sleep", "33305"]).is_empty(),
         "a sandboxed process survived cancellation"
     );
 }
