@@ -48,8 +48,9 @@ pub struct SandboxArgs {
     /// under it stay hidden.
     #[arg(long = "rw", value_name = "PATH", help_heading = "Sandbox")]
     pub rw: Vec<PathBuf>,
-    /// Bind toolchain homes read-only (rustup toolchains, cargo bin/registry/git, npm and
-    /// pnpm caches, the Go module cache, pyenv) and set RUSTUP_HOME, CARGO_HOME, ... [default]
+    /// Bind toolchain homes read-only (the rustup home, cargo bin/registry/git, npm and pnpm
+    /// caches, the Go module cache, Maven and Gradle caches, pyenv, nvm) and set RUSTUP_HOME,
+    /// CARGO_HOME, ... [default]
     #[arg(long, overrides_with = "no_toolchains", help_heading = "Sandbox")]
     pub toolchains: bool,
     /// Do not bind toolchain homes.
