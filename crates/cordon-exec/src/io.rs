@@ -1,25 +1,8 @@
 //! Where a run's output goes besides the bounded capture.
 
+pub use cordon_types::Stream;
+
 use crate::cancel::CancelHandle;
-
-/// One of the program's output streams.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Stream {
-    /// Standard output.
-    Stdout,
-    /// Standard error.
-    Stderr,
-}
-
-impl Stream {
-    /// `"stdout"` or `"stderr"`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Stream::Stdout => "stdout",
-            Stream::Stderr => "stderr",
-        }
-    }
-}
 
 /// Receives every byte of output as it arrives (after the [`OutputFilter`], if any): a live
 /// terminal view, a transcript writer, a log stream.

@@ -129,6 +129,15 @@ pub(crate) fn scan(floor: Option<i32>) -> Vec<ProcInfo> {
     table
 }
 
+/// The live direct children of `parent`.
+pub fn children_of(parent: i32) -> Vec<i32> {
+    scan(Some(parent))
+        .into_iter()
+        .filter(|p| p.ppid == parent && !p.zombie)
+        .map(|p| p.pid)
+        .collect()
+}
+
 /// Which processes belong to one run.
 pub(crate) struct Tree<'a> {
     /// The run's direct child (alive or not yet reaped).

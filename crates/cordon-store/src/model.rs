@@ -184,37 +184,7 @@ impl From<cordon_types::RunStatus> for RunState {
     }
 }
 
-/// One of a program's output streams.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Stream {
-    /// Standard output.
-    Stdout,
-    /// Standard error.
-    Stderr,
-}
-
-impl Stream {
-    /// The stream's name as stored and printed.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Stream::Stdout => "stdout",
-            Stream::Stderr => "stderr",
-        }
-    }
-}
-
-impl FromStr for Stream {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        match text {
-            "stdout" => Ok(Stream::Stdout),
-            "stderr" => Ok(Stream::Stderr),
-            other => Err(format!("unknown stream {other:?}")),
-        }
-    }
-}
+pub use cordon_types::Stream;
 
 /// What the caller knows when a run begins.
 #[derive(Debug, Clone, PartialEq)]

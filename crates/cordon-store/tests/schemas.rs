@@ -1,6 +1,5 @@
-//! The JSON Schemas of the documents `cordon runs` prints, committed under
-//! `crates/cordon-store/schema/`, must match the Rust types.
-//! Regenerate with `UPDATE_SCHEMAS=1 cargo test -p cordon-store --test schemas`.
+//! The JSON Schemas of the documents `cordon runs` prints, committed under `schema/`, must
+//! match the Rust types. Regenerate with `UPDATE_SCHEMAS=1 cargo test --workspace schema`.
 
 use std::path::PathBuf;
 
@@ -8,18 +7,9 @@ use cordon_store::{RunExport, RunList, RunRecord};
 
 fn check(file: &str, generated: String) {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("schema")
+        .join("../../schema")
         .join(file);
-    if std::env::var_os("UPDATE_SCHEMAS").is_some() {
-        std::fs::write(&path, &generated).expect("write schema");
-        return;
-    }
-    let committed = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        committed == generated,
-        "crates/cordon-store/schema/{file} is stale; regenerate it with \
-         `UPDATE_SCHEMAS=1 cargo test -p cordon-store --test schemas`"
-    );
+    cordon_types::check_committed_schema(&path, &generated).unwrap();
 }
 
 #[test]

@@ -15,6 +15,7 @@ mod child_report;
 mod run_report;
 mod run_result;
 mod sandbox;
+mod stream;
 mod tag;
 
 pub use child_report::{CHILD_REPORT_FD, ChildReport, ChildRusage};
@@ -27,6 +28,7 @@ pub use run_result::{
     CapturedOutput, Failure, FailureCategory, LeakReport, LimitKind, RUN_RESULT_SCHEMA,
     ResourceUsage, RunResult, RunResultTag, RunStatus,
 };
+pub use stream::Stream;
 pub use sandbox::{Enforcement, EnforcementSummary, NetworkMode, SandboxSummary};
 
 /// The JSON Schema of a contract type, as committed under `schema/`.
@@ -35,4 +37,21 @@ pub fn schema_json<T: schemars::JsonSchema>() -> String {
     let mut text = serde_json::to_string_pretty(&schema).expect("a schema serializes");
     text.push('\n');
     text
+}
+
+/// Checks a generated schema against the file committed at `path` (the drift tests of every
+/// crate use it). With the environment variable `UPDATE_SCHEMAS` set, writes it instead.
+pub fn check_committed_schema(path: &std::path::Path, generated: &str) -> Result<(), String> {
+    if std::env::var_os("UPDATE_SCHEMAS").is_some() {
+        return std::fs::write(path, generated).map_err(|e| format!("{}: {e}", path.display()));
+    }
+    let committed = std::fs::read_to_string(path).unwrap_or_default();
+    if committed == generated {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} is stale; regenerate it with `UPDATE_SCHEMAS=1 cargo test --workspace schema`",
+            path.display()
+        ))
+    }
 }

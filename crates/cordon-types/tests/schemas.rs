@@ -1,5 +1,5 @@
 //! The JSON Schemas committed under `schema/` must match the Rust types.
-//! Regenerate with `UPDATE_SCHEMAS=1 cargo test -p cordon-types --test schemas`.
+//! Regenerate with `UPDATE_SCHEMAS=1 cargo test --workspace schema`.
 
 use std::path::PathBuf;
 
@@ -7,16 +7,7 @@ fn check(file: &str, generated: String) {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../schema")
         .join(file);
-    if std::env::var_os("UPDATE_SCHEMAS").is_some() {
-        std::fs::write(&path, &generated).unwrap();
-        return;
-    }
-    let committed = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        committed == generated,
-        "schema/{file} is stale; regenerate it with \
-         `UPDATE_SCHEMAS=1 cargo test -p cordon-types --test schemas`"
-    );
+    cordon_types::check_committed_schema(&path, &generated).unwrap();
 }
 
 #[test]

@@ -20,6 +20,12 @@ pub struct Detected {
     pub reasons: Vec<String>,
 }
 
+/// The test command of an npm workspace without a root `test` script (every package's own).
+pub(crate) const NPM_WORKSPACES_TEST: &[&str] =
+    &["npm", "run", "--silent", "test", "--workspaces", "--if-present"];
+/// The test command of a pnpm workspace without a root `test` script.
+pub(crate) const PNPM_RECURSIVE_TEST: &[&str] = &["pnpm", "-r", "--if-present", "run", "test"];
+
 /// The ecosystems cordon recognises.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ecosystem {
@@ -207,17 +213,10 @@ fn node(root: &Path, found: &mut Detected) {
         if workspace_test {
             // No root test script: run each workspace package's own, so that targeting can
             // narrow to the changed packages.
-            let run: &[&str] = if pm == "npm" {
-                &[
-                    "npm",
-                    "run",
-                    "--silent",
-                    "test",
-                    "--workspaces",
-                    "--if-present",
-                ]
+            let run = if pm == "npm" {
+                NPM_WORKSPACES_TEST
             } else {
-                &["pnpm", "-r", "--if-present", "run", "test"]
+                PNPM_RECURSIVE_TEST
             };
             found
                 .stages

@@ -223,17 +223,12 @@ enum NodeWorkspaceTest {
 
 fn node_workspace_test(stage: &StageConfig) -> Option<NodeWorkspaceTest> {
     let run: Vec<&str> = stage.run.iter().map(String::as_str).collect();
-    match run.as_slice() {
-        [
-            "npm",
-            "run",
-            "--silent",
-            "test",
-            "--workspaces",
-            "--if-present",
-        ] => Some(NodeWorkspaceTest::Npm),
-        ["pnpm", "-r", "--if-present", "run", "test"] => Some(NodeWorkspaceTest::Pnpm),
-        _ => None,
+    if run == detect::NPM_WORKSPACES_TEST {
+        Some(NodeWorkspaceTest::Npm)
+    } else if run == detect::PNPM_RECURSIVE_TEST {
+        Some(NodeWorkspaceTest::Pnpm)
+    } else {
+        None
     }
 }
 

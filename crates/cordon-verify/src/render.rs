@@ -141,6 +141,24 @@ fn status_mark(stage: &StageResult) -> &'static str {
     }
 }
 
+/// One line about a stage: why it failed or was skipped, else its test counts.
+pub fn stage_note(stage: &StageResult) -> String {
+    stage
+        .failure
+        .as_ref()
+        .map(|f| f.reason.clone())
+        .or_else(|| stage.skip_reason.clone())
+        .or_else(|| {
+            stage.tests.map(|t| {
+                format!(
+                    "{} passed, {} failed, {} ignored",
+                    t.passed, t.failed, t.ignored
+                )
+            })
+        })
+        .unwrap_or_default()
+}
+
 /// Escapes a table cell.
 fn cell(text: &str) -> String {
     text.replace('|', "\\|").replace('\n', " ")
@@ -183,20 +201,7 @@ pub fn markdown(report: &RunReport) -> String {
     );
     let _ = writeln!(out, "|---|---|---|---|---|---|");
     for s in &report.stages {
-        let note = s
-            .failure
-            .as_ref()
-            .map(|f| f.reason.clone())
-            .or_else(|| s.skip_reason.clone())
-            .or_else(|| {
-                s.tests.map(|t| {
-                    format!(
-                        "{} passed, {} failed, {} ignored",
-                        t.passed, t.failed, t.ignored
-                    )
-                })
-            })
-            .unwrap_or_default();
+        let note = stage_note(s);
         let _ = writeln!(
             out,
             "| {} | {} | {} | {} | {:.1}s | {} |",

@@ -65,7 +65,7 @@ impl ReadyProbe for TcpListening {
         // The sandbox helper may create the network namespace for its child rather than for
         // itself: look at the spawned process and its children.
         let mut pids = vec![root_pid];
-        pids.extend(children_of(root_pid));
+        pids.extend(cordon_exec::children_of(root_pid));
         pids.iter().any(|pid| {
             ["tcp", "tcp6"].iter().any(|table| {
                 std::fs::read_to_string(format!("/proc/{pid}/net/{table}"))
@@ -73,24 +73,6 @@ impl ReadyProbe for TcpListening {
             })
         })
     }
-}
-
-/// The direct children of `parent`, from `/proc/<pid>/stat`.
-fn children_of(parent: i32) -> Vec<i32> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|&pid| pid > parent)
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-                stat.rfind(')')
-                    .and_then(|i| stat[i + 1..].split_whitespace().nth(1)?.parse::<i32>().ok())
-                    == Some(parent)
-            })
-        })
-        .collect()
 }
 
 /// Whether a `/proc/net/tcp` table has a socket in state LISTEN (`0A`) on `port`.

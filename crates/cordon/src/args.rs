@@ -128,6 +128,18 @@ pub enum SchemaDocument {
     RunReport,
     /// The `cordon.toml` configuration file.
     CordonToml,
+    /// cordon.run-list/v1, printed by `cordon runs list --json`.
+    RunList,
+    /// cordon.run-record/v1, printed by `cordon runs show --json`.
+    RunRecord,
+    /// cordon.run-export/v1, printed by `cordon runs export`.
+    RunExport,
+    /// cordon.workspace/v1, printed by `cordon workspace create --json`.
+    Workspace,
+    /// cordon.workspace-info/v1, printed by `cordon workspace show --json`.
+    WorkspaceInfo,
+    /// cordon.doctor/v1, printed by `cordon doctor --json`.
+    Doctor,
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {

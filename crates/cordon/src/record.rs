@@ -62,7 +62,7 @@ impl Recorder {
     /// Appends output of `stage` (or of the run itself) to the transcript.
     pub(crate) fn write(&self, stage: Option<&str>, stream: Stream, bytes: &[u8]) {
         if let Some(writer) = &self.writer {
-            writer.write(stage, store_stream(stream), bytes);
+            writer.write(stage, stream, bytes);
         }
     }
 
@@ -102,13 +102,6 @@ impl Recorder {
             .finish_run(&self.id, state, Some(&document))
             .context("cannot record the run's result")?;
         Ok(())
-    }
-}
-
-fn store_stream(stream: Stream) -> cordon_store::Stream {
-    match stream {
-        Stream::Stdout => cordon_store::Stream::Stdout,
-        Stream::Stderr => cordon_store::Stream::Stderr,
     }
 }
 

@@ -7,35 +7,12 @@ use std::process::{Command, Output};
 
 use cordon_types::{Overall, RunReport, StageFailureCategory, StageStatus};
 use pretty_assertions::assert_eq;
-use support::{TestDir, cordon};
+use support::{TestDir, cordon, git};
 
 /// A git repository in a temp dir, with its own CORDON_HOME.
 struct Repo {
     dir: TestDir,
     home: TestDir,
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args([
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
 }
 
 impl Repo {

@@ -6,27 +6,11 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use pretty_assertions::assert_eq;
-use support::{TestDir, cordon};
+use support::{TestDir, cordon, git};
 
 struct Fixture {
     repo: TestDir,
     home: TestDir,
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
 }
 
 impl Fixture {

@@ -10,6 +10,16 @@ pub(crate) fn run(args: &SchemaArgs) -> anyhow::Result<ExitCode> {
         SchemaDocument::RunResult => cordon_types::schema_json::<cordon_types::RunResult>(),
         SchemaDocument::RunReport => cordon_types::schema_json::<cordon_types::RunReport>(),
         SchemaDocument::CordonToml => cordon_types::schema_json::<cordon_verify::Config>(),
+        SchemaDocument::RunList => cordon_types::schema_json::<cordon_store::RunList>(),
+        SchemaDocument::RunRecord => cordon_types::schema_json::<cordon_store::RunRecord>(),
+        SchemaDocument::RunExport => cordon_types::schema_json::<cordon_store::RunExport>(),
+        SchemaDocument::Workspace => {
+            cordon_types::schema_json::<cordon_workspace::WorkspaceRecord>()
+        }
+        SchemaDocument::WorkspaceInfo => {
+            cordon_types::schema_json::<cordon_workspace::WorkspaceInfo>()
+        }
+        SchemaDocument::Doctor => cordon_types::schema_json::<cordon_sandbox::DoctorReport>(),
     };
     std::io::stdout().lock().write_all(text.as_bytes())?;
     Ok(ExitCode::SUCCESS)

@@ -447,20 +447,7 @@ fn print_summary(report: &RunReport) {
         "stage", "category", "status", "time"
     );
     for s in &report.stages {
-        let note = s
-            .failure
-            .as_ref()
-            .map(|f| f.reason.clone())
-            .or_else(|| s.skip_reason.clone())
-            .or_else(|| {
-                s.tests.map(|t| {
-                    format!(
-                        "{} passed, {} failed, {} ignored",
-                        t.passed, t.failed, t.ignored
-                    )
-                })
-            })
-            .unwrap_or_default();
+        let note = cordon_verify::render::stage_note(s);
         let status = match s.status {
             StageStatus::Pass => "pass",
             StageStatus::Fail => "fail",

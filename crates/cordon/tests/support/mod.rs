@@ -103,3 +103,27 @@ pub fn wait4(pid: i32) -> (i32, u64) {
     assert_eq!(r, pid);
     (libc::WEXITSTATUS(status), usage.ru_maxrss as u64 * 1024)
 }
+
+/// Runs git in `dir` (with an identity for commits); panics on failure; returns stdout.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
