@@ -28,6 +28,9 @@ pub struct Cgroups {
 fn make(parent: &Path, name: &str) -> Setup<PathBuf> {
     sweep_stale(parent);
     let dir = parent.join(name);
+    // A group with our own name was left by an earlier helper with the same pid (now reused):
+    // its sandbox died with it, so the group is empty and can go.
+    let _ = std::fs::remove_dir(&dir);
     std::fs::create_dir(&dir).map_err(|e| format!("create cgroup {}: {e}", dir.display()))?;
     Ok(dir)
 }
