@@ -533,7 +533,7 @@ fn apply_report(
     if let Some(reason) = &child.setup_error {
         *ending = Ending::NotStarted {
             reason: reason.clone(),
-            exit_code: 125,
+            exit_code: child.setup_exit_code.unwrap_or(125),
         };
         return;
     }

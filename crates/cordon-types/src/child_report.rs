@@ -28,6 +28,10 @@ pub struct ChildReport {
     pub tree_peak_memory_bytes: Option<u64>,
     /// Set when the supervisor could not start the program; the text says why and how to fix.
     pub setup_error: Option<String>,
+    /// With `setup_error`: the conventional exit code for it — 127 when the program was not
+    /// found, 126 when it could not be executed; `None` means a failure of the sandbox (125).
+    #[serde(default)]
+    pub setup_exit_code: Option<u8>,
 }
 
 /// Resource usage of a reaped process, as `wait4` reports it.

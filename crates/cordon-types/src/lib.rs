@@ -28,8 +28,8 @@ pub use run_result::{
     CapturedOutput, Failure, FailureCategory, LeakReport, LimitKind, RUN_RESULT_SCHEMA,
     ResourceUsage, RunResult, RunResultTag, RunStatus,
 };
-pub use stream::Stream;
 pub use sandbox::{Enforcement, EnforcementSummary, NetworkMode, SandboxSummary};
+pub use stream::Stream;
 
 /// The JSON Schema of a contract type, as committed under `schema/`.
 pub fn schema_json<T: schemars::JsonSchema>() -> String {

@@ -30,9 +30,12 @@ pub struct Config {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RedactConfig {
-    /// Regular expressions; every match is replaced by `[REDACTED:<name>]`.
+    /// Regular expressions; every match is replaced by `[REDACTED:pattern-N]`.
     #[serde(default)]
     pub patterns: Vec<String>,
+    /// Exact strings never redacted (e.g. a public example token that tests print).
+    #[serde(default)]
+    pub allow: Vec<String>,
 }
 
 /// One `[[stage]]`.

@@ -21,8 +21,14 @@ pub struct Detected {
 }
 
 /// The test command of an npm workspace without a root `test` script (every package's own).
-pub(crate) const NPM_WORKSPACES_TEST: &[&str] =
-    &["npm", "run", "--silent", "test", "--workspaces", "--if-present"];
+pub(crate) const NPM_WORKSPACES_TEST: &[&str] = &[
+    "npm",
+    "run",
+    "--silent",
+    "test",
+    "--workspaces",
+    "--if-present",
+];
 /// The test command of a pnpm workspace without a root `test` script.
 pub(crate) const PNPM_RECURSIVE_TEST: &[&str] = &["pnpm", "-r", "--if-present", "run", "test"];
 

@@ -13,7 +13,9 @@ use cordon_types::{
 use cordon_workspace::Workspaces;
 use sha2::{Digest, Sha256};
 
-use crate::config::{DEFAULT_STAGE_TIMEOUT, NetworkSetting, ReadyConfig, StageConfig};
+use crate::config::{
+    DEFAULT_STAGE_TIMEOUT, NetworkSetting, ReadyConfig, RedactConfig, StageConfig,
+};
 use crate::error::VerifyError;
 use crate::plan::{self, Plan, PlannedStage};
 use crate::smoke::{OutputMatches, TcpListening};
@@ -260,7 +262,7 @@ pub fn verify(
                     ws_path: &ws_path,
                     common_dir: &prepared.common_dir,
                 },
-                &prepared.plan.redact_patterns,
+                &prepared.plan.redact,
                 request,
                 observer,
                 cancel,
@@ -602,7 +604,7 @@ struct StagePlace<'a> {
 /// config's `redact.patterns`, and the built-in patterns.
 fn stage_redactor(
     policy: &SandboxPolicy,
-    patterns: &[String],
+    config: &RedactConfig,
 ) -> Result<cordon_redact::Redactor, String> {
     let mut builder = cordon_redact::RedactorBuilder::new();
     for var in &policy.env {
@@ -611,8 +613,11 @@ fn stage_redactor(
         }
     }
     builder.add_env(policy.env.iter().map(|v| (&v.name, &v.value)));
-    for (i, pattern) in patterns.iter().enumerate() {
+    for (i, pattern) in config.patterns.iter().enumerate() {
         builder.add_pattern(format!("pattern-{}", i + 1), pattern);
+    }
+    for literal in &config.allow {
+        builder.allow(literal);
     }
     builder
         .build()
@@ -622,7 +627,7 @@ fn stage_redactor(
 fn run_stage(
     planned: &PlannedStage,
     place: StagePlace<'_>,
-    redact_patterns: &[String],
+    redact: &RedactConfig,
     request: &VerifyRequest,
     observer: &mut dyn VerifyObserver,
     cancel: Option<&CancelHandle>,
@@ -648,7 +653,7 @@ fn run_stage(
         Ok(p) => p,
         Err(reason) => return error_result(planned, root, reason),
     };
-    let redactor = match stage_redactor(&policy, redact_patterns) {
+    let redactor = match stage_redactor(&policy, redact) {
         Ok(r) => r,
         Err(reason) => return error_result(planned, root, reason),
     };

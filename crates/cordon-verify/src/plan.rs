@@ -4,7 +4,7 @@ use std::path::Path;
 
 use cordon_types::{PlanSource, StageCategory};
 
-use crate::config::{Config, StageConfig};
+use crate::config::{Config, RedactConfig, StageConfig};
 use crate::error::VerifyError;
 use crate::{detect, target};
 
@@ -32,8 +32,8 @@ pub struct Plan {
     pub targeted: bool,
     /// One line per decision.
     pub reasons: Vec<String>,
-    /// Extra redaction patterns from the config.
-    pub redact_patterns: Vec<String>,
+    /// Redaction settings from the config (`[redact]`).
+    pub redact: RedactConfig,
 }
 
 /// The stages before targeting: declared or detected.
@@ -45,8 +45,8 @@ pub struct Declared {
     pub stages: Vec<StageConfig>,
     /// Why.
     pub reasons: Vec<String>,
-    /// Extra redaction patterns from the config.
-    pub redact_patterns: Vec<String>,
+    /// Redaction settings from the config (`[redact]`).
+    pub redact: RedactConfig,
 }
 
 /// Reads the stages for the tree at `root`: `--config`, else `cordon.toml` at the root, else
@@ -69,7 +69,7 @@ pub fn declared(root: &Path, config: Option<&Path>) -> Result<Declared, VerifyEr
             reasons: vec![format!(
                 "stages declared in {shown} (as committed at the ref)"
             )],
-            redact_patterns: cfg.redact.patterns,
+            redact: cfg.redact,
         });
     }
     let found = detect::detect(root);
@@ -83,7 +83,7 @@ pub fn declared(root: &Path, config: Option<&Path>) -> Result<Declared, VerifyEr
         source: PlanSource::Detected,
         stages: found.stages,
         reasons: found.reasons,
-        redact_patterns: Vec::new(),
+        redact: RedactConfig::default(),
     })
 }
 
@@ -98,7 +98,7 @@ pub fn build(
         source,
         stages,
         mut reasons,
-        redact_patterns,
+        redact,
     } = declared;
     if let Some(only) = only {
         for name in only {
@@ -208,7 +208,7 @@ pub fn build(
         stages: planned,
         targeted,
         reasons,
-        redact_patterns,
+        redact,
     })
 }
 

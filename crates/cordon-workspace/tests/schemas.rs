@@ -1,21 +1,11 @@
 //! The JSON Schemas of the workspace documents, committed under `schema/`, match the types.
-//! Regenerate with `UPDATE_SCHEMAS=1 cargo test -p cordon-workspace --test schemas`.
+//! Regenerate with `UPDATE_SCHEMAS=1 cargo test --workspace schema`.
 
 fn check<T: schemars::JsonSchema>(file: &str) {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../schema")
         .join(file);
-    let schema = schemars::schema_for!(T);
-    let generated = serde_json::to_string_pretty(&schema).unwrap() + "\n";
-    if std::env::var_os("UPDATE_SCHEMAS").is_some() {
-        std::fs::write(&path, &generated).unwrap();
-        return;
-    }
-    let committed = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        committed == generated,
-        "schema/{file} is stale; regenerate with `UPDATE_SCHEMAS=1 cargo test -p cordon-workspace --test schemas`"
-    );
+    cordon_types::check_committed_schema(&path, &cordon_types::schema_json::<T>()).unwrap();
 }
 
 #[test]

@@ -99,11 +99,12 @@ fn verify_redacts_stage_secrets_and_config_patterns_in_every_report() {
         r#"
 [redact]
 patterns = ["internal-id-[0-9]{6}"]
+allow = ["internal-id-000000"]
 
 [[stage]]
 name = "leaky"
 category = "test"
-run = ["sh", "-c", "echo \"token: $MY_TOKEN\"; echo internal-id-123456 >&2; exit 1"]
+run = ["sh", "-c", "echo \"token: $MY_TOKEN\"; echo internal-id-123456 >&2; echo public internal-id-000000; exit 1"]
 secrets = ["MY_TOKEN"]
 "#,
     );
@@ -127,6 +128,10 @@ secrets = ["MY_TOKEN"]
     let report = String::from_utf8_lossy(&out.stdout);
     assert!(report.contains("token: [REDACTED:MY_TOKEN]"), "{report}");
     assert!(report.contains("[REDACTED:pattern-1]"), "{report}");
+    assert!(
+        report.contains("public internal-id-000000"),
+        "allowlisted: {report}"
+    );
     for (text, what) in [
         (report.to_string(), "report"),
         (String::from_utf8_lossy(&out.stderr).to_string(), "terminal"),

@@ -54,6 +54,14 @@ fn missing_and_non_executable_programs() {
     let (result, exit) = run_json(&["--no-sandbox", "--", script.to_str().unwrap()]);
     assert_eq!(exit, 126);
     assert_eq!(result.status, RunStatus::Error);
+
+    // The same codes inside the sandbox.
+    let cwd = dir.path().to_str().unwrap();
+    let (result, exit) = run_json(&["--cwd", cwd, "--", "/definitely/not/here"]);
+    assert_eq!(exit, 127, "{result:?}");
+    assert!(result.failure.unwrap().reason.contains("not found"));
+    let (result, exit) = run_json(&["--cwd", cwd, "--", script.to_str().unwrap()]);
+    assert_eq!(exit, 126, "{result:?}");
 }
 
 #[test]

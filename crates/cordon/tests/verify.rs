@@ -598,3 +598,71 @@ fn terminal_view_without_json_shows_stages_and_the_verdict() {
         assert!(text.contains(want), "missing {want:?} in:\n{text}");
     }
 }
+
+#[test]
+fn interrupted_verify_cleans_up_and_a_killed_one_is_collected_by_gc() {
+    let repo = Repo::new(&[(
+        "cordon.toml",
+        "[[stage]]\nname = \"long\"\ncategory = \"test\"\nrun = [\"sleep\", \"60\"]\n",
+    )]);
+    let workspaces = repo.home.path().join("workspaces");
+    let count = || {
+        std::fs::read_dir(&workspaces)
+            .map(|d| d.flatten().filter(|e| e.path().is_dir()).count())
+            .unwrap_or(0)
+    };
+    let wait_for_workspace = || {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while count() == 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no workspace appeared"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        // Let the stage start.
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    };
+    let spawn = || {
+        cordon()
+            .env("CORDON_HOME", repo.home.path())
+            .args(["verify", "--json", "--repo"])
+            .arg(repo.path())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+
+    // Ctrl-C: the stage is ended, the report still comes, the workspace is removed.
+    let child = spawn();
+    wait_for_workspace();
+    support::signal(child.id() as i32, libc::SIGINT);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130));
+    let report: RunReport = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report.overall, Overall::Error);
+    assert!(!report.promotion.allowed);
+    assert_eq!(count(), 0, "the transient workspace is removed on Ctrl-C");
+
+    // SIGKILL: nothing can clean up; the next gc does.
+    let mut child = spawn();
+    wait_for_workspace();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(count(), 1, "a SIGKILL leaves the workspace behind");
+    let out = cordon()
+        .env("CORDON_HOME", repo.home.path())
+        .args(["gc", "--json"])
+        .output()
+        .unwrap();
+    let gc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        gc["workspaces"]["removed"].as_array().unwrap().len(),
+        1,
+        "{gc:#}"
+    );
+    assert_eq!(gc["runs"]["marked_interrupted"], 1, "{gc:#}");
+    assert_eq!(count(), 0);
+    assert!(!git(repo.path(), &["worktree", "list"]).contains("workspaces"));
+}

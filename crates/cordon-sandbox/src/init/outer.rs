@@ -201,6 +201,13 @@ fn report(
         // Exec failures ("program not found ...", "cannot execute ...") are reported as they
         // are; everything else is the sandbox's own set-up.
         let exec_failure = e.starts_with("program not found") || e.starts_with("cannot execute");
+        r.setup_exit_code = if e.starts_with("program not found") {
+            Some(127)
+        } else if e.starts_with("cannot execute") {
+            Some(126)
+        } else {
+            None
+        };
         r.setup_error = Some(if exec_failure {
             e.clone()
         } else {
