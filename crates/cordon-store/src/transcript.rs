@@ -46,6 +46,9 @@ pub struct TranscriptStats {
     pub bytes_written: u64,
     /// Bytes dropped because the store could not keep up (each gap has a `lost` chunk).
     pub bytes_lost: u64,
+    /// Bytes not stored because the transcript reached its size limit (also marked by `lost`
+    /// chunks); included in `bytes_lost`.
+    pub bytes_over_limit: u64,
 }
 
 #[derive(Debug)]
@@ -65,6 +68,10 @@ struct State {
     offsets: HashMap<(Option<String>, Stream), u64>,
     closing: bool,
     stats: TranscriptStats,
+    /// Most bytes of data this transcript keeps (`None`: no limit).
+    limit: Option<u64>,
+    /// Bytes of data accepted so far.
+    accepted: u64,
 }
 
 #[derive(Debug)]
@@ -103,6 +110,8 @@ impl TranscriptWriter {
                 offsets: cursor.offsets.into_iter().collect(),
                 closing: false,
                 stats: TranscriptStats::default(),
+                limit: None,
+                accepted: 0,
             }),
             wake: Condvar::new(),
         });
@@ -126,6 +135,12 @@ impl TranscriptWriter {
         }
     }
 
+    /// Keeps at most `bytes` of output in this transcript; what comes after is counted and
+    /// marked by `lost` chunks (so a flood cannot fill the disk).
+    pub fn set_limit(&self, bytes: u64) {
+        lock(&self.shared.state).limit = Some(bytes);
+    }
+
     /// Appends `bytes` (already redacted) written by `stage` (`None` for `cordon run`) to
     /// `stream`. Never waits for the database.
     pub fn write(&self, stage: Option<&str>, stream: Stream, bytes: &[u8]) {
@@ -133,13 +148,33 @@ impl TranscriptWriter {
             return;
         }
         let mut state = lock(&self.shared.state);
+        // A write that crosses the limit keeps the part that fits.
+        if let Some(limit) = state.limit {
+            let room = limit.saturating_sub(state.accepted);
+            if room > 0 && bytes.len() as u64 > room {
+                drop(state);
+                let (head, rest) = bytes.split_at(room as usize);
+                self.write(stage, stream, head);
+                self.write(stage, stream, rest);
+                return;
+            }
+        }
         let key = (stage.map(str::to_owned), stream);
         let offset = *state.offsets.get(&key).unwrap_or(&0);
         state.offsets.insert(key, offset + bytes.len() as u64);
         // One oversized write into an empty buffer is still kept.
-        let over_budget = state.buffered > 0 && state.buffered + bytes.len() > MAX_BUFFERED;
+        let over_limit = state
+            .limit
+            .is_some_and(|limit| state.accepted + bytes.len() as u64 > limit);
+        let over_budget =
+            over_limit || (state.buffered > 0 && state.buffered + bytes.len() > MAX_BUFFERED);
         if over_budget {
             state.stats.bytes_lost += bytes.len() as u64;
+            if over_limit {
+                state.stats.bytes_over_limit += bytes.len() as u64;
+            }
+        } else {
+            state.accepted += bytes.len() as u64;
         }
         // Coalesce with the last chunk when it continues the same (stage, stream).
         if let Some(last) = state.pending.last_mut()

@@ -882,3 +882,31 @@ fn base64_decode(text: &str) -> Vec<u8> {
     }
     out
 }
+
+#[test]
+fn a_transcript_limit_keeps_the_head_and_marks_the_rest() {
+    let (_dir, db) = temp_db();
+    let store = Store::open_sqlite(&db).expect("open");
+    let id = store.begin_run(&new_run(&["flood"])).expect("begin");
+    let writer = store.transcript(&id).expect("transcript");
+    writer.set_limit(10);
+    writer.write(None, Stream::Stdout, b"12345");
+    writer.write(None, Stream::Stdout, b"678");
+    // Crosses the limit: the part that fits is kept.
+    writer.write(None, Stream::Stdout, b"90overflow");
+    writer.write(None, Stream::Stderr, b"more");
+    let stats = writer.finish().expect("finish");
+    assert_eq!(stats.bytes_written, 10);
+    assert_eq!(stats.bytes_over_limit, 12);
+    assert_eq!(stats.bytes_lost, 12);
+    let chunks = store.logs(&id, &ChunkFilter::default()).expect("logs");
+    assert_eq!(data(&chunks), b"1234567890");
+    let lost: Vec<(Stream, u64)> = chunks
+        .iter()
+        .filter_map(|c| match c.body {
+            ChunkBody::Lost { bytes } => Some((c.stream, bytes)),
+            ChunkBody::Data(_) => None,
+        })
+        .collect();
+    assert_eq!(lost, vec![(Stream::Stdout, 8), (Stream::Stderr, 4)]);
+}

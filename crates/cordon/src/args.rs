@@ -90,6 +90,9 @@ pub struct RunArgs {
     /// Do not record the run (result and transcript) in the run history (`cordon runs`).
     #[arg(long)]
     pub no_record: bool,
+    /// Most bytes of output kept in the recorded transcript; the rest is counted and marked.
+    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = parse_size_u64)]
+    pub transcript_limit: u64,
     /// Pass the environment variable NAME from cordon's environment to the program, marked
     /// as a secret (repeatable). Fails when NAME is not set.
     #[arg(long = "secret", value_name = "NAME")]
@@ -149,6 +152,10 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
 fn parse_size(text: &str) -> Result<usize, String> {
     let bytes = cordon_exec::units::parse_size(text)?;
     usize::try_from(bytes).map_err(|_| format!("size {text:?} is too large"))
+}
+
+fn parse_size_u64(text: &str) -> Result<u64, String> {
+    cordon_exec::units::parse_size(text)
 }
 
 fn parse_env_pair(text: &str) -> Result<(String, String), String> {

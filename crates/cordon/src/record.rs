@@ -20,6 +20,7 @@ impl Recorder {
         kind: RunKind,
         repo: Option<&Path>,
         command: &[String],
+        transcript_limit: u64,
     ) -> anyhow::Result<Self> {
         let store = Store::open_default().map_err(|e| {
             let hint = e.hint();
@@ -47,6 +48,7 @@ impl Recorder {
         let writer = store
             .transcript(&id)
             .context("cannot record the transcript")?;
+        writer.set_limit(transcript_limit);
         Ok(Recorder {
             store,
             id,
@@ -90,10 +92,16 @@ impl Recorder {
     ) -> anyhow::Result<()> {
         if let Some(writer) = self.writer.take() {
             let stats = writer.finish().context("cannot finish the transcript")?;
-            if stats.bytes_lost > 0 {
+            if stats.bytes_over_limit > 0 {
                 eprintln!(
-                    "cordon: warning: {} bytes of output could not be recorded (the store was too slow); the transcript marks where",
-                    stats.bytes_lost
+                    "cordon: {} bytes of output past --transcript-limit were not recorded; the transcript marks where",
+                    stats.bytes_over_limit
+                );
+            }
+            let slow = stats.bytes_lost - stats.bytes_over_limit;
+            if slow > 0 {
+                eprintln!(
+                    "cordon: warning: {slow} bytes of output could not be recorded (the store was too slow); the transcript marks where"
                 );
             }
         }

@@ -250,3 +250,30 @@ fn gc_older_than_deletes_old_runs() {
     let out = in_home(home.path(), &["runs", "show", &id]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn transcripts_are_bounded_by_transcript_limit() {
+    let home = TestDir::new();
+    let out = in_home(
+        home.path(),
+        &[
+            "run",
+            "--json",
+            "--transcript-limit",
+            "1KiB",
+            "--",
+            "sh",
+            "-c",
+            "head -c 10000 /dev/zero | tr '\\0' x",
+        ],
+    );
+    let id = json(&out)["run_id"].as_str().unwrap().to_owned();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("past --transcript-limit"));
+    let logs = in_home(home.path(), &["runs", "logs", &id]);
+    assert_eq!(logs.stdout.len(), 1024, "the head is kept");
+    let export = json(&in_home(home.path(), &["runs", "export", &id]));
+    assert!(
+        export.to_string().contains("lost"),
+        "the rest is marked: {export}"
+    );
+}

@@ -125,6 +125,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             cordon_store::RunKind::Run,
             spec.cwd.as_deref(),
             &shown_command,
+            args.transcript_limit,
         )?)
     };
     let cancel = Arc::new(CancelHandle::new().context("cannot set up cancellation")?);

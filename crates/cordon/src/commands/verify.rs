@@ -78,9 +78,16 @@ pub struct VerifyArgs {
     /// Do not record the verification (report and transcripts) in the run history.
     #[arg(long)]
     pub no_record: bool,
+    /// Most bytes of output (all stages together) kept in the recorded transcript.
+    #[arg(long, value_name = "SIZE", default_value = "256MiB", value_parser = parse_size_u64)]
+    pub transcript_limit: u64,
     /// Bytes of each stage's output kept in the report (head and tail together).
     #[arg(long, value_name = "SIZE", default_value = "256KiB", value_parser = parse_size)]
     pub output_limit: usize,
+}
+
+fn parse_size_u64(text: &str) -> Result<u64, String> {
+    cordon_exec::units::parse_size(text)
 }
 
 fn parse_size(text: &str) -> Result<usize, String> {
@@ -141,6 +148,7 @@ pub(crate) fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
             cordon_store::RunKind::Verify,
             Some(&args.repo),
             &command,
+            args.transcript_limit,
         )?)
     };
     let mut request = request;
