@@ -14,13 +14,15 @@ RUNS=${RUNS:-300}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
+export CORDON_HOME=$work/home
 
 "$CORDON" doctor >/dev/null || { echo "cordon doctor: this host cannot sandbox" >&2; exit 1; }
 hyperfine -N --warmup 30 --runs "$RUNS" --export-json "$work/bench.json" \
-  "$CORDON run -- /bin/true" \
-  "$CORDON run --no-sandbox -- /bin/true" \
+  "$CORDON run --no-record -- /bin/true" \
+  "$CORDON run --no-sandbox --no-record -- /bin/true" \
   "bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all --die-with-parent /bin/true" \
-  "/bin/true"
+  "/bin/true" \
+  "$CORDON run -- /bin/true"
 python3 - "$work/bench.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))["results"]

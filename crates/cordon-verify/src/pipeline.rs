@@ -160,7 +160,10 @@ fn prepare(request: &VerifyRequest) -> Result<Prepared, VerifyError> {
             .map_err(VerifyError::PatchRefused)?;
     }
     let record = workspace.record().clone();
+    let pristine = request.patch.is_none() && base.as_ref() == Some(&commit);
     let changed = match (&base, &record.git_dir) {
+        // No patch, and the ref is its own base: nothing changed (no need to ask git).
+        _ if pristine => Vec::new(),
         (Some(base), Some(git_dir)) => {
             let tree = cordon_git::Worktree::from_parts(
                 record.git_common_dir.clone(),
