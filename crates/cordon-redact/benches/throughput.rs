@@ -163,6 +163,11 @@ fn main() {
     report(&filter, "dense matches, 64 KiB chunks", || {
         measure(&redactor, &dense, 64 << 10, 3)
     });
+    // What `yes` prints: the shape of a flood, read 8 KiB at a time from a pipe.
+    let yes: Vec<u8> = b"y\n".iter().copied().cycle().take(64 << 20).collect();
+    report(&filter, "y\\n repeated (yes), 8 KiB chunks", || {
+        measure(&redactor, &yes, 8 << 10, 5)
+    });
     report(&filter, "plain text, 1-byte chunks", || {
         measure(&redactor, &plain[..2 << 20], 1, 3)
     });
