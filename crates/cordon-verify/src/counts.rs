@@ -28,24 +28,11 @@ pub fn parse(output: &str) -> Option<TestCounts> {
                     _ => {}
                 }
             }
-        } else if line.starts_with('=') && line.ends_with('=') && line.contains(" in ") {
-            let inner = line.trim_matches('=').trim();
-            let mut any = false;
-            for part in inner.split(',') {
-                let mut words = part.split_whitespace();
-                let (Some(n), Some(kind)) = (words.next(), words.next()) else {
-                    continue;
-                };
-                let Ok(n) = n.parse::<u64>() else { continue };
-                any = true;
-                match kind {
-                    "passed" => counts.passed += n,
-                    "failed" | "error" | "errors" => counts.failed += n,
-                    "skipped" | "xfailed" | "deselected" => counts.ignored += n,
-                    _ => {}
-                }
-            }
-            seen |= any;
+        } else if let Some(summary) = pytest_summary(line) {
+            seen = true;
+            counts.passed += summary.passed;
+            counts.failed += summary.failed;
+            counts.ignored += summary.ignored;
         } else if let Some(rest) = line.strip_prefix("# ") {
             let mut words = rest.split_whitespace();
             if let (Some(kind), Some(n), None) = (words.next(), words.next(), words.next())
@@ -67,6 +54,30 @@ pub fn parse(output: &str) -> Option<TestCounts> {
         }
     }
     seen.then_some(counts)
+}
+
+/// pytest's closing line, with or without the `=` rulers of the default (non `-q`) mode:
+/// `2 passed, 1 failed, 3 skipped, 1 warning in 0.12s`.
+fn pytest_summary(line: &str) -> Option<TestCounts> {
+    let inner = line.trim_matches('=').trim();
+    let (parts, time) = inner.rsplit_once(" in ")?;
+    let time = time.split_whitespace().next()?;
+    time.strip_suffix('s')?.parse::<f64>().ok()?;
+    let mut counts = TestCounts::default();
+    let mut any = false;
+    for part in parts.split(", ") {
+        let (n, kind) = part.trim().split_once(' ')?;
+        let n: u64 = n.parse().ok()?;
+        match kind {
+            "passed" | "xpassed" => counts.passed += n,
+            "failed" | "error" | "errors" => counts.failed += n,
+            "skipped" | "xfailed" | "deselected" => counts.ignored += n,
+            "warning" | "warnings" | "rerun" => {}
+            _ => return None,
+        }
+        any = true;
+    }
+    any.then_some(counts)
 }
 
 #[cfg(test)]
@@ -104,6 +115,15 @@ mod tests {
                 ignored: 0
             }
         );
+        assert_eq!(
+            parse("2 passed, 1 warning in 0.01s").unwrap(),
+            TestCounts {
+                passed: 2,
+                failed: 0,
+                ignored: 0
+            }
+        );
         assert_eq!(parse("nothing here"), None);
+        assert_eq!(parse("we met 3 people in 2024s"), None);
     }
 }

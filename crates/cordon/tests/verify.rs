@@ -666,3 +666,23 @@ fn interrupted_verify_cleans_up_and_a_killed_one_is_collected_by_gc() {
     assert_eq!(count(), 0);
     assert!(!git(repo.path(), &["worktree", "list"]).contains("workspaces"));
 }
+
+#[test]
+fn python_project_with_pytest_is_detected_and_counts_agree() {
+    let repo = Repo::new(&[
+        ("pyproject.toml", "[project]\nname = \"demo\"\nversion = \"0.1\"\n\n[tool.pytest.ini_options]\ntestpaths = [\"tests\"]\n"),
+        ("demo.py", "def add(a, b):\n    return a + b\n"),
+        ("tests/test_demo.py", "import sys, pathlib\nsys.path.insert(0, str(pathlib.Path(__file__).parent.parent))\nimport demo\n\ndef test_add():\n    assert demo.add(1, 2) == 3\n\ndef test_more():\n    assert demo.add(2, 2) == 4\n"),
+    ]);
+    let (report, exit) = repo.verify_ok(&[]);
+    assert_eq!(exit, 0, "{report:#?}");
+    let names: Vec<&str> = report.stages.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["pytest"]);
+    let direct = Command::new("python3")
+        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
+        .current_dir(repo.path())
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&direct.stdout).contains("2 passed"));
+    assert_eq!(stage(&report, "pytest").tests.unwrap().passed, 2);
+}
