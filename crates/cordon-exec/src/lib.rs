@@ -34,10 +34,12 @@ pub mod capture;
 mod classify;
 mod error;
 mod io;
+mod output;
 mod process_tree;
 mod runner;
 mod signals;
 mod spec;
+mod supervisor;
 pub mod units;
 
 pub use cancel::CancelHandle;

@@ -1,13 +1,12 @@
 //! The run loop: spawn, poll output / exit / deadlines / cancellation, terminate, drain, report.
 
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 use cordon_types::{
-    CHILD_REPORT_FD, ChildReport, LeakReport, LimitKind, ResourceUsage, RunResult, RunResultTag,
-    SandboxSummary,
+    CHILD_REPORT_FD, LeakReport, LimitKind, ResourceUsage, RunResult, RunResultTag, SandboxSummary,
 };
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 use rustix::pipe::{PipeFlags, pipe_with};
@@ -17,9 +16,11 @@ use crate::capture::HeadTail;
 use crate::classify::{Ending, Intervention, classify};
 use crate::error::ExecError;
 use crate::io::{RunIo, Stream};
+use crate::output::StreamState;
 use crate::process_tree::{ActiveRun, Tree, become_subreaper};
 use crate::signals::signal_name;
 use crate::spec::{RunSpec, StdinMode};
+use crate::supervisor::{apply_report, parse_report, read_report};
 
 /// A run's result and the exit code a CLI should exit with.
 #[derive(Debug, Clone, PartialEq)]
@@ -32,8 +33,6 @@ pub struct RunOutcome {
     pub exit_code: u8,
 }
 
-/// Largest child report accepted from a supervisor.
-const MAX_REPORT_BYTES: usize = 64 * 1024;
 /// How long to keep reading after leftovers were killed, for data still in the pipes.
 const FINAL_DRAIN: Duration = Duration::from_millis(50);
 const READ_CHUNK: usize = 256 * 1024;
@@ -374,185 +373,6 @@ fn child_setup(report_fd: Option<i32>) -> std::io::Result<()> {
         }
     }
     Ok(())
-}
-
-/// One output stream being read.
-struct StreamState {
-    stream: Stream,
-    fd: Option<OwnedFd>,
-    capture: HeadTail,
-    raw_total: u64,
-}
-
-impl StreamState {
-    fn new(stream: Stream, fd: OwnedFd, limit: usize) -> Self {
-        StreamState {
-            stream,
-            fd: Some(fd),
-            capture: HeadTail::new(limit),
-            raw_total: 0,
-        }
-    }
-
-    /// Reads what `poll` said is there; closes the stream on end of file.
-    fn read_once(
-        &mut self,
-        buf: &mut [u8],
-        scratch: &mut Vec<u8>,
-        io: &mut RunIo<'_>,
-        limits_hit: &mut Vec<LimitKind>,
-    ) {
-        let Some(fd) = &self.fd else { return };
-        match rustix::io::read(fd, &mut *buf) {
-            Ok(0) => self.close(scratch, io, limits_hit),
-            Ok(n) => self.deliver(&buf[..n], scratch, io, limits_hit),
-            Err(rustix::io::Errno::INTR | rustix::io::Errno::AGAIN) => {}
-            Err(_) => self.close(scratch, io, limits_hit),
-        }
-    }
-
-    /// Reads without blocking; returns whether anything happened.
-    fn read_nonblocking(
-        &mut self,
-        buf: &mut [u8],
-        scratch: &mut Vec<u8>,
-        io: &mut RunIo<'_>,
-        limits_hit: &mut Vec<LimitKind>,
-    ) -> bool {
-        let Some(fd) = &self.fd else { return false };
-        let mut pfd = [PollFd::new(fd, PollFlags::IN)];
-        let zero = Timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        if !matches!(poll(&mut pfd, Some(&zero)), Ok(n) if n > 0) {
-            return false;
-        }
-        self.read_once(buf, scratch, io, limits_hit);
-        true
-    }
-
-    fn deliver(
-        &mut self,
-        bytes: &[u8],
-        scratch: &mut Vec<u8>,
-        io: &mut RunIo<'_>,
-        limits_hit: &mut Vec<LimitKind>,
-    ) {
-        self.raw_total += bytes.len() as u64;
-        match io.filter.as_deref_mut() {
-            Some(filter) => {
-                scratch.clear();
-                filter.filter(self.stream, bytes, scratch);
-                self.keep(scratch, io, limits_hit);
-            }
-            None => self.keep(bytes, io, limits_hit),
-        }
-    }
-
-    fn keep(&mut self, bytes: &[u8], io: &mut RunIo<'_>, limits_hit: &mut Vec<LimitKind>) {
-        if bytes.is_empty() {
-            return;
-        }
-        let was_truncated = self.capture.truncated();
-        self.capture.push(bytes);
-        if !was_truncated && self.capture.truncated() && !limits_hit.contains(&LimitKind::Output) {
-            limits_hit.push(LimitKind::Output);
-        }
-        if let Some(sink) = io.sink.as_deref_mut() {
-            sink.write(self.stream, bytes);
-        }
-        if let Some(probe) = io.ready.as_deref_mut() {
-            probe.observe(self.stream, bytes);
-        }
-    }
-
-    /// Stops reading, releasing whatever the filter still holds.
-    fn close(
-        &mut self,
-        scratch: &mut Vec<u8>,
-        io: &mut RunIo<'_>,
-        limits_hit: &mut Vec<LimitKind>,
-    ) {
-        if self.fd.take().is_none() {
-            return;
-        }
-        if let Some(filter) = io.filter.as_deref_mut() {
-            scratch.clear();
-            filter.flush(self.stream, scratch);
-            let held = std::mem::take(scratch);
-            self.keep(&held, io, limits_hit);
-            *scratch = held;
-        }
-    }
-
-    fn into_captured(self) -> cordon_types::CapturedOutput {
-        let mut captured = self.capture.to_captured();
-        captured.bytes_total = self.raw_total;
-        captured
-    }
-}
-
-fn read_report(report: &mut Option<(Option<OwnedFd>, Vec<u8>)>, buf: &mut [u8]) {
-    let Some((fd_slot, bytes)) = report else {
-        return;
-    };
-    let Some(fd) = fd_slot else { return };
-    match rustix::io::read(fd.as_fd(), &mut *buf) {
-        Ok(0) => *fd_slot = None,
-        Ok(n) => {
-            let room = MAX_REPORT_BYTES.saturating_sub(bytes.len());
-            bytes.extend_from_slice(&buf[..n.min(room)]);
-        }
-        Err(rustix::io::Errno::INTR | rustix::io::Errno::AGAIN) => {}
-        Err(_) => *fd_slot = None,
-    }
-}
-
-fn parse_report(bytes: &[u8], supervisor_ending: &Ending) -> Result<ChildReport, String> {
-    if bytes.iter().all(u8::is_ascii_whitespace) {
-        let how = match supervisor_ending {
-            Ending::Exited(code) => format!("exited with code {code}"),
-            Ending::Signaled(sig) => format!("was killed by {}", signal_name(*sig)),
-            Ending::NotStarted { reason, .. } => reason.clone(),
-        };
-        return Err(format!(
-            "the sandbox supervisor {how} without reporting the program's status"
-        ));
-    }
-    serde_json::from_slice(bytes)
-        .map_err(|e| format!("the sandbox supervisor sent an unreadable report: {e}"))
-}
-
-fn apply_report(
-    child: &ChildReport,
-    ending: &mut Ending,
-    resource: &mut ResourceUsage,
-    limits_hit: &mut Vec<LimitKind>,
-) {
-    if let Some(reason) = &child.setup_error {
-        *ending = Ending::NotStarted {
-            reason: reason.clone(),
-            exit_code: child.setup_exit_code.unwrap_or(125),
-        };
-        return;
-    }
-    match (child.exit_code, child.signal) {
-        (_, Some(sig)) => *ending = Ending::Signaled(sig),
-        (Some(code), None) => *ending = Ending::Exited(code),
-        (None, None) => {}
-    }
-    if let Some(usage) = child.rusage {
-        resource.max_rss_bytes = Some(usage.max_rss_bytes);
-        resource.cpu_user_ms = Some(usage.user_us / 1000);
-        resource.cpu_sys_ms = Some(usage.sys_us / 1000);
-    }
-    resource.tree_peak_memory_bytes = child.tree_peak_memory_bytes;
-    for limit in &child.limits_hit {
-        if !limits_hit.contains(limit) {
-            limits_hit.push(*limit);
-        }
-    }
 }
 
 fn not_started(

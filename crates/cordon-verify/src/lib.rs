@@ -24,6 +24,7 @@ mod pipeline;
 pub mod plan;
 pub mod render;
 mod smoke;
+mod stage;
 pub mod target;
 
 pub use config::{Config, ReadyConfig, StageConfig};
