@@ -379,6 +379,7 @@ pub fn mount_ops(policy: &SandboxPolicy, toolchains: &[PathBuf]) -> Vec<MountOp>
         })
         .collect();
     let mut secret_list = secrets::secret_paths(policy.host_home.as_deref());
+    secret_list.extend(policy.hidden.iter().cloned());
     // A secret that is a symlink is masked where it points, too (the home directory itself is
     // canonical already, so only the last component can be a link).
     let canon: Vec<PathBuf> = secret_list

@@ -32,6 +32,11 @@ pub struct SandboxPolicy {
     pub host_home: Option<PathBuf>,
     /// Protections the user explicitly agreed to run without when the host lacks them.
     pub allow_degraded: Vec<Degradation>,
+    /// Host paths masked like secrets whenever something visible contains them — cordon's own
+    /// state (run history, workspace records, locks), which a program must neither read nor
+    /// forge — but which, unlike secrets, may contain a bound directory (a workspace).
+    #[serde(default)]
+    pub hidden: Vec<PathBuf>,
 }
 
 /// One extra bind of a host path into the sandbox.
@@ -144,6 +149,7 @@ impl SandboxPolicy {
             env: Vec::new(),
             host_home: None,
             allow_degraded: Vec::new(),
+            hidden: Vec::new(),
         }
     }
 

@@ -130,6 +130,8 @@ fn stage_policy(
     policy.limits.memory_bytes = stage.memory;
     policy.limits.pids = stage.pids;
     policy.host_home = std::env::var_os("HOME").map(PathBuf::from);
+    // cordon's own state (run history, other workspaces' records) stays out of sight.
+    policy.hidden.extend(cordon_workspace::cordon_home());
     let mut env = base_env();
     let mut set = |name: &str, value: String, secret: bool| {
         env.retain(|v| v.name != name);

@@ -91,6 +91,9 @@ impl WorkspaceError {
                 }
                 _ => None,
             },
+            WorkspaceErrorKind::Tampered { .. } => {
+                Some("`cordon workspace remove ID` deletes only cordon's own directory of it")
+            }
             WorkspaceErrorKind::Io(_) | WorkspaceErrorKind::Record(_) => None,
         }
     }
@@ -120,6 +123,13 @@ pub enum WorkspaceErrorKind {
     /// Neither `CORDON_HOME`, `XDG_DATA_HOME` nor `HOME` names an absolute directory.
     #[error("cannot tell where cordon keeps its data: set CORDON_HOME")]
     HomeUnknown,
+    /// The record names files outside the workspace's own directory: it was not written by
+    /// cordon (a program that could reach cordon's state forged it), and is not acted on.
+    #[error("the record names {path}, not the workspace's own directory: it was tampered with")]
+    Tampered {
+        /// The path the record names.
+        path: PathBuf,
+    },
     /// The workspace is not ready (still being created, or being removed).
     #[error("the workspace is {0}")]
     NotReady(crate::record::WorkspaceState),

@@ -217,6 +217,7 @@ impl Workspaces {
     /// Applies a patch to a workspace, all or nothing (see [`cordon_git::Worktree::apply_patch`]).
     pub fn apply(&self, id: &WorkspaceId, patch: &[u8]) -> Result<ApplyReport, WorkspaceError> {
         let (record, _lock) = self.lock_ready(id)?;
+        self.check_location(&record)?;
         let worktree = strategy::worktree(&record).ok_or_else(|| not_ready(&record))?;
         let files = worktree
             .apply_patch(patch)
@@ -232,6 +233,7 @@ impl Workspaces {
     /// What changed in a workspace since its commit; with the patch unless `name_only`.
     pub fn diff(&self, id: &WorkspaceId, name_only: bool) -> Result<WorkspaceDiff, WorkspaceError> {
         let (record, _lock) = self.lock_ready(id)?;
+        self.check_location(&record)?;
         let worktree = strategy::worktree(&record).ok_or_else(|| not_ready(&record))?;
         let diff = worktree
             .diff(&record.commit, !name_only)
@@ -273,6 +275,18 @@ impl Workspaces {
         Ok((record, lock))
     }
 
+    /// A record's files must be where cordon puts them: `<home>/workspaces/<id>/tree`.
+    fn check_location(&self, record: &WorkspaceRecord) -> Result<(), WorkspaceError> {
+        if record.path == self.layout.tree(&record.id) {
+            Ok(())
+        } else {
+            Err(WorkspaceError::new(WorkspaceErrorKind::Tampered {
+                path: record.path.clone(),
+            })
+            .with_id(&record.id))
+        }
+    }
+
     /// Removes everything of a workspace whose lock the caller holds; the record goes last,
     /// after being marked `removing`, so an interrupted removal is finished by gc.
     pub(crate) fn destroy_locked(&self, record: &WorkspaceRecord) -> Result<(), WorkspaceError> {
@@ -284,7 +298,10 @@ impl Workspaces {
             };
             record::write(&record_path, &removing, Durability::Atomic)?;
         }
-        strategy::destroy(&self.layout, record)?;
+        // A forged record must not steer git or a deletion outside cordon's own directory.
+        if self.check_location(record).is_ok() {
+            strategy::destroy(&self.layout, record)?;
+        }
         strategy::remove_dir_all(&self.layout.dir(&record.id))?;
         record::remove(&record_path)?;
         // Whoever waits on this lock file re-reads the record and finds none.

@@ -277,3 +277,32 @@ fn transcripts_are_bounded_by_transcript_limit() {
         "the rest is marked: {export}"
     );
 }
+
+#[test]
+fn the_history_is_out_of_sight_of_sandboxed_programs() {
+    let parent = TestDir::new();
+    let home = parent.path().join("state");
+    std::fs::create_dir(&home).unwrap();
+    // A first run creates the database.
+    assert!(in_home(&home, &["run", "--", "true"]).status.success());
+    let out = cordon()
+        .env("CORDON_HOME", &home)
+        .args(["run", "--json", "--cwd"])
+        .arg(parent.path())
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "ls state/ || echo HIDDEN; echo forged > state/cordon.db || echo REFUSED",
+        ])
+        .output()
+        .unwrap();
+    let result = json(&out);
+    let stdout = result["stdout"]["head"].as_str().unwrap();
+    assert!(
+        stdout.contains("HIDDEN") && stdout.contains("REFUSED"),
+        "{result:#}"
+    );
+    let db = std::fs::read(home.join("cordon.db")).unwrap();
+    assert!(db.starts_with(b"SQLite format 3"));
+}

@@ -670,9 +670,15 @@ fn interrupted_verify_cleans_up_and_a_killed_one_is_collected_by_gc() {
 #[test]
 fn python_project_with_pytest_is_detected_and_counts_agree() {
     let repo = Repo::new(&[
-        ("pyproject.toml", "[project]\nname = \"demo\"\nversion = \"0.1\"\n\n[tool.pytest.ini_options]\ntestpaths = [\"tests\"]\n"),
+        (
+            "pyproject.toml",
+            "[project]\nname = \"demo\"\nversion = \"0.1\"\n\n[tool.pytest.ini_options]\ntestpaths = [\"tests\"]\n",
+        ),
         ("demo.py", "def add(a, b):\n    return a + b\n"),
-        ("tests/test_demo.py", "import sys, pathlib\nsys.path.insert(0, str(pathlib.Path(__file__).parent.parent))\nimport demo\n\ndef test_add():\n    assert demo.add(1, 2) == 3\n\ndef test_more():\n    assert demo.add(2, 2) == 4\n"),
+        (
+            "tests/test_demo.py",
+            "import sys, pathlib\nsys.path.insert(0, str(pathlib.Path(__file__).parent.parent))\nimport demo\n\ndef test_add():\n    assert demo.add(1, 2) == 3\n\ndef test_more():\n    assert demo.add(2, 2) == 4\n",
+        ),
     ]);
     let (report, exit) = repo.verify_ok(&[]);
     assert_eq!(exit, 0, "{report:#?}");

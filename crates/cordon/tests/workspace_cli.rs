@@ -227,3 +227,38 @@ true
     assert_eq!(result["stdout"]["head"], "REFUSED\n", "{result:#}");
     assert!(!common.join("hooks/pre-push").exists());
 }
+
+#[test]
+fn a_forged_record_cannot_steer_deletion_or_patches_outside_the_workspace() {
+    let f = Fixture::new();
+    let (id, _path) = f.create(&["--persistent"]);
+    let victim = TestDir::new();
+    victim.write("precious.txt", "keep me\n");
+    // A program that could write cordon's state rewrites the record to point elsewhere.
+    let record_file = f.home.path().join("workspaces").join(format!("{id}.json"));
+    let mut record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&record_file).unwrap()).unwrap();
+    record["path"] = victim.path().to_str().unwrap().into();
+    std::fs::write(&record_file, serde_json::to_string(&record).unwrap()).unwrap();
+
+    let patch = f.home.write(
+        "p.diff",
+        "--- /dev/null\n+++ b/planted.txt\n@@ -0,0 +1 @@\n+x\n",
+    );
+    let out = f.cordon(&["workspace", "apply", &id, patch.to_str().unwrap()]);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("tampered"));
+    assert!(!victim.path().join("planted.txt").exists());
+
+    let out = f.cordon(&["workspace", "remove", &id]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(victim.path().join("precious.txt")).unwrap(),
+        "keep me\n"
+    );
+    assert!(!record_file.exists());
+}

@@ -44,6 +44,10 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let mut policy = args.sandbox.resolve(&cwd, &args.env, &args.secrets)?;
+    if let (Some(policy), Some(home)) = (&mut policy, cordon_workspace::cordon_home()) {
+        // cordon's own state (run history, workspace records) is never visible to the program.
+        policy.hidden.push(home);
+    }
     match (&mut policy, &workspace) {
         (Some(policy), Some(ws)) => {
             // The whole workspace is writable; the repository's git data (shared with the

@@ -11,7 +11,15 @@ use cordon_types::RunResult;
 
 /// The real `cordon` binary.
 pub fn cordon() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_cordon"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_cordon"));
+    // Tests keep their workspaces and run history out of the user's: one shared throw-away
+    // home (concurrent use of one home is part of what cordon supports); a test that needs
+    // its own sets CORDON_HOME again.
+    command.env(
+        "CORDON_HOME",
+        std::env::temp_dir().join("cordon-tests-home"),
+    );
+    command
 }
 
 /// `cordon doctor --json`, parsed once per test process.
