@@ -9,6 +9,13 @@ use crate::cancel::CancelHandle;
 pub trait OutputSink {
     /// The next bytes of `stream`.
     fn write(&mut self, stream: Stream, bytes: &[u8]);
+
+    /// Whether the sink still takes `stream`; when it stops (its reader went away), the
+    /// executor stops reading that stream and the program sees a broken pipe.
+    fn wants_more(&self, stream: Stream) -> bool {
+        let _ = stream;
+        true
+    }
 }
 
 /// Transforms output before anything sees it (redaction). Stateful per stream: it may hold

@@ -3,7 +3,6 @@
 use std::os::fd::OwnedFd;
 
 use cordon_types::LimitKind;
-use rustix::event::{PollFd, PollFlags, Timespec, poll};
 
 use crate::capture::HeadTail;
 use crate::io::{RunIo, Stream};
@@ -43,27 +42,6 @@ impl StreamState {
         }
     }
 
-    /// Reads without blocking; returns whether anything happened.
-    pub(crate) fn read_nonblocking(
-        &mut self,
-        buf: &mut [u8],
-        scratch: &mut Vec<u8>,
-        io: &mut RunIo<'_>,
-        limits_hit: &mut Vec<LimitKind>,
-    ) -> bool {
-        let Some(fd) = &self.fd else { return false };
-        let mut pfd = [PollFd::new(fd, PollFlags::IN)];
-        let zero = Timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        if !matches!(poll(&mut pfd, Some(&zero)), Ok(n) if n > 0) {
-            return false;
-        }
-        self.read_once(buf, scratch, io, limits_hit);
-        true
-    }
-
     fn deliver(
         &mut self,
         bytes: &[u8],
@@ -93,6 +71,11 @@ impl StreamState {
         }
         if let Some(sink) = io.sink.as_deref_mut() {
             sink.write(self.stream, bytes);
+            if !sink.wants_more(self.stream) {
+                // Whoever reads cordon's output is gone (`cordon run -- yes | head -1`): stop
+                // reading, so the program gets EPIPE/SIGPIPE as it would in a shell pipeline.
+                self.fd = None;
+            }
         }
         if let Some(probe) = io.ready.as_deref_mut() {
             probe.observe(self.stream, bytes);

@@ -131,7 +131,7 @@ pub(crate) fn scan(floor: Option<i32>) -> Vec<ProcInfo> {
 
 /// The live direct children of `parent`.
 pub fn children_of(parent: i32) -> Vec<i32> {
-    scan(Some(parent))
+    scan(None)
         .into_iter()
         .filter(|p| p.ppid == parent && !p.zombie)
         .map(|p| p.pid)
@@ -151,12 +151,28 @@ pub(crate) struct Tree<'a> {
     pub started: std::time::Instant,
 }
 
+/// Whether the kernel's pid space is large enough (4M) that it cannot wrap within
+/// [`PID_WRAP_SAFE`].
+fn large_pid_space() -> bool {
+    static LARGE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *LARGE.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/pid_max")
+            .ok()
+            .and_then(|t| t.trim().parse::<u64>().ok())
+            .is_some_and(|max| max >= 1 << 22)
+    })
+}
+
 /// After this long, assume the pid counter may have wrapped and read the whole table.
 const PID_WRAP_SAFE: Duration = Duration::from_secs(10);
 
 impl Tree<'_> {
     fn table(&self) -> Vec<ProcInfo> {
-        let floor = (self.started.elapsed() < PID_WRAP_SAFE).then_some(self.root);
+        // The pid-range shortcut is only sound while the pid counter cannot have wrapped: a
+        // large pid space (a fork-heavy program needs ~40 s to go around 4M pids) and a short
+        // run. With a small `pid_max` (32768 on many hosts) every row is read.
+        let floor =
+            (large_pid_space() && self.started.elapsed() < PID_WRAP_SAFE).then_some(self.root);
         scan(floor)
     }
 

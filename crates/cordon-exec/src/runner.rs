@@ -31,10 +31,13 @@ pub struct RunOutcome {
     /// N, `125` when cordon failed, `126`/`127` when the program is not executable / absent,
     /// `128+N` when cordon was cancelled by signal N.
     pub exit_code: u8,
+    /// Whether the readiness probe fired (and cordon then stopped the program).
+    pub ready: bool,
 }
 
-/// How long to keep reading after leftovers were killed, for data still in the pipes.
-const FINAL_DRAIN: Duration = Duration::from_millis(50);
+/// After leftovers were killed, how long the pipes may stay silent before cordon stops
+/// reading (only a writer outside the tree can keep them open).
+const FINAL_DRAIN_IDLE: Duration = Duration::from_secs(2);
 const READ_CHUNK: usize = 256 * 1024;
 const PIPE_SIZE: usize = 1024 * 1024;
 /// How long a supervisor's helpers may take to exit after the supervisor did.
@@ -132,7 +135,9 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
             break;
         }
         let now = Instant::now();
-        if leak_deadline.is_some_and(|d| now >= d) {
+        if leak_deadline.is_some_and(|d| now >= d)
+            || (exit.is_some() && io.cancel.is_some_and(|c| c.is_cancelled()))
+        {
             break;
         }
         if exit.is_none() {
@@ -200,17 +205,18 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
             fds.push(PollFd::new(fd, PollFlags::IN));
             slots.push(Slot::Report);
         }
-        if exit.is_none() {
-            if let Some(fd) = &pidfd {
-                fds.push(PollFd::new(fd, PollFlags::IN));
-                slots.push(Slot::Exit);
-            }
-            if intervention == Intervention::None
-                && let Some(cancel) = io.cancel
-            {
-                fds.push(PollFd::from_borrowed_fd(cancel.fd(), PollFlags::IN));
-                slots.push(Slot::Cancel);
-            }
+        if exit.is_none()
+            && let Some(fd) = &pidfd
+        {
+            fds.push(PollFd::new(fd, PollFlags::IN));
+            slots.push(Slot::Exit);
+        }
+        // Watched in the leak window too: Ctrl-C then ends the wait for leftovers.
+        if intervention == Intervention::None
+            && let Some(cancel) = io.cancel
+        {
+            fds.push(PollFd::from_borrowed_fd(cancel.fd(), PollFlags::IN));
+            slots.push(Slot::Cancel);
         }
         match poll(&mut fds, timeout.as_ref()) {
             Ok(_) => {}
@@ -249,20 +255,42 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
     if spec.supervised {
         tree.settle(SUPERVISOR_SETTLE);
     }
+    let open_when_window_closed = streams.iter().any(|s| s.fd.is_some());
     let processes_killed = tree.kill_members() as u32;
-    let output_held_open = streams.iter().any(|s| s.fd.is_some());
-    if output_held_open {
-        let until = Instant::now() + FINAL_DRAIN;
-        while streams.iter().any(|s| s.fd.is_some()) && Instant::now() < until {
-            let mut any = false;
-            for s in streams.iter_mut().filter(|s| s.fd.is_some()) {
-                any |= s.read_nonblocking(&mut buf, &mut scratch, &mut io, &mut limits_hit);
-            }
-            if !any {
-                std::thread::sleep(Duration::from_millis(2));
+    // What is still in the pipes is delivered: with its writers dead, each pipe ends once
+    // drained (a slow reader of cordon's own output only makes this take longer). Only a
+    // writer outside the tree could keep it open: stop when nothing comes for a while.
+    let mut gave_up = false;
+    while streams.iter().any(|s| s.fd.is_some()) {
+        let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(2);
+        let mut which = Vec::with_capacity(2);
+        for (i, s) in streams.iter().enumerate() {
+            if let Some(fd) = &s.fd {
+                fds.push(PollFd::new(fd, PollFlags::IN));
+                which.push(i);
             }
         }
+        match poll(&mut fds, Some(&to_timespec(FINAL_DRAIN_IDLE))) {
+            Ok(0) => {
+                gave_up = true;
+                break;
+            }
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(ExecError::Poll(e.into())),
+        }
+        let ready: Vec<usize> = fds
+            .iter()
+            .zip(&which)
+            .filter(|(fd, _)| !fd.revents().is_empty())
+            .map(|(_, &i)| i)
+            .collect();
+        drop(fds);
+        for i in ready {
+            streams[i].read_once(&mut buf, &mut scratch, &mut io, &mut limits_hit);
+        }
     }
+    let output_held_open = open_when_window_closed && (processes_killed > 0 || gave_up);
     for s in &mut streams {
         s.close(&mut scratch, &mut io, &mut limits_hit);
     }
@@ -341,6 +369,7 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
     Ok(RunOutcome {
         result,
         exit_code: verdict.exit_code,
+        ready: intervention == Intervention::Ready,
     })
 }
 
@@ -359,6 +388,22 @@ fn child_setup(report_fd: Option<i32>) -> std::io::Result<()> {
     rustix::process::setsid()?;
     // The program dies with the thread that spawned it, whatever kills cordon.
     rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
+    // Descriptors cordon inherited from its own parent stay out of the program: mark every one
+    // above the standard ones (and the report pipe) close-on-exec. Best effort on old kernels.
+    let first_private = if report_fd.is_some() {
+        CHILD_REPORT_FD as libc::c_uint + 1
+    } else {
+        3
+    };
+    // SAFETY: close_range with integer arguments; only sets close-on-exec flags.
+    unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            first_private,
+            libc::c_uint::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        );
+    }
     if let Some(fd) = report_fd {
         // SAFETY: plain descriptor syscalls on descriptors this process owns.
         unsafe {
@@ -412,6 +457,7 @@ fn not_started(
             run_id: None,
         },
         exit_code: verdict.exit_code,
+        ready: false,
     }
 }
 

@@ -149,6 +149,13 @@ fn prepare(request: &VerifyRequest) -> Result<Prepared, VerifyError> {
             project.display()
         )));
     }
+    // A symlink committed at the ref must not lead the project out of the workspace.
+    if crate::stage::confined(workspace.path(), &project_root).is_none() {
+        return Err(VerifyError::Usage(format!(
+            "--project {}: leads out of the workspace (a symlink)",
+            project.display()
+        )));
+    }
     let declared = plan::declared(&project_root, request.config.as_deref())?;
     if let Some(patch) = &request.patch {
         workspaces
@@ -178,11 +185,12 @@ fn prepare(request: &VerifyRequest) -> Result<Prepared, VerifyError> {
         }
         _ => Vec::new(),
     };
-    // Targeting sees the project's changes, relative to the project.
+    // Targeting sees the project's changes, relative to the project. A change outside the
+    // project may affect it in ways targeting cannot see: then nothing is narrowed.
     let in_project: Vec<String> = if project.as_os_str().is_empty() {
         changed.clone()
     } else {
-        changed
+        let inside: Vec<String> = changed
             .iter()
             .filter_map(|f| {
                 Path::new(f)
@@ -190,14 +198,14 @@ fn prepare(request: &VerifyRequest) -> Result<Prepared, VerifyError> {
                     .ok()
                     .map(|p| p.to_string_lossy().into_owned())
             })
-            .collect()
+            .collect();
+        if inside.len() == changed.len() {
+            inside
+        } else {
+            Vec::new()
+        }
     };
-    let plan = plan::build(
-        declared,
-        &project_root,
-        request.only.as_deref(),
-        &in_project,
-    )?;
+    let plan = plan::build(declared, request.only.as_deref(), &in_project)?;
     Ok(Prepared {
         workspaces,
         repo: record.repo.clone(),

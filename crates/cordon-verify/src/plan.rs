@@ -36,9 +36,14 @@ pub struct Plan {
     pub redact: RedactConfig,
 }
 
-/// The stages before targeting: declared or detected.
+/// The stages before targeting: declared or detected, with the packages the tree had before
+/// any patch (a patch must not be able to redraw package boundaries to pick what is tested).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Declared {
+    /// The Cargo workspace's packages at the ref, if it is one.
+    pub cargo_packages: Option<Vec<target::Package>>,
+    /// The Node workspace's packages at the ref, if it is one.
+    pub node_packages: Option<Vec<target::Package>>,
     /// Where they come from.
     pub source: PlanSource,
     /// The stages, in order.
@@ -64,6 +69,8 @@ pub fn declared(root: &Path, config: Option<&Path>) -> Result<Declared, VerifyEr
             "cordon.toml".to_owned()
         };
         return Ok(Declared {
+            cargo_packages: target::cargo_packages(root),
+            node_packages: target::node_packages(root),
             source: PlanSource::CordonToml,
             stages: cfg.stages,
             reasons: vec![format!(
@@ -80,6 +87,8 @@ pub fn declared(root: &Path, config: Option<&Path>) -> Result<Declared, VerifyEr
         )));
     }
     Ok(Declared {
+        cargo_packages: target::cargo_packages(root),
+        node_packages: target::node_packages(root),
         source: PlanSource::Detected,
         stages: found.stages,
         reasons: found.reasons,
@@ -87,10 +96,9 @@ pub fn declared(root: &Path, config: Option<&Path>) -> Result<Declared, VerifyEr
     })
 }
 
-/// Narrows `declared` to what must run for `changed` files in the tree at `root`.
+/// Narrows `declared` to what must run for `changed` files.
 pub fn build(
     declared: Declared,
-    root: &Path,
     only: Option<&[String]>,
     changed: &[String],
 ) -> Result<Plan, VerifyError> {
@@ -99,6 +107,8 @@ pub fn build(
         stages,
         mut reasons,
         redact,
+        cargo_packages,
+        node_packages,
     } = declared;
     if let Some(only) = only {
         for name in only {
@@ -112,11 +122,9 @@ pub fn build(
         }
         reasons.push(format!("--stages selected: {}", only.join(", ")));
     }
-    let cargo_packages = target::cargo_packages(root);
     let cargo_selection = cargo_packages
         .as_deref()
         .and_then(|p| target::select(p, changed));
-    let node_packages = target::node_packages(root);
     let node_selection = node_packages
         .as_deref()
         .and_then(|p| target::select(p, changed));

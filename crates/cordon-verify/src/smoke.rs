@@ -23,8 +23,10 @@ impl OutputMatches {
 }
 
 impl ReadyProbe for OutputMatches {
-    fn observe(&mut self, _stream: Stream, bytes: &[u8]) {
-        if self.ready {
+    fn observe(&mut self, stream: Stream, bytes: &[u8]) {
+        // `ready = { stdout = ... }` watches standard output only: an error message on
+        // standard error that happens to match must not count.
+        if self.ready || stream != Stream::Stdout {
             return;
         }
         for part in bytes.split_inclusive(|&b| b == b'\n') {
@@ -97,6 +99,9 @@ mod tests {
         assert!(!p.is_ready(0));
         p.observe(Stream::Stdout, b"ing on 80");
         assert!(p.is_ready(0));
+        let mut p = OutputMatches::new(regex::bytes::Regex::new("listening").unwrap());
+        p.observe(Stream::Stderr, b"error: not listening\n");
+        assert!(!p.is_ready(0), "stderr does not count");
     }
 
     #[test]

@@ -16,6 +16,14 @@ use crate::pipeline::{VerifyObserver, VerifyRequest};
 use crate::plan::PlannedStage;
 use crate::smoke::{OutputMatches, TcpListening};
 
+/// `path` resolved (symlinks followed), when it stays inside `root` (also resolved); `None`
+/// when it leads out — e.g. through a symlink that a candidate patch added.
+pub(crate) fn confined(root: &Path, path: &Path) -> Option<PathBuf> {
+    let root = root.canonicalize().ok()?;
+    let path = path.canonicalize().ok()?;
+    path.starts_with(&root).then_some(path)
+}
+
 pub(crate) fn stage_cwd(planned: &PlannedStage, ws_path: &Path) -> PathBuf {
     match &planned.stage.cwd {
         Some(rel) => ws_path.join(rel),
@@ -227,6 +235,20 @@ pub(crate) fn run_stage(
             ),
         );
     }
+    // The writable root must be inside the workspace, whatever symlinks the tree holds.
+    let Some(cwd) = confined(ws_path, &cwd) else {
+        return error_result(
+            planned,
+            root,
+            format!(
+                "the stage's cwd {} leads out of the workspace (a symlink); refused",
+                cwd.display()
+            ),
+        );
+    };
+    let ws_path = &ws_path
+        .canonicalize()
+        .unwrap_or_else(|_| ws_path.to_owned());
     let policy = match stage_policy(stage, ws_path, &cwd, common_dir) {
         Ok(p) => p,
         Err(reason) => return error_result(planned, root, reason),
@@ -285,9 +307,14 @@ pub(crate) fn run_stage(
     };
     match cordon_exec::run(&spec, io) {
         Ok(outcome) => {
-            let mut result = stage_result(planned, outcome.result);
+            let mut result = stage_result(planned, outcome.result, outcome.ready);
             for arg in &mut result.command {
                 *arg = String::from_utf8_lossy(&redactor.redact_all(arg.as_bytes())).into_owned();
+            }
+            if let Some(failure) = &mut result.failure {
+                failure.reason =
+                    String::from_utf8_lossy(&redactor.redact_all(failure.reason.as_bytes()))
+                        .into_owned();
             }
             result
         }
@@ -296,7 +323,7 @@ pub(crate) fn run_stage(
 }
 
 /// Maps a run result to a stage result with the stage's failure category.
-fn stage_result(planned: &PlannedStage, run: RunResult) -> StageResult {
+fn stage_result(planned: &PlannedStage, run: RunResult, ready: bool) -> StageResult {
     let stage = &planned.stage;
     let author_category = match stage.category {
         StageCategory::Setup => StageFailureCategory::Setup,
@@ -312,7 +339,15 @@ fn stage_result(planned: &PlannedStage, run: RunResult) -> StageResult {
     let text = format!("{}{}{}", run.stdout.head, run.stdout.tail, run.stderr.tail);
     let tests = crate::counts::parse(&format!("{}\n{}", run.stdout.head, run.stdout.tail));
     let (mut status, failure) = match run.status {
-        RunStatus::Pass if smoke => (StageStatus::Pass, None),
+        // A smoke stage passes only when it became ready; ending by itself is a failure.
+        RunStatus::Pass if smoke && ready => (StageStatus::Pass, None),
+        RunStatus::Pass if smoke => (
+            StageStatus::Fail,
+            Some(StageFailure {
+                category: StageFailureCategory::Smoke,
+                reason: "the program exited (code 0) before it was ready".into(),
+            }),
+        ),
         RunStatus::Pass => (StageStatus::Pass, None),
         RunStatus::Timeout if smoke => (
             StageStatus::Fail,

@@ -80,10 +80,17 @@ pub fn cargo_packages(root: &Path) -> Option<Vec<Package>> {
             continue;
         };
         let mut dep_dirs = BTreeSet::new();
-        for section in ["dependencies", "dev-dependencies", "build-dependencies"] {
-            let Some(deps) = manifest.get(section).and_then(|d| d.as_table()) else {
-                continue;
-            };
+        // `[dependencies]`, and `[target.'cfg(..)'.dependencies]` alike.
+        let mut tables: Vec<&toml::Table> = vec![&manifest];
+        if let Some(targets) = manifest.get("target").and_then(|t| t.as_table()) {
+            tables.extend(targets.values().filter_map(|t| t.as_table()));
+        }
+        let sections = tables.iter().flat_map(|table| {
+            ["dependencies", "dev-dependencies", "build-dependencies"]
+                .into_iter()
+                .filter_map(|section| table.get(section).and_then(|d| d.as_table()))
+        });
+        for deps in sections {
             for (dep_name, spec) in deps {
                 let Some(spec) = spec.as_table() else {
                     continue;
@@ -129,7 +136,11 @@ fn expand_member(root: &Path, member: &str, manifest: &str) -> Vec<PathBuf> {
     if !member.contains('*') && !member.contains('?') && !member.contains('[') {
         return vec![PathBuf::from(member)];
     }
-    let Ok(glob) = Glob::new(member) else {
+    // As cargo does: `*` does not cross `/`.
+    let Ok(glob) = globset::GlobBuilder::new(member)
+        .literal_separator(true)
+        .build()
+    else {
         return Vec::new();
     };
     let matcher = glob.compile_matcher();
@@ -268,6 +279,11 @@ pub fn select(packages: &[Package], changed: &[String]) -> Option<BTreeSet<Strin
     if changed.is_empty() || packages.is_empty() {
         return None;
     }
+    // Two packages of one name: which one a file belongs to is not knowable; run everything.
+    let names: BTreeSet<&str> = packages.iter().map(|p| p.name.as_str()).collect();
+    if names.len() != packages.len() {
+        return None;
+    }
     let mut direct = BTreeSet::new();
     for file in changed {
         let file = Path::new(file);
@@ -329,6 +345,17 @@ mod tests {
             "[package]\nname = \"app\"\n[dev-dependencies]\nmid = { path = \"../mid\" }\n",
         );
         write(r, "crates/lone/Cargo.toml", "[package]\nname = \"lone\"\n");
+        write(
+            r,
+            "crates/plat/Cargo.toml",
+            "[package]\nname = \"plat\"\n[target.'cfg(unix)'.dependencies]\nlone = { path = \"../lone\" }\n",
+        );
+        // Not a member: `crates/*` does not match across `/`.
+        write(
+            r,
+            "crates/core/src/Cargo.toml",
+            "[package]\nname = \"decoy\"\n",
+        );
         dir
     }
 
@@ -336,7 +363,7 @@ mod tests {
     fn maps_changes_to_packages_and_reverse_dependencies() {
         let dir = workspace();
         let packages = cargo_packages(dir.path()).unwrap();
-        assert_eq!(packages.len(), 4);
+        assert_eq!(packages.len(), 5, "{packages:?}");
         let select = |files: &[&str]| {
             select(
                 &packages,
@@ -350,7 +377,12 @@ mod tests {
         assert_eq!(select(&["crates/core/src/lib.rs"]), Some(all));
         assert_eq!(
             select(&["crates/lone/src/lib.rs"]),
-            Some(["lone".to_string()].into_iter().collect())
+            Some(
+                ["lone".to_string(), "plat".to_string()]
+                    .into_iter()
+                    .collect()
+            ),
+            "target-specific dependencies count"
         );
         assert_eq!(select(&["Cargo.lock"]), None, "root changes run everything");
         assert_eq!(select(&[]), None, "no change: full suite");

@@ -128,4 +128,10 @@ impl OutputSink for Tee<'_, '_> {
             recorder.write(None, stream, bytes);
         }
     }
+
+    fn wants_more(&self, stream: Stream) -> bool {
+        self.first
+            .as_deref()
+            .is_none_or(|first| first.wants_more(stream))
+    }
 }

@@ -39,6 +39,17 @@ impl OutputSink for Passthrough {
             }
         }
     }
+
+    fn wants_more(&self, stream: Stream) -> bool {
+        self.open[index(stream)]
+    }
+}
+
+fn index(stream: Stream) -> usize {
+    match stream {
+        Stream::Stdout => 0,
+        Stream::Stderr => 1,
+    }
 }
 
 fn rustix_write(fd: BorrowedFd<'_>, bytes: &[u8]) -> std::io::Result<usize> {

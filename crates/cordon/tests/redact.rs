@@ -142,3 +142,19 @@ secrets = ["MY_TOKEN"]
         assert!(!text.contains("internal-id-123456"), "{what}: {text}");
     }
 }
+
+#[test]
+fn secrets_in_failure_reasons_and_command_lines_are_redacted() {
+    for mode in [&["--no-sandbox"][..], &[][..]] {
+        let out = cordon()
+            .env("MY_TOKEN", SECRET)
+            .args(["run", "--json", "--no-record"])
+            .args(mode)
+            .args(["--", SECRET])
+            .output()
+            .unwrap();
+        let json = String::from_utf8_lossy(&out.stdout);
+        assert!(json.contains("not found"), "{mode:?}: {json}");
+        assert_clean(&json, "result");
+    }
+}

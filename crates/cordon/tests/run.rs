@@ -458,3 +458,113 @@ fn a_clean_sandboxed_run_reports_no_leftovers() {
         );
     }
 }
+
+#[test]
+fn a_slow_reader_of_cordons_output_still_gets_every_byte() {
+    use std::io::Read;
+    let mut child = cordon()
+        .args([
+            "run",
+            "--no-sandbox",
+            "--no-record",
+            "--",
+            "head",
+            "-c",
+            "3000000",
+            "/dev/zero",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut total = 0usize;
+    let mut buf = vec![0u8; 64 * 1024];
+    let started = Instant::now();
+    loop {
+        // Slow for the first second (well past the 200 ms leak window), then fast.
+        if started.elapsed() < Duration::from_secs(1) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        match stdout.read(&mut buf).unwrap() {
+            0 => break,
+            n => total += n,
+        }
+    }
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    assert_eq!(total, 3_000_000);
+}
+
+#[test]
+fn a_closed_reader_ends_the_program_like_a_shell_pipeline() {
+    use std::io::Read;
+    for mode in [&["--no-sandbox"][..], &[][..]] {
+        let started = Instant::now();
+        let mut child = cordon()
+            .args(["run", "--no-record"])
+            .args(mode)
+            .args(["--", "yes"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdout = child.stdout.take().unwrap();
+        let mut first = [0u8; 2];
+        stdout.read_exact(&mut first).unwrap();
+        drop(stdout);
+        let status = child.wait().unwrap();
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{mode:?}: kept running"
+        );
+        assert_eq!(status.code(), Some(128 + libc::SIGPIPE), "{mode:?}");
+    }
+}
+
+#[test]
+fn ctrl_c_ends_the_leak_window() {
+    let started = Instant::now();
+    let child = cordon()
+        .args([
+            "run",
+            "--no-sandbox",
+            "--no-record",
+            "--json",
+            "--leak-timeout",
+            "20s",
+            "--",
+        ])
+        .args(["sh", "-c", "sleep 100 & echo hi"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    support::signal(child.id() as i32, libc::SIGINT);
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "Ctrl-C did not end the wait"
+    );
+    let result: cordon_types::RunResult = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(result.leaked.processes_killed, 1);
+}
+
+#[test]
+fn descriptors_cordon_inherited_do_not_reach_the_program() {
+    // An inheritable descriptor in cordon's own process (fd 9, no close-on-exec).
+    let file = std::fs::File::open("/dev/null").unwrap();
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
+    // SAFETY: dup2 onto a free descriptor number; the new one is not close-on-exec.
+    unsafe { libc::dup2(fd, 9) };
+    let (result, _) = run_json(&[
+        "--no-sandbox",
+        "--no-record",
+        "--",
+        "sh",
+        "-c",
+        "ls /proc/self/fd",
+    ]);
+    // SAFETY: closing the descriptor made above.
+    unsafe { libc::close(9) };
+    let fds: Vec<&str> = result.stdout.head.lines().collect();
+    assert!(!fds.contains(&"9"), "{fds:?}");
+}

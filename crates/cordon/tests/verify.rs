@@ -692,3 +692,136 @@ fn python_project_with_pytest_is_detected_and_counts_agree() {
     assert!(String::from_utf8_lossy(&direct.stdout).contains("2 passed"));
     assert_eq!(stage(&report, "pytest").tests.unwrap().passed, 2);
 }
+
+#[test]
+fn a_symlink_cannot_lead_a_stage_out_of_the_workspace() {
+    let victim = TestDir::new();
+    let repo = Repo::new(&[(
+        "cordon.toml",
+        "[[stage]]\nname = \"t\"\ncategory = \"test\"\nrun = [\"sh\", \"-c\", \"echo owned > pwned\"]\ncwd = \"sub\"\n",
+    )]);
+    // The candidate patch adds `sub` as a symlink to a host directory.
+    let patch = format!(
+        "diff --git a/sub b/sub\nnew file mode 120000\n--- /dev/null\n+++ b/sub\n@@ -0,0 +1 @@\n+{}\n\\ No newline at end of file\n",
+        victim.path().display()
+    );
+    let file = repo.home.path().join("link.diff");
+    std::fs::write(&file, patch).unwrap();
+    let (report, out) = repo.verify(&["--patch", file.to_str().unwrap()]);
+    assert!(
+        !victim.path().join("pwned").exists(),
+        "the stage wrote outside the workspace"
+    );
+    if let Some(report) = report {
+        assert!(!report.promotion.allowed);
+    } else {
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn smoke_stages_fail_when_the_program_ends_or_only_stderr_matches() {
+    let repo = Repo::new(&[(
+        "cordon.toml",
+        r#"
+[[stage]]
+name = "quits"
+category = "smoke"
+run = ["sh", "-c", "echo starting; exit 0"]
+ready = { stdout = "listening on" }
+required = false
+
+[[stage]]
+name = "stderr"
+category = "smoke"
+run = ["sh", "-c", "echo 'error: not listening on 80' >&2; sleep 30"]
+ready = { stdout = "listening on" }
+timeout = "1s"
+required = false
+"#,
+    )]);
+    let (report, _) = repo.verify_ok(&["--keep-going"]);
+    let quits = stage(&report, "quits");
+    assert_eq!(quits.status, StageStatus::Fail);
+    assert!(
+        quits
+            .failure
+            .as_ref()
+            .unwrap()
+            .reason
+            .contains("before it was ready")
+    );
+    assert_eq!(stage(&report, "stderr").status, StageStatus::Fail);
+}
+
+#[test]
+fn a_decoy_manifest_in_the_patch_cannot_pick_the_tests() {
+    let repo = Repo::new(&[
+        (
+            "Cargo.toml",
+            "[workspace]\nmembers = [\"crates/*\"]\nresolver = \"2\"\n",
+        ),
+        (
+            "crates/a/Cargo.toml",
+            "[package]\nname = \"a\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+        ),
+        ("crates/a/src/lib.rs", "#[test]\nfn a_works() {}\n"),
+        (
+            "crates/b/Cargo.toml",
+            "[package]\nname = \"b\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[dependencies]\na = { path = \"../a\" }\n",
+        ),
+        ("crates/b/src/lib.rs", "#[test]\nfn b_works() {}\n"),
+        (
+            "crates/c/Cargo.toml",
+            "[package]\nname = \"c\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+        ),
+        ("crates/c/src/lib.rs", "#[test]\nfn c_works() {}\n"),
+    ]);
+    // The change touches `a` and plants a manifest named `c` inside it.
+    std::fs::write(
+        repo.path().join("crates/a/src/lib.rs"),
+        "#[test]\nfn a_works() {}\n// edit\n",
+    )
+    .unwrap();
+    std::fs::write(
+        repo.path().join("crates/a/src/Cargo.toml"),
+        "[package]\nname = \"c\"\n",
+    )
+    .unwrap();
+    git(repo.path(), &["add", "-A"]);
+    let patch = git(repo.path(), &["diff", "--cached"]);
+    git(repo.path(), &["reset", "-q", "--hard"]);
+    let file = repo.home.path().join("decoy.diff");
+    std::fs::write(&file, patch).unwrap();
+    let out = cordon()
+        .env("CORDON_HOME", repo.home.path())
+        .args(["verify", "--explain", "--json", "--repo"])
+        .arg(repo.path())
+        .arg("--patch")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let test = plan["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "cargo-test")
+        .unwrap();
+    assert_eq!(
+        test["command"],
+        serde_json::json!(["cargo", "test", "--offline", "-p", "a", "-p", "b"]),
+        "{plan:#}"
+    );
+}

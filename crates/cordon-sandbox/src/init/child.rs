@@ -26,6 +26,9 @@ fn setup(p: &Prepared) -> Setup<()> {
     unsafe {
         libc::setsid();
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+        // The helper is a Rust program, whose runtime ignores SIGPIPE; an ignored signal stays
+        // ignored across exec. The program starts with the default, as from a shell.
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
     for rl in &p.plan.rlimits {
         let lim = libc::rlimit {

@@ -33,8 +33,10 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         (Some(ws), None) if args.workspace.is_some() => ws.path.clone(),
         _ => cwd,
     };
+    // Compared resolved: a symlink inside the workspace must not lead the writable root out.
+    let resolved = |p: &std::path::Path| p.canonicalize().unwrap_or_else(|_| p.to_owned());
     if let Some(ws) = &workspace
-        && !cwd.starts_with(&ws.path)
+        && !resolved(&cwd).starts_with(resolved(&ws.path))
     {
         anyhow::bail!(
             "--cwd {} is outside workspace {} ({})",
@@ -150,21 +152,40 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         cancel: Some(&cancel),
         ready: None,
     };
-    let mut outcome = cordon_exec::run(&spec, io).context("cannot supervise the program")?;
+    let mut outcome = match cordon_exec::run(&spec, io) {
+        Ok(outcome) => outcome,
+        Err(error) => {
+            if let Some(recorder) = recorder {
+                let document = serde_json::json!({ "error": error.to_string() });
+                let _ = recorder.finish(cordon_store::RunState::Error, &document);
+            }
+            return Err(error).context("cannot supervise the program");
+        }
+    };
     outcome.result.sandbox = sandbox;
     outcome.result.command = shown_command;
-    if let Some(recorder) = recorder {
-        outcome.result.run_id = Some(recorder.id().to_owned());
-        let state = cordon_store::RunState::from(outcome.result.status);
-        recorder.finish(state, &outcome.result)?;
+    // Reasons quote the program name, paths, set-up errors: redacted like everything else.
+    let redact =
+        |text: &str| String::from_utf8_lossy(&redactor.redact_all(text.as_bytes())).into_owned();
+    if let Some(failure) = &mut outcome.result.failure {
+        failure.reason = redact(&failure.reason);
     }
+    outcome.result.cwd = redact(&outcome.result.cwd);
+    outcome.result.run_id = recorder.as_ref().map(|r| r.id().to_owned());
 
+    // The result is shown first: a failure to record must not lose it.
     if args.json {
         let mut out = std::io::stdout().lock();
         serde_json::to_writer(&mut out, &outcome.result)?;
         writeln!(out)?;
     } else if let Some(line) = summary_line(&outcome.result) {
         let _ = writeln!(std::io::stderr().lock(), "{line}");
+    }
+    if let Some(recorder) = recorder {
+        let state = cordon_store::RunState::from(outcome.result.status);
+        if let Err(error) = recorder.finish(state, &outcome.result) {
+            eprintln!("cordon: warning: the run was not fully recorded: {error:#}");
+        }
     }
     Ok(ExitCode::from(outcome.exit_code))
 }
@@ -209,6 +230,9 @@ fn build_redactor(
     secrets: &[String],
 ) -> anyhow::Result<cordon_redact::Redactor> {
     let mut builder = cordon_redact::RedactorBuilder::new();
+    // Secret-looking values of cordon's own environment never appear in what it prints or
+    // records, whether or not the program receives them.
+    builder.add_env(std::env::vars_os());
     match policy {
         Some(policy) => {
             for var in &policy.env {
@@ -219,7 +243,6 @@ fn build_redactor(
             builder.add_env(policy.env.iter().map(|v| (&v.name, &v.value)));
         }
         None => {
-            builder.add_env(std::env::vars_os());
             builder.add_env(env_flags.iter().map(|(k, v)| (k, v)));
             for name in secrets {
                 builder.add_secret_from_env(name, std::env::vars_os());
