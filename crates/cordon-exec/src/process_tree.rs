@@ -250,6 +250,12 @@ impl Tree<'_> {
     /// them. Stops processes first so a fork bomb cannot outrun the sweep. Returns the number
     /// of distinct processes killed.
     pub(crate) fn kill_members(&self) -> usize {
+        // Every live member is the root's descendant or an orphan re-parented to this process
+        // (the subreaper): with no child at all (the root reaped, nothing adopted) there is
+        // none, and the process table need not be read.
+        if !has_children() {
+            return 0;
+        }
         let me = getpid().as_raw_nonzero().get();
         let mut killed: HashSet<i32> = HashSet::new();
         for round in 0..200 {
@@ -291,6 +297,22 @@ impl Tree<'_> {
         }
         killed.len()
     }
+}
+
+/// Whether this process has any child, live or zombie (without reaping any).
+fn has_children() -> bool {
+    // SAFETY: an all-zero siginfo is valid; waitid fills it. WNOWAIT leaves children as they are.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: valid out-pointer; P_ALL ignores the id.
+    let r = unsafe {
+        libc::waitid(
+            libc::P_ALL,
+            0,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        )
+    };
+    !(r == -1 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD))
 }
 
 /// Reaps `pid` if it is a zombie child of this process.
