@@ -235,6 +235,9 @@ impl Tree<'_> {
     pub(crate) fn settle(&self, limit: Duration) {
         let deadline = std::time::Instant::now() + limit;
         loop {
+            if !has_children() {
+                return;
+            }
             let table = self.table();
             if self.members(&table).iter().all(|p| p.zombie) {
                 return;
