@@ -4,23 +4,15 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 
 use cordon_types::RunResult;
 
-/// The real `cordon` binary.
-pub fn cordon() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_cordon"));
-    // Tests keep their workspaces and run history out of the user's: one shared throw-away
-    // home (concurrent use of one home is part of what cordon supports); a test that needs
-    // its own sets CORDON_HOME again.
-    command.env(
-        "CORDON_HOME",
-        std::env::temp_dir().join("cordon-tests-home"),
-    );
-    command
-}
+#[path = "../support/mod.rs"]
+mod support;
+
+/// The real `cordon` binary, with the tests' throw-away `CORDON_HOME`.
+pub use support::cordon;
 
 /// `cordon doctor --json`, parsed once per test process.
 pub fn doctor() -> &'static serde_json::Value {
