@@ -825,3 +825,71 @@ fn a_decoy_manifest_in_the_patch_cannot_pick_the_tests() {
         "{plan:#}"
     );
 }
+
+#[test]
+fn a_change_outside_the_project_runs_the_full_suite() {
+    let repo = Repo::new(&[
+        (
+            "app/Cargo.toml",
+            "[workspace]\nmembers = [\"crates/*\"]\nresolver = \"2\"\n",
+        ),
+        (
+            "app/crates/a/Cargo.toml",
+            "[package]\nname = \"a\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+        ),
+        ("app/crates/a/src/lib.rs", "\n"),
+        (
+            "app/crates/b/Cargo.toml",
+            "[package]\nname = \"b\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[dependencies]\nshared = { path = \"../../../shared\" }\n",
+        ),
+        ("app/crates/b/src/lib.rs", "\n"),
+        (
+            "shared/Cargo.toml",
+            "[package]\nname = \"shared\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+        ),
+        ("shared/src/lib.rs", "\n"),
+    ]);
+    let base = git(repo.path(), &["rev-parse", "HEAD"]).trim().to_owned();
+    let explain = |base: &str| -> serde_json::Value {
+        let out = cordon()
+            .env("CORDON_HOME", repo.home.path())
+            .args([
+                "verify",
+                "--explain",
+                "--json",
+                "--project",
+                "app",
+                "--base",
+                base,
+                "--repo",
+            ])
+            .arg(repo.path())
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        plan["stages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == "cargo-test")
+            .unwrap()["command"]
+            .clone()
+    };
+    repo.commit(&[("app/crates/a/src/lib.rs", "// a\n")], "a only");
+    assert_eq!(
+        explain(&base),
+        serde_json::json!(["cargo", "test", "--offline", "-p", "a"])
+    );
+    // `shared` lies outside the project; `b` depends on it: everything runs.
+    repo.commit(&[("shared/src/lib.rs", "// shared\n")], "shared");
+    assert_eq!(
+        explain(&base),
+        serde_json::json!(["cargo", "test", "--offline"])
+    );
+}
