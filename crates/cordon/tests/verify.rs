@@ -66,6 +66,31 @@ impl Repo {
         (report, out.status.code().unwrap())
     }
 
+    /// `cordon verify --explain --json ARGS`: the argv the plan gives `stage`.
+    fn planned_command(&self, args: &[&str], stage: &str) -> serde_json::Value {
+        let out = cordon()
+            .env("CORDON_HOME", self.home.path())
+            .args(["verify", "--explain", "--json", "--repo"])
+            .arg(self.path())
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let found = plan["stages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == stage)
+            .unwrap_or_else(|| panic!("no stage {stage} in {plan:#}"));
+        found["command"].clone()
+    }
+
     /// The live checkout's observable state.
     fn state(&self) -> (String, String, String, String) {
         (
@@ -798,31 +823,9 @@ fn a_decoy_manifest_in_the_patch_cannot_pick_the_tests() {
     git(repo.path(), &["reset", "-q", "--hard"]);
     let file = repo.home.path().join("decoy.diff");
     std::fs::write(&file, patch).unwrap();
-    let out = cordon()
-        .env("CORDON_HOME", repo.home.path())
-        .args(["verify", "--explain", "--json", "--repo"])
-        .arg(repo.path())
-        .arg("--patch")
-        .arg(&file)
-        .output()
-        .unwrap();
     assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let test = plan["stages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["name"] == "cargo-test")
-        .unwrap();
-    assert_eq!(
-        test["command"],
-        serde_json::json!(["cargo", "test", "--offline", "-p", "a", "-p", "b"]),
-        "{plan:#}"
+        repo.planned_command(&["--patch", file.to_str().unwrap()], "cargo-test"),
+        serde_json::json!(["cargo", "test", "--offline", "-p", "a", "-p", "b"])
     );
 }
 
@@ -850,37 +853,8 @@ fn a_change_outside_the_project_runs_the_full_suite() {
         ("shared/src/lib.rs", "\n"),
     ]);
     let base = git(repo.path(), &["rev-parse", "HEAD"]).trim().to_owned();
-    let explain = |base: &str| -> serde_json::Value {
-        let out = cordon()
-            .env("CORDON_HOME", repo.home.path())
-            .args([
-                "verify",
-                "--explain",
-                "--json",
-                "--project",
-                "app",
-                "--base",
-                base,
-                "--repo",
-            ])
-            .arg(repo.path())
-            .output()
-            .unwrap();
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        plan["stages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|s| s["name"] == "cargo-test")
-            .unwrap()["command"]
-            .clone()
-    };
+    let explain =
+        |base: &str| repo.planned_command(&["--project", "app", "--base", base], "cargo-test");
     repo.commit(&[("app/crates/a/src/lib.rs", "// a\n")], "a only");
     assert_eq!(
         explain(&base),
