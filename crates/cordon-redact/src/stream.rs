@@ -13,7 +13,7 @@ use std::sync::Arc;
 use aho_corasick::Input;
 use regex_automata::hybrid::dfa::Cache;
 
-use crate::pattern::{Eval, Site};
+use crate::pattern::{CompiledPattern, Eval, Site};
 use crate::redactor::Inner;
 
 /// Redacts one stream. Get one from [`Redactor::stream`](crate::Redactor::stream).
@@ -129,6 +129,25 @@ impl StreamRedactor {
     }
 
     /// Records a pattern match unless it is empty or allowlisted.
+    /// Evaluates `pattern` (the `index`-th) anchored at `at` in `hay`, with this stream's
+    /// DFA cache for it (made on first use).
+    fn eval_at(
+        &mut self,
+        pattern: &CompiledPattern,
+        index: usize,
+        hay: &[u8],
+        at: usize,
+        eof: bool,
+    ) -> Eval {
+        let site = Site {
+            text: hay,
+            at,
+            before: self.before,
+        };
+        let cache = self.caches[index].get_or_insert_with(|| pattern.create_cache());
+        pattern.eval(cache, site, eof)
+    }
+
     fn record(
         &mut self,
         hay: &[u8],
@@ -219,16 +238,7 @@ impl StreamRedactor {
                 continue;
             }
             let pattern = &inner.patterns[index];
-            let site = Site {
-                text: hay,
-                at,
-                before: self.before,
-            };
-            match pattern.eval(
-                self.caches[index].get_or_insert_with(|| pattern.create_cache()),
-                site,
-                eof,
-            ) {
+            match self.eval_at(pattern, index, hay, at, eof) {
                 Eval::NoMatch => {}
                 Eval::Match { redact, end } => self.record(hay, at, redact, end, pattern.name_id),
                 Eval::Undecided => {
@@ -267,16 +277,7 @@ impl StreamRedactor {
                     }
                 }
             }
-            let site = Site {
-                text: hay,
-                at,
-                before: self.before,
-            };
-            match pattern.eval(
-                self.caches[index].get_or_insert_with(|| pattern.create_cache()),
-                site,
-                eof,
-            ) {
+            match self.eval_at(pattern, index, hay, at, eof) {
                 Eval::NoMatch => at += 1,
                 Eval::Match { redact, end } => {
                     self.record(hay, at, redact, end, pattern.name_id);

@@ -524,28 +524,23 @@ fn gc_collects_cut_short_records_but_leaves_other_versions_alone() {
     let foreign = fx.create(true);
     let young = fx.create(true);
     let old = SystemTime::now() - Duration::from_secs(3600);
-    std::fs::write(
+    let write_aged = |path: PathBuf, bytes: &[u8]| {
+        std::fs::write(&path, bytes).unwrap();
+        std::fs::File::options()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+    };
+    write_aged(
         fx.record_path(&cut.id),
         b"{\"schema\": \"cordon.workspace/v1\", \"id\"",
-    )
-    .unwrap();
-    std::fs::File::options()
-        .append(true)
-        .open(fx.record_path(&cut.id))
-        .unwrap()
-        .set_modified(old)
-        .unwrap();
-    std::fs::write(
+    );
+    write_aged(
         fx.record_path(&foreign.id),
         b"{\"schema\": \"cordon.workspace/v2\"}",
-    )
-    .unwrap();
-    std::fs::File::options()
-        .append(true)
-        .open(fx.record_path(&foreign.id))
-        .unwrap()
-        .set_modified(old)
-        .unwrap();
+    );
     std::fs::write(fx.record_path(&young.id), b"").unwrap();
 
     let report = fx.workspaces.gc(None).unwrap();
