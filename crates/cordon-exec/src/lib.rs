@@ -48,4 +48,7 @@ pub use io::{OutputFilter, OutputSink, ReadyProbe, RunIo, Stream};
 pub use process_tree::children_of;
 pub use runner::{RunOutcome, run};
 pub use signals::signal_name;
-pub use spec::{EnvSpec, RunSpec, StdinMode};
+pub use spec::{
+    DEFAULT_GRACE, DEFAULT_LEAK_WINDOW, DEFAULT_OUTPUT_LIMIT, DEFAULT_TIMEOUT, EnvSpec, RunSpec,
+    StdinMode,
+};

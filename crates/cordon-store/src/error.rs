@@ -38,9 +38,7 @@ impl StoreError {
                  to another directory"
                     .to_owned(),
             ),
-            StoreErrorKind::NoHome => {
-                Some("set CORDON_HOME to the directory where cordon keeps its data".to_owned())
-            }
+            StoreErrorKind::NoHome(_) => None,
             StoreErrorKind::Directory { .. }
             | StoreErrorKind::File { .. }
             | StoreErrorKind::Database(_)
@@ -55,9 +53,10 @@ impl StoreError {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreErrorKind {
-    /// Neither `CORDON_HOME`, `XDG_DATA_HOME` nor `HOME` is set.
-    #[error("cannot find a home for the store: CORDON_HOME, XDG_DATA_HOME and HOME are unset")]
-    NoHome,
+    /// `CORDON_HOME` is relative, or neither it, `XDG_DATA_HOME` nor `HOME` names an
+    /// absolute directory.
+    #[error(transparent)]
+    NoHome(cordon_types::HomeError),
     /// The store's directory cannot be created.
     #[error("cannot create the directory {path}")]
     Directory {

@@ -30,17 +30,9 @@ impl StoreLocation {
     /// The default location: `cordon.db` in `$CORDON_HOME`, else in
     /// `$XDG_DATA_HOME/cordon`, else in `~/.local/share/cordon`.
     pub fn from_env() -> Result<Self, StoreError> {
-        let var = |name| {
-            std::env::var_os(name)
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-        };
-        let home = var("CORDON_HOME")
-            .or_else(|| var("XDG_DATA_HOME").map(|d| d.join("cordon")))
-            .or_else(|| var("HOME").map(|h| h.join(".local/share/cordon")))
-            .ok_or_else(|| {
-                StoreError::new("(unknown)", "find the store", StoreErrorKind::NoHome)
-            })?;
+        let home = cordon_types::cordon_home().map_err(|e| {
+            StoreError::new("(unknown)", "find the store", StoreErrorKind::NoHome(e))
+        })?;
         Ok(StoreLocation::Sqlite(home.join(DATABASE_FILE)))
     }
 

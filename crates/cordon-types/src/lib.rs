@@ -9,9 +9,11 @@
 //! - [`ChildReport`]: the private message a supervising helper (the sandbox init) sends back
 //!   to the executor about the program it ran on its behalf.
 //! - [`SandboxSummary`]: which isolation held for a run, and by which mechanism.
+//! - [`cordon_home`]: where cordon keeps its state, resolved the same way by every crate.
 #![deny(missing_docs)]
 
 mod child_report;
+mod home;
 mod run_report;
 mod run_result;
 mod sandbox;
@@ -19,6 +21,7 @@ mod stream;
 mod tag;
 
 pub use child_report::{CHILD_REPORT_FD, ChildReport, ChildRusage};
+pub use home::{HomeError, cordon_home, cordon_home_from};
 pub use run_report::{
     Overall, PlanInfo, PlanSource, Promotion, ReportFailure, RunReport, RunReportTag,
     StageCategory, StageFailure, StageFailureCategory, StageResult, StageStatus, TestCounts,

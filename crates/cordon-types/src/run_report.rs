@@ -178,6 +178,19 @@ pub enum StageStatus {
     Skipped,
 }
 
+impl StageStatus {
+    /// The name used in documents (`pass`, `fail`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pass => "pass",
+            Self::Fail => "fail",
+            Self::Timeout => "timeout",
+            Self::Error => "error",
+            Self::Skipped => "skipped",
+        }
+    }
+}
+
 /// Why a stage failed. Categories separate what the author must fix (`lint`, `typecheck`,
 /// `compile`, `test`, `build`, `smoke`, `migrate`) from what a retry may fix (`timeout`,
 /// `resource`, `infra`, `setup`).

@@ -40,6 +40,17 @@ pub enum VerifyError {
 }
 
 impl VerifyError {
+    /// How to fix it, when there is something to say (rendered after the error).
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            VerifyError::PatchRefused(e) => e.hint().map(str::to_owned),
+            VerifyError::Config(_) => {
+                Some("`cordon schema cordon-toml` prints what cordon.toml may hold".to_owned())
+            }
+            VerifyError::Usage(_) | VerifyError::Infra { .. } => None,
+        }
+    }
+
     pub(crate) fn infra(
         context: impl Into<String>,
         source: impl Into<Box<dyn std::error::Error + Send + Sync>>,

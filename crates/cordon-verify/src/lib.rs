@@ -29,5 +29,5 @@ pub mod target;
 
 pub use config::{Config, ReadyConfig, StageConfig};
 pub use error::{ConfigError, VerifyError};
-pub use pipeline::{Quiet, Verified, VerifyObserver, VerifyRequest, explain, verify};
-pub use plan::{Plan, PlannedStage};
+pub use pipeline::{Quiet, Verified, VerifyHooks, VerifyObserver, VerifyRequest, explain, verify};
+pub use plan::{Plan, PlannedSkip, PlannedStage};

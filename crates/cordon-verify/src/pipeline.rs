@@ -13,8 +13,9 @@ use sha2::{Digest, Sha256};
 
 use crate::config::StageConfig;
 use crate::error::VerifyError;
-use crate::plan::{self, Plan};
-use crate::stage::{StagePlace, run_stage, skipped};
+use crate::plan::{self, Plan, PlannedSkip};
+use crate::stage::{StageHooks, StagePlace, run_stage, skipped};
+use cordon_runner::Recorder;
 
 /// What to verify.
 #[derive(Debug, Clone, Default)]
@@ -66,6 +67,17 @@ pub trait VerifyObserver {
 pub struct Quiet;
 impl VerifyObserver for Quiet {}
 
+/// What a verification reports to besides its result.
+pub struct VerifyHooks<'a, 'o> {
+    /// Live progress (a terminal view).
+    pub observer: &'a mut (dyn VerifyObserver + 'o),
+    /// Ends the verification early (Ctrl-C): the running stage's tree dies, the rest is
+    /// skipped, the report says so.
+    pub cancel: Option<&'a CancelHandle>,
+    /// The run history record: each stage's transcript and result go there.
+    pub recorder: Option<&'a Recorder>,
+}
+
 /// Everything a finished verification produced.
 #[derive(Debug)]
 pub struct Verified {
@@ -73,6 +85,8 @@ pub struct Verified {
     pub report: RunReport,
     /// The plan that ran.
     pub plan: Plan,
+    /// What went wrong on the side without changing the verdict (a stage not recorded).
+    pub warnings: Vec<String>,
 }
 
 /// Plans a verification without running any stage (`--explain`): creates the workspace,
@@ -236,9 +250,14 @@ fn default_base(
 /// Runs a verification to its verdict.
 pub fn verify(
     request: &VerifyRequest,
-    observer: &mut dyn VerifyObserver,
-    cancel: Option<&CancelHandle>,
+    hooks: VerifyHooks<'_, '_>,
 ) -> Result<Verified, VerifyError> {
+    let VerifyHooks {
+        observer,
+        cancel,
+        recorder,
+    } = hooks;
+    let mut warnings = Vec::new();
     let started_at = SystemTime::now();
     let t0 = Instant::now();
     let prepared = prepare(request)?;
@@ -248,8 +267,8 @@ pub fn verify(
     let mut results: Vec<StageResult> = Vec::with_capacity(prepared.plan.stages.len());
     let mut blocked_by: Option<String> = None;
     for (index, planned) in prepared.plan.stages.iter().enumerate() {
-        let result = if let Some(reason) = &planned.skip_reason {
-            skipped(planned, &root, reason.clone())
+        let result = if let Some(skip) = &planned.skip {
+            skipped(planned, &root, skip.reason())
         } else if cancel.is_some_and(|c| c.is_cancelled()) {
             skipped(planned, &root, "the verification was cancelled".into())
         } else if let (Some(failed), false) = (&blocked_by, request.keep_going) {
@@ -271,8 +290,11 @@ pub fn verify(
                 },
                 &prepared.plan.redact,
                 request,
-                observer,
-                cancel,
+                StageHooks {
+                    observer: &mut *observer,
+                    cancel,
+                    recorder,
+                },
             )
         };
         if result.required
@@ -282,6 +304,11 @@ pub fn verify(
             blocked_by = Some(result.name.clone());
         }
         observer.stage_finished(index, &result);
+        if let Some(recorder) = recorder
+            && let Err(e) = recorder.stage(index, &result)
+        {
+            warnings.push(format!("stage {} was not recorded: {e}", result.name));
+        }
         results.push(result);
     }
     let Prepared {
@@ -321,7 +348,11 @@ pub fn verify(
         &plan,
         results,
     );
-    Ok(Verified { report, plan })
+    Ok(Verified {
+        report,
+        plan,
+        warnings,
+    })
 }
 
 struct AssembleInput<'a> {
@@ -343,14 +374,9 @@ struct AssembleInput<'a> {
 fn assemble(input: AssembleInput<'_>, plan: &Plan, stages: Vec<StageResult>) -> RunReport {
     let targeted_out = |s: &StageResult| {
         s.status == StageStatus::Skipped
-            && plan
-                .stages
-                .iter()
-                .any(|p| p.stage.name == s.name && p.skip_reason.is_some())
-            && !s
-                .skip_reason
-                .as_deref()
-                .is_some_and(|r| r.contains("--stages"))
+            && plan.stages.iter().any(|p| {
+                p.stage.name == s.name && matches!(p.skip, Some(PlannedSkip::NotAffected(_)))
+            })
     };
     let blocking: Vec<String> = stages
         .iter()

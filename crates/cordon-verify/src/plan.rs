@@ -13,12 +13,38 @@ use crate::{detect, target};
 pub struct PlannedStage {
     /// The stage, with its argv possibly narrowed by targeting.
     pub stage: StageConfig,
-    /// Set when targeting decided not to run it.
-    pub skip_reason: Option<String>,
+    /// Set when the plan decided not to run it, and why.
+    pub skip: Option<PlannedSkip>,
     /// What targeting decided, when it decided something.
     pub targeting: Option<String>,
     /// Whether the argv was narrowed to a selection (e.g. `cargo test -p a`).
     pub narrowed: bool,
+}
+
+/// Why the plan does not run a stage. The gate acts on the kind, never on the text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PlannedSkip {
+    /// `--stages` did not select it: a required stage then counts as not passed.
+    NotSelected,
+    /// Targeting decided the change cannot affect it (the text says why): it does not block.
+    NotAffected(String),
+}
+
+impl PlannedSkip {
+    /// The reason as shown in reports.
+    pub fn reason(&self) -> String {
+        match self {
+            PlannedSkip::NotSelected => "not selected by --stages".to_owned(),
+            PlannedSkip::NotAffected(why) => why.clone(),
+        }
+    }
+}
+
+impl PlannedStage {
+    /// The reason the plan skips this stage, as shown in reports.
+    pub fn skip_reason(&self) -> Option<String> {
+        self.skip.as_ref().map(PlannedSkip::reason)
+    }
 }
 
 /// The stages of one verification and why.
@@ -133,14 +159,14 @@ pub fn build(
     for stage in stages {
         let mut p = PlannedStage {
             stage,
-            skip_reason: None,
+            skip: None,
             targeting: None,
             narrowed: false,
         };
         if let Some(only) = only
             && !only.contains(&p.stage.name)
         {
-            p.skip_reason = Some("not selected by --stages".into());
+            p.skip = Some(PlannedSkip::NotSelected);
             planned.push(p);
             continue;
         }
@@ -151,13 +177,13 @@ pub fn build(
             } else if target::matches_when_changed(&p.stage.when_changed, changed) {
                 p.targeting = Some("a changed file matches when_changed".into());
             } else {
-                p.skip_reason = Some(format!(
+                p.skip = Some(PlannedSkip::NotAffected(format!(
                     "no changed file matches when_changed ({})",
                     p.stage.when_changed.join(", ")
-                ));
+                )));
             }
         }
-        if p.skip_reason.is_none() && is_cargo_test(&p.stage) {
+        if p.skip.is_none() && is_cargo_test(&p.stage) {
             match (&cargo_packages, &cargo_selection) {
                 (Some(all), Some(selected))
                     if selected.len() < all.len() && !selected.is_empty() =>
@@ -182,7 +208,7 @@ pub fn build(
                 _ => {}
             }
         }
-        if p.skip_reason.is_none()
+        if p.skip.is_none()
             && let Some(kind) = node_workspace_test(&p.stage)
         {
             match (&node_packages, &node_selection) {

@@ -2,8 +2,12 @@
 
 use std::path::{Path, PathBuf};
 
-use cordon_exec::{CancelHandle, OutputSink, RunIo, RunSpec, StdinMode, Stream};
-use cordon_sandbox::{Access, Bind, EnvVar, SandboxPolicy};
+use cordon_exec::{CancelHandle, OutputSink, StdinMode, Stream};
+use cordon_runner::{
+    Bounds, Hooks, Isolation, Recorder, RedactRules, RunErrorClass, RunRequest, SandboxOptions,
+    TranscriptTarget, WorkspaceMount,
+};
+use cordon_sandbox::{Access, Bind};
 use cordon_types::{
     CapturedOutput, FailureCategory, LimitKind, NetworkMode, ResourceUsage, RunResult, RunStatus,
     StageCategory, StageFailure, StageFailureCategory, StageResult, StageStatus,
@@ -91,74 +95,24 @@ fn cache_dirs() -> Vec<PathBuf> {
     dirs.into_iter().filter(|d| d.is_dir()).collect()
 }
 
-/// The variables that pass from cordon's environment into a stage.
-fn base_env() -> Vec<EnvVar> {
-    const PASS: &[&str] = &["PATH", "LANG", "LANGUAGE", "TERM", "TZ", "RUSTUP_TOOLCHAIN"];
-    std::env::vars()
-        .filter(|(k, _)| PASS.contains(&k.as_str()) || k.starts_with("LC_"))
-        .map(|(name, value)| EnvVar {
-            name,
-            value,
-            secret: false,
-        })
-        .collect()
-}
-
-fn stage_policy(
-    stage: &StageConfig,
-    ws_path: &Path,
-    cwd: &Path,
-    common_dir: &Path,
-) -> Result<SandboxPolicy, String> {
-    let mut policy = SandboxPolicy::new(cwd);
-    if cwd != ws_path {
-        policy.binds.push(Bind {
-            path: ws_path.to_owned(),
-            access: Access::ReadWrite,
-        });
-    }
-    // git log/diff/describe work inside; nothing inside can change the shared repository.
-    policy.binds.push(Bind {
-        path: common_dir.to_owned(),
-        access: Access::ReadOnly,
-    });
-    let setup_like = stage.writable_caches;
-    if setup_like {
+/// What differs for a stage's sandbox: caches for setup stages, its network and limits.
+fn stage_sandbox(stage: &StageConfig) -> SandboxOptions {
+    let mut options = SandboxOptions::default();
+    if stage.writable_caches {
         for dir in cache_dirs() {
-            policy.binds.push(Bind {
+            options.binds.push(Bind {
                 path: dir,
                 access: Access::ReadWrite,
             });
         }
     }
-    policy.network = match stage.network {
+    options.network = match stage.network {
         Some(NetworkSetting::Host) => NetworkMode::Host,
         Some(NetworkSetting::None) | None => NetworkMode::None,
     };
-    policy.limits.memory_bytes = stage.memory;
-    policy.limits.pids = stage.pids;
-    policy.host_home = std::env::var_os("HOME").map(PathBuf::from);
-    // cordon's own state (run history, other workspaces' records) stays out of sight.
-    policy.hidden.extend(cordon_workspace::cordon_home());
-    let mut env = base_env();
-    let mut set = |name: &str, value: String, secret: bool| {
-        env.retain(|v| v.name != name);
-        env.push(EnvVar {
-            name: name.to_owned(),
-            value,
-            secret,
-        });
-    };
-    for (k, v) in &stage.env {
-        set(k, v.clone(), false);
-    }
-    for name in &stage.secrets {
-        let value = std::env::var(name)
-            .map_err(|_| format!("secret {name} is not set in cordon's environment"))?;
-        set(name, value, true);
-    }
-    policy.env = env;
-    Ok(policy)
+    options.limits.memory_bytes = stage.memory;
+    options.limits.pids = stage.pids;
+    options
 }
 
 /// The readiness probe of a smoke stage, if any.
@@ -186,28 +140,11 @@ pub(crate) struct StagePlace<'a> {
     pub(crate) common_dir: &'a Path,
 }
 
-/// The redactor of one stage: its secrets, every secret-looking variable it receives, the
-/// config's `redact.patterns`, and the built-in patterns.
-fn stage_redactor(
-    policy: &SandboxPolicy,
-    config: &RedactConfig,
-) -> Result<cordon_redact::Redactor, String> {
-    let mut builder = cordon_redact::RedactorBuilder::new();
-    for var in &policy.env {
-        if var.secret {
-            builder.add_secret(&var.name, &var.value);
-        }
-    }
-    builder.add_env(policy.env.iter().map(|v| (&v.name, &v.value)));
-    for (i, pattern) in config.patterns.iter().enumerate() {
-        builder.add_pattern(format!("pattern-{}", i + 1), pattern);
-    }
-    for literal in &config.allow {
-        builder.allow(literal);
-    }
-    builder
-        .build()
-        .map_err(|e| format!("cannot set up redaction: {e}"))
+/// What a stage reports to besides its result.
+pub(crate) struct StageHooks<'a, 'o> {
+    pub(crate) observer: &'a mut (dyn VerifyObserver + 'o),
+    pub(crate) cancel: Option<&'a CancelHandle>,
+    pub(crate) recorder: Option<&'a Recorder>,
 }
 
 pub(crate) fn run_stage(
@@ -215,8 +152,7 @@ pub(crate) fn run_stage(
     place: StagePlace<'_>,
     redact: &RedactConfig,
     request: &VerifyRequest,
-    observer: &mut dyn VerifyObserver,
-    cancel: Option<&CancelHandle>,
+    hooks: StageHooks<'_, '_>,
 ) -> StageResult {
     let StagePlace {
         root,
@@ -246,43 +182,31 @@ pub(crate) fn run_stage(
             ),
         );
     };
-    let ws_path = &ws_path
+    let ws_path = ws_path
         .canonicalize()
         .unwrap_or_else(|_| ws_path.to_owned());
-    let policy = match stage_policy(stage, ws_path, &cwd, common_dir) {
-        Ok(p) => p,
-        Err(reason) => return error_result(planned, root, reason),
+    let mut run = RunRequest::new(&stage.run, &cwd);
+    run.workspace = Some(WorkspaceMount {
+        root: ws_path,
+        git_common_dir: common_dir.to_owned(),
+    });
+    run.isolation = Isolation::Sandboxed(stage_sandbox(stage));
+    run.env = stage
+        .env
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    run.secrets = stage.secrets.clone();
+    run.bounds = Bounds {
+        timeout: stage.timeout.unwrap_or(DEFAULT_STAGE_TIMEOUT),
+        output_limit: request.output_limit,
+        ..Bounds::default()
     };
-    let redactor = match stage_redactor(&policy, redact) {
-        Ok(r) => r,
-        Err(reason) => return error_result(planned, root, reason),
+    run.stdin = StdinMode::Null;
+    run.redact = RedactRules {
+        patterns: redact.patterns.clone(),
+        allow: redact.allow.clone(),
     };
-    let mut filter = cordon_redact::ExecFilter::new(&redactor);
-    let argv: Vec<std::ffi::OsString> = stage.run.iter().map(Into::into).collect();
-    let prepared = match cordon_sandbox::prepare(&policy, &argv[0], &argv[1..]) {
-        Ok(p) => p,
-        Err(e) => {
-            let hint = e
-                .hint
-                .clone()
-                .map(|h| format!(" (hint: {h})"))
-                .unwrap_or_default();
-            return error_result(
-                planned,
-                root,
-                format!("the sandbox cannot be set up: {e}{hint}"),
-            );
-        }
-    };
-    let mut spec = RunSpec::new(&prepared.program, &prepared.args)
-        .timeout(stage.timeout.unwrap_or(DEFAULT_STAGE_TIMEOUT))
-        .output_limit(request.output_limit)
-        .cwd(&cwd);
-    spec.env.clear = true;
-    spec.env.set = prepared.env;
-    spec.supervised = true;
-    spec.stdin = StdinMode::Null;
-    spec.display_command = Some(stage.run.clone());
     let mut probe = match &stage.ready {
         Some(ReadyConfig::Stdout(re)) => match regex::bytes::Regex::new(re) {
             Ok(re) => Probe::Output(OutputMatches::new(re)),
@@ -291,34 +215,47 @@ pub(crate) fn run_stage(
         Some(ReadyConfig::Tcp(port)) => Probe::Tcp(TcpListening::new(*port)),
         None => Probe::None,
     };
+    let StageHooks {
+        observer,
+        cancel,
+        recorder,
+    } = hooks;
     let mut sink = ObserverSink {
         stage: &stage.name,
         observer,
     };
-    let io = RunIo {
+    let hooks = Hooks {
         sink: Some(&mut sink),
-        filter: Some(&mut filter),
         cancel,
         ready: match &mut probe {
             Probe::None => None,
             Probe::Output(p) => Some(p),
             Probe::Tcp(p) => Some(p),
         },
+        transcript: recorder.map(|recorder| TranscriptTarget {
+            recorder,
+            stage: Some(&stage.name),
+        }),
     };
-    match cordon_exec::run(&spec, io) {
-        Ok(outcome) => {
-            let mut result = stage_result(planned, outcome.result, outcome.ready);
-            for arg in &mut result.command {
-                *arg = String::from_utf8_lossy(&redactor.redact_all(arg.as_bytes())).into_owned();
-            }
-            if let Some(failure) = &mut result.failure {
-                failure.reason =
-                    String::from_utf8_lossy(&redactor.redact_all(failure.reason.as_bytes()))
-                        .into_owned();
-            }
+    match cordon_runner::run(&run, hooks) {
+        Ok(ran) => {
+            // The command as the run path shows it: redacted.
+            let command = ran.result.command.clone();
+            let mut result = stage_result(planned, ran.result, ran.ready);
+            result.command = command;
             result
         }
-        Err(e) => error_result(planned, root, format!("cannot supervise the stage: {e}")),
+        Err(e) => {
+            let hint = e
+                .hint()
+                .map(|h| format!(" (hint: {h})"))
+                .unwrap_or_default();
+            let reason = match e.class() {
+                RunErrorClass::Unenforceable => format!("the sandbox cannot be set up: {e}{hint}"),
+                RunErrorClass::Usage | RunErrorClass::Infra => format!("{e}{hint}"),
+            };
+            error_result(planned, root, reason)
+        }
     }
 }
 

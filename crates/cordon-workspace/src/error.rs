@@ -76,9 +76,7 @@ impl WorkspaceError {
             WorkspaceErrorKind::InvalidId(_) => {
                 Some("workspace ids are 8 characters of a-z and 2-7")
             }
-            WorkspaceErrorKind::HomeUnknown => {
-                Some("set CORDON_HOME to a directory cordon may write")
-            }
+            WorkspaceErrorKind::HomeUnknown(_) => None,
             WorkspaceErrorKind::NotReady(_) => {
                 Some("wait for the other cordon process, or run `cordon gc`")
             }
@@ -120,9 +118,10 @@ pub enum WorkspaceErrorKind {
     /// The text is not a workspace id (8 characters of `a-z` and `2-7`).
     #[error("{0:?} is not a workspace id")]
     InvalidId(String),
-    /// Neither `CORDON_HOME`, `XDG_DATA_HOME` nor `HOME` names an absolute directory.
-    #[error("cannot tell where cordon keeps its data: set CORDON_HOME")]
-    HomeUnknown,
+    /// `CORDON_HOME` is relative, or neither it, `XDG_DATA_HOME` nor `HOME` names an
+    /// absolute directory.
+    #[error(transparent)]
+    HomeUnknown(cordon_types::HomeError),
     /// The record names files outside the workspace's own directory: it was not written by
     /// cordon (a program that could reach cordon's state forged it), and is not acted on.
     #[error("the record names {path}, not the workspace's own directory: it was tampered with")]

@@ -3,7 +3,7 @@
 //! A workspace is a private copy of a repository's *committed* state at some revision, where
 //! unreviewed code can be changed, built and tested without touching the user's checkout.
 //!
-//! - [`Workspaces`] is the set of workspaces under `CORDON_HOME` ([`cordon_home`]):
+//! - [`Workspaces`] is the set of workspaces under `CORDON_HOME` ([`cordon_home`], shared with every crate):
 //!   [`create`](Workspaces::create), [`list`](Workspaces::list),
 //!   [`show`](Workspaces::show), [`remove`](Workspaces::remove),
 //!   [`apply`](Workspaces::apply) a patch (all or nothing, paths confined),
@@ -38,7 +38,6 @@
 
 mod error;
 mod gc;
-mod home;
 mod id;
 mod layout;
 mod lock;
@@ -50,8 +49,8 @@ mod strategy;
 mod transient;
 mod workspaces;
 
+pub use cordon_types::{HomeError, cordon_home};
 pub use error::{WorkspaceError, WorkspaceErrorKind};
-pub use home::{cordon_home, cordon_home_from};
 pub use id::{ID_LEN, WorkspaceId};
 pub use owner::{Liveness, ProcessIdentity};
 pub use record::{Strategy, WorkspaceRecord, WorkspaceRecordTag, WorkspaceState};

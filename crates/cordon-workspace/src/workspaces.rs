@@ -73,9 +73,9 @@ impl Workspaces {
 
     /// The workspaces under the `CORDON_HOME` of this process's environment.
     pub fn from_env() -> Result<Workspaces, WorkspaceError> {
-        crate::home::cordon_home()
+        cordon_types::cordon_home()
             .map(Workspaces::new)
-            .ok_or_else(|| WorkspaceError::new(WorkspaceErrorKind::HomeUnknown))
+            .map_err(|e| WorkspaceError::new(WorkspaceErrorKind::HomeUnknown(e)))
     }
 
     /// The `CORDON_HOME` directory.

@@ -100,8 +100,13 @@ pub struct RunArgs {
     /// The sandbox and its limits.
     #[command(flatten)]
     pub sandbox: crate::sandbox_args::SandboxArgs,
-    /// The program and its arguments.
-    #[arg(required = true, last = true, value_name = "PROGRAM [ARGS]...")]
+    /// The program and its arguments. `--` before the program is optional unless an argument
+    /// after it looks like one of cordon's options (then cordon asks for it).
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        value_name = "PROGRAM [ARGS]..."
+    )]
     pub command: Vec<std::ffi::OsString>,
 }
 

@@ -1,57 +1,134 @@
-//! Exit codes and the rendering of errors at the edge.
+//! Exit codes and the one renderer of errors at the edge.
 //!
-//! | code | meaning |
-//! |------|---------|
-//! | 0    | success (`run`: the program exited 0) |
-//! | 1–123| `run`: the program's own exit code |
-//! | 124  | `run`: cordon's timeout fired |
-//! | 125  | cordon itself failed (bad flag, cannot spawn, sandbox unavailable) |
-//! | 126  | `run`: the program is not executable |
-//! | 127  | `run`: the program was not found |
-//! | 128+N| `run`: the program died of signal N, or cordon was stopped by signal N |
-//! | 2    | other commands: bad usage |
+//! | code | `cordon run` | `cordon verify` | other commands |
+//! |------|--------------|-----------------|----------------|
+//! | 0    | the program exited 0 | gate passed | success |
+//! | 1    | (the program's own) | gate blocked | the operation failed |
+//! | 2    | (the program's own) | bad usage or config | bad usage, unknown id, refused patch |
+//! | 3    | (the program's own) | infrastructure error | — |
+//! | 124  | cordon's timeout fired | — | — |
+//! | 125  | cordon failed (bad flag, cannot supervise, unenforceable protection) | — | cordon failed |
+//! | 126/127 | not executable / not found | — | — |
+//! | 128+N| died of signal N, or cordon got signal N | interrupted by signal N | — |
+//!
+//! Every command returns `Result<ExitCode, CliError>`; [`render`] prints a [`CliError`] the
+//! same way everywhere: `error:` with the message, `Caused by:` with each cause that the
+//! lines above do not already say, then `hint:` lines — never a hint as the headline.
 
 use std::ffi::OsString;
+use std::fmt::Display;
 use std::io::Write;
 use std::process::ExitCode;
 
-/// cordon itself failed: bad flag, cannot spawn, a protection cannot be enforced.
-pub const CORDON_FAILED: u8 = 125;
-/// Bad usage of a command other than `run`.
+/// The operation failed (other commands), or the gate blocked (`verify`).
+pub const FAILED: u8 = 1;
+/// Bad usage, bad configuration, an unknown id, a refused patch (commands other than `run`).
 pub const USAGE: u8 = 2;
+/// `verify`: cordon could not do its job.
+pub const INFRA: u8 = 3;
+/// cordon itself failed: bad flag of `run`, cannot spawn, a protection cannot be enforced.
+pub const CORDON_FAILED: u8 = 125;
 
-/// Renders an error as `error:` plus its `Caused by:` chain, and returns exit code 125.
-pub fn report_error(error: &anyhow::Error) -> ExitCode {
-    let mut stderr = std::io::stderr().lock();
-    let _ = writeln!(stderr, "error: {error}");
-    let mut causes = error.chain().skip(1).peekable();
-    if causes.peek().is_some() {
-        let _ = writeln!(stderr, "Caused by:");
-        for cause in causes {
-            let _ = writeln!(stderr, "  {cause}");
+/// An error on its way to the user: what went wrong (with its causes), how to fix it, and
+/// the exit code it means.
+#[derive(Debug)]
+pub struct CliError {
+    code: u8,
+    error: anyhow::Error,
+    hints: Vec<String>,
+}
+
+impl CliError {
+    /// An error that exits with `code`.
+    pub fn new(code: u8, error: impl Into<anyhow::Error>) -> Self {
+        CliError {
+            code,
+            error: error.into(),
+            hints: Vec::new(),
         }
     }
-    if let Some(hint) = error.downcast_ref::<Hinted>() {
-        let _ = writeln!(stderr, "hint: {}", hint.hint);
+
+    /// An error made of a message, exiting with `code`.
+    pub fn msg(code: u8, message: impl Display) -> Self {
+        Self::new(code, anyhow::anyhow!("{message}"))
     }
-    ExitCode::from(CORDON_FAILED)
+
+    /// Adds a hint (shown after the error).
+    pub fn hint(mut self, hint: impl Into<String>) -> Self {
+        self.hints.push(hint.into());
+        self
+    }
+
+    /// Adds a hint when there is one.
+    pub fn maybe_hint(self, hint: Option<impl Into<String>>) -> Self {
+        match hint {
+            Some(hint) => self.hint(hint),
+            None => self,
+        }
+    }
+
+    /// Wraps the error with what was being done.
+    pub fn context(mut self, context: impl Display + Send + Sync + 'static) -> Self {
+        self.error = self.error.context(context);
+        self
+    }
+
+    /// The exit code.
+    pub fn code(&self) -> u8 {
+        self.code
+    }
 }
 
-/// An error that carries a hint for the user (how to fix it).
-#[derive(Debug)]
-pub struct Hinted {
-    /// What went wrong.
-    pub message: String,
-    /// How to fix it.
-    pub hint: String,
+/// Any other error is cordon's own failure (125).
+impl From<anyhow::Error> for CliError {
+    fn from(error: anyhow::Error) -> Self {
+        CliError::new(CORDON_FAILED, error)
+    }
 }
 
-impl std::error::Error for Hinted {}
-
-impl std::fmt::Display for Hinted {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
+impl From<std::io::Error> for CliError {
+    fn from(error: std::io::Error) -> Self {
+        CliError::new(CORDON_FAILED, error)
     }
+}
+
+impl From<serde_json::Error> for CliError {
+    fn from(error: serde_json::Error) -> Self {
+        CliError::new(CORDON_FAILED, error)
+    }
+}
+
+/// The lines [`render`] prints for `error`.
+pub fn lines(error: &CliError) -> Vec<String> {
+    let mut lines = vec![format!("error: {}", error.error)];
+    let mut said = error.error.to_string();
+    let mut causes = Vec::new();
+    for cause in error.error.chain().skip(1) {
+        let text = cause.to_string();
+        // A cause whose text the lines above already contain adds nothing (messages often
+        // quote their source).
+        if text.is_empty() || said.contains(&text) {
+            continue;
+        }
+        said.push('\n');
+        said.push_str(&text);
+        causes.push(text);
+    }
+    if !causes.is_empty() {
+        lines.push("Caused by:".to_owned());
+        lines.extend(causes.into_iter().map(|c| format!("  {c}")));
+    }
+    lines.extend(error.hints.iter().map(|h| format!("hint: {h}")));
+    lines
+}
+
+/// Prints `error` on stderr and returns its exit code.
+pub fn render(error: &CliError) -> ExitCode {
+    let mut stderr = std::io::stderr().lock();
+    for line in lines(error) {
+        let _ = writeln!(stderr, "{line}");
+    }
+    ExitCode::from(error.code)
 }
 
 /// Prints a clap error (or help/version) and picks the exit code: help and version exit 0;
@@ -71,5 +148,42 @@ pub fn clap_error(error: clap::Error, argv: &[OsString]) -> ExitCode {
                 .is_some_and(|a| a == "run");
             ExitCode::from(if is_run { CORDON_FAILED } else { USAGE })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("patch refused: {0}")]
+    struct Quoting(#[source] Inner);
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("a/../../x leaves the workspace")]
+    struct Inner;
+
+    #[test]
+    fn a_cause_is_said_once_and_hints_come_last() {
+        let error = CliError::new(USAGE, Quoting(Inner))
+            .context("cannot apply the patch")
+            .hint("the patch may only change files inside the workspace");
+        assert_eq!(
+            lines(&error),
+            [
+                "error: cannot apply the patch",
+                "Caused by:",
+                "  patch refused: a/../../x leaves the workspace",
+                "hint: the patch may only change files inside the workspace",
+            ]
+        );
+        assert_eq!(error.code(), USAGE);
+    }
+
+    #[test]
+    fn other_errors_are_cordons_own_failure() {
+        let error: CliError = anyhow::anyhow!("boom").into();
+        assert_eq!(error.code(), CORDON_FAILED);
+        assert_eq!(lines(&error), ["error: boom"]);
     }
 }

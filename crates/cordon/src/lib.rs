@@ -9,9 +9,9 @@
 pub mod args;
 mod commands;
 pub mod exit;
-mod record;
 mod render;
 mod sandbox_args;
+mod signals;
 
 use std::process::ExitCode;
 
@@ -31,8 +31,8 @@ pub fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(error) => return exit::clap_error(error, &argv),
     };
-    match commands::dispatch(cli) {
+    match commands::dispatch(cli, &argv) {
         Ok(code) => code,
-        Err(error) => exit::report_error(&error),
+        Err(error) => exit::render(&error),
     }
 }

@@ -3,34 +3,11 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use clap::{Args, ValueEnum};
-use cordon_sandbox::{Access, Bind, Degradation, EnvVar, Limits, SandboxPolicy};
+use cordon_runner::SandboxOptions;
+use cordon_sandbox::{Access, Bind, Degradation, Limits};
 use cordon_types::NetworkMode;
-
-/// Environment variables that pass from cordon's environment into the sandbox by default.
-const ENV_ALLOWLIST: &[&str] = &[
-    "PATH",
-    "LANG",
-    "LANGUAGE",
-    "TERM",
-    "TZ",
-    "COLORTERM",
-    "NO_COLOR",
-    "USER",
-    "LOGNAME",
-    "RUSTUP_TOOLCHAIN",
-    "RUSTFLAGS",
-    "RUSTDOCFLAGS",
-    "CARGO_TERM_COLOR",
-    "CARGO_BUILD_JOBS",
-    "CARGO_INCREMENTAL",
-    "GOFLAGS",
-    "GOROOT",
-    "GOPATH",
-    "GOTOOLCHAIN",
-    "PYTHONDONTWRITEBYTECODE",
-];
 
 /// The sandbox flags of `cordon run` (flattened into its arguments).
 #[derive(Args, Debug, Clone, Default)]
@@ -153,15 +130,9 @@ impl SandboxArgs {
         used
     }
 
-    /// Resolves the flags into a policy for a program running in `cwd`, with `env_flags`
-    /// (`--env`) and `secret_names` (`--secret`, values taken from cordon's environment).
-    /// `None` means `--no-sandbox`.
-    pub fn resolve(
-        &self,
-        cwd: &Path,
-        env_flags: &[(String, String)],
-        secret_names: &[String],
-    ) -> anyhow::Result<Option<cordon_sandbox::SandboxPolicy>> {
+    /// Resolves the flags into sandbox options for a program running in `cwd` (relative
+    /// paths are relative to it). `None` means `--no-sandbox`.
+    pub fn resolve(&self, cwd: &Path) -> anyhow::Result<Option<SandboxOptions>> {
         if self.no_sandbox {
             let used = self.sandbox_only_flags();
             if !used.is_empty() {
@@ -179,8 +150,10 @@ impl SandboxArgs {
                 cwd.join(p)
             }
         };
-        let mut policy = SandboxPolicy::new(cwd);
-        policy.toolchains = !self.no_toolchains;
+        let mut policy = SandboxOptions {
+            toolchains: !self.no_toolchains,
+            ..SandboxOptions::default()
+        };
         policy.network = match self.network {
             NetworkArg::None => NetworkMode::None,
             NetworkArg::Host => NetworkMode::Host,
@@ -212,14 +185,6 @@ impl SandboxArgs {
         if self.pids == Some(0) || self.memory == Some(0) || self.open_files == Some(0) {
             bail!("a limit of 0 would stop the program from starting; give a positive value");
         }
-        policy.host_home = std::env::var_os("HOME").map(PathBuf::from);
-        policy.env = program_env(
-            // `vars()` would panic on a value that is not UTF-8; such variables are not passed.
-            std::env::vars_os()
-                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))),
-            env_flags,
-            secret_names,
-        )?;
         policy.allow_degraded = self
             .allow_degraded
             .iter()
@@ -231,46 +196,6 @@ impl SandboxArgs {
             .collect();
         Ok(Some(policy))
     }
-}
-
-/// The program's environment: the allowlist from cordon's, then `--env`, then `--secret`.
-fn program_env(
-    host: impl Iterator<Item = (String, String)>,
-    env_flags: &[(String, String)],
-    secret_names: &[String],
-) -> anyhow::Result<Vec<EnvVar>> {
-    let host: Vec<(String, String)> = host.collect();
-    let mut env: Vec<EnvVar> = host
-        .iter()
-        .filter(|(k, _)| ENV_ALLOWLIST.contains(&k.as_str()) || k.starts_with("LC_"))
-        .map(|(k, v)| EnvVar {
-            name: k.clone(),
-            value: v.clone(),
-            secret: false,
-        })
-        .collect();
-    let mut set = |name: &str, value: &str, secret: bool| {
-        env.retain(|v| v.name != name);
-        env.push(EnvVar {
-            name: name.into(),
-            value: value.into(),
-            secret,
-        });
-    };
-    for (k, v) in env_flags {
-        set(k, v, false);
-    }
-    for name in secret_names {
-        let value = host
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-            .with_context(|| {
-                format!("--secret {name}: {name} is not set in cordon's environment")
-            })?;
-        set(name, value, true);
-    }
-    Ok(env)
 }
 
 /// An executable for `--allow-exec`: a path (relative to `cwd`) or a bare name found in PATH.
@@ -314,10 +239,7 @@ mod tests {
 
     #[test]
     fn defaults_are_the_full_sandbox() {
-        let p = parse(&[])
-            .resolve(Path::new("/tmp"), &[], &[])
-            .unwrap()
-            .unwrap();
+        let p = parse(&[]).resolve(Path::new("/tmp")).unwrap().unwrap();
         assert!(p.toolchains);
         assert_eq!(p.network, NetworkMode::None);
         assert_eq!(p.limits, Limits::default());
@@ -338,7 +260,7 @@ mod tests {
             "--open-files",
             "100",
         ]);
-        let p = a.resolve(Path::new("/tmp"), &[], &[]).unwrap().unwrap();
+        let p = a.resolve(Path::new("/tmp")).unwrap().unwrap();
         assert_eq!(
             p.limits,
             Limits {
@@ -356,12 +278,12 @@ mod tests {
     fn no_sandbox_refuses_sandbox_only_flags() {
         assert!(
             parse(&["--no-sandbox"])
-                .resolve(Path::new("/tmp"), &[], &[])
+                .resolve(Path::new("/tmp"))
                 .unwrap()
                 .is_none()
         );
         let err = parse(&["--no-sandbox", "--memory", "1GiB"])
-            .resolve(Path::new("/tmp"), &[], &[])
+            .resolve(Path::new("/tmp"))
             .unwrap_err();
         assert!(
             err.to_string()
@@ -374,47 +296,18 @@ mod tests {
     fn toolchains_flags_override_each_other() {
         assert!(
             !parse(&["--no-toolchains"])
-                .resolve(Path::new("/tmp"), &[], &[])
+                .resolve(Path::new("/tmp"))
                 .unwrap()
                 .unwrap()
                 .toolchains
         );
         assert!(
             parse(&["--no-toolchains", "--toolchains"])
-                .resolve(Path::new("/tmp"), &[], &[])
+                .resolve(Path::new("/tmp"))
                 .unwrap()
                 .unwrap()
                 .toolchains
         );
-    }
-
-    #[test]
-    fn environment_is_an_allowlist_plus_env_and_secrets() {
-        let host = [
-            ("PATH", "/bin"),
-            ("LC_ALL", "C"),
-            ("AWS_SECRET_ACCESS_KEY", "x"),
-            ("TOKEN", "t0k"),
-        ]
-        .map(|(k, v)| (k.to_string(), v.to_string()));
-        let env = program_env(
-            host.into_iter(),
-            &[("A".into(), "1".into())],
-            &["TOKEN".into()],
-        )
-        .unwrap();
-        let names: Vec<(&str, bool)> = env.iter().map(|v| (v.name.as_str(), v.secret)).collect();
-        assert_eq!(
-            names,
-            [
-                ("PATH", false),
-                ("LC_ALL", false),
-                ("A", false),
-                ("TOKEN", true)
-            ]
-        );
-        let err = program_env(std::iter::empty(), &[], &["MISSING".into()]).unwrap_err();
-        assert!(err.to_string().contains("MISSING is not set"));
     }
 
     #[test]

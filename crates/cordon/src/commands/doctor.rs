@@ -16,7 +16,7 @@ pub struct DoctorArgs {
 
 /// Probes the host and prints the report. Exit 0 when the default policy can be enforced,
 /// 1 otherwise.
-pub fn run(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: &DoctorArgs) -> Result<ExitCode, crate::exit::CliError> {
     let report = cordon_sandbox::doctor();
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

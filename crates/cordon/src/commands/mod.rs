@@ -10,11 +10,12 @@ pub(crate) mod workspace;
 use std::process::ExitCode;
 
 use crate::args::{Cli, Command};
+use crate::exit::CliError;
 
-/// Runs the parsed command line.
-pub(crate) fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
+/// Runs the parsed command line (`argv` is the raw one, for what clap does not keep).
+pub(crate) fn dispatch(cli: Cli, argv: &[std::ffi::OsString]) -> Result<ExitCode, CliError> {
     match cli.command {
-        Command::Run(args) => run::run(args),
+        Command::Run(args) => run::run(args, argv),
         Command::Doctor(args) => doctor::run(&args),
         Command::Verify(args) => verify::run(args),
         Command::Workspace(args) => workspace::run(args),

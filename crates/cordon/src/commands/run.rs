@@ -1,211 +1,223 @@
 //! `cordon run`: one program, hard bounds, an honest report.
 
+use std::ffi::OsString;
 use std::io::Write;
+use std::path::Path;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use anyhow::Context;
-use cordon_exec::{CancelHandle, EnvSpec, RunIo, RunSpec, StdinMode};
-use cordon_types::SandboxSummary;
+use cordon_exec::StdinMode;
+use cordon_runner::{
+    Bounds, Hooks, Isolation, Recorder, RunError, RunErrorClass, RunRequest, TranscriptTarget,
+    WorkspaceMount,
+};
 
 use crate::args::{RunArgs, StdinArg};
-use crate::exit::Hinted;
-use crate::record::{Recorder, Tee};
+use crate::exit::{CORDON_FAILED, CliError};
 use crate::render::{Passthrough, summary_line};
+use crate::signals;
 
-pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: RunArgs, argv: &[OsString]) -> Result<ExitCode, CliError> {
+    check_separator(&args.command, argv)?;
     let cwd = match &args.cwd {
         Some(dir) => std::path::absolute(dir)
             .with_context(|| format!("cannot resolve --cwd {}", dir.display()))?,
         None => std::env::current_dir().context("cannot read the current directory")?,
     };
     if !cwd.is_dir() {
-        anyhow::bail!("--cwd {} is not a directory", cwd.display());
+        return Err(CliError::msg(
+            CORDON_FAILED,
+            format_args!("--cwd {} is not a directory", cwd.display()),
+        ));
     }
-    for name in &args.secrets {
-        if std::env::var_os(name).is_none() {
-            anyhow::bail!("--secret {name}: {name} is not set in cordon's environment");
-        }
-    }
-    let (program, rest) = args.command.split_first().expect("clap requires a program");
     let workspace = find_workspace(args.workspace.as_deref(), &cwd)?;
     let cwd = match (&workspace, &args.cwd) {
         (Some(ws), None) if args.workspace.is_some() => ws.path.clone(),
         _ => cwd,
     };
-    // Compared resolved: a symlink inside the workspace must not lead the writable root out.
-    let resolved = |p: &std::path::Path| p.canonicalize().unwrap_or_else(|_| p.to_owned());
-    if let Some(ws) = &workspace
-        && !resolved(&cwd).starts_with(resolved(&ws.path))
-    {
-        anyhow::bail!(
-            "--cwd {} is outside workspace {} ({})",
-            cwd.display(),
-            ws.id.as_str(),
-            ws.path.display()
-        );
-    }
-    let mut policy = args.sandbox.resolve(&cwd, &args.env, &args.secrets)?;
-    if let (Some(policy), Some(home)) = (&mut policy, cordon_workspace::cordon_home()) {
-        // cordon's own state (run history, workspace records) is never visible to the program.
-        policy.hidden.push(home);
-    }
-    match (&mut policy, &workspace) {
-        (Some(policy), Some(ws)) => {
-            // The whole workspace is writable; the repository's git data (shared with the
-            // live checkout: hooks, config, refs, objects) only readable.
-            if cwd != ws.path {
-                policy.binds.push(cordon_sandbox::Bind {
-                    path: ws.path.clone(),
-                    access: cordon_sandbox::Access::ReadWrite,
-                });
-            }
-            policy.binds.push(cordon_sandbox::Bind {
-                path: ws.git_common_dir.clone(),
-                access: cordon_sandbox::Access::ReadOnly,
-            });
-        }
-        (None, Some(ws)) => eprintln!(
-            "cordon: warning: --no-sandbox: the program can change the git data of {} (hooks, config, refs) that workspace {} shares with the live checkout",
-            ws.repo.display(),
-            ws.id.as_str()
-        ),
-        _ => {}
-    }
-    let redactor = build_redactor(policy.as_ref(), &args.env, &args.secrets)?;
-    let (mut spec, sandbox) = match &policy {
+    let isolation = match args.sandbox.resolve(&cwd)? {
+        Some(options) => Isolation::Sandboxed(options),
         None => {
-            let mut spec = RunSpec::new(program, rest);
-            spec.env = EnvSpec {
-                clear: false,
-                set: args.env.iter().map(|(k, v)| (k.into(), v.into())).collect(),
-            };
-            (spec, SandboxSummary::default())
-        }
-        Some(policy) => {
-            let prepared = cordon_sandbox::prepare(policy, program, rest).map_err(|error| {
-                let hint = error.hint.clone();
-                let message = error.to_string();
-                match hint {
-                    Some(hint) => anyhow::Error::new(Hinted { message, hint }),
-                    None => anyhow::Error::new(error),
-                }
-            })?;
-            let mut spec = RunSpec::new(&prepared.program, &prepared.args);
-            spec.env = EnvSpec {
-                clear: true,
-                set: prepared.env,
-            };
-            spec.supervised = true;
-            spec.display_command = Some(
-                args.command
-                    .iter()
-                    .map(|a| a.to_string_lossy().into_owned())
-                    .collect(),
-            );
-            (spec, prepared.summary)
+            if let Some(ws) = &workspace {
+                eprintln!(
+                    "cordon: warning: --no-sandbox: the program can change the git data of {} (hooks, config, refs) that workspace {} shares with the live checkout",
+                    ws.repo.display(),
+                    ws.id.as_str()
+                );
+            }
+            Isolation::Unsandboxed
         }
     };
-    spec = spec
-        .timeout(args.timeout)
-        .grace(args.grace)
-        .output_limit(args.output_limit)
-        .cwd(cwd);
-    spec.leak_window = args.leak_timeout;
-    spec.exclusive_children = true;
-    spec.stdin = match args.stdin {
-        StdinArg::Inherit => StdinMode::Inherit,
-        StdinArg::Null => StdinMode::Null,
+    let request = RunRequest {
+        argv: args.command.clone(),
+        cwd,
+        workspace: workspace.as_ref().map(|ws| WorkspaceMount {
+            root: ws.path.clone(),
+            git_common_dir: ws.git_common_dir.clone(),
+        }),
+        isolation,
+        env: args.env.clone(),
+        secrets: args.secrets.clone(),
+        bounds: Bounds {
+            timeout: args.timeout,
+            grace: args.grace,
+            output_limit: args.output_limit,
+            leak_window: args.leak_timeout,
+        },
+        stdin: match args.stdin {
+            StdinArg::Inherit => StdinMode::Inherit,
+            StdinArg::Null => StdinMode::Null,
+        },
+        redact: Default::default(),
+        exclusive_children: true,
     };
-
-    // What is recorded and reported of the command line is redacted too.
-    let shown_command: Vec<String> = args
-        .command
-        .iter()
-        .map(|a| String::from_utf8_lossy(&redactor.redact_all(a.as_encoded_bytes())).into_owned())
-        .collect();
+    let prepared = cordon_runner::prepare(&request).map_err(run_error)?;
+    for warning in prepared.warnings() {
+        eprintln!("cordon: warning: {warning}");
+    }
     let recorder = if args.no_record {
         None
     } else {
-        Some(Recorder::begin(
-            cordon_store::RunKind::Run,
-            spec.cwd.as_deref(),
-            &shown_command,
-            args.transcript_limit,
-        )?)
+        Some(
+            Recorder::begin(
+                cordon_store::RunKind::Run,
+                Some(&request.cwd),
+                prepared.shown_command(),
+                args.transcript_limit,
+            )
+            .map_err(|e| {
+                let hint = e.hint();
+                CliError::new(CORDON_FAILED, e).hint(hint)
+            })?,
+        )
     };
-    let cancel = Arc::new(CancelHandle::new().context("cannot set up cancellation")?);
-    install_signal_handlers(&cancel)?;
+    let cancel = signals::cancel_on_signals()?;
     let mut passthrough = Passthrough::new();
-    let mut filter = cordon_redact::ExecFilter::new(&redactor);
-    let mut tee = Tee {
-        first: if args.json {
-            None
-        } else {
-            Some(&mut passthrough)
-        },
-        recorder: recorder.as_ref(),
-    };
-    let io = RunIo {
-        sink: Some(&mut tee),
-        filter: (!redactor.is_empty()).then_some(&mut filter as &mut dyn cordon_exec::OutputFilter),
+    let hooks = Hooks {
+        sink: (!args.json).then_some(&mut passthrough as &mut dyn cordon_exec::OutputSink),
         cancel: Some(&cancel),
         ready: None,
+        transcript: recorder.as_ref().map(|recorder| TranscriptTarget {
+            recorder,
+            stage: None,
+        }),
     };
-    let mut outcome = match cordon_exec::run(&spec, io) {
-        Ok(outcome) => outcome,
+    let ran = match prepared.run(hooks) {
+        Ok(ran) => ran,
         Err(error) => {
             if let Some(recorder) = recorder {
                 let document = serde_json::json!({ "error": error.to_string() });
                 let _ = recorder.finish(cordon_store::RunState::Error, &document);
             }
-            return Err(error).context("cannot supervise the program");
+            return Err(run_error(error));
         }
     };
-    outcome.result.sandbox = sandbox;
-    outcome.result.command = shown_command;
-    // Reasons quote the program name, paths, set-up errors: redacted like everything else.
-    let redact =
-        |text: &str| String::from_utf8_lossy(&redactor.redact_all(text.as_bytes())).into_owned();
-    if let Some(failure) = &mut outcome.result.failure {
-        failure.reason = redact(&failure.reason);
-    }
-    outcome.result.cwd = redact(&outcome.result.cwd);
-    outcome.result.run_id = recorder.as_ref().map(|r| r.id().to_owned());
-
     // The result is shown first: a failure to record must not lose it.
     if args.json {
         let mut out = std::io::stdout().lock();
-        serde_json::to_writer(&mut out, &outcome.result)?;
+        serde_json::to_writer(&mut out, &ran.result)?;
         writeln!(out)?;
-    } else if let Some(line) = summary_line(&outcome.result) {
+    } else if let Some(line) = summary_line(&ran.result) {
         let _ = writeln!(std::io::stderr().lock(), "{line}");
     }
     if let Some(recorder) = recorder {
-        let state = cordon_store::RunState::from(outcome.result.status);
-        if let Err(error) = recorder.finish(state, &outcome.result) {
-            eprintln!("cordon: warning: the run was not fully recorded: {error:#}");
+        let state = cordon_store::RunState::from(ran.result.status);
+        match recorder.finish(state, &ran.result) {
+            Ok(stats) => {
+                for note in cordon_runner::transcript_notes(&stats) {
+                    eprintln!("cordon: {note}");
+                }
+            }
+            Err(error) => {
+                eprintln!("cordon: warning: the run was not fully recorded: {error:#}")
+            }
         }
     }
-    Ok(ExitCode::from(outcome.exit_code))
+    Ok(ExitCode::from(ran.exit_code))
+}
+
+/// A run that did not happen: every class exits 125 (`run`'s other codes are the program's).
+fn run_error(error: RunError) -> CliError {
+    let hint = error.hint();
+    let error = match error.class() {
+        RunErrorClass::Usage | RunErrorClass::Unenforceable | RunErrorClass::Infra => {
+            CliError::new(CORDON_FAILED, error)
+        }
+    };
+    error.maybe_hint(hint)
+}
+
+/// `cordon run PROGRAM ARGS…` works without `--`, as `timeout` and `nice` do — unless an
+/// argument after the program looks like one of cordon's own options: then it is ambiguous
+/// (meant for cordon, or for the program?) and refused with the two ways to say it.
+fn check_separator(command: &[OsString], argv: &[OsString]) -> Result<(), CliError> {
+    let before = argv.len().checked_sub(command.len() + 1);
+    let separated = before.is_some_and(|i| argv[i] == "--");
+    if separated {
+        return Ok(());
+    }
+    let options = run_options();
+    let ambiguous = command.iter().skip(1).find_map(|arg| {
+        let arg = arg.to_str()?;
+        let name = arg.strip_prefix("--")?.split('=').next()?;
+        options.iter().any(|o| o == name).then(|| arg.to_owned())
+    });
+    match ambiguous {
+        None => Ok(()),
+        Some(option) => {
+            let program = command[0].to_string_lossy();
+            Err(CliError::msg(
+                CORDON_FAILED,
+                format_args!(
+                    "`{option}` after the program `{program}` is ambiguous: it is one of cordon's options"
+                ),
+            )
+            .hint(format!(
+                "put cordon's options before the program, and `--` before the program to pass it `{option}`: cordon run [OPTIONS] -- {program} ..."
+            )))
+        }
+    }
+}
+
+/// The long option names of `cordon run`.
+fn run_options() -> Vec<String> {
+    use clap::CommandFactory;
+    let cli = crate::args::Cli::command();
+    cli.find_subcommand("run")
+        .map(|run| {
+            run.get_arguments()
+                .filter_map(|a| a.get_long().map(str::to_owned))
+                .chain(["help".to_owned()])
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The workspace to run in: `--workspace ID`, or the one whose directory contains `cwd`.
 fn find_workspace(
     id: Option<&str>,
-    cwd: &std::path::Path,
-) -> anyhow::Result<Option<cordon_workspace::WorkspaceRecord>> {
-    let lookup = |id: &str| -> anyhow::Result<cordon_workspace::WorkspaceRecord> {
-        let workspaces = cordon_workspace::Workspaces::from_env()?;
-        let id: cordon_workspace::WorkspaceId = id.parse()?;
-        Ok(workspaces.show(&id)?.record)
+    cwd: &Path,
+) -> Result<Option<cordon_workspace::WorkspaceRecord>, CliError> {
+    let lookup = |id: &str| -> Result<cordon_workspace::WorkspaceRecord, CliError> {
+        let workspaces = cordon_workspace::Workspaces::from_env()
+            .map_err(|e| CliError::new(CORDON_FAILED, e))?;
+        let parsed: cordon_workspace::WorkspaceId = id
+            .parse()
+            .map_err(|e| CliError::new(CORDON_FAILED, e).context(format!("--workspace {id}")))?;
+        match workspaces.show(&parsed) {
+            Ok(info) => Ok(info.record),
+            Err(e) => {
+                let hint = e.hint();
+                Err(CliError::new(CORDON_FAILED, e)
+                    .context(format!("--workspace {id}"))
+                    .maybe_hint(hint))
+            }
+        }
     };
     if let Some(id) = id {
-        return lookup(id)
-            .map(Some)
-            .with_context(|| format!("--workspace {id}"));
+        return lookup(id).map(Some);
     }
-    let Some(home) = cordon_workspace::cordon_home() else {
+    let Ok(home) = cordon_types::cordon_home() else {
         return Ok(None);
     };
     let Ok(rest) = cwd.strip_prefix(home.join("workspaces")) else {
@@ -221,51 +233,40 @@ fn find_workspace(
     }
 }
 
-/// What to hide from the program's output: the values of `--secret` variables and of every
-/// secret-looking variable the program receives (`*TOKEN*`, `*KEY*`, ...), and the built-in
-/// token patterns. Short values only warn (they would hide too much).
-fn build_redactor(
-    policy: Option<&cordon_sandbox::SandboxPolicy>,
-    env_flags: &[(String, String)],
-    secrets: &[String],
-) -> anyhow::Result<cordon_redact::Redactor> {
-    let mut builder = cordon_redact::RedactorBuilder::new();
-    // Secret-looking values of cordon's own environment never appear in what it prints or
-    // records, whether or not the program receives them.
-    builder.add_env(std::env::vars_os());
-    match policy {
-        Some(policy) => {
-            for var in &policy.env {
-                if var.secret {
-                    builder.add_secret(&var.name, &var.value);
-                }
-            }
-            builder.add_env(policy.env.iter().map(|v| (&v.name, &v.value)));
-        }
-        None => {
-            builder.add_env(env_flags.iter().map(|(k, v)| (k, v)));
-            for name in secrets {
-                builder.add_secret_from_env(name, std::env::vars_os());
-            }
-        }
-    }
-    let redactor = builder.build().context("cannot set up redaction")?;
-    for warning in redactor.warnings() {
-        eprintln!("cordon: warning: {warning}");
-    }
-    Ok(redactor)
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// SIGINT, SIGTERM and SIGHUP to cordon end the program's tree; the result is still printed.
-fn install_signal_handlers(cancel: &Arc<CancelHandle>) -> anyhow::Result<()> {
-    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        let handle = Arc::clone(cancel);
-        // SAFETY: the handler only stores an integer and writes one byte to a pipe, both
-        // async-signal-safe.
-        unsafe {
-            signal_hook::low_level::register(signal, move || handle.cancel_from_signal(signal))
-        }
-        .with_context(|| format!("cannot install a handler for signal {signal}"))?;
+    fn os(items: &[&str]) -> Vec<OsString> {
+        items.iter().map(OsString::from).collect()
     }
-    Ok(())
+
+    #[test]
+    fn the_separator_is_optional_unless_an_argument_looks_like_a_cordon_option() {
+        let argv = os(&["cordon", "run", "ls", "-la", "/tmp"]);
+        assert!(check_separator(&os(&["ls", "-la", "/tmp"]), &argv).is_ok());
+        let argv = os(&["cordon", "run", "--json", "cargo", "test", "--release"]);
+        assert!(check_separator(&os(&["cargo", "test", "--release"]), &argv).is_ok());
+        let argv = os(&["cordon", "run", "cargo", "test", "--timeout=5s"]);
+        let err = check_separator(&os(&["cargo", "test", "--timeout=5s"]), &argv).unwrap_err();
+        let text = crate::exit::lines(&err).join("\n");
+        assert!(
+            text.contains("`--timeout=5s` after the program `cargo` is ambiguous"),
+            "{text}"
+        );
+        assert!(
+            text.contains("hint: put cordon's options before the program"),
+            "{text}"
+        );
+        let argv = os(&["cordon", "run", "--", "cargo", "test", "--timeout", "5"]);
+        assert!(check_separator(&os(&["cargo", "test", "--timeout", "5"]), &argv).is_ok());
+    }
+
+    #[test]
+    fn run_options_are_read_from_the_cli_definition() {
+        let options = run_options();
+        for name in ["timeout", "json", "memory", "no-sandbox", "workspace"] {
+            assert!(options.iter().any(|o| o == name), "{name}: {options:?}");
+        }
+    }
 }

@@ -15,7 +15,7 @@ use cordon_store::{
     RunState, RunSummary, Store, StoreError, Stream,
 };
 
-use crate::exit::{Hinted, USAGE};
+use crate::exit::{CliError, USAGE};
 
 /// Arguments of `cordon runs`.
 #[derive(Args, Debug)]
@@ -122,7 +122,7 @@ fn parse_state(text: &str) -> Result<RunState, String> {
 }
 
 /// Runs `cordon runs ...`.
-pub fn run(args: &RunsArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: &RunsArgs) -> Result<ExitCode, CliError> {
     let store = Store::open_default().map_err(store_error)?;
     // Runs whose cordon died are shown as what they are.
     store.mark_interrupted().map_err(store_error)?;
@@ -134,29 +134,20 @@ pub fn run(args: &RunsArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// A store error for the edge: with its hint, when it has one.
-fn store_error(error: StoreError) -> anyhow::Error {
-    match error.hint() {
-        Some(hint) => anyhow::Error::new(Hinted {
-            message: format!("{error}: {}", error.kind),
-            hint,
-        }),
-        None => anyhow::Error::new(error),
-    }
+/// A store error for the edge (cordon failed, 125), with its hint when it has one.
+fn store_error(error: StoreError) -> CliError {
+    let hint = error.hint();
+    CliError::from(anyhow::Error::new(error)).maybe_hint(hint)
 }
 
-/// Prints `error: no run with id ...` and returns exit code 2.
-fn unknown_run(id: &str) -> ExitCode {
-    let _ = writeln!(std::io::stderr(), "error: no run with id {id}");
-    let _ = writeln!(
-        std::io::stderr(),
-        "hint: `cordon runs list` shows the recorded runs"
-    );
-    ExitCode::from(USAGE)
+/// `no run with id ...`, exit code 2.
+fn unknown_run(id: &str) -> CliError {
+    CliError::msg(USAGE, format_args!("no run with id {id}"))
+        .hint("`cordon runs list` shows the recorded runs")
 }
 
 /// Looks a run up; `None` when the id is unknown or not an id.
-fn find_run(store: &Store, id: &str) -> anyhow::Result<Option<(RunId, RunRecord)>> {
+fn find_run(store: &Store, id: &str) -> Result<Option<(RunId, RunRecord)>, CliError> {
     let Ok(run_id) = id.parse::<RunId>() else {
         return Ok(None);
     };
@@ -164,7 +155,7 @@ fn find_run(store: &Store, id: &str) -> anyhow::Result<Option<(RunId, RunRecord)
     Ok(record.map(|r| (run_id, r)))
 }
 
-fn list_runs(store: &Store, args: &ListArgs) -> anyhow::Result<ExitCode> {
+fn list_runs(store: &Store, args: &ListArgs) -> Result<ExitCode, CliError> {
     let repo = args.repo.as_ref().map(|dir| {
         std::fs::canonicalize(dir)
             .or_else(|_| std::path::absolute(dir))
@@ -272,21 +263,21 @@ fn format_duration(ms: i64) -> String {
     }
 }
 
-fn show_run(store: &Store, args: &ShowArgs) -> anyhow::Result<ExitCode> {
+fn show_run(store: &Store, args: &ShowArgs) -> Result<ExitCode, CliError> {
     let Some((_, record)) = find_run(store, &args.id)? else {
-        return Ok(unknown_run(&args.id));
+        return Err(unknown_run(&args.id));
     };
     let mut out = std::io::stdout().lock();
     let written = if args.json {
         writeln!(out, "{}", serde_json::to_string_pretty(&record)?)
     } else {
-        out.write_all(render_record(&record)?.as_bytes())
+        out.write_all(render_record(&record).as_bytes())
     };
     finish_output(written)
 }
 
 /// The human view of `cordon runs show`: a short header, then the document, pretty.
-fn render_record(record: &RunRecord) -> anyhow::Result<String> {
+fn render_record(record: &RunRecord) -> String {
     let run = &record.run;
     let mut out = format!("run {}  {}\n", run.id, run.status);
     out.push_str(&format!("command:  {}\n", command_text(&run.command)));
@@ -303,28 +294,27 @@ fn render_record(record: &RunRecord) -> anyhow::Result<String> {
         out.push_str(&format!("duration: {}\n", format_duration(duration)));
     }
     for stage in &record.stages {
-        let status = serde_json::to_value(stage.status)?;
         out.push_str(&format!(
             "stage {}: {} {}\n",
             stage.index,
             stage.name,
-            status.as_str().unwrap_or("")
+            stage.status.as_str()
         ));
     }
     match &record.document {
         Some(document) => {
             out.push('\n');
-            out.push_str(&serde_json::to_string_pretty(document)?);
+            out.push_str(&serde_json::to_string_pretty(document).unwrap_or_default());
             out.push('\n');
         }
         None => out.push_str("(no result document: the run did not finish)\n"),
     }
-    Ok(out)
+    out
 }
 
-fn print_logs(store: &Store, args: &LogsArgs) -> anyhow::Result<ExitCode> {
+fn print_logs(store: &Store, args: &LogsArgs) -> Result<ExitCode, CliError> {
     let Some((id, _)) = find_run(store, &args.id)? else {
-        return Ok(unknown_run(&args.id));
+        return Err(unknown_run(&args.id));
     };
     let filter = ChunkFilter {
         stage: args.stage.clone(),
@@ -390,12 +380,12 @@ impl LogPrinter {
     }
 }
 
-fn export_run(store: &Store, args: &ExportArgs) -> anyhow::Result<ExitCode> {
+fn export_run(store: &Store, args: &ExportArgs) -> Result<ExitCode, CliError> {
     let Ok(id) = args.id.parse::<RunId>() else {
-        return Ok(unknown_run(&args.id));
+        return Err(unknown_run(&args.id));
     };
     let Some(export) = store.export(&id).map_err(store_error)? else {
-        return Ok(unknown_run(&args.id));
+        return Err(unknown_run(&args.id));
     };
     let mut out = std::io::stdout().lock();
     let written = serde_json::to_writer_pretty(&mut out, &export)
@@ -405,11 +395,11 @@ fn export_run(store: &Store, args: &ExportArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Success, also when stdout was closed early (`cordon runs logs ID | head`).
-fn finish_output(written: std::io::Result<()>) -> anyhow::Result<ExitCode> {
+fn finish_output(written: std::io::Result<()>) -> Result<ExitCode, CliError> {
     match written {
         Ok(()) => Ok(ExitCode::SUCCESS),
         Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
-        Err(error) => Err(anyhow::Error::new(error).context("cannot write to stdout")),
+        Err(error) => Err(CliError::from(error).context("cannot write to stdout")),
     }
 }
 

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use crate::args::{SchemaArgs, SchemaDocument};
 
-pub(crate) fn run(args: &SchemaArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: &SchemaArgs) -> Result<ExitCode, crate::exit::CliError> {
     let text = match args.document {
         SchemaDocument::RunResult => cordon_types::schema_json::<cordon_types::RunResult>(),
         SchemaDocument::RunReport => cordon_types::schema_json::<cordon_types::RunReport>(),

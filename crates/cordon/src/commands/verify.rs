@@ -3,26 +3,20 @@
 use std::io::{IsTerminal, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use cordon_exec::CancelHandle;
 use cordon_types::{Overall, RunReport, StageResult, StageStatus};
-use cordon_verify::{Plan, StageConfig, VerifyError, VerifyObserver, VerifyRequest};
+use cordon_verify::{Plan, StageConfig, VerifyError, VerifyHooks, VerifyObserver, VerifyRequest};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
-use crate::record::Recorder;
+use crate::exit::{CliError, FAILED, INFRA, USAGE};
+use crate::signals;
+use cordon_runner::Recorder;
 
 /// Exit code: the gate passed.
 const GATE_PASSED: u8 = 0;
-/// Exit code: the gate blocked (a required stage did not pass).
-const GATE_BLOCKED: u8 = 1;
-/// Exit code: bad usage or bad configuration.
-const BAD_USAGE: u8 = 2;
-/// Exit code: cordon could not do its job.
-const INFRA: u8 = 3;
 
 /// Arguments of `cordon verify`.
 #[derive(Debug, Args)]
@@ -95,7 +89,7 @@ fn parse_size(text: &str) -> Result<usize, String> {
     usize::try_from(n).map_err(|_| format!("size {text:?} is too large"))
 }
 
-pub(crate) fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: VerifyArgs) -> Result<ExitCode, CliError> {
     let patch = match &args.patch {
         None => None,
         Some(p) if p.as_os_str() == "-" => {
@@ -107,7 +101,11 @@ pub(crate) fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         }
         Some(p) => match std::fs::read(p) {
             Ok(bytes) => Some(bytes),
-            Err(e) => return Ok(usage(format!("cannot read --patch {}: {e}", p.display()))),
+            Err(e) => {
+                return Err(
+                    CliError::new(USAGE, e).context(format!("cannot read --patch {}", p.display()))
+                );
+            }
         },
     };
     let request = VerifyRequest {
@@ -123,59 +121,60 @@ pub(crate) fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         run_id: None,
     };
     if args.explain {
-        return match cordon_verify::explain(&request) {
-            Ok((plan, changed)) => {
-                print_explain(&plan, &changed, args.json)?;
-                Ok(ExitCode::SUCCESS)
-            }
-            Err(e) => Ok(verify_error(&e)),
-        };
+        let (plan, changed) = cordon_verify::explain(&request).map_err(verify_error)?;
+        print_explain(&plan, &changed, args.json)?;
+        return Ok(ExitCode::SUCCESS);
     }
-    let cancel = Arc::new(CancelHandle::new().context("cannot set up cancellation")?);
-    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        let handle = Arc::clone(&cancel);
-        // SAFETY: the handler stores an integer and writes one byte: async-signal-safe.
-        unsafe {
-            signal_hook::low_level::register(signal, move || handle.cancel_from_signal(signal))
-        }
-        .context("cannot install signal handlers")?;
-    }
+    let cancel = signals::cancel_on_signals()?;
     let recorder = if args.no_record {
         None
     } else {
         let command: Vec<String> = std::env::args().skip(1).collect();
-        Some(Recorder::begin(
-            cordon_store::RunKind::Verify,
-            Some(&args.repo),
-            &command,
-            args.transcript_limit,
-        )?)
+        Some(
+            Recorder::begin(
+                cordon_store::RunKind::Verify,
+                Some(&args.repo),
+                &command,
+                args.transcript_limit,
+            )
+            .map_err(|e| {
+                let hint = e.hint();
+                CliError::new(INFRA, e).hint(hint)
+            })?,
+        )
     };
     let mut request = request;
     request.run_id = recorder.as_ref().map(|r| r.id().to_owned());
-    let mut view = Recording {
-        view: TerminalView::new(),
+    let mut view = TerminalView::new();
+    let hooks = VerifyHooks {
+        observer: &mut view,
+        cancel: Some(&cancel),
         recorder: recorder.as_ref(),
     };
-    let verified = match cordon_verify::verify(&request, &mut view, Some(&cancel)) {
+    let verified = match cordon_verify::verify(&request, hooks) {
         Ok(v) => v,
         Err(e) => {
             if let Some(recorder) = recorder {
                 let error = serde_json::json!({ "error": e.to_string() });
                 let _ = recorder.finish(cordon_store::RunState::Error, &error);
             }
-            return Ok(verify_error(&e));
+            return Err(verify_error(e));
         }
     };
-    view.view.finish();
+    view.finish();
+    for warning in &verified.warnings {
+        eprintln!("cordon: warning: {warning}");
+    }
     let report = &verified.report;
     if let Some(path) = &args.junit {
         std::fs::write(path, cordon_verify::render::junit(report))
-            .with_context(|| format!("cannot write --junit {}", path.display()))?;
+            .with_context(|| format!("cannot write --junit {}", path.display()))
+            .map_err(|e| CliError::new(INFRA, e))?;
     }
     if let Some(path) = &args.markdown {
         std::fs::write(path, cordon_verify::render::markdown(report))
-            .with_context(|| format!("cannot write --markdown {}", path.display()))?;
+            .with_context(|| format!("cannot write --markdown {}", path.display()))
+            .map_err(|e| CliError::new(INFRA, e))?;
     }
     if args.json {
         let mut out = std::io::stdout().lock();
@@ -194,38 +193,36 @@ pub(crate) fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
                 Overall::Error => cordon_store::RunState::Error,
             }
         };
-        recorder.finish(state, report)?;
+        match recorder.finish(state, report) {
+            Ok(stats) => {
+                for note in cordon_runner::transcript_notes(&stats) {
+                    eprintln!("cordon: {note}");
+                }
+            }
+            Err(error) => {
+                eprintln!("cordon: warning: the verification was not fully recorded: {error}")
+            }
+        }
     }
     if let Some(signal) = cancel.signal() {
         return Ok(ExitCode::from((128 + signal) as u8));
     }
     Ok(ExitCode::from(match report.overall {
         Overall::Pass => GATE_PASSED,
-        Overall::Fail => GATE_BLOCKED,
+        Overall::Fail => FAILED,
         Overall::Error => INFRA,
     }))
 }
 
-fn usage(message: String) -> ExitCode {
-    let _ = writeln!(std::io::stderr(), "error: {message}");
-    ExitCode::from(BAD_USAGE)
-}
-
-fn verify_error(error: &VerifyError) -> ExitCode {
-    let mut err = std::io::stderr().lock();
-    let _ = writeln!(err, "error: {error}");
-    let mut source = std::error::Error::source(error);
-    if source.is_some() {
-        let _ = writeln!(err, "Caused by:");
-    }
-    while let Some(cause) = source {
-        let _ = writeln!(err, "  {cause}");
-        source = cause.source();
-    }
-    ExitCode::from(match error {
-        VerifyError::Config(_) | VerifyError::Usage(_) | VerifyError::PatchRefused(_) => BAD_USAGE,
+/// A verification that could not be done: bad usage, bad config or a refused patch exit 2,
+/// everything else 3.
+fn verify_error(error: VerifyError) -> CliError {
+    let code = match &error {
+        VerifyError::Config(_) | VerifyError::Usage(_) | VerifyError::PatchRefused(_) => USAGE,
         _ => INFRA,
-    })
+    };
+    let hint = error.hint();
+    CliError::new(code, error).maybe_hint(hint)
 }
 
 fn print_explain(plan: &Plan, changed: &[String], json: bool) -> anyhow::Result<()> {
@@ -240,8 +237,8 @@ fn print_explain(plan: &Plan, changed: &[String], json: bool) -> anyhow::Result<
                     "required": p.stage.required,
                     "command": p.stage.run,
                     "network": if p.stage.network == Some(cordon_verify::config::NetworkSetting::Host) { "host" } else { "none" },
-                    "runs": p.skip_reason.is_none(),
-                    "skip_reason": p.skip_reason,
+                    "runs": p.skip.is_none(),
+                    "skip_reason": p.skip_reason(),
                     "targeting": p.targeting,
                 })
             })
@@ -302,7 +299,7 @@ fn print_explain(plan: &Plan, changed: &[String], json: bool) -> anyhow::Result<
             },
             shell_words(&s.run)
         )?;
-        if let Some(reason) = &p.skip_reason {
+        if let Some(reason) = p.skip_reason() {
             writeln!(out, "     skipped: {reason}")?;
         } else if let Some(t) = &p.targeting {
             writeln!(out, "     targeting: {t}")?;
@@ -325,36 +322,6 @@ fn shell_words(argv: &[String]) -> String {
         })
         .collect::<Vec<_>>()
         .join(" ")
-}
-
-/// The terminal view, plus the run history: stage output into the transcript, each finished
-/// stage into its record.
-struct Recording<'a> {
-    view: TerminalView,
-    recorder: Option<&'a Recorder>,
-}
-
-impl VerifyObserver for Recording<'_> {
-    fn planned(&mut self, plan: &Plan) {
-        self.view.planned(plan);
-    }
-
-    fn stage_started(&mut self, index: usize, stage: &StageConfig) {
-        self.view.stage_started(index, stage);
-    }
-
-    fn output(&mut self, stage: &str, stream: cordon_exec::Stream, bytes: &[u8]) {
-        if let Some(recorder) = self.recorder {
-            recorder.write(Some(stage), stream, bytes);
-        }
-    }
-
-    fn stage_finished(&mut self, index: usize, result: &StageResult) {
-        self.view.stage_finished(index, result);
-        if let Some(recorder) = self.recorder {
-            recorder.stage(index, result);
-        }
-    }
 }
 
 /// A live line per stage on stderr: spinners on a terminal, plain lines otherwise.

@@ -12,8 +12,7 @@ use cordon_workspace::{
 };
 use serde::Serialize;
 
-/// Exit code for an unknown workspace or a refused patch.
-const BAD_INPUT: u8 = 2;
+use crate::exit::{CORDON_FAILED, CliError, FAILED, USAGE};
 
 /// Arguments of `cordon workspace`.
 #[derive(Debug, Args)]
@@ -112,15 +111,16 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
     cordon_exec::units::parse_duration(text)
 }
 
-fn print_json<T: Serialize>(value: &T) -> anyhow::Result<()> {
+fn print_json<T: Serialize>(value: &T) -> Result<(), CliError> {
     let mut out = std::io::stdout().lock();
     serde_json::to_writer_pretty(&mut out, value)?;
     writeln!(out)?;
     Ok(())
 }
 
-/// Maps a workspace error: unknown ids and refused patches are the user's (exit 2).
-fn fail(error: WorkspaceError) -> anyhow::Result<ExitCode> {
+/// Maps a workspace error: unknown ids and refused patches are the user's (exit 2); the
+/// rest is cordon's failure (125).
+fn fail(error: WorkspaceError) -> CliError {
     let user_error = error.is_not_found()
         || matches!(
             error.kind,
@@ -130,30 +130,9 @@ fn fail(error: WorkspaceError) -> anyhow::Result<ExitCode> {
             g.kind,
             cordon_git::GitErrorKind::PatchRefused { .. } | cordon_git::GitErrorKind::PatchDoesNotApply { .. }
         ));
-    if !user_error {
-        let hint = error.hint();
-        let err = anyhow::Error::new(error);
-        return Err(match hint {
-            Some(hint) => err.context(format!("hint: {hint}")),
-            None => err,
-        });
-    }
-    let mut stderr = std::io::stderr().lock();
-    let _ = writeln!(stderr, "error: {error}");
-    let mut shown = error.to_string();
-    let mut source = std::error::Error::source(&error);
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if text != shown {
-            let _ = writeln!(stderr, "  caused by: {text}");
-        }
-        shown = text;
-        source = cause.source();
-    }
-    if let Some(hint) = error.hint() {
-        let _ = writeln!(stderr, "hint: {hint}");
-    }
-    Ok(ExitCode::from(BAD_INPUT))
+    let hint = error.hint();
+    let code = if user_error { USAGE } else { CORDON_FAILED };
+    CliError::new(code, error).maybe_hint(hint)
 }
 
 fn parse_id(text: &str) -> Result<WorkspaceId, WorkspaceError> {
@@ -193,8 +172,8 @@ fn human_size(bytes: u64) -> String {
     }
 }
 
-pub(crate) fn run(args: WorkspaceArgs) -> anyhow::Result<ExitCode> {
-    let workspaces = Workspaces::from_env().context("cannot open the workspace store")?;
+pub(crate) fn run(args: WorkspaceArgs) -> Result<ExitCode, CliError> {
+    let workspaces = Workspaces::from_env().map_err(fail)?;
     let _ = workspaces.reconcile_on_start();
     match args.command {
         WorkspaceCommand::Create {
@@ -209,7 +188,7 @@ pub(crate) fn run(args: WorkspaceArgs) -> anyhow::Result<ExitCode> {
             }
             let record = match workspaces.create(&request) {
                 Ok(r) => r,
-                Err(e) => return fail(e),
+                Err(e) => return Err(fail(e)),
             };
             if json {
                 print_json(&record)?;
@@ -230,7 +209,9 @@ pub(crate) fn run(args: WorkspaceArgs) -> anyhow::Result<ExitCode> {
             }
         }
         WorkspaceCommand::List { json } => {
-            let infos = workspaces.list().context("cannot list the workspaces")?;
+            let infos = workspaces
+                .list()
+                .map_err(|e| fail(e).context("cannot list the workspaces"))?;
             if json {
                 print_json(&serde_json::json!({
                     "schema": "cordon.workspace-list/v1",
@@ -247,7 +228,7 @@ pub(crate) fn run(args: WorkspaceArgs) -> anyhow::Result<ExitCode> {
         WorkspaceCommand::Show { id, json } => {
             let info = match parse_id(&id).and_then(|id| workspaces.show(&id)) {
                 Ok(i) => i,
-                Err(e) => return fail(e),
+                Err(e) => return Err(fail(e)),
             };
             if json {
                 print_json(&info)?;
@@ -258,7 +239,7 @@ pub(crate) fn run(args: WorkspaceArgs) -> anyhow::Result<ExitCode> {
         WorkspaceCommand::Remove { id, json } => {
             let record = match parse_id(&id).and_then(|id| workspaces.remove(&id)) {
                 Ok(r) => r,
-                Err(e) => return fail(e),
+                Err(e) => return Err(fail(e)),
             };
             if json {
                 print_json(&record)?;
@@ -277,14 +258,14 @@ pub(crate) fn run(args: WorkspaceArgs) -> anyhow::Result<ExitCode> {
                 match std::fs::read(&patch) {
                     Ok(b) => b,
                     Err(e) => {
-                        eprintln!("error: cannot read {}: {e}", patch.display());
-                        return Ok(ExitCode::from(BAD_INPUT));
+                        return Err(CliError::new(USAGE, e)
+                            .context(format!("cannot read {}", patch.display())));
                     }
                 }
             };
             let report = match parse_id(&id).and_then(|id| workspaces.apply(&id, &bytes)) {
                 Ok(r) => r,
-                Err(e) => return fail(e),
+                Err(e) => return Err(fail(e)),
             };
             if json {
                 print_json(&report)?;
@@ -302,7 +283,7 @@ pub(crate) fn run(args: WorkspaceArgs) -> anyhow::Result<ExitCode> {
         } => {
             let diff = match parse_id(&id).and_then(|id| workspaces.diff(&id, name_only || json)) {
                 Ok(d) => d,
-                Err(e) => return fail(e),
+                Err(e) => return Err(fail(e)),
             };
             let mut out = std::io::stdout().lock();
             if json {
@@ -321,11 +302,11 @@ pub(crate) fn run(args: WorkspaceArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub(crate) fn gc(args: &GcArgs) -> anyhow::Result<ExitCode> {
-    let workspaces = Workspaces::from_env().context("cannot open the workspace store")?;
+pub(crate) fn gc(args: &GcArgs) -> Result<ExitCode, CliError> {
+    let workspaces = Workspaces::from_env().map_err(fail)?;
     let report = workspaces
         .gc(args.older_than)
-        .context("cannot collect workspaces")?;
+        .map_err(|e| fail(e).context("cannot collect workspaces"))?;
     let store = cordon_store::Store::open_default().context("cannot open the run history")?;
     let interrupted = store
         .mark_interrupted()
@@ -369,6 +350,6 @@ pub(crate) fn gc(args: &GcArgs) -> anyhow::Result<ExitCode> {
     Ok(if report.failures.is_empty() {
         ExitCode::SUCCESS
     } else {
-        ExitCode::from(1)
+        ExitCode::from(FAILED)
     })
 }

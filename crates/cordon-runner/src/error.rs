@@ -1,0 +1,119 @@
+//! Why a run could not be started or supervised (a program's own failure is a result, not an
+//! error).
+
+use std::path::PathBuf;
+
+/// A run that did not happen, or could not be supervised.
+#[derive(Debug, thiserror::Error)]
+#[error("{kind}")]
+pub struct RunError {
+    kind: RunErrorKind,
+}
+
+/// What went wrong.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunErrorKind {
+    /// The request names no program.
+    #[error("no program to run")]
+    NoProgram,
+    /// The working directory does not exist or is not a directory.
+    #[error("the working directory {0} is not a directory")]
+    BadCwd(PathBuf),
+    /// The working directory leads out of the workspace (possibly through a symlink).
+    #[error("the working directory {cwd} is outside the workspace {workspace}")]
+    OutsideWorkspace {
+        /// The working directory asked for.
+        cwd: PathBuf,
+        /// The workspace's tree.
+        workspace: PathBuf,
+    },
+    /// The working directory is inside cordon's own state, which no program may see.
+    #[error("the working directory {cwd} is inside cordon's state directory {home}")]
+    InsideCordonHome {
+        /// The working directory asked for.
+        cwd: PathBuf,
+        /// cordon's home.
+        home: PathBuf,
+    },
+    /// cordon's home cannot be resolved (relative `CORDON_HOME`, nothing set).
+    #[error(transparent)]
+    Home(#[from] cordon_types::HomeError),
+    /// A secret was named that cordon's environment does not have.
+    #[error("secret {0} is not set in cordon's environment")]
+    MissingSecret(String),
+    /// The sandbox cannot enforce the policy on this host (and the caller did not give up
+    /// what is missing).
+    #[error(transparent)]
+    Sandbox(#[from] cordon_sandbox::SandboxError),
+    /// The redaction rules are invalid (a bad pattern).
+    #[error("cannot set up redaction")]
+    Redaction(#[from] cordon_redact::RedactError),
+    /// The executor could not supervise the program.
+    #[error("cannot supervise the program")]
+    Supervise(#[from] cordon_exec::ExecError),
+}
+
+/// The three ways a run can fail to happen, for callers that map them to exit codes or
+/// failure categories.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunErrorClass {
+    /// The request itself is wrong: the caller can fix it.
+    Usage,
+    /// The host cannot enforce a protection that was asked for.
+    Unenforceable,
+    /// cordon could not do its job (supervision failed).
+    Infra,
+}
+
+impl RunError {
+    pub(crate) fn new(kind: RunErrorKind) -> Self {
+        RunError { kind }
+    }
+
+    /// What went wrong.
+    pub fn kind(&self) -> &RunErrorKind {
+        &self.kind
+    }
+
+    /// Which of the three classes of failure this is.
+    pub fn class(&self) -> RunErrorClass {
+        match &self.kind {
+            RunErrorKind::NoProgram
+            | RunErrorKind::BadCwd(_)
+            | RunErrorKind::OutsideWorkspace { .. }
+            | RunErrorKind::InsideCordonHome { .. }
+            | RunErrorKind::Home(_)
+            | RunErrorKind::MissingSecret(_)
+            | RunErrorKind::Redaction(_) => RunErrorClass::Usage,
+            RunErrorKind::Sandbox(_) => RunErrorClass::Unenforceable,
+            RunErrorKind::Supervise(_) => RunErrorClass::Infra,
+        }
+    }
+
+    /// How to fix it, when there is something to say.
+    pub fn hint(&self) -> Option<String> {
+        match &self.kind {
+            RunErrorKind::Sandbox(e) => e.hint.clone(),
+            RunErrorKind::Redaction(e) => e.hint(),
+            RunErrorKind::MissingSecret(name) => Some(format!(
+                "export {name} in cordon's environment, or do not ask for it as a secret"
+            )),
+            RunErrorKind::InsideCordonHome { .. } => Some(
+                "run from the project (or a workspace's own tree: `cordon run --workspace ID`)"
+                    .into(),
+            ),
+            RunErrorKind::NoProgram
+            | RunErrorKind::BadCwd(_)
+            | RunErrorKind::OutsideWorkspace { .. }
+            | RunErrorKind::Home(_)
+            | RunErrorKind::Supervise(_) => None,
+        }
+    }
+}
+
+impl<E: Into<RunErrorKind>> From<E> for RunError {
+    fn from(kind: E) -> Self {
+        RunError::new(kind.into())
+    }
+}

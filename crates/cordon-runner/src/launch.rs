@@ -1,0 +1,289 @@
+//! The chain every run goes through: checks, environment, policy, redaction, supervised
+//! spawn, redacted result.
+
+use std::path::{Path, PathBuf};
+
+use cordon_exec::{CancelHandle, EnvSpec, OutputSink, ReadyProbe, RunIo, RunSpec, Stream};
+use cordon_redact::Redactor;
+use cordon_sandbox::{Access, Bind, EnvVar, SandboxPolicy};
+use cordon_types::{HomeError, RunResult, SandboxSummary};
+
+use crate::env::{host_env, program_env};
+use crate::error::{RunError, RunErrorKind};
+use crate::record::Recorder;
+use crate::redaction::build_redactor;
+use crate::request::{Isolation, RunRequest, SandboxOptions, WorkspaceMount};
+
+/// The optional companions of a run.
+#[derive(Default)]
+pub struct Hooks<'a> {
+    /// Receives all output live, already redacted (a terminal, a live log).
+    pub sink: Option<&'a mut dyn OutputSink>,
+    /// Ends the run early (Ctrl-C, a cancelled job); the result says `cancelled`.
+    pub cancel: Option<&'a CancelHandle>,
+    /// Ends the run with a pass once the program is ready (startup smoke tests).
+    pub ready: Option<&'a mut dyn ReadyProbe>,
+    /// Where the transcript goes in the run history.
+    pub transcript: Option<TranscriptTarget<'a>>,
+}
+
+/// A recorded run's transcript: the run's own output, or one stage's of a verification.
+#[derive(Clone, Copy)]
+pub struct TranscriptTarget<'a> {
+    /// The run being recorded.
+    pub recorder: &'a Recorder,
+    /// The stage the output belongs to (`None`: the run itself).
+    pub stage: Option<&'a str>,
+}
+
+/// What a run did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ran {
+    /// The result document, redacted, with the sandbox summary and the run id.
+    pub result: RunResult,
+    /// The conventional exit code (the program's own, 124 timeout, 125 cordon failed,
+    /// 126/127 not executable/not found, 128+N signal N).
+    pub exit_code: u8,
+    /// Whether the readiness probe fired.
+    pub ready: bool,
+}
+
+/// A request checked and turned into what will be executed; nothing has run yet.
+pub struct PreparedRun {
+    spec: RunSpec,
+    summary: SandboxSummary,
+    redactor: Redactor,
+    shown_command: Vec<String>,
+}
+
+impl std::fmt::Debug for PreparedRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PreparedRun")
+            .field("command", &self.shown_command)
+            .field("sandbox", &self.summary)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Prepares and runs `request` (see [`prepare`] and [`PreparedRun::run`]).
+pub fn run(request: &RunRequest, hooks: Hooks<'_>) -> Result<Ran, RunError> {
+    prepare(request)?.run(hooks)
+}
+
+/// Checks `request` and prepares everything that will run: the environment, the sandbox
+/// policy (refused when the host cannot enforce it), the redactor. Fails before anything
+/// runs or is recorded.
+pub fn prepare(request: &RunRequest) -> Result<PreparedRun, RunError> {
+    let (program, rest) = request.argv.split_first().ok_or(RunErrorKind::NoProgram)?;
+    if !request.cwd.is_dir() {
+        return Err(RunErrorKind::BadCwd(request.cwd.clone()).into());
+    }
+    let cwd = resolved(&request.cwd);
+    if let Some(ws) = &request.workspace
+        && !cwd.starts_with(resolved(&ws.root))
+    {
+        return Err(RunErrorKind::OutsideWorkspace {
+            cwd: request.cwd.clone(),
+            workspace: ws.root.clone(),
+        }
+        .into());
+    }
+    let home = match cordon_types::cordon_home() {
+        Ok(home) => Some(home),
+        Err(HomeError::Unset) => None,
+        Err(e @ HomeError::Relative(_)) => return Err(e.into()),
+    };
+    if let Some(home) = &home {
+        let in_own_workspace = request
+            .workspace
+            .as_ref()
+            .is_some_and(|ws| cwd.starts_with(resolved(&ws.root)));
+        if cwd.starts_with(resolved(home)) && !in_own_workspace {
+            return Err(RunErrorKind::InsideCordonHome {
+                cwd: request.cwd.clone(),
+                home: home.clone(),
+            }
+            .into());
+        }
+    }
+    let host = host_env();
+    let env = program_env(host.iter().cloned(), &request.env, &request.secrets)?;
+    let redactor = build_redactor(host.iter().cloned(), &env, &request.redact)?;
+    let shown_command: Vec<String> = request
+        .argv
+        .iter()
+        .map(|a| String::from_utf8_lossy(&redactor.redact_all(a.as_encoded_bytes())).into_owned())
+        .collect();
+    let (mut spec, summary) = match &request.isolation {
+        Isolation::Unsandboxed => {
+            let mut spec = RunSpec::new(program, rest);
+            // The program inherits cordon's environment, plus what the caller sets.
+            spec.env = EnvSpec {
+                clear: false,
+                set: request
+                    .env
+                    .iter()
+                    .map(|(k, v)| (k.into(), v.into()))
+                    .collect(),
+            };
+            (spec, SandboxSummary::default())
+        }
+        Isolation::Sandboxed(options) => {
+            let policy =
+                sandbox_policy(options, &request.cwd, request.workspace.as_ref(), home, env);
+            let prepared = cordon_sandbox::prepare(&policy, program, rest)?;
+            let mut spec = RunSpec::new(&prepared.program, &prepared.args);
+            spec.env = EnvSpec {
+                clear: true,
+                set: prepared.env,
+            };
+            spec.supervised = true;
+            (spec, prepared.summary)
+        }
+    };
+    spec.display_command = Some(shown_command.clone());
+    spec = spec
+        .timeout(request.bounds.timeout)
+        .grace(request.bounds.grace)
+        .output_limit(request.bounds.output_limit)
+        .cwd(&request.cwd);
+    spec.leak_window = request.bounds.leak_window;
+    spec.stdin = request.stdin;
+    spec.exclusive_children = request.exclusive_children;
+    Ok(PreparedRun {
+        spec,
+        summary,
+        redactor,
+        shown_command,
+    })
+}
+
+impl PreparedRun {
+    /// Warnings about the set-up worth telling the user before the run (e.g. a secret too
+    /// short to redact).
+    pub fn warnings(&self) -> Vec<String> {
+        self.redactor
+            .warnings()
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    /// The command line as it is shown and recorded: redacted.
+    pub fn shown_command(&self) -> &[String] {
+        &self.shown_command
+    }
+
+    /// What the sandbox will enforce.
+    pub fn sandbox(&self) -> &SandboxSummary {
+        &self.summary
+    }
+
+    /// Redacts `text` with this run's redactor (for messages about the run).
+    pub fn redact(&self, text: &str) -> String {
+        self.redact_bytes(text)
+    }
+
+    /// Runs the program to its end and reports what happened, redacted.
+    pub fn run(self, hooks: Hooks<'_>) -> Result<Ran, RunError> {
+        let Hooks {
+            sink,
+            cancel,
+            ready,
+            transcript,
+        } = hooks;
+        let mut filter = cordon_redact::ExecFilter::new(&self.redactor);
+        let mut tee = Tee { sink, transcript };
+        let io = RunIo {
+            sink: Some(&mut tee),
+            filter: (!self.redactor.is_empty())
+                .then_some(&mut filter as &mut dyn cordon_exec::OutputFilter),
+            cancel,
+            ready: match ready {
+                Some(probe) => Some(probe as &mut dyn ReadyProbe),
+                None => None,
+            },
+        };
+        let outcome = cordon_exec::run(&self.spec, io)?;
+        let mut result = outcome.result;
+        result.sandbox = self.summary.clone();
+        result.command = self.shown_command.clone();
+        // Reasons quote the program name, paths, set-up errors: redacted like everything else.
+        if let Some(failure) = &mut result.failure {
+            failure.reason = self.redact_bytes(&failure.reason);
+        }
+        result.cwd = self.redact_bytes(&result.cwd);
+        result.run_id = transcript.map(|t| t.recorder.id().to_owned());
+        Ok(Ran {
+            result,
+            exit_code: outcome.exit_code,
+            ready: outcome.ready,
+        })
+    }
+
+    fn redact_bytes(&self, text: &str) -> String {
+        String::from_utf8_lossy(&self.redactor.redact_all(text.as_bytes())).into_owned()
+    }
+}
+
+/// The sandbox policy of one run.
+fn sandbox_policy(
+    options: &SandboxOptions,
+    cwd: &Path,
+    workspace: Option<&WorkspaceMount>,
+    home: Option<PathBuf>,
+    env: Vec<EnvVar>,
+) -> SandboxPolicy {
+    let mut policy = SandboxPolicy::new(cwd);
+    policy.binds = options.binds.clone();
+    policy.toolchains = options.toolchains;
+    policy.network = options.network;
+    policy.allow_exec = options.allow_exec.clone();
+    policy.limits = options.limits;
+    policy.allow_degraded = options.allow_degraded.clone();
+    policy.host_home = std::env::var_os("HOME").map(PathBuf::from);
+    policy.env = env;
+    // cordon's own state (run history, workspace records, locks) is never visible.
+    policy.hidden.extend(home);
+    if let Some(ws) = workspace {
+        // The whole workspace is writable; the repository's git data (shared with the live
+        // checkout: hooks, config, refs, objects) only readable.
+        if resolved(cwd) != resolved(&ws.root) {
+            policy.binds.push(Bind {
+                path: ws.root.clone(),
+                access: Access::ReadWrite,
+            });
+        }
+        policy.binds.push(Bind {
+            path: ws.git_common_dir.clone(),
+            access: Access::ReadOnly,
+        });
+    }
+    policy
+}
+
+/// `path` with symlinks resolved, or as given when it cannot be (it does not exist).
+fn resolved(path: &Path) -> PathBuf {
+    path.canonicalize().unwrap_or_else(|_| path.to_owned())
+}
+
+/// Sends output to the caller's sink and to the transcript.
+struct Tee<'a, 'b> {
+    sink: Option<&'a mut (dyn OutputSink + 'b)>,
+    transcript: Option<TranscriptTarget<'a>>,
+}
+
+impl OutputSink for Tee<'_, '_> {
+    fn write(&mut self, stream: Stream, bytes: &[u8]) {
+        if let Some(sink) = self.sink.as_deref_mut() {
+            sink.write(stream, bytes);
+        }
+        if let Some(t) = self.transcript {
+            t.recorder.write(t.stage, stream, bytes);
+        }
+    }
+
+    fn wants_more(&self, stream: Stream) -> bool {
+        self.sink.as_deref().is_none_or(|s| s.wants_more(stream))
+    }
+}

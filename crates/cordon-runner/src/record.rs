@@ -1,0 +1,155 @@
+//! Recording runs in the run history: the run's row, its transcript while it runs, its
+//! stages, its final document.
+
+use std::path::Path;
+
+use cordon_exec::Stream;
+pub use cordon_store::TranscriptStats;
+use cordon_store::{NewRun, RunId, RunKind, RunState, StageRecord, Store, StoreError};
+use cordon_types::StageResult;
+
+/// Recording failed.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot {operation}")]
+pub struct RecordError {
+    operation: &'static str,
+    #[source]
+    source: StoreError,
+}
+
+impl RecordError {
+    fn new(operation: &'static str, source: StoreError) -> Self {
+        RecordError { operation, source }
+    }
+
+    /// How to fix it: the store's own hint, or to run without recording.
+    pub fn hint(&self) -> String {
+        match self.source.hint() {
+            Some(hint) => format!("{hint} (or pass --no-record)"),
+            None => "pass --no-record to run without recording".to_owned(),
+        }
+    }
+}
+
+/// One run being recorded. Output must already be redacted: the store keeps what it gets
+/// (the run path redacts before anything reaches it).
+pub struct Recorder {
+    store: Store,
+    id: RunId,
+    writer: Option<cordon_store::TranscriptWriter>,
+}
+
+impl std::fmt::Debug for Recorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recorder")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Recorder {
+    /// Opens the default store, marks runs whose cordon died as interrupted, and begins a
+    /// run of `kind` in `repo` with the (redacted) `command`; at most `transcript_limit`
+    /// bytes of output are kept.
+    pub fn begin(
+        kind: RunKind,
+        repo: Option<&Path>,
+        command: &[String],
+        transcript_limit: u64,
+    ) -> Result<Self, RecordError> {
+        let store =
+            Store::open_default().map_err(|e| RecordError::new("open the run history", e))?;
+        store
+            .mark_interrupted()
+            .map_err(|e| RecordError::new("reconcile the run history", e))?;
+        let id = store
+            .begin_run(&NewRun {
+                kind,
+                repo: repo.map(|p| {
+                    p.canonicalize()
+                        .unwrap_or_else(|_| p.to_owned())
+                        .display()
+                        .to_string()
+                }),
+                command: serde_json::json!(command),
+            })
+            .map_err(|e| RecordError::new("record the run", e))?;
+        let writer = store
+            .transcript(&id)
+            .map_err(|e| RecordError::new("record the transcript", e))?;
+        writer.set_limit(transcript_limit);
+        Ok(Recorder {
+            store,
+            id,
+            writer: Some(writer),
+        })
+    }
+
+    /// The run's id (`r-…`), for `cordon runs`.
+    pub fn id(&self) -> &str {
+        self.id.as_str()
+    }
+
+    /// Appends output of `stage` (or of the run itself) to the transcript.
+    pub fn write(&self, stage: Option<&str>, stream: Stream, bytes: &[u8]) {
+        if let Some(writer) = &self.writer {
+            writer.write(stage, stream, bytes);
+        }
+    }
+
+    /// Records a finished stage.
+    pub fn stage(&self, index: usize, result: &StageResult) -> Result<(), RecordError> {
+        let document = serde_json::to_value(result).unwrap_or(serde_json::Value::Null);
+        self.store
+            .record_stage(
+                &self.id,
+                &StageRecord {
+                    index: u32::try_from(index).unwrap_or(u32::MAX),
+                    name: result.name.clone(),
+                    status: result.status,
+                    document,
+                },
+            )
+            .map_err(|e| RecordError::new("record a stage", e))?;
+        Ok(())
+    }
+
+    /// Flushes the transcript and stores the final document; returns what became of the
+    /// transcript (see [`transcript_notes`]).
+    pub fn finish(
+        mut self,
+        state: RunState,
+        document: &impl serde::Serialize,
+    ) -> Result<TranscriptStats, RecordError> {
+        let stats = match self.writer.take() {
+            Some(writer) => writer
+                .finish()
+                .map_err(|e| RecordError::new("finish the transcript", e))?,
+            None => TranscriptStats::default(),
+        };
+        let document = serde_json::to_value(document).unwrap_or(serde_json::Value::Null);
+        self.store
+            .finish_run(&self.id, state, Some(&document))
+            .map_err(|e| RecordError::new("record the run's result", e))?;
+        Ok(stats)
+    }
+}
+
+/// What to tell the user about a finished transcript: output past the limit, output lost
+/// because the store was too slow.
+pub fn transcript_notes(stats: &TranscriptStats) -> Vec<String> {
+    let mut notes = Vec::new();
+    if stats.bytes_over_limit > 0 {
+        notes.push(format!(
+            "{} bytes of output past --transcript-limit were not recorded; the transcript marks where",
+            stats.bytes_over_limit
+        ));
+    }
+    let slow = stats.bytes_lost.saturating_sub(stats.bytes_over_limit);
+    if slow > 0 {
+        notes.push(format!(
+            "warning: {slow} bytes of output could not be recorded (the store was too slow); the transcript marks where"
+        ));
+    }
+    notes
+}

@@ -1,0 +1,135 @@
+//! What a caller asks for: the program, where, within which bounds, with which isolation.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use cordon_exec::StdinMode;
+use cordon_sandbox::{Bind, Degradation, Limits};
+use cordon_types::NetworkMode;
+
+use crate::redaction::RedactRules;
+
+/// One program to run for someone.
+#[derive(Debug, Clone)]
+pub struct RunRequest {
+    /// The program and its arguments (the program is a path, or a name looked up in `PATH`).
+    pub argv: Vec<OsString>,
+    /// The working directory (absolute). Sandboxed, the one writable place besides the
+    /// workspace, `/tmp` and the home.
+    pub cwd: PathBuf,
+    /// The workspace the program runs in, if any: its tree writable, its shared git data
+    /// read-only; `cwd` must stay inside its tree.
+    pub workspace: Option<WorkspaceMount>,
+    /// Sandboxed (the default) or bounds only.
+    pub isolation: Isolation,
+    /// Variables to set in the program's environment (after the allow-list).
+    pub env: Vec<(String, String)>,
+    /// Names of variables whose values come from cordon's environment and are redacted.
+    pub secrets: Vec<String>,
+    /// Time and output bounds.
+    pub bounds: Bounds,
+    /// What the program reads.
+    pub stdin: StdinMode,
+    /// Redaction beyond the defaults.
+    pub redact: RedactRules,
+    /// Every child of this process that cordon did not start for another run belongs to this
+    /// run (true for the CLI, which runs one program per process).
+    pub exclusive_children: bool,
+}
+
+impl RunRequest {
+    /// A sandboxed request with the default bounds, reading an empty standard input.
+    pub fn new<I, S>(argv: I, cwd: impl Into<PathBuf>) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        RunRequest {
+            argv: argv.into_iter().map(Into::into).collect(),
+            cwd: cwd.into(),
+            workspace: None,
+            isolation: Isolation::Sandboxed(SandboxOptions::default()),
+            env: Vec::new(),
+            secrets: Vec::new(),
+            bounds: Bounds::default(),
+            stdin: StdinMode::Null,
+            redact: RedactRules::default(),
+            exclusive_children: false,
+        }
+    }
+}
+
+/// A workspace's places: its tree and the git data it shares with the live checkout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkspaceMount {
+    /// The workspace's tree (writable).
+    pub root: PathBuf,
+    /// The repository's git common directory (read-only inside: hooks, config, refs and
+    /// objects belong to the live checkout).
+    pub git_common_dir: PathBuf,
+}
+
+/// The kernel sandbox, or bounds only.
+#[derive(Debug, Clone)]
+pub enum Isolation {
+    /// Namespaces, a constructed root, Landlock, seccomp, limits.
+    Sandboxed(SandboxOptions),
+    /// No sandbox: only the timeout, the tree kill and the output bounds hold. The program
+    /// sees and can change everything cordon can.
+    Unsandboxed,
+}
+
+/// What differs between sandboxed runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxOptions {
+    /// Extra host paths made visible (credentials under them stay hidden).
+    pub binds: Vec<Bind>,
+    /// Whether toolchain homes are bound read-only.
+    pub toolchains: bool,
+    /// The network the program reaches.
+    pub network: NetworkMode,
+    /// When non-empty, only these executables may run (Landlock).
+    pub allow_exec: Vec<PathBuf>,
+    /// Resource limits.
+    pub limits: Limits,
+    /// Protections given up explicitly when the host lacks them.
+    pub allow_degraded: Vec<Degradation>,
+}
+
+impl Default for SandboxOptions {
+    fn default() -> Self {
+        SandboxOptions {
+            binds: Vec::new(),
+            toolchains: true,
+            network: NetworkMode::None,
+            allow_exec: Vec::new(),
+            limits: Limits::default(),
+            allow_degraded: Vec::new(),
+        }
+    }
+}
+
+/// Time and output bounds of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bounds {
+    /// Wall-clock limit; then SIGTERM to the whole tree, SIGKILL after `grace`.
+    pub timeout: Duration,
+    /// Time between SIGTERM and SIGKILL.
+    pub grace: Duration,
+    /// Bytes of each stream kept in the result (head and tail).
+    pub output_limit: usize,
+    /// How long a leftover process may hold the output open after the program exited.
+    pub leak_window: Duration,
+}
+
+impl Default for Bounds {
+    fn default() -> Self {
+        Bounds {
+            timeout: cordon_exec::DEFAULT_TIMEOUT,
+            grace: cordon_exec::DEFAULT_GRACE,
+            output_limit: cordon_exec::DEFAULT_OUTPUT_LIMIT,
+            leak_window: cordon_exec::DEFAULT_LEAK_WINDOW,
+        }
+    }
+}
