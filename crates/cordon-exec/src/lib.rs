@@ -28,6 +28,7 @@
 //! assert_eq!(outcome.exit_code, 0);
 //! ```
 #![deny(missing_docs)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 mod cancel;
 pub mod capture;

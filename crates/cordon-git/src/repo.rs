@@ -204,7 +204,9 @@ impl Repo {
     /// Removes the worktree at `path`, with its untracked and modified files.
     ///
     /// When git cannot (the directory is gone, or its `.git` file was rewritten), the
-    /// directory is deleted without following symlinks and the stale metadata pruned.
+    /// directory is deleted without following symlinks and its metadata entry forgotten
+    /// ([`Repo::forget_worktree`]; never a `git worktree prune`, which would also drop the
+    /// user's own worktrees that merely look gone, e.g. on an unmounted disk).
     pub fn remove_worktree(&self, path: &Path) -> Result<(), GitError> {
         let absolute = std::path::absolute(path);
         let path = absolute.as_deref().unwrap_or(path);
@@ -229,14 +231,46 @@ impl Repo {
                 ));
             }
         }
-        self.prune_worktrees()
+        self.forget_worktree(path).map(drop)
     }
 
-    /// Forgets worktrees whose directories are gone (`git worktree prune`).
-    pub fn prune_worktrees(&self) -> Result<(), GitError> {
-        GitCommand::new(&self.context(), ["worktree", "prune"])
-            .run()
-            .map(drop)
+    /// Forgets the worktree registered for `path`, and only that one: the entry under
+    /// `<common-dir>/worktrees/` whose `gitdir` file names `path/.git`. Unlike
+    /// `git worktree prune`, the user's own worktrees are never touched. Returns whether an
+    /// entry was removed.
+    pub fn forget_worktree(&self, path: &Path) -> Result<bool, GitError> {
+        let wanted = dot_git_candidates(path);
+        let entries_dir = self.common_dir.join("worktrees");
+        let io_error = |path: &Path, source| {
+            GitError::new(
+                &["forget-worktree".to_owned()],
+                GitErrorKind::Io {
+                    path: path.to_owned(),
+                    source,
+                },
+            )
+        };
+        let entries = match std::fs::read_dir(&entries_dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(io_error(&entries_dir, e)),
+        };
+        let mut removed = false;
+        for entry in entries.flatten() {
+            let entry_path = entry.path();
+            // Only real directories (a symlink planted here is not followed).
+            if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let Ok(gitdir) = std::fs::read_to_string(entry_path.join("gitdir")) else {
+                continue;
+            };
+            if wanted.iter().any(|w| Path::new(gitdir.trim_end()) == w) {
+                std::fs::remove_dir_all(&entry_path).map_err(|e| io_error(&entry_path, e))?;
+                removed = true;
+            }
+        }
+        Ok(removed)
     }
 
     /// Lists the worktrees of the repository, its main checkout first.
@@ -248,6 +282,27 @@ impl Repo {
             GitError::new(&cmd.display_args(), GitErrorKind::UnexpectedOutput(detail))
         })
     }
+}
+
+/// The forms in which git may have recorded `path/.git`: absolute as given, and with the
+/// symlinks of its nearest existing ancestor resolved (git records real paths).
+fn dot_git_candidates(path: &Path) -> Vec<std::path::PathBuf> {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
+    let mut candidates = vec![absolute.join(".git")];
+    let mut existing = absolute.as_path();
+    let mut rest = Vec::new();
+    while !existing.exists() {
+        let (Some(parent), Some(name)) = (existing.parent(), existing.file_name()) else {
+            break;
+        };
+        rest.push(name.to_owned());
+        existing = parent;
+    }
+    if let Ok(mut real) = existing.canonicalize() {
+        real.extend(rest.iter().rev());
+        candidates.push(real.join(".git"));
+    }
+    candidates
 }
 
 fn parse_worktree_list(out: &[u8]) -> Result<Vec<WorktreeEntry>, String> {

@@ -354,7 +354,7 @@ fn hostile_configuration_never_runs_through_cordon() {
     repo.list_worktrees().unwrap();
     repo.remove_worktree(wt.path()).unwrap();
     repo.remove_worktree(wt2.path()).unwrap();
-    repo.prune_worktrees().unwrap();
+
     assert_eq!(markers(markers_dir.path()), Vec::<String>::new());
 }
 
@@ -653,4 +653,37 @@ fn inherited_git_variables_cannot_redirect_git() {
         .unwrap();
     assert!(status.success());
     assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 0);
+}
+
+/// Regression: removing a cordon worktree whose directory is already gone fell back to
+/// `git worktree prune`, which also deleted the entry of the user's own worktree that lived on
+/// an unmounted disk (its directory looked gone too).
+#[test]
+fn removing_a_gone_worktree_forgets_only_that_one() {
+    let fx = Fixture::new();
+    let user_tree = fx.wt("user");
+    git(
+        &fx.repo(),
+        &["worktree", "add", "-q", user_tree.to_str().unwrap()],
+    );
+    // The user's disk is unmounted: the directory is not there right now.
+    let away = fx.wt("away");
+    std::fs::rename(&user_tree, &away).unwrap();
+    let repo = Repo::open(&fx.repo()).unwrap();
+    let head = repo.resolve_commit("HEAD").unwrap();
+    let ours = repo.add_worktree(&fx.wt("ours"), &head).unwrap();
+    std::fs::remove_dir_all(ours.path()).unwrap();
+    repo.remove_worktree(ours.path()).unwrap();
+    let entries: Vec<String> = std::fs::read_dir(fx.repo().join(".git/worktrees"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(entries, ["user"], "the user's entry stays, ours is gone");
+    // Back from the unmounted disk, the user's worktree still works.
+    std::fs::rename(&away, &user_tree).unwrap();
+    git(&user_tree, &["status", "--short"]);
+    assert!(
+        !repo.forget_worktree(ours.path()).unwrap(),
+        "nothing left to forget"
+    );
 }

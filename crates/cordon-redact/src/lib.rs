@@ -86,6 +86,7 @@
 //!   at each position of the last window.
 //! * The output never depends on how the input was chunked.
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod builder;
 mod builtin;

@@ -129,6 +129,11 @@ pub fn prepare(request: &RunRequest) -> Result<PreparedRun, RunError> {
             (spec, SandboxSummary::default())
         }
         Isolation::Sandboxed(options) => {
+            // The home is masked only if it exists when the sandbox is built: make it now
+            // (private), so that a first run cannot see the history its own cordon creates.
+            if let Some(home) = &home {
+                create_private_dir(home);
+            }
             let policy =
                 sandbox_policy(options, &request.cwd, request.workspace.as_ref(), home, env);
             let prepared = cordon_sandbox::prepare(&policy, program, rest)?;
@@ -260,6 +265,16 @@ fn sandbox_policy(
         });
     }
     policy
+}
+
+/// Creates `dir` (and its parents) with mode 0700 when missing; failures are left to the
+/// code that uses the directory, which reports them with context.
+fn create_private_dir(dir: &Path) {
+    use std::os::unix::fs::DirBuilderExt;
+    let _ = std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir);
 }
 
 /// `path` with symlinks resolved, or as given when it cannot be (it does not exist).

@@ -38,6 +38,7 @@
 //! # Ok::<(), cordon_store::StoreError>(())
 //! ```
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod backend;
 mod error;

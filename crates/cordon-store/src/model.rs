@@ -79,24 +79,22 @@ impl fmt::Display for RunId {
 pub struct InvalidRunId(pub String);
 
 fn random_u64() -> u64 {
-    use std::io::Read;
-    let mut bytes = [0u8; 8];
-    let read = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
-    if read.is_err() {
-        // No random source: fall back to time, pid and a counter (ids stay unique per host).
-        use std::sync::atomic::{AtomicU64, Ordering};
-        static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
-        let mixed = nanos
-            ^ (u64::from(std::process::id()) << 40)
-            ^ COUNTER
-                .fetch_add(1, Ordering::Relaxed)
-                .wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        bytes = mixed.to_le_bytes();
+    match getrandom::u64() {
+        Ok(n) => n,
+        Err(_) => {
+            // No random source: fall back to time, pid and a counter (ids stay unique per host).
+            use std::sync::atomic::{AtomicU64, Ordering};
+            static COUNTER: AtomicU64 = AtomicU64::new(0);
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
+            nanos
+                ^ (u64::from(std::process::id()) << 40)
+                ^ COUNTER
+                    .fetch_add(1, Ordering::Relaxed)
+                    .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        }
     }
-    u64::from_le_bytes(bytes)
 }
 
 /// What kind of command a run recorded.

@@ -11,6 +11,7 @@
 //! - [`SandboxSummary`]: which isolation held for a run, and by which mechanism.
 //! - [`cordon_home`]: where cordon keeps its state, resolved the same way by every crate.
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod child_report;
 mod home;

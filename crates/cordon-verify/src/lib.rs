@@ -15,6 +15,7 @@
 //! println!("gate: {}", verified.report.promotion.allowed);
 //! ```
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 pub mod config;
 mod counts;
@@ -30,4 +31,6 @@ pub mod target;
 pub use config::{Config, ReadyConfig, StageConfig};
 pub use error::{ConfigError, VerifyError};
 pub use pipeline::{Quiet, Verified, VerifyHooks, VerifyObserver, VerifyRequest, explain, verify};
-pub use plan::{Plan, PlannedSkip, PlannedStage};
+pub use plan::{
+    Plan, PlanDocument, PlanDocumentTag, PlannedSkip, PlannedStage, PlannedStageDocument,
+};

@@ -457,10 +457,7 @@ fn assemble(input: AssembleInput<'_>, plan: &Plan, stages: Vec<StageResult>) -> 
 
 fn new_run_id() -> String {
     let mut bytes = [0u8; 6];
-    let ok = std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
-        .is_ok();
-    if !ok {
+    if getrandom::fill(&mut bytes).is_err() {
         let nanos = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .map(|d| d.as_nanos())

@@ -2,9 +2,11 @@
 
 use std::path::Path;
 
-use cordon_types::{PlanSource, StageCategory};
+use cordon_types::{NetworkMode, PlanSource, StageCategory};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
-use crate::config::{Config, RedactConfig, StageConfig};
+use crate::config::{Config, NetworkSetting, RedactConfig, StageConfig};
 use crate::error::VerifyError;
 use crate::{detect, target};
 
@@ -60,6 +62,80 @@ pub struct Plan {
     pub reasons: Vec<String>,
     /// Redaction settings from the config (`[redact]`).
     pub redact: RedactConfig,
+}
+
+cordon_types::schema_tag!(
+    /// The `schema` tag of `cordon verify --explain --json`: `"cordon.verify-plan/v1"`.
+    PlanDocumentTag,
+    "cordon.verify-plan/v1"
+);
+
+/// The plan as `cordon verify --explain --json` prints it: what would run, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct PlanDocument {
+    /// Always `cordon.verify-plan/v1`.
+    pub schema: PlanDocumentTag,
+    /// `cordon.toml` or detected.
+    pub source: PlanSource,
+    /// Whether changed files narrowed the plan.
+    pub targeted: bool,
+    /// One line per decision.
+    pub reasons: Vec<String>,
+    /// The changed files targeting saw (repository-relative).
+    pub changed_files: Vec<String>,
+    /// Every stage, in order.
+    pub stages: Vec<PlannedStageDocument>,
+}
+
+/// One stage of a [`PlanDocument`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct PlannedStageDocument {
+    /// The stage's name.
+    pub name: String,
+    /// Its category.
+    pub category: StageCategory,
+    /// Whether the gate requires it.
+    pub required: bool,
+    /// The argv it runs (after targeting).
+    pub command: Vec<String>,
+    /// The network it reaches.
+    pub network: NetworkMode,
+    /// Whether it runs.
+    pub runs: bool,
+    /// Why not, when it does not.
+    pub skip_reason: Option<String>,
+    /// What targeting decided, when it decided something.
+    pub targeting: Option<String>,
+}
+
+impl Plan {
+    /// The plan as a document, with the changed files targeting saw.
+    pub fn document(&self, changed: &[String]) -> PlanDocument {
+        PlanDocument {
+            schema: PlanDocumentTag,
+            source: self.source,
+            targeted: self.targeted,
+            reasons: self.reasons.clone(),
+            changed_files: changed.to_vec(),
+            stages: self
+                .stages
+                .iter()
+                .map(|p| PlannedStageDocument {
+                    name: p.stage.name.clone(),
+                    category: p.stage.category,
+                    required: p.stage.required,
+                    command: p.stage.run.clone(),
+                    network: match p.stage.network {
+                        Some(NetworkSetting::Host) => NetworkMode::Host,
+                        Some(NetworkSetting::None) | None => NetworkMode::None,
+                    },
+                    runs: p.skip.is_none(),
+                    skip_reason: p.skip_reason(),
+                    targeting: p.targeting.clone(),
+                })
+                .collect(),
+        }
+    }
 }
 
 /// The stages before targeting: declared or detected, with the packages the tree had before

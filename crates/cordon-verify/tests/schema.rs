@@ -8,3 +8,11 @@ fn cordon_toml_schema_is_current() {
     let generated = cordon_types::schema_json::<cordon_verify::Config>();
     cordon_types::check_committed_schema(&path, &generated).unwrap();
 }
+
+#[test]
+fn verify_plan_schema_is_current() {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../schema/verify-plan.v1.json");
+    let generated = cordon_types::schema_json::<cordon_verify::PlanDocument>();
+    cordon_types::check_committed_schema(&path, &generated).unwrap();
+}

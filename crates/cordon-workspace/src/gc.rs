@@ -15,8 +15,9 @@
 //!
 //! `older_than` applies to persistent workspaces too (it is how old persistent ones are
 //! cleaned up: "idle" is the modification time of the record, refreshed by create, apply and
-//! diff), but never to a transient workspace whose owner still runs. Worktree metadata of
-//! every repository concerned is pruned at the end. Stray lock and temporary files older than
+//! diff), but never to a transient workspace whose owner still runs. The removed workspaces'
+//! own worktree entries are forgotten at the end (never a `git worktree prune`: the user's
+//! own worktrees stay registered, even when they look gone). Stray lock and temporary files older than
 //! a minute are deleted (younger ones may belong to a create in progress). A record that is
 //! JSON but not `cordon.workspace/v1` (a newer cordon's) is reported as a failure and left.
 
@@ -39,7 +40,8 @@ const STRAY_FILE_GRACE: Duration = Duration::from_secs(60);
 
 enum Outcome {
     Kept,
-    Removed(GcRemoval, Option<PathBuf>),
+    /// Removed; with the repository and tree whose metadata entry must be forgotten.
+    Removed(GcRemoval, Option<(PathBuf, PathBuf)>),
     Nothing,
 }
 
@@ -101,16 +103,19 @@ impl Workspaces {
                 }),
             }
         }
-        for common_dir in repos {
+        for (common_dir, tree) in repos {
             if !common_dir.is_dir() {
                 continue;
             }
-            let pruned =
+            // Only the removed workspace's own entry: never `git worktree prune`, which would
+            // also drop the user's worktrees that merely look gone.
+            let forgotten =
                 FileLock::acquire(&self.layout().repo_lock(&common_dir), Create::IfMissing)
                     .and_then(|_lock| {
-                        Ok(Repo::from_common_dir(common_dir.clone()).prune_worktrees()?)
+                        Ok(Repo::from_common_dir(common_dir.clone()).forget_worktree(&tree)?)
                     });
-            if pruned.is_ok() {
+            if forgotten.is_ok_and(|removed| removed) && !report.pruned_repos.contains(&common_dir)
+            {
                 report.pruned_repos.push(common_dir);
             }
         }
@@ -151,13 +156,17 @@ impl Workspaces {
                     reason,
                     repo: Some(record.repo.clone()),
                 };
-                Ok(Outcome::Removed(removal, Some(record.git_common_dir)))
+                Ok(Outcome::Removed(
+                    removal,
+                    Some((record.git_common_dir, record.path)),
+                ))
             }
             stored @ (Stored::Missing | Stored::Corrupt) => {
                 let dir = layout.dir(id);
                 let corrupt = matches!(stored, Stored::Corrupt);
                 if dir.exists() || corrupt {
-                    let common_dir = orphan_common_dir(&layout.tree(id));
+                    let tree = layout.tree(id);
+                    let common_dir = orphan_common_dir(&tree).map(|c| (c, tree));
                     crate::strategy::remove_dir_all(&dir)?;
                     record::remove(&record_path)?;
                     let _ = std::fs::remove_file(layout.lock(id));

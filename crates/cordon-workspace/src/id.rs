@@ -1,7 +1,5 @@
 //! [`WorkspaceId`]: short random names for workspaces.
 
-use std::io::Read;
-
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -34,9 +32,8 @@ impl WorkspaceId {
     /// A new random id from the kernel's random source.
     pub fn random() -> Result<WorkspaceId, WorkspaceError> {
         let mut bytes = [0u8; 5];
-        std::fs::File::open("/dev/urandom")
-            .and_then(|mut f| f.read_exact(&mut bytes))
-            .map_err(|e| WorkspaceError::io("/dev/urandom", e))?;
+        getrandom::fill(&mut bytes)
+            .map_err(|e| WorkspaceError::io("getrandom", std::io::Error::other(e.to_string())))?;
         let bits = bytes.iter().fold(0u64, |acc, &b| (acc << 8) | u64::from(b));
         let id = (0..ID_LEN)
             .map(|i| ALPHABET[((bits >> (35 - 5 * i)) & 31) as usize] as char)

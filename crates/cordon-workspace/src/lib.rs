@@ -35,6 +35,7 @@
 //! # }
 //! ```
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod error;
 mod gc;
@@ -56,7 +57,8 @@ pub use owner::{Liveness, ProcessIdentity};
 pub use record::{Strategy, WorkspaceRecord, WorkspaceRecordTag, WorkspaceState};
 pub use reports::{
     ApplyReport, ApplyReportTag, GcFailure, GcReason, GcRemoval, GcReport, GcReportTag,
-    WorkspaceDiff, WorkspaceDiffTag, WorkspaceInfo, WorkspaceInfoTag,
+    WorkspaceDiff, WorkspaceDiffTag, WorkspaceInfo, WorkspaceInfoTag, WorkspaceList,
+    WorkspaceListTag,
 };
 pub use transient::TransientWorkspace;
 pub use workspaces::{CreateRequest, Workspaces};

@@ -26,6 +26,11 @@ cordon_types::schema_tag!(
     "cordon.workspace-diff/v1"
 );
 cordon_types::schema_tag!(
+    /// The `schema` tag of a workspace listing: `"cordon.workspace-list/v1"`.
+    WorkspaceListTag,
+    "cordon.workspace-list/v1"
+);
+cordon_types::schema_tag!(
     /// The `schema` tag of a gc report: `"cordon.workspace-gc/v1"`.
     GcReportTag,
     "cordon.workspace-gc/v1"
@@ -48,6 +53,15 @@ pub struct WorkspaceInfo {
     pub owner: Liveness,
     /// When the workspace was last created, changed or diffed (RFC 3339, UTC).
     pub last_used_at: Option<String>,
+}
+
+/// Every workspace (`cordon workspace list --json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct WorkspaceList {
+    /// Always `cordon.workspace-list/v1`.
+    pub schema: WorkspaceListTag,
+    /// The workspaces, oldest first.
+    pub workspaces: Vec<WorkspaceInfo>,
 }
 
 /// What `apply` changed.
@@ -133,7 +147,8 @@ pub struct GcReport {
     pub removed: Vec<GcRemoval>,
     /// How many workspaces were left alone (in use, live owner, persistent and not idle).
     pub kept: usize,
-    /// Repositories whose worktree metadata was pruned.
+    /// Repositories from which a removed workspace's worktree entry was forgotten (only
+    /// cordon's own entries; the user's worktrees are never pruned).
     pub pruned_repos: Vec<PathBuf>,
     /// What could not be removed (gc goes on with the rest).
     pub failures: Vec<GcFailure>,

@@ -15,4 +15,5 @@ fn workspace_schemas_are_current() {
     check::<cordon_workspace::ApplyReport>("workspace-apply.v1.json");
     check::<cordon_workspace::WorkspaceDiff>("workspace-diff.v1.json");
     check::<cordon_workspace::GcReport>("workspace-gc.v1.json");
+    check::<cordon_workspace::WorkspaceList>("workspace-list.v1.json");
 }

@@ -582,3 +582,25 @@ fn json_schemas_of_every_document_generate() {
         );
     }
 }
+
+/// Regression: gc pruned every worktree entry whose directory looked gone, the user's own
+/// (on an unmounted disk) included. It forgets only the workspaces it removes.
+#[test]
+fn gc_leaves_the_users_own_worktree_entries_alone() {
+    let fx = Fixture::new();
+    let user_tree = fx.dir.path().join("user-tree");
+    git(
+        &fx.repo(),
+        &["worktree", "add", "-q", user_tree.to_str().unwrap()],
+    );
+    std::fs::rename(&user_tree, fx.dir.path().join("unmounted")).unwrap();
+    let gone = fx.create(true);
+    std::fs::remove_dir_all(&gone.path).unwrap();
+    let report = fx.workspaces.gc(None).unwrap();
+    assert_eq!(report.removed.len(), 1, "{report:?}");
+    let entries: Vec<String> = std::fs::read_dir(fx.repo().join(".git/worktrees"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(entries, ["user-tree"]);
+}

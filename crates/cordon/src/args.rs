@@ -148,6 +148,16 @@ pub enum SchemaDocument {
     WorkspaceInfo,
     /// cordon.doctor/v1, printed by `cordon doctor --json`.
     Doctor,
+    /// cordon.workspace-list/v1, printed by `cordon workspace list --json`.
+    WorkspaceList,
+    /// cordon.workspace-apply/v1, printed by `cordon workspace apply --json`.
+    WorkspaceApply,
+    /// cordon.workspace-diff/v1, printed by `cordon workspace diff --json`.
+    WorkspaceDiff,
+    /// cordon.gc/v1, printed by `cordon gc --json`.
+    Gc,
+    /// cordon.verify-plan/v1, printed by `cordon verify --explain --json`.
+    VerifyPlan,
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {

@@ -5,9 +5,11 @@
 //! ([`exit`]). Hidden helper entry points (the sandbox init) are dispatched before anything
 //! else runs.
 #![deny(missing_docs)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod args;
 mod commands;
+pub mod documents;
 pub mod exit;
 mod render;
 mod sandbox_args;

@@ -1,6 +1,6 @@
 //! What a person sees: live output passthrough and a one-line summary.
 
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsFd, OwnedFd};
 
 use cordon_exec::{OutputSink, Stream};
 use cordon_types::{RunResult, RunStatus};
@@ -9,27 +9,31 @@ use cordon_types::{RunResult, RunStatus};
 /// A closed destination (EPIPE) stops the passthrough for that stream; capture goes on.
 pub(crate) struct Passthrough {
     open: [bool; 2],
+    fds: [Option<OwnedFd>; 2],
 }
 
 impl Passthrough {
     pub(crate) fn new() -> Self {
-        Passthrough { open: [true; 2] }
+        // Raw writes, past std's line buffering: output appears as the program writes it.
+        let fds = [
+            std::io::stdout().as_fd().try_clone_to_owned().ok(),
+            std::io::stderr().as_fd().try_clone_to_owned().ok(),
+        ];
+        Passthrough {
+            open: [fds[0].is_some(), fds[1].is_some()],
+            fds,
+        }
     }
 }
 
 impl OutputSink for Passthrough {
     fn write(&mut self, stream: Stream, mut bytes: &[u8]) {
-        let (index, raw) = match stream {
-            Stream::Stdout => (0, 1),
-            Stream::Stderr => (1, 2),
-        };
-        if !self.open[index] {
+        let index = index(stream);
+        let (true, Some(fd)) = (self.open[index], &self.fds[index]) else {
             return;
-        }
-        // SAFETY: fds 1 and 2 stay open for the life of the process.
-        let fd = unsafe { BorrowedFd::borrow_raw(raw) };
+        };
         while !bytes.is_empty() {
-            match rustix_write(fd, bytes) {
+            match rustix::io::write(fd, bytes).map_err(std::io::Error::from) {
                 Ok(n) => bytes = &bytes[n..],
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(_) => {
@@ -49,22 +53,6 @@ fn index(stream: Stream) -> usize {
     match stream {
         Stream::Stdout => 0,
         Stream::Stderr => 1,
-    }
-}
-
-fn rustix_write(fd: BorrowedFd<'_>, bytes: &[u8]) -> std::io::Result<usize> {
-    // SAFETY: `bytes` is a valid buffer of `bytes.len()` bytes for the duration of the call.
-    let n = unsafe {
-        libc::write(
-            std::os::fd::AsRawFd::as_raw_fd(&fd),
-            bytes.as_ptr().cast(),
-            bytes.len(),
-        )
-    };
-    if n < 0 {
-        Err(std::io::Error::last_os_error())
-    } else {
-        Ok(n as usize)
     }
 }
 

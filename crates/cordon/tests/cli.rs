@@ -16,6 +16,11 @@ fn printed_schemas_are_the_committed_ones() {
         ("run-export", "run-export.v1.json"),
         ("workspace", "workspace.v1.json"),
         ("workspace-info", "workspace-info.v1.json"),
+        ("workspace-list", "workspace-list.v1.json"),
+        ("workspace-apply", "workspace-apply.v1.json"),
+        ("workspace-diff", "workspace-diff.v1.json"),
+        ("gc", "gc.v1.json"),
+        ("verify-plan", "verify-plan.v1.json"),
     ] {
         let out = cordon().args(["schema", document]).output().unwrap();
         assert!(out.status.success());

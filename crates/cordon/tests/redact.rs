@@ -158,3 +158,61 @@ fn secrets_in_failure_reasons_and_command_lines_are_redacted() {
         assert_clean(&json, "result");
     }
 }
+
+/// One redaction rule for `run` and `verify`: a secret-looking variable of cordon's own
+/// environment is hidden even when the program gets its value some other way (here, a file
+/// committed to the repository). Before the one run path, only `run` did this.
+#[test]
+fn cordons_own_secret_looking_variables_are_redacted_in_run_and_verify_alike() {
+    let home = TestDir::new();
+    let repo = TestDir::new();
+    let value = "host-only-value-8c7b6a5f4e3d";
+    repo.write("leak.txt", &format!("found {value}\n"));
+    repo.write(
+        "cordon.toml",
+        "[[stage]]\nname = \"leak\"\ncategory = \"test\"\nrun = [\"cat\", \"leak.txt\"]\n",
+    );
+    let git = |args: &[&str]| {
+        let ok = Command::new("git")
+            .current_dir(repo.path())
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+    };
+    git(&["init", "-q"]);
+    git(&["add", "-A"]);
+    git(&["commit", "-qm", "x"]);
+    let verify = cordon()
+        .env("CORDON_HOME", home.path())
+        .env("DEPLOY_API_TOKEN", value)
+        .args(["verify", "--json", "--repo"])
+        .arg(repo.path())
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&verify.stdout);
+    assert_eq!(verify.status.code(), Some(0), "{report}");
+    assert!(!report.contains(value), "{report}");
+    assert!(
+        report.contains("found [REDACTED:DEPLOY_API_TOKEN]"),
+        "{report}"
+    );
+    let run = cordon()
+        .env("CORDON_HOME", home.path())
+        .env("DEPLOY_API_TOKEN", value)
+        .arg("run")
+        .arg("--json")
+        .arg("--cwd")
+        .arg(repo.path())
+        .args(["--", "cat", "leak.txt"])
+        .output()
+        .unwrap();
+    let result = String::from_utf8_lossy(&run.stdout);
+    assert!(!result.contains(value), "{result}");
+    assert!(
+        result.contains("found [REDACTED:DEPLOY_API_TOKEN]"),
+        "{result}"
+    );
+}

@@ -20,6 +20,17 @@ pub(crate) fn run(args: &SchemaArgs) -> Result<ExitCode, crate::exit::CliError> 
             cordon_types::schema_json::<cordon_workspace::WorkspaceInfo>()
         }
         SchemaDocument::Doctor => cordon_types::schema_json::<cordon_sandbox::DoctorReport>(),
+        SchemaDocument::WorkspaceList => {
+            cordon_types::schema_json::<cordon_workspace::WorkspaceList>()
+        }
+        SchemaDocument::WorkspaceApply => {
+            cordon_types::schema_json::<cordon_workspace::ApplyReport>()
+        }
+        SchemaDocument::WorkspaceDiff => {
+            cordon_types::schema_json::<cordon_workspace::WorkspaceDiff>()
+        }
+        SchemaDocument::Gc => cordon_types::schema_json::<crate::documents::GcSummary>(),
+        SchemaDocument::VerifyPlan => cordon_types::schema_json::<cordon_verify::PlanDocument>(),
     };
     std::io::stdout().lock().write_all(text.as_bytes())?;
     Ok(ExitCode::SUCCESS)

@@ -227,31 +227,7 @@ fn verify_error(error: VerifyError) -> CliError {
 
 fn print_explain(plan: &Plan, changed: &[String], json: bool) -> anyhow::Result<()> {
     if json {
-        let stages: Vec<serde_json::Value> = plan
-            .stages
-            .iter()
-            .map(|p| {
-                serde_json::json!({
-                    "name": p.stage.name,
-                    "category": p.stage.category,
-                    "required": p.stage.required,
-                    "command": p.stage.run,
-                    "network": if p.stage.network == Some(cordon_verify::config::NetworkSetting::Host) { "host" } else { "none" },
-                    "runs": p.skip.is_none(),
-                    "skip_reason": p.skip_reason(),
-                    "targeting": p.targeting,
-                })
-            })
-            .collect();
-        let doc = serde_json::json!({
-            "schema": "cordon.verify-plan/v1",
-            "source": plan.source,
-            "targeted": plan.targeted,
-            "reasons": plan.reasons,
-            "changed_files": changed,
-            "stages": stages,
-        });
-        println!("{}", serde_json::to_string_pretty(&doc)?);
+        println!("{}", serde_json::to_string_pretty(&plan.document(changed))?);
         return Ok(());
     }
     let mut out = std::io::stdout().lock();
@@ -297,7 +273,7 @@ fn print_explain(plan: &Plan, changed: &[String], json: bool) -> anyhow::Result<
             } else {
                 ", optional"
             },
-            shell_words(&s.run)
+            shell_words::join(&s.run)
         )?;
         if let Some(reason) = p.skip_reason() {
             writeln!(out, "     skipped: {reason}")?;
@@ -306,22 +282,6 @@ fn print_explain(plan: &Plan, changed: &[String], json: bool) -> anyhow::Result<
         }
     }
     Ok(())
-}
-
-fn shell_words(argv: &[String]) -> String {
-    argv.iter()
-        .map(|a| {
-            if !a.is_empty()
-                && a.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
-            {
-                a.clone()
-            } else {
-                format!("'{}'", a.replace('\'', "'\\''"))
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 /// A live line per stage on stderr: spinners on a terminal, plain lines otherwise.

@@ -12,6 +12,7 @@ use cordon_workspace::{
 };
 use serde::Serialize;
 
+use crate::documents::{GcRuns, GcSummary, GcSummaryTag};
 use crate::exit::{CORDON_FAILED, CliError, FAILED, USAGE};
 
 /// Arguments of `cordon workspace`.
@@ -213,10 +214,10 @@ pub(crate) fn run(args: WorkspaceArgs) -> Result<ExitCode, CliError> {
                 .list()
                 .map_err(|e| fail(e).context("cannot list the workspaces"))?;
             if json {
-                print_json(&serde_json::json!({
-                    "schema": "cordon.workspace-list/v1",
-                    "workspaces": infos,
-                }))?;
+                print_json(&cordon_workspace::WorkspaceList {
+                    schema: cordon_workspace::WorkspaceListTag,
+                    workspaces: infos,
+                })?;
             } else if infos.is_empty() {
                 eprintln!("no workspaces");
             } else {
@@ -318,11 +319,14 @@ pub(crate) fn gc(args: &GcArgs) -> Result<ExitCode, CliError> {
         None => 0,
     };
     if args.json {
-        print_json(&serde_json::json!({
-            "schema": "cordon.gc/v1",
-            "workspaces": report,
-            "runs": { "marked_interrupted": interrupted, "deleted": deleted_runs },
-        }))?;
+        print_json(&GcSummary {
+            schema: GcSummaryTag,
+            workspaces: report.clone(),
+            runs: GcRuns {
+                marked_interrupted: interrupted,
+                deleted: deleted_runs,
+            },
+        })?;
     } else {
         if interrupted > 0 {
             eprintln!("marked {interrupted} run(s) interrupted (their cordon died)");
