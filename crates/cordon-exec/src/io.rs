@@ -16,6 +16,17 @@ pub trait OutputSink {
         let _ = stream;
         true
     }
+
+    /// Whether the sink can take more of `stream` right now. A sink that is behind (a slow
+    /// terminal) answers `false`: the executor then stops reading that stream for a while —
+    /// the program blocks on its full pipe, as it would writing to that terminal directly —
+    /// while deadlines, kills and cancellation go on. It must become `true` again by itself
+    /// (the executor asks every few milliseconds), and a sink must never block in
+    /// [`OutputSink::write`].
+    fn accepts_more(&self, stream: Stream) -> bool {
+        let _ = stream;
+        true
+    }
 }
 
 /// Transforms output before anything sees it (redaction). Stateful per stream: it may hold

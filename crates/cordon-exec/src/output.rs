@@ -25,6 +25,11 @@ impl StreamState {
         }
     }
 
+    /// Which stream this is.
+    pub(crate) fn stream(&self) -> Stream {
+        self.stream
+    }
+
     /// Reads what `poll` said is there; closes the stream on end of file.
     pub(crate) fn read_once(
         &mut self,

@@ -44,6 +44,8 @@ const PIPE_SIZE: usize = 1024 * 1024;
 const SUPERVISOR_SETTLE: Duration = Duration::from_millis(50);
 /// How often a readiness probe is asked.
 const READY_POLL: Duration = Duration::from_millis(25);
+/// How often a sink that fell behind is asked whether it takes output again.
+const BACKPRESSURE_POLL: Duration = Duration::from_millis(10);
 
 /// Runs `spec` to completion and reports what happened.
 ///
@@ -195,12 +197,28 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
 
         let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(5);
         let mut slots: Vec<Slot> = Vec::with_capacity(5);
+        let mut paused = false;
         for (i, s) in streams.iter().enumerate() {
             if let Some(fd) = &s.fd {
+                // A sink that is behind (a terminal nobody reads) pauses reading this stream;
+                // deadlines and kills never wait for it.
+                if io.sink.as_deref().is_some_and(|k| !k.accepts_more(s.stream())) {
+                    paused = true;
+                    continue;
+                }
                 fds.push(PollFd::new(fd, PollFlags::IN));
                 slots.push(Slot::Stream(i));
             }
         }
+        let timeout = if paused {
+            let soon = to_timespec(BACKPRESSURE_POLL);
+            Some(match timeout {
+                Some(t) if (t.tv_sec, t.tv_nsec) < (soon.tv_sec, soon.tv_nsec) => t,
+                _ => soon,
+            })
+        } else {
+            timeout
+        };
         if let Some((Some(fd), _)) = &report {
             fds.push(PollFd::new(fd, PollFlags::IN));
             slots.push(Slot::Report);

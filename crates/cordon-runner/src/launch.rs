@@ -301,4 +301,8 @@ impl OutputSink for Tee<'_, '_> {
     fn wants_more(&self, stream: Stream) -> bool {
         self.sink.as_deref().is_none_or(|s| s.wants_more(stream))
     }
+
+    fn accepts_more(&self, stream: Stream) -> bool {
+        self.sink.as_deref().is_none_or(|s| s.accepts_more(stream))
+    }
 }

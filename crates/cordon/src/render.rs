@@ -1,51 +1,159 @@
 //! What a person sees: live output passthrough and a one-line summary.
 
+use std::collections::VecDeque;
 use std::os::fd::{AsFd, OwnedFd};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
 
 use cordon_exec::{OutputSink, Stream};
 use cordon_types::{RunResult, RunStatus};
 
+/// Bytes a stream may have queued for the terminal before the executor pauses reading it.
+const QUEUE_LIMIT: usize = 1 << 20;
+
 /// Passes the program's output through to cordon's own stdout/stderr as it arrives.
-/// A closed destination (EPIPE) stops the passthrough for that stream; capture goes on.
+///
+/// Writing never blocks the executor: each stream has a writer thread and a bounded queue.
+/// When the terminal (or pipe) behind cordon stops reading, the queue fills, the executor
+/// pauses reading that stream (the program blocks on its pipe, as it would writing to the
+/// terminal itself), and timeouts and kills still happen on time. A closed destination
+/// (EPIPE) stops the passthrough for that stream; capture goes on.
 pub(crate) struct Passthrough {
-    open: [bool; 2],
-    fds: [Option<OwnedFd>; 2],
+    lanes: [Option<Lane>; 2],
+}
+
+/// One stream's queue and writer thread.
+struct Lane {
+    shared: Arc<(Mutex<LaneState>, Condvar)>,
+    thread: Option<JoinHandle<()>>,
+}
+
+#[derive(Default)]
+struct LaneState {
+    chunks: VecDeque<Vec<u8>>,
+    queued: usize,
+    /// No more input: write what is queued, then stop.
+    closed: bool,
+    /// The destination refused a write (EPIPE and the like).
+    broken: bool,
+}
+
+impl Lane {
+    fn start(fd: OwnedFd) -> Option<Lane> {
+        let shared = Arc::new((Mutex::new(LaneState::default()), Condvar::new()));
+        let theirs = Arc::clone(&shared);
+        let thread = std::thread::Builder::new()
+            .name("cordon-passthrough".into())
+            .spawn(move || write_loop(&fd, &theirs))
+            .ok()?;
+        Some(Lane {
+            shared,
+            thread: Some(thread),
+        })
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, LaneState> {
+        self.shared.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn push(&self, bytes: &[u8]) {
+        let mut state = self.state();
+        if state.broken || state.closed {
+            return;
+        }
+        state.queued += bytes.len();
+        state.chunks.push_back(bytes.to_vec());
+        drop(state);
+        self.shared.1.notify_one();
+    }
+
+    /// Writes out what is queued, then stops the thread.
+    fn finish(&mut self) {
+        self.state().closed = true;
+        self.shared.1.notify_one();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn write_loop(fd: &OwnedFd, shared: &(Mutex<LaneState>, Condvar)) {
+    let (lock, wake) = shared;
+    loop {
+        let chunk = {
+            let mut state = lock.lock().unwrap_or_else(|e| e.into_inner());
+            loop {
+                if let Some(chunk) = state.chunks.pop_front() {
+                    break chunk;
+                }
+                if state.closed {
+                    return;
+                }
+                state = wake.wait(state).unwrap_or_else(|e| e.into_inner());
+            }
+        };
+        let mut bytes = &chunk[..];
+        while !bytes.is_empty() {
+            match rustix::io::write(fd, bytes) {
+                Ok(n) => bytes = &bytes[n..],
+                Err(rustix::io::Errno::INTR) => {}
+                Err(_) => {
+                    let mut state = lock.lock().unwrap_or_else(|e| e.into_inner());
+                    state.broken = true;
+                    state.chunks.clear();
+                    state.queued = 0;
+                    return;
+                }
+            }
+        }
+        let mut state = lock.lock().unwrap_or_else(|e| e.into_inner());
+        state.queued = state.queued.saturating_sub(chunk.len());
+    }
 }
 
 impl Passthrough {
     pub(crate) fn new() -> Self {
         // Raw writes, past std's line buffering: output appears as the program writes it.
-        let fds = [
-            std::io::stdout().as_fd().try_clone_to_owned().ok(),
-            std::io::stderr().as_fd().try_clone_to_owned().ok(),
-        ];
+        let lane = |fd: std::io::Result<OwnedFd>| fd.ok().and_then(Lane::start);
         Passthrough {
-            open: [fds[0].is_some(), fds[1].is_some()],
-            fds,
+            lanes: [
+                lane(std::io::stdout().as_fd().try_clone_to_owned()),
+                lane(std::io::stderr().as_fd().try_clone_to_owned()),
+            ],
+        }
+    }
+
+    /// Waits until everything queued is written (or the destination refused it).
+    pub(crate) fn finish(&mut self) {
+        for lane in self.lanes.iter_mut().flatten() {
+            lane.finish();
         }
     }
 }
 
+impl Drop for Passthrough {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
 impl OutputSink for Passthrough {
-    fn write(&mut self, stream: Stream, mut bytes: &[u8]) {
-        let index = index(stream);
-        let (true, Some(fd)) = (self.open[index], &self.fds[index]) else {
-            return;
-        };
-        while !bytes.is_empty() {
-            match rustix::io::write(fd, bytes).map_err(std::io::Error::from) {
-                Ok(n) => bytes = &bytes[n..],
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(_) => {
-                    self.open[index] = false;
-                    return;
-                }
-            }
+    fn write(&mut self, stream: Stream, bytes: &[u8]) {
+        if let Some(lane) = &self.lanes[index(stream)] {
+            lane.push(bytes);
         }
     }
 
     fn wants_more(&self, stream: Stream) -> bool {
-        self.open[index(stream)]
+        self.lanes[index(stream)]
+            .as_ref()
+            .is_some_and(|lane| !lane.state().broken)
+    }
+
+    fn accepts_more(&self, stream: Stream) -> bool {
+        self.lanes[index(stream)]
+            .as_ref()
+            .is_none_or(|lane| lane.state().queued < QUEUE_LIMIT)
     }
 }
 

@@ -112,28 +112,37 @@ pub(crate) fn run(args: RunArgs, argv: &[OsString]) -> Result<ExitCode, CliError
             return Err(run_error(error));
         }
     };
-    // The result is shown first: a failure to record must not lose it.
     if args.json {
+        // The result is shown first: a failure to record must not lose it.
         let mut out = std::io::stdout().lock();
         serde_json::to_writer(&mut out, &ran.result)?;
         writeln!(out)?;
-    } else if let Some(line) = summary_line(&ran.result) {
-        let _ = writeln!(std::io::stderr().lock(), "{line}");
-    }
-    if let Some(recorder) = recorder {
-        let state = cordon_store::RunState::from(ran.result.status);
-        match recorder.finish(state, &ran.result) {
-            Ok(stats) => {
-                for note in cordon_runner::transcript_notes(&stats) {
-                    eprintln!("cordon: {note}");
-                }
-            }
-            Err(error) => {
-                eprintln!("cordon: warning: the run was not fully recorded: {error:#}")
-            }
+        drop(out);
+        finish_recording(recorder, &ran.result);
+    } else {
+        // Recorded before the passthrough is flushed: a reader that stops reading (a pager
+        // left open) must not keep the run from being recorded.
+        finish_recording(recorder, &ran.result);
+        passthrough.finish();
+        if let Some(line) = summary_line(&ran.result) {
+            let _ = writeln!(std::io::stderr().lock(), "{line}");
         }
     }
     Ok(ExitCode::from(ran.exit_code))
+}
+
+/// Stores the result in the run history; problems are warnings (the result is shown anyway).
+fn finish_recording(recorder: Option<Recorder>, result: &cordon_types::RunResult) {
+    let Some(recorder) = recorder else { return };
+    let state = cordon_store::RunState::from(result.status);
+    match recorder.finish(state, result) {
+        Ok(stats) => {
+            for note in cordon_runner::transcript_notes(&stats) {
+                eprintln!("cordon: {note}");
+            }
+        }
+        Err(error) => eprintln!("cordon: warning: the run was not fully recorded: {error}"),
+    }
 }
 
 /// A run that did not happen: every class exits 125 (`run`'s other codes are the program's).
