@@ -40,6 +40,7 @@ mod process_tree;
 mod runner;
 mod signals;
 mod spec;
+mod stdin;
 mod supervisor;
 pub mod units;
 

@@ -79,9 +79,20 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
         cmd.env_clear();
     }
     cmd.envs(spec.env.set.iter().map(|(k, v)| (k, v)));
+    let mut forwarder = None;
     cmd.stdin(match spec.stdin {
         StdinMode::Inherit => Stdio::inherit(),
         StdinMode::Null => Stdio::null(),
+        StdinMode::Forward if !crate::stdin::stdin_is_terminal() => Stdio::inherit(),
+        StdinMode::Forward => {
+            let mut started = crate::stdin::Forwarder::start().map_err(ExecError::Pipe)?;
+            let end = started
+                .program_end
+                .take()
+                .expect("a new forwarder has its pipe");
+            forwarder = Some(started);
+            Stdio::from(end)
+        }
     });
     cmd.stdout(Stdio::from(out_w)).stderr(Stdio::from(err_w));
     let report_w_raw = report_pipe.as_ref().map(|(_, w)| w.as_raw_fd());
@@ -94,7 +105,8 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
     let children_before = children_rusage();
     let t0 = Instant::now();
     let spawned = cmd.spawn();
-    // Dropping the command closes the parent's copies of the pipes' write ends.
+    // Dropping the command closes the parent's copies of the pipes' write ends (and of the
+    // forwarded input's read end).
     drop(cmd);
     let report_r = report_pipe.map(|(r, _w)| r);
     let child = match spawned {
@@ -202,7 +214,11 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
             if let Some(fd) = &s.fd {
                 // A sink that is behind (a terminal nobody reads) pauses reading this stream;
                 // deadlines and kills never wait for it.
-                if io.sink.as_deref().is_some_and(|k| !k.accepts_more(s.stream())) {
+                if io
+                    .sink
+                    .as_deref()
+                    .is_some_and(|k| !k.accepts_more(s.stream()))
+                {
                     paused = true;
                     continue;
                 }
@@ -268,6 +284,8 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
         }
     }
 
+    // Nobody reads the forwarded input any more.
+    drop(forwarder);
     // The program is gone. Whatever of its tree is left now is a leak: kill it. A supervisor's
     // own helpers may still be on their way out: give them a moment first.
     if spec.supervised {
@@ -406,6 +424,12 @@ fn child_setup(report_fd: Option<i32>) -> std::io::Result<()> {
     rustix::process::setsid()?;
     // The program dies with the thread that spawned it, whatever kills cordon.
     rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
+    // cordon may ignore SIGTTIN (forwarding a terminal); the program gets the default back.
+    // SAFETY: sigaction with a zeroed (SIG_DFL) action is async-signal-safe.
+    unsafe {
+        let action: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(libc::SIGTTIN, &action, std::ptr::null_mut());
+    }
     // Descriptors cordon inherited from its own parent stay out of the program: mark every one
     // above the standard ones (and the report pipe) close-on-exec. Best effort on old kernels.
     let first_private = if report_fd.is_some() {

@@ -60,11 +60,17 @@ pub struct EnvSpec {
 /// Standard input of the program.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum StdinMode {
-    /// The program reads cordon's own standard input.
+    /// The program reads cordon's own standard input (a terminal behind cordon becomes the
+    /// program's too: it can change its modes).
     #[default]
     Inherit,
     /// The program reads an empty input (`/dev/null`).
     Null,
+    /// The program reads what cordon forwards from its own standard input through a pipe.
+    /// When cordon's input is a terminal, the program thus never holds it (no mode changes,
+    /// no reads while in the background, no echo of what it prints); when it is not a
+    /// terminal, it is passed as it is (nothing to protect, nothing to copy).
+    Forward,
 }
 
 impl RunSpec {

@@ -80,8 +80,11 @@ pub struct RunArgs {
     /// Set an environment variable for the program (repeatable).
     #[arg(long = "env", value_name = "NAME=VALUE", value_parser = parse_env_pair)]
     pub env: Vec<(String, String)>,
-    /// What the program reads on standard input.
-    #[arg(long, value_enum, default_value_t = StdinArg::Inherit)]
+    /// What the program reads on standard input: `pipe` (cordon forwards its own input; a
+    /// terminal behind cordon never becomes the program's), `null` (nothing), or `inherit`
+    /// (the program gets cordon's input itself — a terminal then too: it can change its
+    /// modes; cordon restores them when the program ends).
+    #[arg(long, value_enum, default_value_t = StdinArg::Pipe)]
     pub stdin: StdinArg,
     /// Print the result as one JSON document (cordon.run-result/v1) on stdout instead of
     /// passing the program's output through.
@@ -113,7 +116,9 @@ pub struct RunArgs {
 /// Standard input of the program.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum StdinArg {
-    /// The program reads cordon's standard input.
+    /// cordon forwards its standard input through a pipe.
+    Pipe,
+    /// The program reads cordon's standard input itself.
     Inherit,
     /// The program reads nothing (/dev/null).
     Null,

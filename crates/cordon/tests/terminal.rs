@@ -64,7 +64,15 @@ fn a_stdout_nobody_reads_does_not_stall_the_timeout() {
     let started = Instant::now();
     let mut child = cordon()
         .env("CORDON_HOME", home.path())
-        .args(["run", "--no-sandbox", "--timeout", "1s", "--grace", "1s", "--"])
+        .args([
+            "run",
+            "--no-sandbox",
+            "--timeout",
+            "1s",
+            "--grace",
+            "1s",
+            "--",
+        ])
         .args(["sh", "-c", &script])
         .stdin(Stdio::null())
         .stdout(std::fs::OpenOptions::new().write(true).open(&fifo).unwrap())
@@ -72,7 +80,8 @@ fn a_stdout_nobody_reads_does_not_stall_the_timeout() {
         .spawn()
         .unwrap();
     assert!(eventually(Duration::from_secs(30), || pidfile.exists()
-        && std::fs::read_to_string(&pidfile).is_ok_and(|t| t.ends_with('\n'))));
+        && std::fs::read_to_string(&pidfile)
+            .is_ok_and(|t| t.ends_with('\n'))));
     let pid = read_pid(&pidfile);
     assert!(
         eventually(Duration::from_secs(30), || !is_alive(pid)),
@@ -87,7 +96,10 @@ fn a_stdout_nobody_reads_does_not_stall_the_timeout() {
             .unwrap();
         String::from_utf8_lossy(&out.stdout).contains("\"status\": \"timeout\"")
     });
-    assert!(recorded, "the run was not recorded before the output was flushed");
+    assert!(
+        recorded,
+        "the run was not recorded before the output was flushed"
+    );
     assert!(
         started.elapsed() < Duration::from_secs(60),
         "does not hang: {:?}",
@@ -125,5 +137,150 @@ fn a_slow_reader_gets_every_byte() {
     }
     assert!(child.wait().unwrap().success());
     let expected: String = (1..=200_000).map(|n| format!("{n}\n")).collect();
-    assert!(all == expected.as_bytes(), "{} bytes, expected {}", all.len(), expected.len());
+    assert!(
+        all == expected.as_bytes(),
+        "{} bytes, expected {}",
+        all.len(),
+        expected.len()
+    );
+}
+
+/// `command` in a fresh pseudo-terminal (its controlling terminal), with `input` typed into
+/// it. Returns its exit code, everything the terminal showed, and whether the terminal still
+/// echoes afterwards.
+fn in_pty(mut command: std::process::Command, input: &[u8]) -> (Option<i32>, String, bool) {
+    use std::io::{Read, Write};
+    use std::os::fd::FromRawFd;
+    use std::os::unix::process::CommandExt;
+    let (mut master, mut slave) = (-1, -1);
+    // SAFETY: openpty fills two descriptors; the name/termios/winsize arguments may be null.
+    let r = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(r, 0);
+    // SAFETY: both descriptors were just opened and are owned here.
+    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    command
+        .stdin(slave.try_clone().unwrap())
+        .stdout(slave.try_clone().unwrap())
+        .stderr(slave.try_clone().unwrap());
+    // SAFETY: setsid and ioctl are async-signal-safe.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = command.spawn().unwrap();
+    // The command holds copies of the terminal's slave side: the reader sees the end only
+    // once every copy is closed.
+    drop(command);
+    let mut writer = std::fs::File::from(master.try_clone().unwrap());
+    writer.write_all(input).unwrap();
+    let reader_fd = master.try_clone().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut reader = std::fs::File::from(reader_fd);
+        let mut all = Vec::new();
+        let mut buf = [0u8; 4096];
+        // EIO once every slave descriptor is closed: the end.
+        while let Ok(n) = reader.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            all.extend_from_slice(&buf[..n]);
+        }
+        all
+    });
+    let code = wait_exit(&mut child, Duration::from_secs(60));
+    let modes = rustix::termios::tcgetattr(&slave).unwrap();
+    let echoes = modes
+        .local_modes
+        .contains(rustix::termios::LocalModes::ECHO);
+    drop(slave);
+    drop(writer);
+    drop(master);
+    let shown = String::from_utf8_lossy(&reader.join().unwrap()).into_owned();
+    (code, shown, echoes)
+}
+
+/// `cordon ARGS` in a fresh pseudo-terminal (see [`in_pty`]), with a throw-away home.
+fn cordon_in_pty(args: &[&str], input: &[u8]) -> (Option<i32>, String, bool) {
+    let home = TestDir::new();
+    let mut command = cordon();
+    command.env("CORDON_HOME", home.path()).args(args);
+    in_pty(command, input)
+}
+
+/// Regression: the program inherited the user's terminal as stdin, could turn echo off (and
+/// leave it off), and read keystrokes. By default it now reads a pipe cordon feeds.
+#[test]
+fn by_default_the_program_never_holds_cordons_terminal() {
+    let script = "test -t 0 && echo IS-A-TTY || echo NOT-A-TTY; \
+                  stty -echo 2>/dev/null && echo MODES-CHANGED; \
+                  read line; echo got:$line";
+    for mode in [&["--no-sandbox"][..], &[][..]] {
+        let mut args = vec!["run", "--no-record"];
+        args.extend_from_slice(mode);
+        args.extend_from_slice(&["--", "sh", "-c", script]);
+        let (code, shown, echoes) = cordon_in_pty(&args, b"typed-input\n");
+        assert_eq!(code, Some(0), "{mode:?}: {shown}");
+        assert!(shown.contains("NOT-A-TTY"), "{mode:?}: {shown}");
+        assert!(!shown.contains("MODES-CHANGED"), "{mode:?}: {shown}");
+        assert!(
+            shown.contains("got:typed-input"),
+            "input is forwarded: {shown}"
+        );
+        assert!(echoes, "{mode:?}: the terminal still echoes");
+    }
+}
+
+/// With `--stdin inherit` the program gets the terminal itself; whatever modes it leaves,
+/// cordon puts the terminal back as it was.
+#[test]
+fn inherited_terminal_modes_are_restored_when_the_program_ends() {
+    let (code, shown, echoes) = cordon_in_pty(
+        &[
+            "run",
+            "--no-record",
+            "--stdin",
+            "inherit",
+            "--",
+            "sh",
+            "-c",
+            "test -t 0 && echo IS-A-TTY; stty -echo && echo MODES-CHANGED",
+        ],
+        b"",
+    );
+    assert_eq!(code, Some(0), "{shown}");
+    assert!(
+        shown.contains("IS-A-TTY") && shown.contains("MODES-CHANGED"),
+        "{shown}"
+    );
+    assert!(echoes, "echo was restored: {shown}");
+}
+
+/// cordon in the background of its terminal (a shell with job control) is not stopped by
+/// SIGTTIN when it forwards input: the run completes and is reported.
+#[test]
+fn a_background_cordon_is_not_stopped_by_its_terminal() {
+    let home = TestDir::new();
+    let script = format!(
+        "set -m; {} run --no-record --no-sandbox -- sh -c 'echo started; sleep 0.5; echo finished' & wait $!; echo status:$?",
+        env!("CARGO_BIN_EXE_cordon")
+    );
+    let mut shell = std::process::Command::new("sh");
+    shell.env("CORDON_HOME", home.path()).args(["-c", &script]);
+    // Typed input waits in the terminal: reading it from the background would stop cordon.
+    let (code, shown, _) = in_pty(shell, b"typed-ahead\n");
+    assert_eq!(code, Some(0), "{shown}");
+    assert!(shown.contains("finished"), "{shown}");
+    assert!(shown.contains("status:0"), "{shown}");
 }

@@ -65,6 +65,7 @@ pub(crate) fn run(args: RunArgs, argv: &[OsString]) -> Result<ExitCode, CliError
             leak_window: args.leak_timeout,
         },
         stdin: match args.stdin {
+            StdinArg::Pipe => StdinMode::Forward,
             StdinArg::Inherit => StdinMode::Inherit,
             StdinArg::Null => StdinMode::Null,
         },
@@ -102,7 +103,16 @@ pub(crate) fn run(args: RunArgs, argv: &[OsString]) -> Result<ExitCode, CliError
             stage: None,
         }),
     };
-    let ran = match prepared.run(hooks) {
+    // With `--stdin inherit`, the program may change the terminal's modes (echo off, raw):
+    // they are put back when it ends, whatever it did.
+    let terminal = (args.stdin == StdinArg::Inherit)
+        .then(TerminalModes::save)
+        .flatten();
+    let ran = prepared.run(hooks);
+    if let Some(terminal) = terminal {
+        terminal.restore();
+    }
+    let ran = match ran {
         Ok(ran) => ran,
         Err(error) => {
             if let Some(recorder) = recorder {
@@ -129,6 +139,25 @@ pub(crate) fn run(args: RunArgs, argv: &[OsString]) -> Result<ExitCode, CliError
         }
     }
     Ok(ExitCode::from(ran.exit_code))
+}
+
+/// The modes of the terminal on cordon's standard input, to restore.
+struct TerminalModes(rustix::termios::Termios);
+
+impl TerminalModes {
+    fn save() -> Option<Self> {
+        rustix::termios::tcgetattr(std::io::stdin())
+            .ok()
+            .map(TerminalModes)
+    }
+
+    fn restore(self) {
+        let _ = rustix::termios::tcsetattr(
+            std::io::stdin(),
+            rustix::termios::OptionalActions::Now,
+            &self.0,
+        );
+    }
 }
 
 /// Stores the result in the run history; problems are warnings (the result is shown anyway).
