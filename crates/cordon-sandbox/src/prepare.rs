@@ -122,6 +122,7 @@ pub(crate) fn prepare_with(
             enabled: true,
             namespaces,
             landlock_abi: init.landlock.as_ref().map(|l| l.abi),
+            landlock_unenforced: Vec::new(),
             seccomp: init.seccomp,
             network: policy.network,
             enforcement,
