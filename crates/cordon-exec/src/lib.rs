@@ -35,6 +35,7 @@ mod classify;
 mod error;
 mod io;
 mod output;
+mod pid;
 mod process_tree;
 mod runner;
 mod signals;

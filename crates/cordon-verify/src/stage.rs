@@ -283,6 +283,7 @@ pub(crate) fn run_stage(
     spec.supervised = true;
     spec.stdin = StdinMode::Null;
     spec.display_command = Some(stage.run.clone());
+    spec.sandbox = Some(prepared.summary);
     let mut probe = match &stage.ready {
         Some(ReadyConfig::Stdout(re)) => match regex::bytes::Regex::new(re) {
             Ok(re) => Probe::Output(OutputMatches::new(re)),

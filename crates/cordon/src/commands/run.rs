@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use cordon_exec::{CancelHandle, EnvSpec, RunIo, RunSpec, StdinMode};
-use cordon_types::SandboxSummary;
 
 use crate::args::{RunArgs, StdinArg};
 use crate::exit::Hinted;
@@ -73,14 +72,14 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         _ => {}
     }
     let redactor = build_redactor(policy.as_ref(), &args.env, &args.secrets)?;
-    let (mut spec, sandbox) = match &policy {
+    let mut spec = match &policy {
         None => {
             let mut spec = RunSpec::new(program, rest);
             spec.env = EnvSpec {
                 clear: false,
                 set: args.env.iter().map(|(k, v)| (k.into(), v.into())).collect(),
             };
-            (spec, SandboxSummary::default())
+            spec
         }
         Some(policy) => {
             let prepared = cordon_sandbox::prepare(policy, program, rest).map_err(|error| {
@@ -103,7 +102,10 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                     .map(|a| a.to_string_lossy().into_owned())
                     .collect(),
             );
-            (spec, prepared.summary)
+            // The executor reports it, with what the helper observed (Landlock rights left
+            // unenforced), as the result's `sandbox` section.
+            spec.sandbox = Some(prepared.summary);
+            spec
         }
     };
     spec = spec
@@ -162,7 +164,6 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             return Err(error).context("cannot supervise the program");
         }
     };
-    outcome.result.sandbox = sandbox;
     outcome.result.command = shown_command;
     // Reasons quote the program name, paths, set-up errors: redacted like everything else.
     let redact =
