@@ -16,6 +16,7 @@ fn printed_schemas_are_the_committed_ones() {
         ("run-export", "run-export.v1.json"),
         ("workspace", "workspace.v1.json"),
         ("workspace-info", "workspace-info.v1.json"),
+        ("doctor", "doctor.v1.json"),
     ] {
         let out = cordon().args(["schema", document]).output().unwrap();
         assert!(out.status.success());
