@@ -21,7 +21,8 @@ pub fn run(program: &[sock_filter], nr: u32, args: &[u64; 6]) -> Verdict {
     run_arch(program, native_arch(), nr, args)
 }
 
-fn native_arch() -> u32 {
+/// `AUDIT_ARCH_*` of the helper's own architecture.
+pub fn native_arch() -> u32 {
     #[cfg(target_arch = "x86_64")]
     let arch = 62 | 0x8000_0000 | 0x4000_0000;
     #[cfg(target_arch = "aarch64")]
@@ -33,6 +34,16 @@ fn native_arch() -> u32 {
 
 /// Runs `program` on a `struct seccomp_data` (little-endian) built from the arguments.
 pub fn run_arch(program: &[sock_filter], arch: u32, nr: u32, args: &[u64; 6]) -> Verdict {
+    run_counting(program, arch, nr, args).0
+}
+
+/// Like [`run_arch`], also returning how many instructions ran.
+pub fn run_counting(
+    program: &[sock_filter],
+    arch: u32,
+    nr: u32,
+    args: &[u64; 6],
+) -> (Verdict, usize) {
     let mut data = Vec::with_capacity(64);
     data.extend_from_slice(&nr.to_le_bytes());
     data.extend_from_slice(&arch.to_le_bytes());
@@ -46,7 +57,9 @@ pub fn run_arch(program: &[sock_filter], arch: u32, nr: u32, args: &[u64; 6]) ->
     };
     let mut acc: u32 = 0;
     let mut pc = 0usize;
+    let mut steps = 0usize;
     loop {
+        steps += 1;
         let insn = &program[pc];
         let cond = |taken: bool| pc + 1 + usize::from(if taken { insn.jt } else { insn.jf });
         pc = match insn.code {
@@ -64,7 +77,7 @@ pub fn run_arch(program: &[sock_filter], arch: u32, nr: u32, args: &[u64; 6]) ->
             0x35 => cond(acc >= insn.k),
             0x45 => cond(acc & insn.k != 0),
             0x06 => {
-                return match insn.k {
+                let verdict = match insn.k {
                     0x7fff_0000 => Verdict::Allow,
                     0x8000_0000 => Verdict::KillProcess,
                     k if k & 0xffff_0000 == 0x0005_0000 => {
@@ -72,6 +85,7 @@ pub fn run_arch(program: &[sock_filter], arch: u32, nr: u32, args: &[u64; 6]) ->
                     }
                     k => Verdict::Other(k),
                 };
+                return (verdict, steps);
             }
             code => panic!("instruction {pc}: opcode {code:#x} is not interpreted"),
         };

@@ -155,4 +155,30 @@ mod tests {
             Verdict::KillProcess
         );
     }
+
+    /// Not a check: prints the program's size and how many instructions run for common
+    /// calls (`cargo test -p cordon-sandbox-init -- --ignored --nocapture seccomp_cost`).
+    #[test]
+    #[ignore = "prints figures for BENCH_RESULTS.md"]
+    fn seccomp_cost() {
+        use super::super::eval::{native_arch, run_counting};
+        let f = SyscallFilter::compile().unwrap();
+        println!("instructions: {}", f.len());
+        let calls: [(&str, libc::c_long, [u64; 6]); 6] = [
+            ("read", libc::SYS_read, [0; 6]),
+            ("futex", libc::SYS_futex, [0; 6]),
+            ("clone(SIGCHLD)", libc::SYS_clone, [17, 0, 0, 0, 0, 0]),
+            (
+                "ioctl(TCGETS)",
+                libc::SYS_ioctl,
+                [0, libc::TCGETS, 0, 0, 0, 0],
+            ),
+            ("mount", libc::SYS_mount, [0; 6]),
+            ("clone3", libc::SYS_clone3, [0; 6]),
+        ];
+        for (name, call, args) in calls {
+            let (verdict, steps) = run_counting(f.instructions(), native_arch(), nr(call), &args);
+            println!("{name}: {verdict:?} after {steps} instructions");
+        }
+    }
 }
