@@ -412,16 +412,22 @@ fn fork_bomb_is_contained() {
     let w = tempdir("forkbomb");
     let mut p = policy(&w);
     p.limits.pids = Some(64);
-    // The script's own refused fork is the signal that the limit holds (and is what
-    // `pids.events` counts); no fixed wait.
+    // Every member of the bomb holds its slot (`sleep`), and the script itself starts
+    // holders until a fork is refused, so the group fills to `pids.max` whatever the timing:
+    // the refused fork (dash exits 2 with "Cannot fork") is the signal that the limit holds,
+    // and what `pids.events` counts. No fixed wait.
     let o = run(
         &p,
-        "bomb() { bomb | bomb & }; bomb; until ! /bin/true 2>/dev/null; do :; done; echo refused",
+        "bomb() { bomb & bomb & sleep 1000; }; bomb & while :; do sleep 1000 & done",
         T,
     );
     assert_eq!(o.report.setup_error, None, "{o:?}");
-    assert!(o.report.limits_hit.contains(&LimitKind::Pids), "{o:?}");
     assert!(o.elapsed < T, "the bomb was not contained: {o:?}");
+    assert_eq!(o.report.exit_code, Some(2), "{o:?}");
+    assert!(o.stderr.contains("Cannot fork"), "{o:?}");
+    assert!(o.report.limits_hit.contains(&LimitKind::Pids), "{o:?}");
+    // What filled the group is killed (and counted) when the script ends.
+    assert!(o.report.processes_killed > 32, "{o:?}");
 }
 
 fn cpu_limit_ends_a_busy_loop() {
