@@ -768,7 +768,8 @@ fn main() {
             eprintln!(
                 "error: the sandbox tests are required here (CI=true or CORDON_REQUIRE_SANDBOX=1) but {reason}"
             );
-            println!("0 passed, {} failed", CASES.len());
+            let checks = CASES.iter().filter(|(name, _)| *name != "bench").count();
+            println!("0 passed, {checks} failed");
             std::process::exit(1);
         }
         println!("skipping the sandbox tests: {reason}");
