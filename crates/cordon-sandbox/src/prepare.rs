@@ -417,6 +417,22 @@ mod tests {
     }
 
     #[test]
+    fn a_partly_enforced_landlock_is_accepted_only_when_landlock_may_degrade() {
+        let h = host_with(7, CgroupSupport::default());
+        let plan_of = |p: &SandboxPolicy| -> InitPlan {
+            let cmd = prepare_with(&h, Path::new("/c"), p, "true".as_ref(), &[]).unwrap();
+            let (_, json) = cmd.env.iter().find(|(k, _)| k == PLAN_ENV).unwrap();
+            serde_json::from_str(json.to_str().unwrap()).unwrap()
+        };
+        let mut p = policy();
+        let strict = plan_of(&p).landlock.expect("landlock is planned");
+        assert!(!strict.allow_partial);
+        p.allow_degraded.push(Degradation::Landlock);
+        let lenient = plan_of(&p).landlock.expect("landlock is planned");
+        assert!(lenient.allow_partial);
+    }
+
+    #[test]
     fn binding_a_secret_is_refused() {
         let h = host_with(7, CgroupSupport::default());
         let mut p = policy();
