@@ -36,6 +36,7 @@ mod classify;
 mod error;
 mod io;
 mod output;
+mod pid;
 mod process_tree;
 mod runner;
 mod signals;

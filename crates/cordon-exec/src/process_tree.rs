@@ -10,7 +10,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, Once};
 use std::time::Duration;
 
-use rustix::process::{Pid, Signal, getpid};
+use rustix::process::{Signal, getpid};
+
+use crate::pid::ProcessId;
 
 /// One row of the process table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -221,9 +223,7 @@ impl Tree<'_> {
             if p.zombie {
                 continue;
             }
-            if let Some(pid) = Pid::from_raw(p.pid)
-                && rustix::process::kill_process(pid, signal).is_ok()
-            {
+            if ProcessId::new(p.pid).is_some_and(|pid| pid.signal(signal).is_ok()) {
                 sent += 1;
             }
         }
@@ -277,14 +277,12 @@ impl Tree<'_> {
                 break;
             }
             for p in &live {
-                if let Some(pid) = Pid::from_raw(p.pid) {
-                    let _ = rustix::process::kill_process(pid, Signal::STOP);
+                if let Some(pid) = ProcessId::new(p.pid) {
+                    let _ = pid.signal(Signal::STOP);
                 }
             }
             for p in &live {
-                if let Some(pid) = Pid::from_raw(p.pid)
-                    && rustix::process::kill_process(pid, Signal::KILL).is_ok()
-                {
+                if ProcessId::new(p.pid).is_some_and(|pid| pid.signal(Signal::KILL).is_ok()) {
                     killed.insert(p.pid);
                 }
             }
@@ -318,12 +316,16 @@ fn has_children() -> bool {
     !(r == -1 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD))
 }
 
-/// Reaps `pid` if it is a zombie child of this process.
+/// Reaps `pid` if it is a zombie child of this process (`waitpid` would read 0 or a negative
+/// id as "any child of a group": those are refused).
 fn reap_nohang(pid: i32) {
+    let Some(pid) = ProcessId::new(pid) else {
+        return;
+    };
     let mut status = 0;
-    // SAFETY: waitpid on a specific pid with WNOHANG; `status` is a valid out-pointer.
+    // SAFETY: waitpid on one positive pid with WNOHANG; `status` is a valid out-pointer.
     unsafe {
-        libc::waitpid(pid, &mut status, libc::WNOHANG);
+        libc::waitpid(pid.get(), &mut status, libc::WNOHANG);
     }
 }
 

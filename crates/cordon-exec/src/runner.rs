@@ -6,17 +6,18 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 use cordon_types::{
-    CHILD_REPORT_FD, LeakReport, LimitKind, ResourceUsage, RunResult, RunResultTag, SandboxSummary,
+    CHILD_REPORT_FD, LeakReport, LimitKind, ResourceUsage, RunResult, RunResultTag,
 };
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 use rustix::pipe::{PipeFlags, pipe_with};
-use rustix::process::{Pid, PidfdFlags, Signal, pidfd_open};
+use rustix::process::{PidfdFlags, Signal, pidfd_open};
 
 use crate::capture::HeadTail;
 use crate::classify::{Ending, Intervention, classify};
 use crate::error::ExecError;
 use crate::io::{RunIo, Stream};
 use crate::output::StreamState;
+use crate::pid::ProcessId;
 use crate::process_tree::{ActiveRun, Tree, become_subreaper};
 use crate::signals::signal_name;
 use crate::spec::{RunSpec, StdinMode};
@@ -115,7 +116,9 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
             return Ok(not_started(spec, &cwd, started_at, t0, &error));
         }
     };
-    let pid = child.id() as i32;
+    let root =
+        ProcessId::from_child_id(child.id()).expect("a spawned child has a positive process id");
+    let pid = root.get();
     drop(child);
     let active = ActiveRun::register(pid);
     let tree = Tree {
@@ -125,7 +128,7 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
         run: &active,
         started: t0,
     };
-    let pidfd = Pid::from_raw(pid).and_then(|p| pidfd_open(p, PidfdFlags::empty()).ok());
+    let pidfd = pidfd_open(root.as_pid(), PidfdFlags::empty()).ok();
 
     let mut streams = [
         StreamState::new(Stream::Stdout, out_r, spec.output_limit),
@@ -171,7 +174,7 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
                     Intervention::Timeout
                 };
                 if !spec.supervised {
-                    signal_pid(pid, Signal::TERM);
+                    signal_pid(root, Signal::TERM);
                 }
                 tree.signal_members(Signal::TERM);
                 kill_at = Some(now + spec.grace);
@@ -181,13 +184,13 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
                 if spec.supervised {
                     kill_root_at = Some(now + spec.grace);
                 } else {
-                    signal_pid(pid, Signal::KILL);
+                    signal_pid(root, Signal::KILL);
                 }
                 tree.kill_members();
             }
             if kill_root_at.is_some_and(|t| now >= t) {
                 kill_root_at = None;
-                signal_pid(pid, Signal::KILL);
+                signal_pid(root, Signal::KILL);
             }
         }
 
@@ -357,10 +360,19 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
             .map(|(after, before)| timeval_ms(after.ru_stime) - timeval_ms(before.ru_stime)),
         tree_peak_memory_bytes: None,
     };
+    let mut sandbox = spec.sandbox.clone().unwrap_or_default();
+    let mut leaked = LeakReport {
+        processes_killed,
+        output_held_open,
+    };
     if let Some((_, bytes)) = &report {
         match parse_report(bytes, &ending) {
             Ok(child) => {
                 apply_report(&child, &mut ending, &mut resource, &mut limits_hit);
+                // What the supervisor killed after the program ended is the run's leak too
+                // (PID 1 of a sandbox kills what is left in its namespace).
+                leaked.processes_killed += child.processes_killed;
+                sandbox.landlock_unenforced = child.landlock_unenforced;
             }
             Err(reason) => {
                 if intervention == Intervention::None {
@@ -395,11 +407,8 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
         command: spec.reported_command(),
         cwd: cwd.to_string_lossy().into_owned(),
         started_at: humantime::format_rfc3339_millis(started_at).to_string(),
-        leaked: LeakReport {
-            processes_killed,
-            output_held_open,
-        },
-        sandbox: SandboxSummary::default(),
+        leaked,
+        sandbox,
         run_id: None,
     };
     Ok(RunOutcome {
@@ -495,7 +504,7 @@ fn not_started(
             cwd: cwd.to_string_lossy().into_owned(),
             started_at: humantime::format_rfc3339_millis(started_at).to_string(),
             leaked: LeakReport::default(),
-            sandbox: SandboxSummary::default(),
+            sandbox: spec.sandbox.clone().unwrap_or_default(),
             run_id: None,
         },
         exit_code: verdict.exit_code,
@@ -511,10 +520,8 @@ fn describe_timeout(spec: &RunSpec) -> String {
     )
 }
 
-fn signal_pid(pid: i32, signal: Signal) {
-    if let Some(pid) = Pid::from_raw(pid) {
-        let _ = rustix::process::kill_process(pid, signal);
-    }
+fn signal_pid(pid: ProcessId, signal: Signal) {
+    let _ = pid.signal(signal);
 }
 
 /// Reaps the program if it has exited, with its resource usage.

@@ -4,6 +4,8 @@ use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use cordon_types::SandboxSummary;
+
 /// Default wall-clock timeout: 10 minutes.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 /// Default grace between SIGTERM and SIGKILL: 2 seconds.
@@ -46,6 +48,10 @@ pub struct RunSpec {
     /// The command to report in the result, when it differs from what is executed (e.g. the
     /// sandbox wraps the program in its helper).
     pub display_command: Option<Vec<String>>,
+    /// What the supervisor enforces (the sandbox's `PreparedCommand::summary`), reported as
+    /// the result's `sandbox` section together with what the supervisor observed while
+    /// setting up (Landlock rights the kernel left unenforced). `None`: not sandboxed.
+    pub sandbox: Option<SandboxSummary>,
 }
 
 /// The environment of the program.
@@ -93,6 +99,7 @@ impl RunSpec {
             supervised: false,
             exclusive_children: false,
             display_command: None,
+            sandbox: None,
         }
     }
 

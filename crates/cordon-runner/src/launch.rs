@@ -143,6 +143,9 @@ pub fn prepare(request: &RunRequest) -> Result<PreparedRun, RunError> {
                 set: prepared.env,
             };
             spec.supervised = true;
+            // The executor reports it, with what the helper observed (unenforced Landlock
+            // rights).
+            spec.sandbox = Some(prepared.summary.clone());
             (spec, prepared.summary)
         }
     };
@@ -211,7 +214,6 @@ impl PreparedRun {
         };
         let outcome = cordon_exec::run(&self.spec, io)?;
         let mut result = outcome.result;
-        result.sandbox = self.summary.clone();
         result.command = self.shown_command.clone();
         // Reasons quote the program name, paths, set-up errors: redacted like everything else.
         if let Some(failure) = &mut result.failure {

@@ -104,11 +104,12 @@ fn check(ok: bool, detail: impl Into<String>, hint: Option<&str>) -> Check {
 /// Probes the host (including a real user-namespace and overlayfs attempt in a child).
 pub fn doctor() -> DoctorReport {
     let h = host::host();
-    let (userns_ok, overlay_ok, userns_err) = probe_namespaces();
-    let user_namespaces = match (&h.userns_blocker, userns_ok) {
+    let ns = cordon_sandbox_init::probe::namespaces();
+    let overlay_ok = ns.overlayfs;
+    let user_namespaces = match (&h.userns_blocker, ns.user_namespaces) {
         (Some((reason, hint)), _) => check(false, reason.clone(), Some(hint)),
-        (None, true) => check(true, "user and mount namespaces can be created", None),
-        (None, false) => check(
+        (None, Ok(())) => check(true, "user and mount namespaces can be created", None),
+        (None, Err(userns_err)) => check(
             false,
             format!("creating a user namespace failed: {userns_err}"),
             Some(
@@ -216,83 +217,5 @@ fn cgroup_report(h: &HostSupport) -> CgroupReport {
                 "make cgroup v1 memory and pids writable, or run cordon in a cgroup v2 group whose cgroup.subtree_control enables memory and pids; without them --memory/--pids need --allow-degraded cgroup (per-process rlimits)",
             ),
         ),
-    }
-}
-
-/// Tries, in a forked child, to create user and mount namespaces and mount an overlayfs.
-/// Returns (namespaces ok, overlay ok, error text).
-fn probe_namespaces() -> (bool, bool, String) {
-    let paths = ["/tmp", "/tmp/l", "/tmp/u", "/tmp/w", "/tmp/m"]
-        .map(|p| std::ffi::CString::new(p).expect("no NUL"));
-    let tmpfs = std::ffi::CString::new("tmpfs").expect("no NUL");
-    let overlay = std::ffi::CString::new("overlay").expect("no NUL");
-    let opts =
-        std::ffi::CString::new("lowerdir=/tmp/l,upperdir=/tmp/u,workdir=/tmp/w").expect("no NUL");
-    // SAFETY: getuid/getgid have no preconditions.
-    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-    let maps = [
-        ("/proc/self/setgroups", "deny".to_string()),
-        ("/proc/self/uid_map", format!("0 {uid} 1")),
-        ("/proc/self/gid_map", format!("0 {gid} 1")),
-    ]
-    .map(|(p, v)| (std::ffi::CString::new(p).expect("no NUL"), v));
-    // SAFETY: the child only makes raw syscalls on pre-allocated strings, then _exits.
-    let pid = unsafe { libc::fork() };
-    if pid == 0 {
-        // SAFETY: raw syscalls with valid pointers; the child never returns.
-        unsafe {
-            if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) != 0 {
-                libc::_exit(10 + (*libc::__errno_location()).min(200));
-            }
-            for (path, value) in &maps {
-                let fd = libc::open(path.as_ptr(), libc::O_WRONLY);
-                if fd >= 0 {
-                    libc::write(fd, value.as_ptr().cast(), value.len());
-                    libc::close(fd);
-                }
-            }
-            if libc::mount(
-                tmpfs.as_ptr(),
-                paths[0].as_ptr(),
-                tmpfs.as_ptr(),
-                0,
-                std::ptr::null(),
-            ) != 0
-            {
-                libc::_exit(2);
-            }
-            for p in &paths[1..] {
-                libc::mkdir(p.as_ptr(), 0o755);
-            }
-            let r = libc::mount(
-                overlay.as_ptr(),
-                paths[4].as_ptr(),
-                overlay.as_ptr(),
-                0,
-                opts.as_ptr().cast(),
-            );
-            libc::_exit(if r == 0 { 0 } else { 1 });
-        }
-    }
-    if pid < 0 {
-        return (false, false, std::io::Error::last_os_error().to_string());
-    }
-    let mut st = 0;
-    // SAFETY: reaping our own child.
-    unsafe { libc::waitpid(pid, &mut st, 0) };
-    let code = if libc::WIFEXITED(st) {
-        libc::WEXITSTATUS(st)
-    } else {
-        255
-    };
-    match code {
-        0 => (true, true, String::new()),
-        1 | 2 => (true, false, String::new()),
-        c if c >= 10 => (
-            false,
-            false,
-            std::io::Error::from_raw_os_error(c - 10).to_string(),
-        ),
-        c => (false, false, format!("probe exited {c}")),
     }
 }

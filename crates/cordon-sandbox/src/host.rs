@@ -1,7 +1,10 @@
-//! What this host's kernel offers, probed cheaply (sysctls, one syscall each) and cached.
+//! What this host's kernel offers, probed cheaply (sysctls, one syscall each, through
+//! `cordon_sandbox_init::probe`) and cached.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
+
+use cordon_sandbox_init::probe;
 
 /// The host facts `prepare` and `doctor` decide on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,9 +57,9 @@ pub fn host() -> &'static HostSupport {
 fn probe() -> HostSupport {
     HostSupport {
         userns_blocker: userns_blocker(),
-        landlock_abi: landlock_abi(),
-        seccomp: seccomp_available(),
-        mount_setattr: mount_setattr_available(),
+        landlock_abi: probe::landlock_abi(),
+        seccomp: probe::seccomp_available(),
+        mount_setattr: probe::mount_setattr_available(),
         cgroup: cgroup_support(),
     }
 }
@@ -74,8 +77,7 @@ fn userns_blocker() -> Option<(String, String)> {
             "run `sysctl -w user.max_user_namespaces=15000` (persist it in /etc/sysctl.d/)".into(),
         ));
     }
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
+    let root = rustix::process::geteuid().is_root();
     if !root {
         if read_trim("/proc/sys/kernel/unprivileged_userns_clone").as_deref() == Some("0") {
             return Some((
@@ -96,49 +98,8 @@ fn userns_blocker() -> Option<(String, String)> {
     None
 }
 
-/// The Landlock ABI version the kernel reports (0 when Landlock is unavailable).
-pub fn landlock_abi() -> u32 {
-    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
-    // SAFETY: landlock_create_ruleset with a null attribute, size 0 and the VERSION flag only
-    // returns the ABI version; it reads and writes no memory.
-    let v = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<libc::c_void>(),
-            0usize,
-            LANDLOCK_CREATE_RULESET_VERSION,
-        )
-    };
-    u32::try_from(v).unwrap_or(0)
-}
-
-fn seccomp_available() -> bool {
-    // SAFETY: PR_GET_SECCOMP takes no pointer arguments.
-    unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) >= 0 }
-}
-
-fn mount_setattr_available() -> bool {
-    // SAFETY: an invalid (null) attr pointer with size 0: the kernel answers EINVAL/EFAULT when
-    // the syscall exists and ENOSYS when not; nothing is changed.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_mount_setattr,
-            -1,
-            std::ptr::null::<libc::c_char>(),
-            0,
-            std::ptr::null::<libc::c_void>(),
-            0usize,
-        )
-    };
-    !(r < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS))
-}
-
 fn writable(path: &Path) -> bool {
-    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else {
-        return false;
-    };
-    // SAFETY: `c` is a valid NUL-terminated path.
-    unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
+    rustix::fs::access(path, rustix::fs::Access::WRITE_OK).is_ok()
 }
 
 /// Reads the cgroup mounts and our own memberships.

@@ -1,17 +1,25 @@
-//! Kernel-enforced isolation for programs cordon runs.
+//! Kernel-enforced isolation for programs cordon runs: the policy side.
 //!
-//! A [`SandboxPolicy`] says what a program may see, change, reach and use. [`prepare`] turns a
-//! policy and a command into a [`PreparedCommand`]: the cordon binary itself, re-executed as a
-//! small single-threaded helper (`cordon __sandbox-init -- PROGRAM ARGS...`) whose
-//! [`init_main`] builds the sandbox and runs the program:
+//! A [`SandboxPolicy`] says what a program may see, change, reach and use. [`prepare`] checks
+//! it against what this host can enforce and turns it, with a command, into a
+//! [`PreparedCommand`]: the cordon binary itself, re-executed as a small single-threaded
+//! helper (`cordon __sandbox-init -- PROGRAM ARGS...`) that carries the computed plan (mount
+//! steps, Landlock rules, rlimits, cgroups) in its environment.
 //!
-//! - user, mount, PID, IPC, UTS, cgroup (and, unless `--network host`, network) namespaces;
-//! - `pivot_root` into a fresh tmpfs holding read-only `nosuid,nodev` binds of the system
-//!   directories and the needed files of `/etc`, the working directory read-write, a private
-//!   `/tmp` and home, a fresh `/proc` and a minimal `/dev`; secrets masked even under binds;
-//! - in the program's process: rlimits, `no_new_privs`, no capabilities, Landlock (files,
-//!   executable allowlist, signal and abstract-socket scoping) and a seccomp filter;
-//! - memory and pids limits in a cgroup (v2 when delegated, else v1), measured and removed.
+//! The sandbox is split in two crates:
+//!
+//! - **this crate, the policy side** (no `unsafe`): the policy, the plan computed from it,
+//!   [`prepare`], secret paths, host detection and [`doctor`];
+//! - **`cordon-sandbox-init`, the helper side**: the code that runs inside the new
+//!   namespaces. Its [`init_main`] (re-exported here) builds the sandbox and runs the
+//!   program: user, mount, PID, IPC, UTS, cgroup (and, unless `--network host`, network)
+//!   namespaces; `pivot_root` into a fresh tmpfs holding read-only `nosuid,nodev` binds of the
+//!   system directories and the needed files of `/etc`, the working directory read-write, a
+//!   private `/tmp` and home, a fresh `/proc` and a minimal `/dev`, secrets masked even under
+//!   binds; in the program's process rlimits, `no_new_privs`, no capabilities, Landlock (files,
+//!   executable allowlist, signal and abstract-socket scoping) and a seccomp filter; memory and
+//!   pids limits in a cgroup (v2 when delegated, else v1), measured and removed. It also holds
+//!   the host probes that need raw system calls.
 //!
 //! The helper reports the program's status as a [`cordon_types::ChildReport`] on descriptor
 //! [`cordon_types::CHILD_REPORT_FD`]; the executor runs it in supervised mode. [`prepare`]
@@ -23,25 +31,25 @@
 //!
 //! let policy = SandboxPolicy::new("/work/project");
 //! let cmd = prepare(&policy, "cargo".as_ref(), &["test".into()]).expect("host can sandbox");
-//! assert_eq!(cmd.args[0], "__sandbox-init");
+//! assert_eq!(cmd.args[0], cordon_sandbox::INIT_ARG);
 //! ```
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod doctor;
 mod error;
 mod host;
-mod init;
 mod plan;
 mod policy;
 mod prepare;
 mod secrets;
 
+pub use cordon_sandbox_init::{INIT_ARG, init_main};
 pub use doctor::{
     CgroupReport, Check, DOCTOR_SCHEMA, DoctorReport, DoctorTag, EnforcementPreview, doctor,
 };
 pub use error::{SandboxError, SandboxErrorKind};
-pub use init::init_main;
 pub use plan::{SANDBOX_HOME, SANDBOX_TMP};
 pub use policy::{Access, Bind, Degradation, EnvVar, Limits, SandboxPolicy};
-pub use prepare::{INIT_ARG, PreparedCommand, prepare};
+pub use prepare::{PreparedCommand, prepare};
 pub use secrets::{is_secret_path, secret_paths};

@@ -1,162 +1,15 @@
-//! The init plan: a policy turned into concrete steps for the helper (mounts, Landlock rules,
-//! rlimits, cgroups), computed on the host side so the helper only executes.
+//! Computing the init plan: a policy turned into the concrete steps the helper executes
+//! (mounts, Landlock rules), on the host side. The plan's types live in
+//! `cordon-sandbox-init`, which deserializes them.
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
+use cordon_sandbox_init::{LandlockPlan, MountOp};
 
-use crate::policy::{Access, SandboxPolicy};
+use crate::policy::{Access, Degradation, SandboxPolicy};
 use crate::secrets;
-
-/// The environment variable that carries the JSON plan to the helper.
-pub const PLAN_ENV: &str = "__CORDON_SANDBOX_PLAN";
-
-/// Everything the helper needs, serialized into [`PLAN_ENV`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct InitPlan {
-    /// Mount steps in order (parents before children, masks after what they mask).
-    pub mounts: Vec<MountOp>,
-    /// The program's working directory.
-    pub workdir: PathBuf,
-    /// Whether to unshare the network (loopback only).
-    pub private_network: bool,
-    /// Landlock rules, when Landlock is enforced.
-    pub landlock: Option<LandlockPlan>,
-    /// Whether to install the seccomp filter.
-    pub seccomp: bool,
-    /// Resource limits applied with `setrlimit` in the program's process.
-    pub rlimits: Vec<Rlimit>,
-    /// The cgroup to create, when memory or pids are limited by a cgroup.
-    pub cgroup: Option<CgroupPlan>,
-    /// The uid and gid of the program inside (mapped to the same ids outside).
-    pub uid: u32,
-    /// See `uid`.
-    pub gid: u32,
-}
-
-/// One mount step, executed after `pivot_root` into a fresh tmpfs; sources are host paths
-/// (reached through the old root), destinations are paths in the new root.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "snake_case")]
-pub enum MountOp {
-    /// Bind a host directory or file.
-    Bind {
-        /// Host path (canonical).
-        src: PathBuf,
-        /// Path inside.
-        dst: PathBuf,
-        /// Whether `src` is a directory.
-        dir: bool,
-        /// Whether it stays writable.
-        rw: bool,
-    },
-    /// A fresh tmpfs.
-    Tmpfs {
-        /// Path inside.
-        dst: PathBuf,
-        /// Permission bits of its root.
-        mode: u32,
-        /// Whether it is read-only (a mask).
-        ro: bool,
-    },
-    /// Hide a file by binding `/dev/null` read-only over it.
-    MaskFile {
-        /// Path inside.
-        dst: PathBuf,
-    },
-    /// A small host file copied into the constructed root (read-only with it): cheaper than
-    /// a bind, and a snapshot is all a sandboxed program needs of `/etc/passwd` and the like.
-    CopyFile {
-        /// Host path (canonical).
-        src: PathBuf,
-        /// Path inside.
-        dst: PathBuf,
-    },
-    /// A symbolic link in the constructed root.
-    Symlink {
-        /// Path inside.
-        dst: PathBuf,
-        /// The link text.
-        target: PathBuf,
-    },
-    /// The minimal `/dev`.
-    Dev,
-    /// A fresh `/proc` of the new PID namespace, with its dangerous parts read-only.
-    Proc,
-}
-
-impl MountOp {
-    /// The path inside the sandbox this step creates or covers.
-    pub fn dst(&self) -> &Path {
-        match self {
-            Self::Bind { dst, .. }
-            | Self::Tmpfs { dst, .. }
-            | Self::MaskFile { dst }
-            | Self::CopyFile { dst, .. }
-            | Self::Symlink { dst, .. } => dst,
-            Self::Dev => Path::new("/dev"),
-            Self::Proc => Path::new("/proc"),
-        }
-    }
-
-    fn is_mask(&self) -> bool {
-        matches!(self, Self::MaskFile { .. } | Self::Tmpfs { ro: true, .. })
-    }
-}
-
-/// Landlock rules; paths are inside the sandbox.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LandlockPlan {
-    /// The ABI to enforce (the best the kernel offers).
-    pub abi: u32,
-    /// Readable trees (files and directories).
-    pub read: Vec<PathBuf>,
-    /// Readable and writable trees.
-    pub write: Vec<PathBuf>,
-    /// Device trees: files readable and writable, no creation.
-    pub devices: Vec<PathBuf>,
-    /// `None`: every readable or writable tree is executable. `Some`: only these files.
-    pub exec_only: Option<Vec<PathBuf>>,
-}
-
-/// One `setrlimit` call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Rlimit {
-    /// The resource (`RLIMIT_*`).
-    pub resource: u32,
-    /// Soft limit.
-    pub soft: u64,
-    /// Hard limit.
-    pub hard: u64,
-}
-
-/// The cgroup(s) the helper creates for the program's tree.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "version", rename_all = "snake_case")]
-pub enum CgroupPlan {
-    /// A child of our own cgroup v2 group, with memory and pids controllers delegated.
-    V2 {
-        /// The parent directory (our own cgroup).
-        parent: PathBuf,
-        /// `memory.max`.
-        memory_bytes: Option<u64>,
-        /// `pids.max`.
-        pids: Option<u64>,
-    },
-    /// Children of our own v1 `memory` and `pids` groups.
-    V1 {
-        /// Our own group in the memory hierarchy, when memory is limited.
-        memory_parent: Option<PathBuf>,
-        /// Our own group in the pids hierarchy, when pids are limited.
-        pids_parent: Option<PathBuf>,
-        /// `memory.limit_in_bytes`.
-        memory_bytes: Option<u64>,
-        /// `pids.max`.
-        pids: Option<u64>,
-    },
-}
 
 /// Where the sandboxed program finds its toolchains.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -449,13 +302,13 @@ pub fn landlock_plan(
         }
     }
     read.push("/proc".into());
-    let _ = policy;
     LandlockPlan {
         abi,
         read,
         write,
         devices: vec!["/dev".into()],
         exec_only,
+        allow_partial: policy.allows_degraded(Degradation::Landlock),
     }
 }
 

@@ -3,16 +3,16 @@
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
+use cordon_sandbox_init::{
+    CgroupPlan, INIT_ARG, InitPlan, PLAN_ENV, Rlimit, RlimitResource as Resource,
+};
 use cordon_types::{Enforcement, EnforcementSummary, NetworkMode, SandboxSummary};
 
 use crate::error::{SandboxError, SandboxErrorKind};
 use crate::host::{HostSupport, host};
-use crate::plan::{self, CgroupPlan, InitPlan, PLAN_ENV, Rlimit};
+use crate::plan;
 use crate::policy::{Degradation, SandboxPolicy};
 use crate::secrets;
-
-/// The first argument that makes the cordon binary act as the sandbox helper.
-pub const INIT_ARG: &str = "__sandbox-init";
 
 /// The command that runs a program under a policy: the cordon binary in its helper role.
 /// Its `Debug` form lists the environment's names only (values may be secrets).
@@ -97,10 +97,8 @@ pub(crate) fn prepare_with(
         seccomp: host.seccomp,
         rlimits,
         cgroup,
-        // SAFETY: getuid/getgid have no preconditions.
-        uid: unsafe { libc::getuid() },
-        // SAFETY: as above.
-        gid: unsafe { libc::getgid() },
+        uid: rustix::process::getuid().as_raw(),
+        gid: rustix::process::getgid().as_raw(),
     };
     let mut env = program_env(&policy, &toolchains.env);
     let plan_json = serde_json::to_string(&init).expect("the plan serializes");
@@ -122,6 +120,7 @@ pub(crate) fn prepare_with(
             enabled: true,
             namespaces,
             landlock_abi: init.landlock.as_ref().map(|l| l.abi),
+            landlock_unenforced: Vec::new(),
             seccomp: init.seccomp,
             network: policy.network,
             enforcement,
@@ -256,25 +255,25 @@ fn limits_plan(host: &HostSupport, policy: &SandboxPolicy) -> Result<LimitsPlan,
     let l = policy.limits;
     let mut enforcement = EnforcementSummary::default();
     let mut rlimits = vec![Rlimit {
-        resource: libc::RLIMIT_CORE,
+        resource: Resource::Core,
         soft: 0,
         hard: 0,
     }];
-    let rl = |resource, soft: u64, hard: u64| Rlimit {
+    let rl = |resource: Resource, soft: u64, hard: u64| Rlimit {
         resource,
         soft,
         hard,
     };
     if let Some(ms) = l.cpu_time_ms {
         let secs = ms.div_ceil(1000).max(1);
-        rlimits.push(rl(libc::RLIMIT_CPU, secs, secs + 1));
+        rlimits.push(rl(Resource::Cpu, secs, secs + 1));
         enforcement.cpu = Enforcement::Rlimit;
     }
     if let Some(b) = l.file_size_bytes {
-        rlimits.push(rl(libc::RLIMIT_FSIZE, b, b));
+        rlimits.push(rl(Resource::FileSize, b, b));
     }
     if let Some(n) = l.open_files {
-        rlimits.push(rl(libc::RLIMIT_NOFILE, n, n));
+        rlimits.push(rl(Resource::OpenFiles, n, n));
     }
     if !l.wants_cgroup() {
         return Ok((None, enforcement, rlimits));
@@ -321,11 +320,11 @@ fn limits_plan(host: &HostSupport, policy: &SandboxPolicy) -> Result<LimitsPlan,
         ));
     }
     if let Some(b) = l.memory_bytes {
-        rlimits.push(rl(libc::RLIMIT_AS, b, b));
+        rlimits.push(rl(Resource::AddressSpace, b, b));
         enforcement.memory = Enforcement::Rlimit;
     }
     if let Some(n) = l.pids {
-        rlimits.push(rl(libc::RLIMIT_NPROC, n, n));
+        rlimits.push(rl(Resource::Processes, n, n));
         enforcement.pids = Enforcement::Rlimit;
     }
     Ok((None, enforcement, rlimits))
@@ -415,6 +414,22 @@ mod tests {
         assert!(ok.summary.namespaces.contains(&"net".to_string()));
         let home = ok.env.iter().find(|(k, _)| k == "HOME").unwrap();
         assert_eq!(home.1, plan::SANDBOX_HOME);
+    }
+
+    #[test]
+    fn a_partly_enforced_landlock_is_accepted_only_when_landlock_may_degrade() {
+        let h = host_with(7, CgroupSupport::default());
+        let plan_of = |p: &SandboxPolicy| -> InitPlan {
+            let cmd = prepare_with(&h, Path::new("/c"), p, "true".as_ref(), &[]).unwrap();
+            let (_, json) = cmd.env.iter().find(|(k, _)| k == PLAN_ENV).unwrap();
+            serde_json::from_str(json.to_str().unwrap()).unwrap()
+        };
+        let mut p = policy();
+        let strict = plan_of(&p).landlock.expect("landlock is planned");
+        assert!(!strict.allow_partial);
+        p.allow_degraded.push(Degradation::Landlock);
+        let lenient = plan_of(&p).landlock.expect("landlock is planned");
+        assert!(lenient.allow_partial);
     }
 
     #[test]

@@ -32,6 +32,15 @@ pub struct ChildReport {
     /// found, 126 when it could not be executed; `None` means a failure of the sandbox (125).
     #[serde(default)]
     pub setup_exit_code: Option<u8>,
+    /// Processes still alive when the program ended, which the supervisor then killed (PID 1
+    /// of the sandbox kills whatever is left in its PID namespace).
+    #[serde(default)]
+    pub processes_killed: u32,
+    /// Landlock access rights the kernel did not enforce although the policy asked for them
+    /// (`fs.resolve_unix`, `scope.signal`, ..., or `all`); only non-empty when the policy
+    /// accepted a degraded Landlock, since otherwise the program does not run.
+    #[serde(default)]
+    pub landlock_unenforced: Vec<String>,
 }
 
 /// Resource usage of a reaped process, as `wait4` reports it.

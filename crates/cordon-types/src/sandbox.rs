@@ -13,6 +13,11 @@ pub struct SandboxSummary {
     pub namespaces: Vec<String>,
     /// The Landlock ABI version that was enforced, if any.
     pub landlock_abi: Option<u32>,
+    /// Landlock access rights the kernel left unenforced although they were asked for
+    /// (`fs.resolve_unix`, `scope.signal`, ..., or `all`). Empty when the ruleset was fully
+    /// enforced; a run only goes on with a non-empty list under `--allow-degraded landlock`.
+    #[serde(default)]
+    pub landlock_unenforced: Vec<String>,
     /// Whether a seccomp filter was installed.
     pub seccomp: bool,
     /// The network the program could reach.

@@ -477,6 +477,21 @@ fn the_result_says_what_held() {
 }
 
 #[test]
+fn processes_left_behind_are_killed_and_counted() {
+    require_sandbox!();
+    let w = Work::new();
+    // PID 1 of the sandbox kills the background sleep when `sh` ends, and says so: the same
+    // count as without the sandbox, where cordon kills it.
+    let ran = w.run(&[], "sleep 100 & echo hi");
+    assert_passed(&ran);
+    assert_eq!(ran.stdout(), "hi\n", "{ran:#?}");
+    assert_eq!(ran.result.leaked.processes_killed, 1, "{ran:#?}");
+    let ran = helpers::run_in(&w.path(), &[], &["true"], &[]);
+    assert_passed(&ran);
+    assert_eq!(ran.result.leaked.processes_killed, 0, "{ran:#?}");
+}
+
+#[test]
 fn host_abstract_unix_sockets_stay_unreachable_with_host_network() {
     require_sandbox!();
     if helpers::doctor()["landlock_abi"].as_u64().unwrap_or(0) < 6 {
@@ -520,6 +535,9 @@ calls = [
     ("open_by_handle_at", 304, (0, 0, 0)), ("setns", 308, (0, 0)), ("bpf", 321, (0, 0, 0)),
     ("userfaultfd", 323, (0,)), ("clone_newuser", 56, (0x10000000 | 17, 0, 0, 0, 0)),
     ("x32_unshare", 0x40000000 + 272, (0x10000000,)), ("clone3", 435, (0, 0)),
+    ("io_uring_setup", 425, (0, 0)), ("io_uring_enter", 426, (-1, 0, 0, 0, 0, 0)),
+    ("io_uring_register", 427, (-1, 0, 0, 0)), ("modify_ldt", 154, (0, 0, 0)),
+    ("socket_vsock", 41, (40, 1, 0)),
 ]
 for name, nr, args in calls:
     r = libc.syscall(nr, *[ctypes.c_long(a) for a in args])
@@ -535,7 +553,7 @@ for name, nr, args in calls:
         };
         assert!(line.ends_with(want), "{line}: {}", ran.stdout());
     }
-    assert_eq!(ran.stdout().lines().count(), 19, "{ran:#?}");
+    assert_eq!(ran.stdout().lines().count(), 24, "{ran:#?}");
 }
 
 #[test]

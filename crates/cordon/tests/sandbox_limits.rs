@@ -218,6 +218,10 @@ fn doctor_reports_truthfully() {
         .unwrap();
     let d: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(d["schema"], "cordon.doctor/v1");
+    // The printed document has exactly the shape of the types (which `deny_unknown_fields`
+    // and the schema drift test tie to schema/doctor.v1.json).
+    serde_json::from_slice::<cordon_sandbox::DoctorReport>(&out.stdout)
+        .unwrap_or_else(|e| panic!("not a cordon.doctor/v1 document ({e}): {d}"));
     let ok = d["default_policy_ok"] == true;
     assert_eq!(out.status.code(), Some(if ok { 0 } else { 1 }), "{d}");
     let abi = std::fs::read_to_string("/sys/kernel/security/lsm")

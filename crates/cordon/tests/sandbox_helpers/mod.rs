@@ -31,26 +31,46 @@ pub fn doctor() -> &'static serde_json::Value {
     })
 }
 
-/// Whether the default sandbox can run here; prints why not.
+/// Whether the environment demands that the sandbox be tested (`CI=true` or
+/// `CORDON_REQUIRE_SANDBOX=1`): then a host that cannot sandbox fails the test.
+pub fn sandbox_required() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true")
+        || std::env::var("CORDON_REQUIRE_SANDBOX").is_ok_and(|v| v == "1")
+}
+
+/// Whether the default sandbox can run here; prints why not (and panics when the sandbox is
+/// required).
 pub fn sandbox_available() -> bool {
     let d = doctor();
     if d["default_policy_ok"] == true {
         return true;
     }
-    eprintln!("SKIP: `cordon doctor` says the default sandbox policy cannot be enforced here: {d}");
+    let reason =
+        format!("`cordon doctor` says the default sandbox policy cannot be enforced here: {d}");
+    assert!(
+        !sandbox_required(),
+        "the sandbox is required (CI=true or CORDON_REQUIRE_SANDBOX=1) but {reason}"
+    );
+    eprintln!("SKIP: {reason}");
     false
 }
 
-/// Whether cgroup limits (memory, pids) can be enforced here; prints why not.
+/// Whether cgroup limits (memory, pids) can be enforced here; prints why not (and panics when
+/// the sandbox is required).
 pub fn cgroup_limits_available() -> bool {
     let d = doctor();
     if d["cgroup"]["limits"]["ok"] == true {
         return true;
     }
-    eprintln!(
-        "SKIP: `cordon doctor` says no cgroup can enforce memory/pids limits here: {}",
+    let reason = format!(
+        "`cordon doctor` says no cgroup can enforce memory/pids limits here: {}",
         d["cgroup"]
     );
+    assert!(
+        !sandbox_required(),
+        "the sandbox is required (CI=true or CORDON_REQUIRE_SANDBOX=1) but {reason}"
+    );
+    eprintln!("SKIP: {reason}");
     false
 }
 

@@ -1,9 +1,10 @@
-//! The internal status pipe: set-up errors from PID 1 or the program's process, and the
-//! program's exit status and rusage from PID 1, to the outer helper. One message per line.
+//! The internal status pipe to the outer helper, one message per line: set-up errors (from
+//! PID 1 or the program's process), the Landlock rights left unenforced (from the program's
+//! process, before exec), and the program's end (from PID 1).
 
 use cordon_types::ChildRusage;
 
-use super::sys;
+use crate::sys;
 
 /// How the program ended, as PID 1 saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -14,6 +15,8 @@ pub struct Exit {
     pub signal: Option<i32>,
     /// Its `wait4` rusage.
     pub rusage: ChildRusage,
+    /// Processes PID 1 killed because they were still alive when the program ended.
+    pub leftovers_killed: u32,
 }
 
 /// What arrived on the status pipe.
@@ -21,6 +24,8 @@ pub struct Exit {
 pub struct Received {
     /// The first set-up error, if any.
     pub error: Option<String>,
+    /// Landlock access rights the kernel did not enforce (allowed by the plan).
+    pub landlock_unenforced: Vec<String>,
     /// The program's end, if PID 1 saw it.
     pub exit: Option<Exit>,
 }
@@ -37,15 +42,22 @@ pub fn send_error(fd: i32, msg: &str) {
     sys::write_all(fd, line.as_bytes());
 }
 
+/// Sends the names of the Landlock rights left unenforced.
+pub fn send_landlock_unenforced(fd: i32, names: &[String]) {
+    let line = format!("L {}\n", names.join(" "));
+    sys::write_all(fd, line.as_bytes());
+}
+
 /// Sends the program's end.
 pub fn send_exit(fd: i32, exit: &Exit) {
     let line = format!(
-        "X {} {} {} {} {}\n",
+        "X {} {} {} {} {} {}\n",
         exit.code.unwrap_or(-1),
         exit.signal.unwrap_or(-1),
         exit.rusage.user_us,
         exit.rusage.sys_us,
         exit.rusage.max_rss_bytes,
+        exit.leftovers_killed,
     );
     sys::write_all(fd, line.as_bytes());
 }
@@ -56,9 +68,16 @@ pub fn parse(text: &str) -> Received {
     for line in text.lines() {
         if let Some(msg) = line.strip_prefix("E ") {
             out.error.get_or_insert_with(|| msg.to_owned());
+        } else if let Some(names) = line.strip_prefix("L ") {
+            out.landlock_unenforced.extend(
+                names
+                    .split(' ')
+                    .filter(|n| !n.is_empty())
+                    .map(str::to_owned),
+            );
         } else if let Some(rest) = line.strip_prefix("X ") {
             let n: Vec<i64> = rest.split(' ').filter_map(|w| w.parse().ok()).collect();
-            if let [code, signal, user, sys, rss] = n[..] {
+            if let [code, signal, user, sys, rss, killed] = n[..] {
                 let opt = |v: i64| (v >= 0).then(|| i32::try_from(v).unwrap_or(i32::MAX));
                 let u = |v: i64| u64::try_from(v).unwrap_or(0);
                 out.exit = Some(Exit {
@@ -69,6 +88,7 @@ pub fn parse(text: &str) -> Received {
                         sys_us: u(sys),
                         max_rss_bytes: u(rss),
                     },
+                    leftovers_killed: u32::try_from(killed).unwrap_or(0),
                 });
             }
         }
@@ -82,19 +102,25 @@ mod tests {
 
     #[test]
     fn messages_round_trip() {
-        let r = parse("E cannot mount\nnoise\nX -1 9 10 20 4096\nE second\n");
-        assert_eq!(r.error.as_deref(), Some("cannot mount"));
+        let r = parse(
+            "E cannot mount\nnoise\nL fs.resolve_unix scope.signal\nX -1 9 10 20 4096 2\nE second\n",
+        );
         assert_eq!(
-            r.exit,
-            Some(Exit {
-                code: None,
-                signal: Some(9),
-                rusage: ChildRusage {
-                    user_us: 10,
-                    sys_us: 20,
-                    max_rss_bytes: 4096
-                }
-            })
+            r,
+            Received {
+                error: Some("cannot mount".into()),
+                landlock_unenforced: vec!["fs.resolve_unix".into(), "scope.signal".into()],
+                exit: Some(Exit {
+                    code: None,
+                    signal: Some(9),
+                    rusage: ChildRusage {
+                        user_us: 10,
+                        sys_us: 20,
+                        max_rss_bytes: 4096
+                    },
+                    leftovers_killed: 2,
+                }),
+            }
         );
     }
 }

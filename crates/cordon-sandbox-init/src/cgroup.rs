@@ -3,8 +3,12 @@
 
 use std::path::{Path, PathBuf};
 
-use super::sys::{self, Setup};
+use rustix::process::Signal;
+
+use crate::error::Setup;
+use crate::pid::ProcessId;
 use crate::plan::CgroupPlan;
+use crate::sys;
 
 /// What the cgroup counters said when the tree was gone.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -112,9 +116,9 @@ impl Cgroups {
     }
 
     /// Moves a process (by host pid) into the cgroups.
-    pub fn add(&self, pid: i32) -> Setup<()> {
+    pub fn add(&self, pid: ProcessId) -> Setup<()> {
         for dir in self.dirs() {
-            sys::write_file(&dir.join("cgroup.procs"), pid.to_string().as_bytes())?;
+            sys::write_file(&dir.join("cgroup.procs"), pid.get().to_string().as_bytes())?;
         }
         Ok(())
     }
@@ -170,12 +174,14 @@ impl Cgroups {
             }
             for _ in 0..200 {
                 let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+                // A process of another PID namespace may be listed as 0, which `kill` would
+                // read as our own process group: `ProcessId` refuses it.
                 for pid in procs
                     .split_whitespace()
                     .filter_map(|p| p.parse::<i32>().ok())
+                    .filter_map(ProcessId::new)
                 {
-                    // SAFETY: sending a signal has no memory-safety preconditions.
-                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                    let _ = pid.signal(Signal::KILL);
                 }
                 if std::fs::remove_dir(&dir).is_ok() || !dir.exists() {
                     break;

@@ -4,18 +4,18 @@ use std::ffi::{CString, OsStr};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-/// A failed set-up step: what was attempted, with the OS error.
-pub type Setup<T> = Result<T, String>;
+pub use crate::error::Setup;
 
 /// A C string of a path or argument (interior NULs are refused).
 pub fn cstr(s: impl AsRef<OsStr>) -> Setup<CString> {
-    CString::new(s.as_ref().as_bytes()).map_err(|_| format!("{:?} contains a NUL byte", s.as_ref()))
+    CString::new(s.as_ref().as_bytes())
+        .map_err(|_| format!("{:?} contains a NUL byte", s.as_ref()).into())
 }
 
 /// Maps a `-1` return to an error naming the step and errno.
 pub fn check(ret: libc::c_long, what: impl FnOnce() -> String) -> Setup<libc::c_long> {
     if ret < 0 {
-        Err(format!("{}: {}", what(), std::io::Error::last_os_error()))
+        Err(format!("{}: {}", what(), std::io::Error::last_os_error()).into())
     } else {
         Ok(ret)
     }
@@ -122,7 +122,8 @@ pub fn mkdir_p(path: &Path, mode: u32) -> Setup<()> {
                     "create directory {}: {}",
                     path.display(),
                     std::io::Error::last_os_error()
-                ));
+                )
+                .into());
             }
             Ok(())
         }
@@ -130,7 +131,8 @@ pub fn mkdir_p(path: &Path, mode: u32) -> Setup<()> {
             "create directory {}: {}",
             path.display(),
             std::io::Error::last_os_error()
-        )),
+        )
+        .into()),
     }
 }
 
@@ -156,7 +158,8 @@ pub fn touch(path: &Path) -> Setup<()> {
             "create {}: {}",
             path.display(),
             std::io::Error::last_os_error()
-        ));
+        )
+        .into());
     }
     // SAFETY: `fd` is ours.
     unsafe { libc::close(fd) };
@@ -165,7 +168,7 @@ pub fn touch(path: &Path) -> Setup<()> {
 
 /// Writes `data` to an existing file (procfs, cgroupfs).
 pub fn write_file(path: &Path, data: &[u8]) -> Setup<()> {
-    std::fs::write(path, data).map_err(|e| format!("write {}: {e}", path.display()))
+    std::fs::write(path, data).map_err(|e| format!("write {}: {e}", path.display()).into())
 }
 
 /// Writes all of `data` to a raw fd (best effort; used for reports).
@@ -187,11 +190,9 @@ pub fn write_all(fd: i32, mut data: &[u8]) {
 /// A pipe whose both ends are close-on-exec.
 pub fn pipe() -> Setup<(i32, i32)> {
     let mut fds = [0; 2];
-    // SAFETY: `fds` has room for two descriptors.
-    check(
-        unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }.into(),
-        || "create a pipe".into(),
-    )?;
+    // SAFETY: `fds` has room for the two descriptors pipe2 writes.
+    let r = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
+    check(r.into(), || "create a pipe".into())?;
     Ok((fds[0], fds[1]))
 }
 

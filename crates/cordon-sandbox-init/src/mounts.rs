@@ -2,8 +2,9 @@
 
 use std::path::{Path, PathBuf};
 
-use super::sys::{self, ATTR_NODEV, ATTR_NOEXEC, ATTR_NOSUID, ATTR_RDONLY, Setup};
+use crate::error::Setup;
 use crate::plan::MountOp;
+use crate::sys::{self, ATTR_NODEV, ATTR_NOEXEC, ATTR_NOSUID, ATTR_RDONLY};
 
 /// Where the host root is reachable while the new root is built.
 const OLD_ROOT: &str = "/.oldroot";
@@ -56,11 +57,9 @@ pub fn build(ops: &[MountOp]) -> Setup<()> {
     }
 
     let old = sys::cstr(OLD_ROOT)?;
-    // SAFETY: valid path.
-    sys::check(
-        unsafe { libc::umount2(old.as_ptr(), libc::MNT_DETACH) }.into(),
-        || "detach the host root".into(),
-    )?;
+    // SAFETY: `old` is a valid NUL-terminated path.
+    let r = unsafe { libc::umount2(old.as_ptr(), libc::MNT_DETACH) };
+    sys::check(r.into(), || "detach the host root".into())?;
     // SAFETY: valid path.
     unsafe { libc::rmdir(old.as_ptr()) };
     sys::mount_setattr(
@@ -132,14 +131,14 @@ fn apply(op: &MountOp) -> Setup<()> {
                 // The sandbox's own host name resolves, as programs expect.
                 data.extend_from_slice(format!("\n127.0.1.1\t{HOSTNAME}\n").as_bytes());
             }
-            std::fs::write(dst, data).map_err(|e| format!("write {}: {e}", dst.display()))
+            std::fs::write(dst, data).map_err(|e| format!("write {}: {e}", dst.display()).into())
         }
         MountOp::Symlink { dst, target } => {
             if let Some(parent) = dst.parent() {
                 sys::mkdir_p(parent, 0o755)?;
             }
             std::os::unix::fs::symlink(target, dst)
-                .map_err(|e| format!("create symlink {}: {e}", dst.display()))
+                .map_err(|e| format!("create symlink {}: {e}", dst.display()).into())
         }
         MountOp::Dev => dev(),
         MountOp::Proc => proc(),

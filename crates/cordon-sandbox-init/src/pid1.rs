@@ -1,30 +1,33 @@
 //! PID 1 of the sandbox's PID namespace: builds the root, starts the program, reaps every
-//! orphan, forwards termination signals, and reports how the program ended.
+//! orphan, forwards termination signals, kills what is left when the program ends, and
+//! reports how it ended.
+
+use std::path::Path;
 
 use cordon_types::ChildRusage;
+use rustix::process::Signal;
 
-use super::status::{self, Exit};
-use super::sys::{self, Setup};
-use super::{Prepared, child, mounts};
+use crate::error::Setup;
+use crate::outer::Prepared;
+use crate::pid::{ProcessGroup, ProcessId};
+use crate::status::{self, Exit};
+use crate::{child, leftovers, mounts, sys};
 
 /// Signals PID 1 forwards to the program's process group.
-const FORWARDED: &[i32] = &[
-    libc::SIGTERM,
-    libc::SIGINT,
-    libc::SIGHUP,
-    libc::SIGQUIT,
-    libc::SIGUSR1,
-    libc::SIGUSR2,
+const FORWARDED: &[Signal] = &[
+    Signal::TERM,
+    Signal::INT,
+    Signal::HUP,
+    Signal::QUIT,
+    Signal::USR1,
+    Signal::USR2,
 ];
 
 /// Runs in the cloned child (new namespaces); never returns.
 pub fn run(p: &Prepared, sync_fd: i32, status_fd: i32) -> ! {
-    match setup(p, sync_fd) {
-        Ok(()) => {}
-        Err(e) => {
-            status::send_error(status_fd, &e);
-            sys::exit_now(1)
-        }
+    if let Err(e) = setup(p, sync_fd) {
+        status::send_error(status_fd, &e.to_string());
+        sys::exit_now(1)
     }
     let set = signal_set();
     let mut old = empty_set();
@@ -32,26 +35,27 @@ pub fn run(p: &Prepared, sync_fd: i32, status_fd: i32) -> ! {
     unsafe { libc::sigprocmask(libc::SIG_BLOCK, &set, &mut old) };
     // SAFETY: the process is single-threaded; the child only execs or _exits.
     let pid = unsafe { libc::fork() };
-    if pid < 0 {
+    let Some(program) = ProcessId::new(pid) else {
+        if pid == 0 {
+            // SAFETY: restores the inherited signal mask.
+            unsafe { libc::sigprocmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+            child::exec(p, status_fd)
+        }
         status::send_error(
             status_fd,
             &format!("fork the program: {}", std::io::Error::last_os_error()),
         );
         sys::exit_now(1)
-    }
-    if pid == 0 {
-        // SAFETY: restores the inherited signal mask.
-        unsafe { libc::sigprocmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
-        child::exec(p, status_fd)
-    }
-    let exit = supervise(pid, &set);
+    };
+    let mut exit = supervise(program, &set);
+    exit.leftovers_killed = leftovers::kill_all(Path::new("/proc"));
     status::send_exit(status_fd, &exit);
     sys::exit_now(0)
 }
 
 fn setup(p: &Prepared, sync_fd: i32) -> Setup<()> {
-    // SAFETY: integer arguments only.
-    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
+    rustix::process::set_parent_process_death_signal(Some(Signal::KILL))
+        .map_err(|e| format!("set the parent-death signal: {e}"))?;
     // Wait until the outer helper wrote our uid/gid maps and placed us in the cgroups.
     let mut byte = [0u8; 1];
     // SAFETY: reading one byte into a live buffer.
@@ -99,7 +103,7 @@ fn loopback_up() -> Setup<()> {
 }
 
 fn empty_set() -> libc::sigset_t {
-    // SAFETY: sigemptyset initializes the set.
+    // SAFETY: sigemptyset initializes the zeroed set.
     unsafe {
         let mut s: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut s);
@@ -109,16 +113,18 @@ fn empty_set() -> libc::sigset_t {
 
 fn signal_set() -> libc::sigset_t {
     let mut s = empty_set();
-    for sig in FORWARDED.iter().chain(&[libc::SIGCHLD]) {
+    for sig in FORWARDED.iter().map(|s| s.as_raw()).chain([libc::SIGCHLD]) {
         // SAFETY: `s` is initialized.
-        unsafe { libc::sigaddset(&mut s, *sig) };
+        unsafe { libc::sigaddset(&mut s, sig) };
     }
     s
 }
 
 /// Waits for signals: reaps every child (orphans included), forwards termination signals to
 /// the program's process group, and returns when the program itself has ended.
-fn supervise(program: i32, set: &libc::sigset_t) -> Exit {
+fn supervise(program: ProcessId, set: &libc::sigset_t) -> Exit {
+    // The program called `setsid`: its group id is its pid, never 1 (that is us).
+    let group = ProcessGroup::new(program.get());
     loop {
         if let Some(exit) = reap(program) {
             return exit;
@@ -127,17 +133,16 @@ fn supervise(program: i32, set: &libc::sigset_t) -> Exit {
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
         // SAFETY: valid set and out-buffer.
         let sig = unsafe { libc::sigwaitinfo(set, &mut info) };
-        if sig > 0 && sig != libc::SIGCHLD {
-            // SAFETY: signalling the program's group and the program.
-            unsafe {
-                libc::kill(-program, sig);
-                libc::kill(program, sig);
+        if let Some(sig) = FORWARDED.iter().find(|s| s.as_raw() == sig) {
+            if let Some(group) = group {
+                let _ = group.signal(*sig);
             }
+            let _ = program.signal(*sig);
         }
     }
 }
 
-fn reap(program: i32) -> Option<Exit> {
+fn reap(program: ProcessId) -> Option<Exit> {
     let mut found = None;
     loop {
         let mut st = 0;
@@ -148,7 +153,7 @@ fn reap(program: i32) -> Option<Exit> {
         if pid <= 0 {
             return found;
         }
-        if pid == program {
+        if pid == program.get() {
             let us = |t: libc::timeval| {
                 u64::try_from(t.tv_sec).unwrap_or(0) * 1_000_000
                     + u64::try_from(t.tv_usec).unwrap_or(0)
@@ -161,6 +166,7 @@ fn reap(program: i32) -> Option<Exit> {
                     sys_us: us(ru.ru_stime),
                     max_rss_bytes: u64::try_from(ru.ru_maxrss).unwrap_or(0) * 1024,
                 },
+                leftovers_killed: 0,
             });
         }
     }

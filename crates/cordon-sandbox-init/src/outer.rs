@@ -4,12 +4,31 @@ use std::ffi::{CString, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
 use cordon_types::{ChildReport, LimitKind};
+use rustix::process::Signal;
 
-use super::cgroup::{Cgroups, Counters};
-use super::status::{self, Received};
-use super::sys::{self, Setup};
-use super::{Prepared, pid1, seccomp};
-use crate::plan::{InitPlan, PLAN_ENV};
+use crate::cgroup::{Cgroups, Counters};
+use crate::error::Setup;
+use crate::pid::ProcessId;
+use crate::plan::{INIT_ARG, InitPlan, PLAN_ENV, RlimitResource};
+use crate::seccomp::SyscallFilter;
+use crate::status::{self, Received};
+use crate::{pid1, sys};
+
+/// Everything the forked processes need, allocated before any fork.
+pub struct Prepared {
+    /// The plan.
+    pub plan: InitPlan,
+    /// The program's argv.
+    pub argv: Vec<CString>,
+    /// The program's environment (`NAME=value`).
+    pub envp: Vec<CString>,
+    /// Paths to try for the program (a `PATH` search when it has no slash).
+    pub candidates: Vec<CString>,
+    /// The working directory.
+    pub workdir: CString,
+    /// The compiled seccomp filter, when enforced.
+    pub seccomp: Option<SyscallFilter>,
+}
 
 /// Runs the sandbox and returns what to report.
 pub fn run() -> Setup<ChildReport> {
@@ -42,25 +61,24 @@ pub fn run() -> Setup<ChildReport> {
             0usize,
         )
     };
-    let pid = i32::try_from(sys::check(pid, || {
-        "create the sandbox namespaces (clone)".into()
-    })?)
-    .unwrap_or(-1);
+    let pid = sys::check(pid, || "create the sandbox namespaces (clone)".into())?;
     if pid == 0 {
         sys::close(sync_w);
         sys::close(status_r);
         sys::close(cordon_types::CHILD_REPORT_FD);
         pid1::run(&prepared, sync_r, status_w)
     }
+    let pid = i32::try_from(pid)
+        .ok()
+        .and_then(ProcessId::new)
+        .ok_or("clone returned an impossible process id")?;
     sys::close(sync_r);
     sys::close(status_w);
     let placed = place(pid, &prepared.plan, cgroups.as_ref());
     if let Err(e) = placed {
-        // SAFETY: killing and reaping our own child.
-        unsafe {
-            libc::kill(pid, libc::SIGKILL);
-            libc::waitpid(pid, std::ptr::null_mut(), 0);
-        }
+        let _ = pid.signal(Signal::KILL);
+        // SAFETY: reaping our own child, without a status pointer.
+        unsafe { libc::waitpid(pid.get(), std::ptr::null_mut(), 0) };
         return Err(e);
     }
     sys::write_all(sync_w, b"1");
@@ -71,7 +89,7 @@ pub fn run() -> Setup<ChildReport> {
     let mut st = 0;
     loop {
         // SAFETY: valid out-pointer.
-        let r = unsafe { libc::waitpid(pid, &mut st, libc::__WALL) };
+        let r = unsafe { libc::waitpid(pid.get(), &mut st, libc::__WALL) };
         if r >= 0 || sys::errno() != libc::EINTR {
             break;
         }
@@ -105,8 +123,8 @@ fn read_status(fd: i32) -> Received {
 }
 
 /// Writes the uid/gid maps of the new user namespace and moves PID 1 into the cgroups.
-fn place(pid: i32, plan: &InitPlan, cgroups: Option<&Cgroups>) -> Setup<()> {
-    let proc = std::path::PathBuf::from(format!("/proc/{pid}"));
+fn place(pid: ProcessId, plan: &InitPlan, cgroups: Option<&Cgroups>) -> Setup<()> {
+    let proc = std::path::PathBuf::from(format!("/proc/{}", pid.get()));
     sys::write_file(&proc.join("setgroups"), b"deny")?;
     sys::write_file(
         &proc.join("uid_map"),
@@ -125,12 +143,13 @@ fn place(pid: i32, plan: &InitPlan, cgroups: Option<&Cgroups>) -> Setup<()> {
 /// Reads the plan, the command and the environment; allocates all the children need.
 fn prepare() -> Setup<Prepared> {
     let mut args = std::env::args_os().skip(1);
-    if args.next().as_deref() != Some(crate::INIT_ARG.as_ref())
+    if args.next().as_deref() != Some(INIT_ARG.as_ref())
         || args.next().as_deref() != Some("--".as_ref())
     {
-        return Err(
-            "usage: cordon __sandbox-init -- PROGRAM [ARGS...] (run by cordon itself)".into(),
-        );
+        return Err(format!(
+            "usage: cordon {INIT_ARG} -- PROGRAM [ARGS...] (run by cordon itself)"
+        )
+        .into());
     }
     let argv: Vec<OsString> = args.collect();
     let Some(program) = argv.first().cloned() else {
@@ -168,12 +187,12 @@ fn prepare() -> Setup<Prepared> {
                 let mut full = d.to_vec();
                 full.push(b'/');
                 full.extend(program.as_bytes());
-                CString::new(full).map_err(|_| "PATH contains a NUL byte".to_string())
+                CString::new(full).map_err(|_| "PATH contains a NUL byte".into())
             })
             .collect::<Setup<Vec<_>>>()?
     };
     let seccomp = if plan.seccomp {
-        Some(seccomp::build()?)
+        Some(SyscallFilter::compile().map_err(|e| e.to_string())?)
     } else {
         None
     };
@@ -195,6 +214,7 @@ fn report(
 ) -> ChildReport {
     let mut r = ChildReport {
         tree_peak_memory_bytes: counters.memory_peak,
+        landlock_unenforced: received.landlock_unenforced.clone(),
         ..ChildReport::default()
     };
     if let Some(e) = &received.error {
@@ -220,6 +240,7 @@ fn report(
             r.exit_code = exit.code;
             r.signal = exit.signal;
             r.rusage = Some(exit.rusage);
+            r.processes_killed = exit.leftovers_killed;
         }
         None if libc::WIFSIGNALED(pid1_status) => r.signal = Some(libc::WTERMSIG(pid1_status)),
         None => {
@@ -234,7 +255,10 @@ fn report(
     if counters.pids_refused > 0 {
         r.limits_hit.push(LimitKind::Pids);
     }
-    let cpu_limit = plan.rlimits.iter().find(|l| l.resource == libc::RLIMIT_CPU);
+    let cpu_limit = plan
+        .rlimits
+        .iter()
+        .find(|l| l.resource == RlimitResource::Cpu);
     if let (Some(lim), Some(sig)) = (cpu_limit, r.signal) {
         let used_s = r.rusage.map_or(0, |u| (u.user_us + u.sys_us) / 1_000_000);
         if sig == libc::SIGXCPU || (sig == libc::SIGKILL && used_s >= lim.soft) {

@@ -1,0 +1,90 @@
+//! What PID 1 does when the program has ended: kill every process still alive in the
+//! sandbox's PID namespace, and count them (the run result's `leaked.processes_killed`).
+//!
+//! PID 1's own exit would end them too (the kernel kills a PID namespace whose init dies), but
+//! silently; killing them here makes the count exact and the report arrive when they are gone.
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use rustix::process::Signal;
+
+use crate::pid::ProcessId;
+
+/// Rounds of stop-and-kill before giving up (a fork bomb that outruns one sweep is stopped
+/// by the next).
+const ROUNDS: usize = 200;
+
+/// Kills every live process of the namespace except PID 1; returns how many distinct ones.
+/// `proc` is the namespace's own procfs (`/proc` inside the sandbox).
+pub fn kill_all(proc: &Path) -> u32 {
+    let mut killed: HashSet<i32> = HashSet::new();
+    for round in 0..ROUNDS {
+        reap();
+        let live = live_processes(proc);
+        if live.is_empty() {
+            break;
+        }
+        // Stopped first, so that none forks while the others are being killed.
+        for pid in &live {
+            let _ = pid.signal(Signal::STOP);
+        }
+        for pid in &live {
+            if pid.signal(Signal::KILL).is_ok() {
+                killed.insert(pid.get());
+            }
+        }
+        if round > 0 {
+            std::thread::yield_now();
+        }
+    }
+    reap();
+    u32::try_from(killed.len()).unwrap_or(u32::MAX)
+}
+
+/// The live processes of the namespace other than PID 1 (zombies are already dead).
+fn live_processes(proc: &Path) -> Vec<ProcessId> {
+    let Ok(dir) = std::fs::read_dir(proc) else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| pid != 1)
+        .filter(|pid| {
+            std::fs::read_to_string(proc.join(pid.to_string()).join("stat"))
+                .ok()
+                .and_then(|stat| state_of(&stat))
+                .is_some_and(|s| s != 'Z' && s != 'X')
+        })
+        .filter_map(ProcessId::new)
+        .collect()
+}
+
+/// The state letter of a `/proc/PID/stat` line (after the parenthesised command name, which
+/// may itself contain `) `).
+fn state_of(stat: &str) -> Option<char> {
+    stat[stat.rfind(')')? + 1..].trim_start().chars().next()
+}
+
+/// Reaps every child that has ended (orphans of the namespace are PID 1's children).
+fn reap() {
+    loop {
+        // SAFETY: waitpid with a null status pointer and WNOHANG only reaps.
+        let r = unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG | libc::__WALL) };
+        if r <= 0 {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_is_read_after_a_hostile_command_name() {
+        assert_eq!(state_of("12 (a) Z (b)) S 1 12 12"), Some('S'));
+        assert_eq!(state_of("12 (sleep) Z 1 12"), Some('Z'));
+        assert_eq!(state_of("garbage"), None);
+    }
+}
