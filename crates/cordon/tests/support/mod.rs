@@ -17,14 +17,15 @@ pub fn cordon() -> Command {
     command
 }
 
-/// How long a home of an earlier test run is kept (for a look after a failure).
-const OLD_HOMES: Duration = Duration::from_secs(24 * 60 * 60);
+/// How long a home of an earlier test run is kept (for a look after a failure). A full run
+/// leaves about 16 MiB (recorded transcripts).
+const OLD_HOMES: Duration = Duration::from_secs(60 * 60);
 
 /// The `CORDON_HOME` of this test run, out of the user's: `target/tmp/cordon-test-homes/RUN`,
 /// where RUN is nextest's run id (so every test process of one `cargo nextest run` shares the
 /// home: concurrent use of one home is part of what cordon supports), or this process's id
-/// under plain `cargo test`. Made once per process; homes of runs older than a day are removed
-/// then, so they do not pile up.
+/// under plain `cargo test`. Made once per process; homes of runs older than an hour are
+/// removed then, so they do not pile up.
 pub fn test_home() -> &'static Path {
     static HOME: OnceLock<PathBuf> = OnceLock::new();
     HOME.get_or_init(|| {
