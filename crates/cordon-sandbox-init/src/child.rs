@@ -7,16 +7,17 @@ use rustix::process::{Resource, Signal};
 use crate::error::{Setup, SetupError};
 use crate::outer::Prepared;
 use crate::plan::RlimitResource;
+use crate::status::FailureKind;
 use crate::{capabilities, landlock, status, sys};
 
 /// Runs in the forked child of PID 1; never returns. A failure is reported on `status_fd`
 /// and the process exits 127 without running the program.
 pub fn exec(p: &Prepared, status_fd: i32) -> ! {
-    let err = match setup(p, status_fd) {
+    let (kind, err) = match setup(p, status_fd) {
         Ok(()) => exec_program(p),
-        Err(e) => e.to_string(),
+        Err(e) => (FailureKind::Setup, e.to_string()),
     };
-    status::send_error(status_fd, &err);
+    status::send_error(status_fd, kind, &err);
     sys::exit_now(127)
 }
 
@@ -78,7 +79,7 @@ fn setup(p: &Prepared, status_fd: i32) -> Setup<()> {
 }
 
 /// Executes the program (searching `PATH` for a bare name); returns why it failed.
-fn exec_program(p: &Prepared) -> String {
+fn exec_program(p: &Prepared) -> (FailureKind, String) {
     let argv: Vec<*const libc::c_char> = p
         .argv
         .iter()
@@ -106,15 +107,24 @@ fn exec_program(p: &Prepared) -> String {
         .map(|a| a.to_string_lossy().into_owned())
         .unwrap_or_default();
     match last {
-        libc::ENOENT => format!(
-            "program not found in the sandbox: {name} (is it inside a visible directory? add --ro PATH)"
+        libc::ENOENT => (
+            FailureKind::NotFound,
+            format!(
+                "program not found in the sandbox: {name} (is it inside a visible directory? add --ro PATH)"
+            ),
         ),
-        libc::EACCES => format!(
-            "cannot execute {name}: permission denied (not allowed by --allow-exec, or not executable)"
+        libc::EACCES => (
+            FailureKind::NotExecutable,
+            format!(
+                "cannot execute {name}: permission denied (not allowed by --allow-exec, or not executable)"
+            ),
         ),
-        e => format!(
-            "cannot execute {name}: {}",
-            std::io::Error::from_raw_os_error(e)
+        e => (
+            FailureKind::NotExecutable,
+            format!(
+                "cannot execute {name}: {}",
+                std::io::Error::from_raw_os_error(e)
+            ),
         ),
     }
 }

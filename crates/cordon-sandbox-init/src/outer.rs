@@ -11,7 +11,7 @@ use crate::error::Setup;
 use crate::pid::ProcessId;
 use crate::plan::{INIT_ARG, InitPlan, PLAN_ENV, RlimitResource};
 use crate::seccomp::SyscallFilter;
-use crate::status::{self, Received};
+use crate::status::{self, FailureKind, Received};
 use crate::{pid1, sys};
 
 /// Everything the forked processes need, allocated before any fork.
@@ -217,22 +217,15 @@ fn report(
         landlock_unenforced: received.landlock_unenforced.clone(),
         ..ChildReport::default()
     };
-    if let Some(e) = &received.error {
-        // Exec failures ("program not found ...", "cannot execute ...") are reported as they
-        // are; everything else is the sandbox's own set-up.
-        let exec_failure = e.starts_with("program not found") || e.starts_with("cannot execute");
-        r.setup_exit_code = if e.starts_with("program not found") {
-            Some(127)
-        } else if e.starts_with("cannot execute") {
-            Some(126)
-        } else {
-            None
+    if let Some(failure) = &received.error {
+        // Exec failures are reported as they are, with the shell's exit codes; everything
+        // else is the sandbox's own set-up.
+        let message = &failure.message;
+        (r.setup_exit_code, r.setup_error) = match failure.kind {
+            FailureKind::NotFound => (Some(127), Some(message.clone())),
+            FailureKind::NotExecutable => (Some(126), Some(message.clone())),
+            FailureKind::Setup => (None, Some(format!("sandbox set-up failed: {message}"))),
         };
-        r.setup_error = Some(if exec_failure {
-            e.clone()
-        } else {
-            format!("sandbox set-up failed: {e}")
-        });
         return r;
     }
     match &received.exit {

@@ -26,7 +26,7 @@ const FORWARDED: &[Signal] = &[
 /// Runs in the cloned child (new namespaces); never returns.
 pub fn run(p: &Prepared, sync_fd: i32, status_fd: i32) -> ! {
     if let Err(e) = setup(p, sync_fd) {
-        status::send_error(status_fd, &e.to_string());
+        status::send_error(status_fd, status::FailureKind::Setup, &e.to_string());
         sys::exit_now(1)
     }
     let set = signal_set();
@@ -43,6 +43,7 @@ pub fn run(p: &Prepared, sync_fd: i32, status_fd: i32) -> ! {
         }
         status::send_error(
             status_fd,
+            status::FailureKind::Setup,
             &format!("fork the program: {}", std::io::Error::last_os_error()),
         );
         sys::exit_now(1)

@@ -19,20 +19,56 @@ pub struct Exit {
     pub leftovers_killed: u32,
 }
 
+/// What kind of failure kept the program from starting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureKind {
+    /// The sandbox itself could not be set up.
+    Setup,
+    /// The program does not exist in the sandbox (exit code 127).
+    NotFound,
+    /// The program exists but cannot be executed (exit code 126).
+    NotExecutable,
+}
+
+impl FailureKind {
+    fn tag(self) -> &'static str {
+        match self {
+            FailureKind::Setup => "setup",
+            FailureKind::NotFound => "not-found",
+            FailureKind::NotExecutable => "not-executable",
+        }
+    }
+
+    fn from_tag(tag: &str) -> Option<Self> {
+        [Self::Setup, Self::NotFound, Self::NotExecutable]
+            .into_iter()
+            .find(|k| k.tag() == tag)
+    }
+}
+
+/// A failure to start the program, with its kind and message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// Which kind.
+    pub kind: FailureKind,
+    /// What to tell the user.
+    pub message: String,
+}
+
 /// What arrived on the status pipe.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Received {
-    /// The first set-up error, if any.
-    pub error: Option<String>,
+    /// The first failure to start the program, if any.
+    pub error: Option<Failure>,
     /// Landlock access rights the kernel did not enforce (allowed by the plan).
     pub landlock_unenforced: Vec<String>,
     /// The program's end, if PID 1 saw it.
     pub exit: Option<Exit>,
 }
 
-/// Sends a set-up error (one atomic write, below `PIPE_BUF`).
-pub fn send_error(fd: i32, msg: &str) {
-    let mut line = String::from("E ");
+/// Sends a failure to start the program (one atomic write, below `PIPE_BUF`).
+pub fn send_error(fd: i32, kind: FailureKind, msg: &str) {
+    let mut line = format!("E {} ", kind.tag());
     line.extend(
         msg.chars()
             .map(|c| if c == '\n' { ' ' } else { c })
@@ -66,8 +102,20 @@ pub fn send_exit(fd: i32, exit: &Exit) {
 pub fn parse(text: &str) -> Received {
     let mut out = Received::default();
     for line in text.lines() {
-        if let Some(msg) = line.strip_prefix("E ") {
-            out.error.get_or_insert_with(|| msg.to_owned());
+        if let Some(rest) = line.strip_prefix("E ") {
+            let (tag, msg) = rest.split_once(' ').unwrap_or((rest, ""));
+            // An unknown tag is the sandbox's own failure, with the whole text kept.
+            let failure = match FailureKind::from_tag(tag) {
+                Some(kind) => Failure {
+                    kind,
+                    message: msg.to_owned(),
+                },
+                None => Failure {
+                    kind: FailureKind::Setup,
+                    message: rest.to_owned(),
+                },
+            };
+            out.error.get_or_insert(failure);
         } else if let Some(names) = line.strip_prefix("L ") {
             out.landlock_unenforced.extend(
                 names
@@ -103,12 +151,15 @@ mod tests {
     #[test]
     fn messages_round_trip() {
         let r = parse(
-            "E cannot mount\nnoise\nL fs.resolve_unix scope.signal\nX -1 9 10 20 4096 2\nE second\n",
+            "E setup cannot mount\nnoise\nL fs.resolve_unix scope.signal\nX -1 9 10 20 4096 2\nE not-found second\n",
         );
         assert_eq!(
             r,
             Received {
-                error: Some("cannot mount".into()),
+                error: Some(Failure {
+                    kind: FailureKind::Setup,
+                    message: "cannot mount".into()
+                }),
                 landlock_unenforced: vec!["fs.resolve_unix".into(), "scope.signal".into()],
                 exit: Some(Exit {
                     code: None,

@@ -289,7 +289,8 @@ fn proc_shows_only_the_sandbox_and_privileges_are_gone() {
     assert!(o.stdout.contains("CapBnd:\t0000000000000000"), "{o:?}");
 }
 
-fn mount_unshare_and_ptrace_are_refused() {
+/// (ptrace and the other denied calls are made for real in `seccomp_refuses_every_denied_call`.)
+fn mount_and_unshare_are_refused() {
     let w = tempdir("mount");
     let o = run(
         &policy(&w),
@@ -509,12 +510,30 @@ fn rw_and_ro_binds() {
     assert_eq!(std::fs::read_to_string(rw.join("h")).unwrap(), "y\n");
 }
 
+/// The helper's own 127/126 path (not a shell's): the program is executed directly.
 fn missing_program_is_a_setup_error() {
     let w = tempdir("missing");
-    let prepared = prepare(&policy(&w), "definitely-not-a-program".as_ref(), &[]).unwrap();
-    let _ = prepared;
-    let o = run(&policy(&w), "exec /nonexistent/prog", T);
-    assert_eq!(o.report.exit_code, Some(127), "{o:?}");
+    for program in ["definitely-not-a-program", "/nonexistent/prog"] {
+        let o = run_program(&policy(&w), program.as_ref(), &[], T);
+        assert_eq!(o.report.exit_code, None, "{o:?}");
+        assert_eq!(o.report.setup_exit_code, Some(127), "{o:?}");
+        let error = o.report.setup_error.as_deref().unwrap_or_default();
+        assert!(
+            error.starts_with("program not found in the sandbox"),
+            "{o:?}"
+        );
+    }
+    // A file that is there but not executable: 126.
+    std::fs::write(w.join("not-exec.sh"), "#!/bin/sh\necho hi\n").unwrap();
+    let o = run_program(&policy(&w), w.join("not-exec.sh").as_os_str(), &[], T);
+    assert_eq!(o.report.setup_exit_code, Some(126), "{o:?}");
+    assert!(
+        o.report
+            .setup_error
+            .as_deref()
+            .is_some_and(|e| e.starts_with("cannot execute")),
+        "{o:?}"
+    );
 }
 
 fn leftovers_are_killed_and_counted() {
@@ -666,8 +685,8 @@ const CASES: &[Case] = &[
         proc_shows_only_the_sandbox_and_privileges_are_gone,
     ),
     (
-        "mount_unshare_and_ptrace_are_refused",
-        mount_unshare_and_ptrace_are_refused,
+        "mount_and_unshare_are_refused",
+        mount_and_unshare_are_refused,
     ),
     (
         "kill_all_does_not_reach_the_host",

@@ -105,6 +105,17 @@ fn helper_process() {
     }
 }
 
+/// Polls `done` every 10 ms until it holds; fails naming `what` after `limit` (a generous
+/// bound: only a hang reaches it).
+#[track_caller]
+fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}: not after {limit:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 fn read_run_id(child: &mut Child) -> RunId {
     use std::io::BufRead;
     let stdout = child.stdout.take().expect("piped stdout");
@@ -384,9 +395,17 @@ fn chunks_are_visible_to_another_connection_before_finish() {
     let id = store.begin_run(&new_run(&["prog"])).expect("begin");
     let writer = store.transcript(&id).expect("transcript");
     writer.write(None, Stream::Stdout, b"early output\n");
-    std::thread::sleep(Duration::from_millis(1000));
+    // The background flush makes it visible (within about FLUSH_INTERVAL), before `finish`.
     let reader = Store::open_sqlite(&db).expect("second store");
-    let seen = reader.logs(&id, &ChunkFilter::default()).expect("logs");
+    let mut seen = Vec::new();
+    wait_until(
+        "the chunk is visible to another connection",
+        Duration::from_secs(30),
+        || {
+            seen = reader.logs(&id, &ChunkFilter::default()).expect("logs");
+            !seen.is_empty()
+        },
+    );
     assert_eq!(data(&seen), b"early output\n");
     writer.finish().expect("finish");
 }
@@ -397,8 +416,17 @@ fn a_killed_writer_is_marked_interrupted_and_its_transcript_survives() {
     drop(Store::open_sqlite(&db).expect("create"));
     let mut child = spawn_helper("forever", &db);
     let id = read_run_id(&mut child);
-    std::thread::sleep(Duration::from_millis(1200));
     let store = Store::open_sqlite(&db).expect("open");
+    // The helper writes on: wait until more than 50 lines are stored.
+    let stored_lines = || {
+        data(&store.logs(&id, &ChunkFilter::default()).expect("logs"))
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count()
+    };
+    wait_until("50 lines stored", Duration::from_secs(30), || {
+        stored_lines() > 50
+    });
     // While the writer lives, nothing is interrupted.
     assert_eq!(store.mark_interrupted().expect("mark"), 0);
     child.kill().expect("SIGKILL");
@@ -433,8 +461,10 @@ fn follow_returns_when_the_run_ends_or_its_owner_dies() {
     let mut child = spawn_helper("forever", &db);
     let id = read_run_id(&mut child);
     let store = Store::open_sqlite(&db).expect("open");
+    // The writer is killed once `follow` has received some of its output.
+    let (following, first_output) = std::sync::mpsc::channel::<()>();
     let killer = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(800));
+        let _ = first_output.recv();
         child.kill().expect("SIGKILL");
         child.wait().expect("reap");
     });
@@ -448,6 +478,7 @@ fn follow_returns_when_the_run_ends_or_its_owner_dies() {
             &mut |c| {
                 if let ChunkBody::Data(bytes) = c.body {
                     received.extend_from_slice(&bytes);
+                    let _ = following.send(());
                 }
                 std::ops::ControlFlow::Continue(())
             },
@@ -644,21 +675,27 @@ fn delete_older_than_removes_old_finished_runs_and_their_chunks() {
     let old_running = store
         .begin_run(&new_run(&["still running"]))
         .expect("begin");
-    std::thread::sleep(Duration::from_millis(300));
     let recent = store.begin_run(&new_run(&["recent"])).expect("begin");
     store
         .finish_run(&recent, RunState::Fail, None)
         .expect("finish");
+    // Two of them started two hours ago.
+    raw_sql(
+        &db,
+        &format!(
+            "UPDATE runs SET started_at_ms = started_at_ms - 7200000 WHERE id IN ('{old}', '{old_running}')"
+        ),
+    );
 
     assert_eq!(
         store
-            .delete_older_than(Duration::from_secs(3600))
+            .delete_older_than(Duration::from_secs(3 * 3600))
             .expect("gc"),
         0
     );
     assert_eq!(
         store
-            .delete_older_than(Duration::from_millis(150))
+            .delete_older_than(Duration::from_secs(3600))
             .expect("gc"),
         1
     );
@@ -728,10 +765,9 @@ fn a_blocked_database_costs_bytes_with_a_marker_never_silently() {
     }
     writer.write(None, Stream::Stderr, b"lost\n");
     assert!(
-        started.elapsed() < Duration::from_secs(1),
-        "write never waits for the database"
+        started.elapsed() < Duration::from_secs(3),
+        "write never waits for the database (its busy timeout is 5 s)"
     );
-    std::thread::sleep(Duration::from_millis(300));
     runtime.block_on(async {
         sqlx::raw_sql("ROLLBACK")
             .execute(&mut blocker)
@@ -739,26 +775,36 @@ fn a_blocked_database_costs_bytes_with_a_marker_never_silently() {
             .expect("unlock");
         blocker.close().await.expect("close");
     });
-    // Once the store caught up, output is kept again.
-    let waited = Instant::now();
-    while store
-        .read_chunks(&id, &ChunkFilter::default(), None, 1)
-        .expect("read")
-        .is_empty()
-    {
-        assert!(
-            waited.elapsed() < Duration::from_secs(30),
-            "the writer never caught up"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_millis(200));
+    // Once the store caught up, output is kept again. Caught up: the last chunk (the marker
+    // of the lost `lost\n`) is stored, then a probe written after it is stored too — the
+    // writer frees its memory budget after each stored batch, before it stores the next.
+    let chunks_where = |stage: Option<&str>, stream| {
+        store
+            .logs(
+                &id,
+                &ChunkFilter {
+                    stage: stage.map(str::to_owned),
+                    stream: Some(stream),
+                },
+            )
+            .expect("logs")
+            .into_iter()
+            .filter(|c| c.stage.as_deref() == stage)
+            .count()
+    };
+    wait_until("the writer caught up", Duration::from_secs(30), || {
+        chunks_where(None, Stream::Stderr) == 1
+    });
+    writer.write(Some("probe"), Stream::Stdout, b"probe\n");
+    wait_until("the probe is stored", Duration::from_secs(30), || {
+        chunks_where(Some("probe"), Stream::Stdout) == 1
+    });
     writer.write(None, Stream::Stderr, b"tail\n");
     let stats = writer.finish().expect("finish");
     assert!(stats.bytes_lost > 0, "{stats:?}");
     assert_eq!(
         stats.bytes_written + stats.bytes_lost,
-        24 * 1024 * 1024 + 10
+        24 * 1024 * 1024 + 10 + 6
     );
 
     let chunks = store.logs(&id, &ChunkFilter::default()).expect("logs");

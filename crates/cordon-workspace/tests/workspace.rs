@@ -415,9 +415,18 @@ fn gc_collects_crashed_workspaces_and_keeps_live_and_persistent_ones() {
     assert_eq!(left, kept);
     assert_eq!(fx.our_worktrees(), 2);
 
-    // Idle: persistent ones go too, a transient one whose owner runs stays.
-    std::thread::sleep(Duration::from_millis(20));
-    let report = fx.workspaces.gc(Some(Duration::from_millis(10))).unwrap();
+    // Idle (the record untouched for an hour): persistent ones go too, a transient one whose
+    // owner runs stays.
+    let an_hour_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
+    for id in [&persistent.id, &live.id] {
+        std::fs::File::options()
+            .append(true)
+            .open(fx.record_path(id))
+            .unwrap()
+            .set_modified(an_hour_ago)
+            .unwrap();
+    }
+    let report = fx.workspaces.gc(Some(Duration::from_secs(1800))).unwrap();
     let removed: Vec<(WorkspaceId, GcReason)> = report
         .removed
         .iter()
@@ -429,7 +438,7 @@ fn gc_collects_crashed_workspaces_and_keeps_live_and_persistent_ones() {
     assert_eq!(fx.our_worktrees(), 1);
     assert_eq!(
         fx.workspaces
-            .gc(Some(Duration::from_secs(3600)))
+            .gc(Some(Duration::from_secs(1800)))
             .unwrap()
             .removed,
         vec![]

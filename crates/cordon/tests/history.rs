@@ -7,7 +7,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use pretty_assertions::assert_eq;
-use support::{TestDir, cordon};
+use support::{DRAINED_SH, TestDir, cordon};
 
 const SECRET: &str = "hist-secret-5e4d3c2b1a09";
 
@@ -50,11 +50,16 @@ fn all_bytes(dir: &Path) -> Vec<(String, Vec<u8>)> {
 #[test]
 fn a_run_is_recorded_with_its_transcript_and_no_secret_reaches_the_disk() {
     let home = TestDir::new();
-    let script = "echo \"out $MY_TOKEN\"; echo err-line >&2; printf '%s' \"$MY_TOKEN\" | head -c 9; sleep 0.1; printf '%s\\n' \"$MY_TOKEN\" | tail -c +10";
+    // The secret is also split across two reads of cordon's (the second part is written once
+    // the first was read).
+    let script = format!(
+        "{DRAINED_SH}echo \"out $MY_TOKEN\"; echo err-line >&2; printf '%s' \"$MY_TOKEN\" | head -c 9; \
+         drained; printf '%s\\n' \"$MY_TOKEN\" | tail -c +10"
+    );
     let out = in_home(
         home.path(),
         &[
-            "run", "--json", "--secret", "MY_TOKEN", "--", "sh", "-c", script,
+            "run", "--json", "--secret", "MY_TOKEN", "--", "sh", "-c", &script,
         ],
     );
     let result = json(&out);

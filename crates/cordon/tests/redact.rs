@@ -4,15 +4,20 @@ mod support;
 
 use std::process::Command;
 
-use support::{TestDir, cordon};
+use support::{DRAINED_SH, TestDir, cordon};
 
 const SECRET: &str = "tok-9f8e7d6c5b4a39281706";
 
-/// A program that prints the secret in two writes split inside the value, on both streams.
-const SPLIT_PRINTER: &str = "v=$MY_TOKEN; printf 'a %s' \"${v%???????????}\"; sleep 0.1; \
-    printf '%s b\\n' \"${v#???????????????}\" | cut -c1-200 >/dev/null; \
-    printf '%s' \"$v\" | head -c 13; sleep 0.1; printf '%s\\n' \"$v\" | tail -c +14; \
-    echo \"err $v\" >&2";
+/// A program that prints the secret in two writes split inside the value (cordon has read the
+/// first before the second is written), on both streams.
+fn split_printer() -> String {
+    format!(
+        "{DRAINED_SH}v=$MY_TOKEN; printf 'a %s' \"${{v%???????????}}\"; drained; \
+         printf '%s b\\n' \"${{v#???????????????}}\" | cut -c1-200 >/dev/null; \
+         printf '%s' \"$v\" | head -c 13; drained; printf '%s\\n' \"$v\" | tail -c +14; \
+         echo \"err $v\" >&2"
+    )
+}
 
 fn assert_clean(text: &str, what: &str) {
     assert!(!text.contains(SECRET), "{what} leaks the secret: {text}");
@@ -32,7 +37,7 @@ fn secret_split_across_writes_is_redacted_everywhere_in_both_modes() {
             .env("MY_TOKEN", SECRET)
             .arg("run")
             .args(mode)
-            .args(["--", "sh", "-c", SPLIT_PRINTER])
+            .args(["--", "sh", "-c", &split_printer()])
             .output()
             .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
@@ -49,7 +54,7 @@ fn secret_split_across_writes_is_redacted_everywhere_in_both_modes() {
             .env("MY_TOKEN", SECRET)
             .args(["run", "--json"])
             .args(mode)
-            .args(["--", "sh", "-c", SPLIT_PRINTER])
+            .args(["--", "sh", "-c", &split_printer()])
             .output()
             .unwrap();
         let json = String::from_utf8_lossy(&out.stdout);

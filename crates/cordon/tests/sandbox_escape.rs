@@ -333,16 +333,30 @@ fn no_new_privs_no_capabilities_and_nosuid_mounts() {
 fn a_setuid_binary_runs_without_privilege() {
     require_sandbox!();
     let w = Work::new();
-    // A setuid copy of `id` in the (nosuid) workdir, and the system's own setuid binaries.
-    std::fs::copy("/usr/bin/id", w.path().join("suid-id")).unwrap();
+    // A setuid copy of `grep` (owned by whoever runs the tests: root in CI) in the workdir; run
+    // in the sandbox, it reports its own credentials. Exec'ing it must gain nothing: no
+    // capabilities (an exec by uid 0, or of a setuid-root file, would otherwise get them all)
+    // and no other effective uid.
+    let suid = w.path().join("suid-grep");
+    std::fs::copy("/bin/grep", &suid).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&suid, std::fs::Permissions::from_mode(0o4755)).unwrap();
     let ran = w.run(
         &[],
-        "chmod 4755 suid-id 2>/dev/null; ./suid-id -u; for b in /usr/bin/su /usr/bin/passwd /usr/bin/mount; do \
-           test -u $b && $b --help >/dev/null 2>&1; done; grep CapEff /proc/self/status",
+        "test -u suid-grep && echo setuid-bit; id -u; ./suid-grep -E '^(Uid|CapPrm|CapEff):' /proc/self/status",
     );
     assert_passed(&ran);
-    assert!(
-        ran.stdout().contains("CapEff:\t0000000000000000"),
+    let mut lines = ran.stdout().lines();
+    assert_eq!(lines.next(), Some("setuid-bit"), "{ran:#?}");
+    let uid = lines.next().expect("id -u");
+    let status: Vec<&str> = lines.collect();
+    assert_eq!(
+        status,
+        [
+            format!("Uid:\t{uid}\t{uid}\t{uid}\t{uid}").as_str(),
+            "CapPrm:\t0000000000000000",
+            "CapEff:\t0000000000000000"
+        ],
         "{ran:#?}"
     );
 }
@@ -495,7 +509,9 @@ fn processes_left_behind_are_killed_and_counted() {
 fn host_abstract_unix_sockets_stay_unreachable_with_host_network() {
     require_sandbox!();
     if helpers::doctor()["landlock_abi"].as_u64().unwrap_or(0) < 6 {
-        eprintln!("SKIP: `cordon doctor` reports Landlock ABI < 6 (no abstract-socket scoping)");
+        helpers::missing_capability(
+            "`cordon doctor` reports Landlock ABI < 6 (no abstract-socket scoping)",
+        );
         return;
     }
     use std::os::linux::net::SocketAddrExt;

@@ -5,10 +5,11 @@
 #[path = "sandbox_helpers/mod.rs"]
 mod helpers;
 
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use cordon_types::{Enforcement, LimitKind, RunStatus};
-use helpers::{Work, assert_passed, host_processes_with_cmdline};
+use helpers::{Work, assert_passed, host_processes_with_cmdline, unique_sleep, wait_until};
 
 #[test]
 fn fork_bomb_is_contained_by_pids() {
@@ -109,21 +110,37 @@ fn open_files_limit_applies() {
 fn daemons_and_sigterm_ignorers_die_with_the_sandbox() {
     require_sandbox!();
     let w = Work::new();
-    let start = Instant::now();
-    let ran = w.run(
+    let (daemon, ignorer) = (unique_sleep(33301), unique_sleep(33302));
+    // The program leaves a double-forked daemon and a SIGTERM-ignorer behind, and exits once
+    // the test has seen them all running (it creates `go`).
+    let child = helpers::spawn_in(
+        &w.path(),
         &[],
-        "setsid sh -c 'sleep 33301 & sleep 33301' </dev/null >/dev/null 2>&1 & \
-         (trap '' TERM; exec sleep 33302) </dev/null >/dev/null 2>&1 & echo started",
+        &[
+            "sh",
+            "-c",
+            &format!(
+                "setsid sh -c 'sleep {daemon} & sleep {daemon}' </dev/null >/dev/null 2>&1 & \
+                 (trap '' TERM; exec sleep {ignorer}) </dev/null >/dev/null 2>&1 & \
+                 while [ ! -e go ]; do sleep 0.01; done; echo started"
+            ),
+        ],
     );
+    wait_until("the leftovers run", Duration::from_secs(30), || {
+        host_processes_with_cmdline(&["sleep", &daemon]).len() == 2
+            && host_processes_with_cmdline(&["sleep", &ignorer]).len() == 1
+    });
+    std::fs::write(w.path().join("go"), "").unwrap();
+    let ran = helpers::ran(&child.wait_with_output().unwrap());
     assert_passed(&ran);
-    assert!(start.elapsed() < Duration::from_secs(10), "{ran:#?}");
-    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(ran.stdout(), "started\n", "{ran:#?}");
+    // Gone by the time cordon reports: the PID namespace's init took them with it.
     assert!(
-        host_processes_with_cmdline(&["sleep", "33301"]).is_empty(),
+        host_processes_with_cmdline(&["sleep", &daemon]).is_empty(),
         "a daemon survived"
     );
     assert!(
-        host_processes_with_cmdline(&["sleep", "33302"]).is_empty(),
+        host_processes_with_cmdline(&["sleep", &ignorer]).is_empty(),
         "a SIGTERM-ignorer survived"
     );
 }
@@ -132,16 +149,28 @@ fn daemons_and_sigterm_ignorers_die_with_the_sandbox() {
 fn timeout_ends_the_whole_sandboxed_tree() {
     require_sandbox!();
     let w = Work::new();
+    let sleeper = unique_sleep(33303);
     let start = Instant::now();
-    let ran = w.run(
-        &["--timeout", "1s", "--grace", "500ms"],
-        "trap '' TERM; setsid sleep 33303 & (trap '' TERM; sleep 33303) & sleep 33303",
+    let child = helpers::spawn_in(
+        &w.path(),
+        &["--timeout", "2s", "--grace", "500ms"],
+        &[
+            "sh",
+            "-c",
+            &format!(
+                "trap '' TERM; setsid sleep {sleeper} & (trap '' TERM; sleep {sleeper}) & sleep {sleeper}"
+            ),
+        ],
     );
+    // The whole tree runs before the timeout fires (it has 2 s to start three processes).
+    wait_until("the three sleeps run", Duration::from_secs(30), || {
+        host_processes_with_cmdline(&["sleep", &sleeper]).len() == 3
+    });
+    let ran = helpers::ran(&child.wait_with_output().unwrap());
     assert_eq!(ran.result.status, RunStatus::Timeout, "{ran:#?}");
-    assert!(start.elapsed() < Duration::from_secs(8), "{ran:#?}");
-    std::thread::sleep(Duration::from_millis(100));
+    assert!(start.elapsed() < Duration::from_secs(30), "{ran:#?}");
     assert!(
-        host_processes_with_cmdline(&["sleep", "33303"]).is_empty(),
+        host_processes_with_cmdline(&["sleep", &sleeper]).is_empty(),
         "a process outlived the timeout"
     );
 }
@@ -243,105 +272,123 @@ fn doctor_reports_truthfully() {
 fn the_sandbox_dies_with_cordon() {
     require_sandbox!();
     let w = Work::new();
+    let sleeper = unique_sleep(33304);
     let mut child = helpers::cordon()
         .args(["run", "--json", "--"])
-        .args(["sh", "-c", "setsid sleep 33304 & exec sleep 33304"])
+        .args([
+            "sh",
+            "-c",
+            &format!("setsid sleep {sleeper} & exec sleep {sleeper}"),
+        ])
         .current_dir(w.path())
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while host_processes_with_cmdline(&["sleep", "33304"]).len() < 2 {
-        assert!(
-            Instant::now() < deadline,
-            "the sandboxed sleeps never started"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until("the sandboxed sleeps run", Duration::from_secs(30), || {
+        host_processes_with_cmdline(&["sleep", &sleeper]).len() == 2
+    });
     child.kill().unwrap();
     let _ = child.wait();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !host_processes_with_cmdline(&["sleep", "33304"]).is_empty() {
-        assert!(
-            Instant::now() < deadline,
-            "sandboxed processes outlived cordon"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    // SIGKILLed, cordon cannot clean up: the helper's parent-death signal and the PID
+    // namespace end the tree, shortly after.
+    wait_until(
+        "sandboxed processes gone after cordon died",
+        Duration::from_secs(10),
+        || host_processes_with_cmdline(&["sleep", &sleeper]).is_empty(),
+    );
 }
 
 #[test]
 fn cancelling_cordon_ends_the_sandboxed_tree() {
     require_sandbox!();
     let w = Work::new();
+    let sleeper = unique_sleep(33305);
     let child = helpers::cordon()
         .args(["run", "--json", "--grace", "500ms", "--"])
-        .args(["sh", "-c", "trap '' TERM; setsid sleep 33305 & sleep 33305"])
+        .args([
+            "sh",
+            "-c",
+            &format!("trap '' TERM; setsid sleep {sleeper} & sleep {sleeper}"),
+        ])
         .current_dir(w.path())
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while host_processes_with_cmdline(&["sleep", "33305"]).len() < 2 {
-        assert!(
-            Instant::now() < deadline,
-            "the sandboxed sleeps never started"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until("the sandboxed sleeps run", Duration::from_secs(30), || {
+        host_processes_with_cmdline(&["sleep", &sleeper]).len() == 2
+    });
     // SAFETY: signalling the cordon process this test started.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let out = child.wait_with_output().unwrap();
     let result: cordon_types::RunResult = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(result.status, RunStatus::Cancelled, "{result:#?}");
     assert!(
-        host_processes_with_cmdline(&["sleep", "33305"]).is_empty(),
+        host_processes_with_cmdline(&["sleep", &sleeper]).is_empty(),
         "a sandboxed process survived cancellation"
     );
 }
 
-/// The common case on a developer machine: cordon run by an unprivileged user (here `nobody`,
-/// reached with `setpriv` when the tests run as root), with no writable cgroup: the default
+/// The common case on a developer machine: cordon run by an unprivileged user (`nobody`,
+/// reached with `setpriv` when the tests run as root; else the user running them), with no
+/// writable cgroup: the default
 /// policy holds, limits are refused unless `--allow-degraded cgroup`, and then enforced by
 /// rlimits.
 #[test]
 fn an_unprivileged_user_gets_the_sandbox_and_rlimit_fallbacks() {
     require_sandbox!();
     // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0
-        || std::process::Command::new("setpriv")
+    let me = unsafe { libc::geteuid() };
+    let w = Work::new();
+    // As root, the test becomes `nobody` (setpriv) and runs a copy of cordon that `nobody`
+    // can reach (the build's own may sit under a private home). Otherwise the tests already run
+    // unprivileged: cordon runs as this user.
+    let (uid, exe, _bin_dir) = if me == 0 {
+        if std::process::Command::new("setpriv")
             .arg("--version")
             .output()
             .is_err()
-    {
-        eprintln!("SKIP: needs root and setpriv to become an unprivileged user");
-        return;
-    }
-    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_cordon"));
-    let readable = exe.ancestors().skip(1).all(|d| {
+        {
+            helpers::missing_capability(
+                "needs setpriv (util-linux) to become an unprivileged user",
+            );
+            return;
+        }
+        let bin_dir = tempfile::tempdir().unwrap();
         use std::os::unix::fs::PermissionsExt;
-        std::fs::metadata(d).is_ok_and(|m| m.permissions().mode() & 0o001 != 0)
-    });
-    if !readable {
-        eprintln!("SKIP: {} is not reachable by other users", exe.display());
-        return;
-    }
-    let w = Work::new();
-    std::os::unix::fs::chown(w.path(), Some(65534), Some(65534)).unwrap();
-    let run = |flags: &[&str], script: &str| {
-        let out = std::process::Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-            .arg(exe)
-            .args(["run", "--json"])
-            .args(flags)
-            .args(["--", "sh", "-c", script])
+        std::fs::set_permissions(bin_dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let exe = bin_dir.path().join("cordon");
+        let built = env!("CARGO_BIN_EXE_cordon");
+        if std::fs::hard_link(built, &exe).is_err() {
+            std::fs::copy(built, &exe).unwrap();
+        }
+        std::os::unix::fs::chown(w.path(), Some(65534), Some(65534)).unwrap();
+        (65534, exe, Some(bin_dir))
+    } else {
+        (me, PathBuf::from(env!("CARGO_BIN_EXE_cordon")), None)
+    };
+    let unprivileged = |args: &[&str]| {
+        let mut cmd = if me == 0 {
+            let mut cmd = std::process::Command::new("setpriv");
+            cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+                .arg(&exe);
+            cmd
+        } else {
+            std::process::Command::new(&exe)
+        };
+        cmd.args(args)
             .current_dir(w.path())
             .env_clear()
             .env("PATH", "/usr/bin:/bin")
             .env("HOME", w.path())
             .stdin(std::process::Stdio::null())
             .output()
-            .unwrap();
+            .unwrap()
+    };
+    let run = |flags: &[&str], script: &str| {
+        let mut args = vec!["run", "--json"];
+        args.extend_from_slice(flags);
+        args.extend_from_slice(&["--", "sh", "-c", script]);
+        let out = unprivileged(&args);
         (
             out.status.code(),
             out.stdout,
@@ -355,7 +402,8 @@ fn an_unprivileged_user_gets_the_sandbox_and_rlimit_fallbacks() {
     assert_eq!(code, Some(0), "{stderr}");
     let result: cordon_types::RunResult = serde_json::from_slice(&stdout).unwrap();
     assert_eq!(
-        result.stdout.head, "65534\nx\nCapEff:\t0000000000000000\n",
+        result.stdout.head,
+        format!("{uid}\nx\nCapEff:\t0000000000000000\n"),
         "{result:#?}"
     );
     assert!(
@@ -363,14 +411,10 @@ fn an_unprivileged_user_gets_the_sandbox_and_rlimit_fallbacks() {
         "{result:#?}"
     );
     // What the unprivileged user's own `cordon doctor` says about cgroups.
-    let doctor = std::process::Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-        .arg(exe)
-        .args(["doctor", "--json"])
-        .output()
-        .unwrap();
+    let doctor = unprivileged(&["doctor", "--json"]);
     let doctor: serde_json::Value = serde_json::from_slice(&doctor.stdout).unwrap();
     if doctor["cgroup"]["limits"]["ok"] == true {
+        // Not a missing capability: this host has more than the fallback needs.
         eprintln!("SKIP (rlimit part): cgroups are writable for unprivileged users here");
         return;
     }

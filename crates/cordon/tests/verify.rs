@@ -2,7 +2,7 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 use cordon_types::{Overall, RunReport, StageFailureCategory, StageStatus};
@@ -545,7 +545,6 @@ fn nothing_to_verify_is_a_usage_error() {
     let (_, out) = repo.verify(&[]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("nothing to verify"));
-    let _ = PathBuf::new();
 }
 
 #[test]
@@ -628,7 +627,7 @@ fn terminal_view_without_json_shows_stages_and_the_verdict() {
 fn interrupted_verify_cleans_up_and_a_killed_one_is_collected_by_gc() {
     let repo = Repo::new(&[(
         "cordon.toml",
-        "[[stage]]\nname = \"long\"\ncategory = \"test\"\nrun = [\"sleep\", \"60\"]\n",
+        "[[stage]]\nname = \"long\"\ncategory = \"test\"\nrun = [\"sh\", \"-c\", \"touch started && exec sleep 60\"]\n",
     )]);
     let workspaces = repo.home.path().join("workspaces");
     let count = || {
@@ -636,17 +635,18 @@ fn interrupted_verify_cleans_up_and_a_killed_one_is_collected_by_gc() {
             .map(|d| d.flatten().filter(|e| e.path().is_dir()).count())
             .unwrap_or(0)
     };
-    let wait_for_workspace = || {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        while count() == 0 {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "no workspace appeared"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        // Let the stage start.
-        std::thread::sleep(std::time::Duration::from_millis(300));
+    // The stage runs: it made `started` in its workspace (checked out at `workspaces/ID/tree`).
+    let wait_for_the_stage = || {
+        support::wait_until(
+            "the stage started",
+            std::time::Duration::from_secs(30),
+            || {
+                std::fs::read_dir(&workspaces).is_ok_and(|d| {
+                    d.flatten()
+                        .any(|e| e.path().join("tree").join("started").exists())
+                })
+            },
+        );
     };
     let spawn = || {
         cordon()
@@ -661,7 +661,7 @@ fn interrupted_verify_cleans_up_and_a_killed_one_is_collected_by_gc() {
 
     // Ctrl-C: the stage is ended, the report still comes, the workspace is removed.
     let child = spawn();
-    wait_for_workspace();
+    wait_for_the_stage();
     support::signal(child.id() as i32, libc::SIGINT);
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(130));
@@ -672,7 +672,7 @@ fn interrupted_verify_cleans_up_and_a_killed_one_is_collected_by_gc() {
 
     // SIGKILL: nothing can clean up; the next gc does.
     let mut child = spawn();
-    wait_for_workspace();
+    wait_for_the_stage();
     child.kill().unwrap();
     child.wait().unwrap();
     assert_eq!(count(), 1, "a SIGKILL leaves the workspace behind");

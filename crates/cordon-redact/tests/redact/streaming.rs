@@ -56,6 +56,34 @@ fn redactors_are_shared_across_threads() {
     fn send<T: Send>() {}
     send_sync::<Redactor>();
     send::<cordon_redact::StreamRedactor>();
+    // One redactor, borrowed by some threads and cloned into others, each streaming the
+    // secret split at a different place: every stream is redacted on its own.
+    let r = RedactorBuilder::new()
+        .add_secret("S", "0123456789")
+        .build()
+        .unwrap();
+    let stream_in = |r: &Redactor, cut: usize| {
+        let text = format!("thread {cut}: 0123456789 end");
+        let (a, b) = text.as_bytes().split_at(cut + 10);
+        let mut stream = r.stream();
+        let mut out = Vec::new();
+        for _ in 0..200 {
+            stream.push(a, &mut out);
+            stream.push(b, &mut out);
+            stream.push(b"\n", &mut out);
+        }
+        stream.finish(&mut out);
+        let line = format!("thread {cut}: [REDACTED:S] end\n");
+        assert_eq!(String::from_utf8(out).unwrap(), line.repeat(200));
+    };
+    std::thread::scope(|scope| {
+        for cut in 0..4 {
+            let r = &r;
+            scope.spawn(move || stream_in(r, cut));
+            let owned = r.clone();
+            scope.spawn(move || stream_in(&owned, cut + 4));
+        }
+    });
 }
 
 #[test]

@@ -1,80 +1,25 @@
 //! Shared helpers of the sandbox escape suite: run the real `cordon run --json` sandboxed,
-//! skip (with the reason) only when `cordon doctor` says the host lacks a feature.
+//! skip (with the reason) only when `cordon doctor` says the host lacks a feature — and fail
+//! instead in CI or with `CORDON_REQUIRE_SANDBOX=1` (see `support::capabilities_required`).
 // Each test binary uses a different subset, so `expect` would be unfulfilled in one of them.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 
 use cordon_types::RunResult;
 
 #[path = "../support/mod.rs"]
 mod support;
 
-/// The real `cordon` binary, with the tests' throw-away `CORDON_HOME`.
-pub use support::cordon;
+/// The real `cordon` binary with the tests' throw-away `CORDON_HOME`, `cordon doctor`, and
+/// whether the host can sandbox (failing instead of skipping when that is required).
+pub use support::{
+    capabilities_required, cgroup_limits_available, cordon, doctor, missing_capability,
+    sandbox_available, wait_until,
+};
 
-/// `cordon doctor --json`, parsed once per test process.
-pub fn doctor() -> &'static serde_json::Value {
-    static DOCTOR: OnceLock<serde_json::Value> = OnceLock::new();
-    DOCTOR.get_or_init(|| {
-        let out = cordon()
-            .args(["doctor", "--json"])
-            .output()
-            .expect("cordon doctor runs");
-        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-            panic!(
-                "cordon doctor --json printed no report ({e}): {}",
-                String::from_utf8_lossy(&out.stdout)
-            )
-        })
-    })
-}
-
-/// Whether the environment demands that the sandbox be tested (`CI=true` or
-/// `CORDON_REQUIRE_SANDBOX=1`): then a host that cannot sandbox fails the test.
-pub fn sandbox_required() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true")
-        || std::env::var("CORDON_REQUIRE_SANDBOX").is_ok_and(|v| v == "1")
-}
-
-/// Whether the default sandbox can run here; prints why not (and panics when the sandbox is
-/// required).
-pub fn sandbox_available() -> bool {
-    let d = doctor();
-    if d["default_policy_ok"] == true {
-        return true;
-    }
-    let reason =
-        format!("`cordon doctor` says the default sandbox policy cannot be enforced here: {d}");
-    assert!(
-        !sandbox_required(),
-        "the sandbox is required (CI=true or CORDON_REQUIRE_SANDBOX=1) but {reason}"
-    );
-    eprintln!("SKIP: {reason}");
-    false
-}
-
-/// Whether cgroup limits (memory, pids) can be enforced here; prints why not (and panics when
-/// the sandbox is required).
-pub fn cgroup_limits_available() -> bool {
-    let d = doctor();
-    if d["cgroup"]["limits"]["ok"] == true {
-        return true;
-    }
-    let reason = format!(
-        "`cordon doctor` says no cgroup can enforce memory/pids limits here: {}",
-        d["cgroup"]
-    );
-    assert!(
-        !sandbox_required(),
-        "the sandbox is required (CI=true or CORDON_REQUIRE_SANDBOX=1) but {reason}"
-    );
-    eprintln!("SKIP: {reason}");
-    false
-}
-
-/// Returns from the test (after printing why) when the sandbox is unavailable.
+/// Returns from the test (after printing why) when the sandbox is unavailable; fails it
+/// instead when capabilities are required.
 #[macro_export]
 macro_rules! require_sandbox {
     () => {
@@ -129,18 +74,38 @@ impl Work {
 
 /// `cordon run --json --cwd DIR FLAGS -- COMMAND...`.
 pub fn run_in(dir: &Path, flags: &[&str], command: &[&str], env: &[(&str, &str)]) -> Ran {
-    let out = cordon()
-        .arg("run")
+    let out = run_command(dir, flags, command)
+        .envs(env.iter().copied())
+        .output()
+        .expect("cordon starts");
+    ran(&out)
+}
+
+/// Starts `cordon run --json --cwd DIR FLAGS -- COMMAND...` with its stdout piped; finish it
+/// with [`ran`] on `wait_with_output()`.
+pub fn spawn_in(dir: &Path, flags: &[&str], command: &[&str]) -> std::process::Child {
+    run_command(dir, flags, command)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("cordon starts")
+}
+
+fn run_command(dir: &Path, flags: &[&str], command: &[&str]) -> std::process::Command {
+    let mut cmd = cordon();
+    cmd.arg("run")
         .arg("--json")
         .arg("--cwd")
         .arg(dir)
         .args(flags)
         .arg("--")
         .args(command)
-        .envs(env.iter().copied())
-        .stdin(std::process::Stdio::null())
-        .output()
-        .expect("cordon starts");
+        .stdin(std::process::Stdio::null());
+    cmd
+}
+
+/// What `cordon run --json` printed and how it exited.
+pub fn ran(out: &std::process::Output) -> Ran {
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     let result: RunResult = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
@@ -159,6 +124,13 @@ pub fn run_in(dir: &Path, flags: &[&str], command: &[&str], env: &[(&str, &str)]
 pub fn assert_passed(ran: &Ran) {
     assert_eq!(ran.result.exit_code, Some(0), "{ran:#?}");
     assert!(ran.result.sandbox.enabled, "{ran:#?}");
+}
+
+/// An argument for `sleep` that no other test process uses (`N.PID`: GNU sleep takes
+/// fractions), so a test can find its own sleepers among the host's processes even when
+/// another test run shares the machine.
+pub fn unique_sleep(n: u32) -> String {
+    format!("{n}.{}", std::process::id())
 }
 
 /// Host processes whose command line is exactly `argv` (NUL-separated).

@@ -1,24 +1,137 @@
-//! Shared helpers for the integration tests: the real binary, temp dirs, process checks.
+//! Shared helpers for the integration tests: the real binary, temp dirs, process checks, and
+//! whether the host can sandbox.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use cordon_types::RunResult;
 
-/// The real `cordon` binary.
+/// The real `cordon` binary, with this test run's throw-away `CORDON_HOME` (see
+/// [`test_home`]); a test that needs a home of its own sets `CORDON_HOME` again.
 pub fn cordon() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_cordon"));
-    // Tests keep their workspaces and run history out of the user's: one shared throw-away
-    // home (concurrent use of one home is part of what cordon supports); a test that needs
-    // its own sets CORDON_HOME again.
-    command.env(
-        "CORDON_HOME",
-        std::env::temp_dir().join("cordon-tests-home"),
-    );
+    command.env("CORDON_HOME", test_home());
     command
 }
+
+/// How long a home of an earlier test run is kept (for a look after a failure). A full run
+/// leaves about 16 MiB (recorded transcripts).
+const OLD_HOMES: Duration = Duration::from_secs(60 * 60);
+
+/// The `CORDON_HOME` of this test run, out of the user's: `target/tmp/cordon-test-homes/RUN`,
+/// where RUN is nextest's run id (so every test process of one `cargo nextest run` shares the
+/// home: concurrent use of one home is part of what cordon supports), or this process's id
+/// under plain `cargo test`. Made once per process; homes of runs older than an hour are
+/// removed then, so they do not pile up.
+pub fn test_home() -> &'static Path {
+    static HOME: OnceLock<PathBuf> = OnceLock::new();
+    HOME.get_or_init(|| {
+        let homes = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cordon-test-homes");
+        let run = std::env::var("NEXTEST_RUN_ID")
+            .ok()
+            .filter(|id| !id.is_empty() && !id.contains('/') && !id.starts_with('.'))
+            .unwrap_or_else(|| format!("pid-{}", std::process::id()));
+        remove_old_homes(&homes, &run);
+        let home = homes.join(run);
+        std::fs::create_dir_all(&home)
+            .unwrap_or_else(|e| panic!("test home {}: {e}", home.display()));
+        home
+    })
+}
+
+fn remove_old_homes(homes: &Path, current: &str) {
+    let Ok(entries) = std::fs::read_dir(homes) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let old = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| t.elapsed().is_ok_and(|age| age > OLD_HOMES));
+        if old && entry.file_name() != current {
+            // Another process of an old run may be removing it too.
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// Whether a host that cannot do what a test needs (user namespaces, Landlock, seccomp, cgroup
+/// limits, ...) fails the test rather than skips it: in CI (`CI=true` or `CI=1`) and when
+/// `CORDON_REQUIRE_SANDBOX=1` (which `scripts/test` sets).
+pub fn capabilities_required() -> bool {
+    let is = |name: &str, values: &[&str]| {
+        std::env::var(name).is_ok_and(|v| values.contains(&v.as_str()))
+    };
+    is("CI", &["true", "1"]) || is("CORDON_REQUIRE_SANDBOX", &["1"])
+}
+
+/// The host lacks what the calling test needs: fails the test when capabilities are required
+/// (see [`capabilities_required`]), else prints `SKIP: reason` (the caller then returns).
+#[track_caller]
+pub fn missing_capability(reason: &str) {
+    assert!(
+        !capabilities_required(),
+        "{reason}\n(CI or CORDON_REQUIRE_SANDBOX=1 is set: this host must support it)"
+    );
+    eprintln!("SKIP: {reason}");
+}
+
+/// `cordon doctor --json`, parsed once per test process.
+pub fn doctor() -> &'static serde_json::Value {
+    static DOCTOR: OnceLock<serde_json::Value> = OnceLock::new();
+    DOCTOR.get_or_init(|| {
+        let out = cordon()
+            .args(["doctor", "--json"])
+            .output()
+            .expect("cordon doctor runs");
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "cordon doctor --json printed no report ({e}): {}",
+                String::from_utf8_lossy(&out.stdout)
+            )
+        })
+    })
+}
+
+/// Whether the default sandbox can run here; when not, fails or skips (see
+/// [`missing_capability`]).
+#[track_caller]
+pub fn sandbox_available() -> bool {
+    let d = doctor();
+    if d["default_policy_ok"] == true {
+        return true;
+    }
+    missing_capability(&format!(
+        "`cordon doctor` says the default sandbox policy cannot be enforced here: {d}"
+    ));
+    false
+}
+
+/// Whether cgroup limits (memory, pids) can be enforced here; when not, fails or skips.
+#[track_caller]
+pub fn cgroup_limits_available() -> bool {
+    let d = doctor();
+    if d["cgroup"]["limits"]["ok"] == true {
+        return true;
+    }
+    missing_capability(&format!(
+        "`cordon doctor` says no cgroup can enforce memory/pids limits here: {}",
+        d["cgroup"]
+    ));
+    false
+}
+
+/// Defines a shell function `drained` for a test program: it returns once everything the
+/// program wrote to stdout so far has been read by cordon (the pipe is empty), so the next
+/// write reaches cordon in a later read. A program that splits a secret across two writes uses
+/// it to make the split certain rather than likely. Needs python3 (for FIONREAD); without it
+/// the program exits 97.
+pub const DRAINED_SH: &str = "drained() { python3 -c 'import fcntl, struct, termios, time\n\
+while struct.unpack(\"i\", fcntl.ioctl(1, termios.FIONREAD, bytes(4)))[0]: time.sleep(0.001)' \
+    || { echo 'drained: python3 failed' >&2; exit 97; }; }; ";
 
 /// Runs `cordon run --json ARGS`, parses the result, returns it with cordon's exit code.
 pub fn run_json(args: &[&str]) -> (RunResult, i32) {
@@ -91,6 +204,25 @@ pub fn wait_dead(pid: i32, limit: Duration) -> bool {
         return false;
     }
     true
+}
+
+/// Polls `done` every 10 ms until it holds; fails the test naming `what` after `limit` (a
+/// generous bound: only a hang reaches it).
+#[track_caller]
+pub fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}: not after {limit:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Waits until `pid` is not only dead but reaped by its parent (gone from /proc).
+#[track_caller]
+pub fn wait_reaped(pid: i32, limit: Duration) {
+    wait_until(&format!("process {pid} reaped"), limit, || {
+        !Path::new(&format!("/proc/{pid}")).exists()
+    });
 }
 
 /// Sends `sig` to `pid`.
