@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use cordon_store::{RunExport, RunList, RunRecord};
+use cordon_store::{ExportedChunk, RunExport, RunList, RunRecord};
 
 fn check(file: &str, generated: String) {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -30,6 +30,15 @@ fn run_export_schema_is_current() {
     check(
         "run-export.v1.json",
         cordon_types::schema_json::<RunExport>(),
+    );
+}
+
+/// One line of `cordon runs logs --json` (JSON Lines).
+#[test]
+fn run_chunk_schema_is_current() {
+    check(
+        "run-chunk.v1.json",
+        cordon_types::schema_json::<ExportedChunk>(),
     );
 }
 

@@ -147,6 +147,8 @@ pub enum SchemaDocument {
     RunRecord,
     /// cordon.run-export/v1, printed by `cordon runs export`.
     RunExport,
+    /// One line of `cordon runs logs --json` (a transcript chunk).
+    RunChunk,
     /// cordon.workspace/v1, printed by `cordon workspace create --json`.
     Workspace,
     /// cordon.workspace-info/v1, printed by `cordon workspace show --json`.

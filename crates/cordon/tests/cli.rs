@@ -14,6 +14,7 @@ fn printed_schemas_are_the_committed_ones() {
         ("run-list", "run-list.v1.json"),
         ("run-record", "run-record.v1.json"),
         ("run-export", "run-export.v1.json"),
+        ("run-chunk", "run-chunk.v1.json"),
         ("workspace", "workspace.v1.json"),
         ("workspace-info", "workspace-info.v1.json"),
         ("workspace-list", "workspace-list.v1.json"),

@@ -13,6 +13,7 @@ pub(crate) fn run(args: &SchemaArgs) -> Result<ExitCode, crate::exit::CliError> 
         SchemaDocument::RunList => cordon_types::schema_json::<cordon_store::RunList>(),
         SchemaDocument::RunRecord => cordon_types::schema_json::<cordon_store::RunRecord>(),
         SchemaDocument::RunExport => cordon_types::schema_json::<cordon_store::RunExport>(),
+        SchemaDocument::RunChunk => cordon_types::schema_json::<cordon_store::ExportedChunk>(),
         SchemaDocument::Workspace => {
             cordon_types::schema_json::<cordon_workspace::WorkspaceRecord>()
         }
