@@ -248,11 +248,15 @@ fn sandbox_policy(
     policy.allow_exec = options.allow_exec.clone();
     policy.limits = options.limits;
     policy.allow_degraded = options.allow_degraded.clone();
+    policy.caches = options.caches.clone();
     policy.host_home = std::env::var_os("HOME").map(PathBuf::from);
     policy.env = env;
     // cordon's own state (run history, workspace records, locks) is never visible.
     policy.hidden.extend(home);
     if let Some(ws) = workspace {
+        // Whatever is writable stays inside the workspace, checked by the sandbox itself at
+        // the moment it binds (a concurrent swap for a symlink is refused, not followed).
+        policy.writable_within = Some(ws.root.clone());
         // The whole workspace is writable; the repository's git data (shared with the live
         // checkout: hooks, config, refs, objects) only readable.
         if resolved(cwd) != resolved(&ws.root) {

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use cordon_exec::StdinMode;
-use cordon_sandbox::{Bind, Degradation, Limits};
+use cordon_sandbox::{Bind, CacheLayer, Degradation, Limits};
 use cordon_types::NetworkMode;
 
 use crate::redaction::RedactRules;
@@ -95,6 +95,8 @@ pub struct SandboxOptions {
     pub limits: Limits,
     /// Protections given up explicitly when the host lacks them.
     pub allow_degraded: Vec<Degradation>,
+    /// Host caches shown through private layers (never writable themselves).
+    pub caches: Vec<CacheLayer>,
 }
 
 impl Default for SandboxOptions {
@@ -106,6 +108,7 @@ impl Default for SandboxOptions {
             allow_exec: Vec::new(),
             limits: Limits::default(),
             allow_degraded: Vec::new(),
+            caches: Vec::new(),
         }
     }
 }

@@ -43,6 +43,7 @@ mod mounts;
 mod outer;
 mod pid;
 mod pid1;
+mod pinned;
 mod plan;
 pub mod probe;
 mod seccomp;
@@ -53,6 +54,7 @@ pub use entry::init_main;
 pub use error::{SeccompError, SetupError};
 pub use pid::{ProcessGroup, ProcessId};
 pub use plan::{
-    CgroupPlan, INIT_ARG, InitPlan, LandlockPlan, MountOp, PLAN_ENV, Rlimit, RlimitResource,
+    CgroupPlan, FileIdentity, INIT_ARG, InitPlan, LandlockPlan, MountOp, PLAN_ENV, Rlimit,
+    RlimitResource,
 };
 pub use seccomp::SyscallFilter;

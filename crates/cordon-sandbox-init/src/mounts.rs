@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::Setup;
+use crate::pinned;
 use crate::plan::MountOp;
 use crate::sys::{self, ATTR_NODEV, ATTR_NOEXEC, ATTR_NOSUID, ATTR_RDONLY};
 
@@ -76,50 +77,87 @@ fn host(src: &Path) -> PathBuf {
 
 fn apply(op: &MountOp) -> Setup<()> {
     match op {
-        MountOp::Bind { src, dst, dir, rw } => {
-            if *dir {
-                sys::mkdir_p(dst, 0o755)?;
+        MountOp::Bind {
+            src,
+            dst,
+            dir,
+            rw,
+            identity,
+        } => {
+            // The source, reached through the old root without following any symlink, must
+            // still be what the policy side checked.
+            let source = pinned::open(&host(src))?;
+            if pinned::identity(&source)? != *identity {
+                return Err(format!(
+                    "{} changed while the sandbox was being set up (replaced or swapped for a \
+                     symlink): refused",
+                    src.display()
+                )
+                .into());
+            }
+            let target = if *dir {
+                pinned::mkdir_p(dst, 0o755)?
             } else {
-                sys::touch(dst)?;
-            }
-            sys::mount(
-                Some(&host(src)),
-                dst,
-                None,
-                libc::MS_BIND | libc::MS_REC,
-                None,
-            )?;
+                pinned::touch(dst)?
+            };
+            let tree = pinned::clone_tree(&source, true)?;
             let ro = if *rw { 0 } else { ATTR_RDONLY };
-            sys::mount_setattr(dst, ro | ATTR_NOSUID | ATTR_NODEV, true)
+            pinned::set_attributes(&tree, ro | ATTR_NOSUID | ATTR_NODEV, true)?;
+            pinned::attach(&tree, &target, dst)
         }
-        MountOp::Tmpfs { dst, mode, ro } => {
-            sys::mkdir_p(dst, 0o755)?;
-            let mut flags = libc::MS_NOSUID | libc::MS_NODEV;
-            if *ro {
-                flags |= libc::MS_RDONLY | libc::MS_NOEXEC;
+        MountOp::Overlay {
+            dst,
+            lower,
+            lower_identity,
+            upper,
+            work,
+            writable,
+        } => {
+            let lower_fd = pinned::open(&host(lower))?;
+            if pinned::identity(&lower_fd)? != *lower_identity {
+                return Err(format!(
+                    "{} changed while the sandbox was being set up: refused",
+                    lower.display()
+                )
+                .into());
             }
-            let data = format!("mode={mode:o}");
-            sys::mount(
-                Some(Path::new("tmpfs")),
-                dst,
-                Some("tmpfs"),
-                flags,
-                Some(&data),
-            )
+            let target = pinned::mkdir_p(dst, 0o755)?;
+            let tree = match pinned::overlay(&host(lower), &host(upper), &host(work), *writable) {
+                Ok(tree) => tree,
+                // No overlayfs here: the private layer alone (empty at first), never the
+                // host's cache.
+                Err(_) => pinned::clone_tree(&pinned::open(&host(upper))?, false)?,
+            };
+            let ro = if *writable { 0 } else { ATTR_RDONLY };
+            pinned::set_attributes(&tree, ro | ATTR_NOSUID | ATTR_NODEV, false)?;
+            pinned::attach(&tree, &target, dst)
+        }
+        MountOp::Tmpfs {
+            dst,
+            mode,
+            ro,
+            size_bytes,
+            inodes,
+        } => {
+            let target = pinned::mkdir_p(dst, 0o755)?;
+            let tree = pinned::tmpfs(*mode, *size_bytes, *inodes)?;
+            let mut attributes = ATTR_NOSUID | ATTR_NODEV;
+            if *ro {
+                attributes |= ATTR_RDONLY | ATTR_NOEXEC;
+            }
+            pinned::set_attributes(&tree, attributes, false)?;
+            pinned::attach(&tree, &target, dst)
         }
         MountOp::MaskFile { dst } => {
-            sys::mount(
-                Some(&host(Path::new("/dev/null"))),
-                dst,
-                None,
-                libc::MS_BIND,
-                None,
-            )?;
-            sys::mount_setattr(
-                dst,
+            let target = pinned::open(dst)?;
+            let null = pinned::open(&host(Path::new("/dev/null")))?;
+            let tree = pinned::clone_tree(&null, false)?;
+            pinned::set_attributes(
+                &tree,
                 ATTR_RDONLY | ATTR_NOSUID | ATTR_NODEV | ATTR_NOEXEC,
                 false,
-            )
+            )?;
+            pinned::attach(&tree, &target, dst)
         }
         MountOp::CopyFile { src, dst } => {
             if let Some(parent) = dst.parent() {
@@ -140,12 +178,12 @@ fn apply(op: &MountOp) -> Setup<()> {
             std::os::unix::fs::symlink(target, dst)
                 .map_err(|e| format!("create symlink {}: {e}", dst.display()).into())
         }
-        MountOp::Dev => dev(),
+        MountOp::Dev { shm_size_bytes } => dev(*shm_size_bytes),
         MountOp::Proc => proc(),
     }
 }
 
-fn dev() -> Setup<()> {
+fn dev(shm_size_bytes: Option<u64>) -> Setup<()> {
     let dev = Path::new("/dev");
     sys::mkdir_p(dev, 0o755)?;
     sys::mount(
@@ -172,12 +210,19 @@ fn dev() -> Setup<()> {
     )?;
     let shm = dev.join("shm");
     sys::mkdir_p(&shm, 0o755)?;
+    let data = match shm_size_bytes {
+        Some(size) => format!(
+            "mode=1777,size={size},nr_inodes={}",
+            (size / 4096).max(1024)
+        ),
+        None => "mode=1777".to_owned(),
+    };
     sys::mount(
         Some(Path::new("tmpfs")),
         &shm,
         Some("tmpfs"),
         libc::MS_NOSUID | libc::MS_NODEV,
-        Some("mode=1777"),
+        Some(&data),
     )?;
     for (link, target) in [
         ("ptmx", "pts/ptmx"),

@@ -51,6 +51,27 @@ pub enum MountOp {
         dir: bool,
         /// Whether it stays writable.
         rw: bool,
+        /// What `src` was when the policy side checked it: the helper binds that object or
+        /// refuses (a path swapped for a symlink in between is never followed).
+        identity: FileIdentity,
+    },
+    /// A host directory seen through a private overlay: `lower` read-only underneath,
+    /// `upper` (cordon's own directory) taking every write when `writable`, or on top of
+    /// `lower` read-only otherwise. Where overlayfs cannot be mounted, `upper` alone is
+    /// bound instead (an empty private directory: never the host's).
+    Overlay {
+        /// Path inside (the lower's own path).
+        dst: PathBuf,
+        /// Host directory underneath (canonical).
+        lower: PathBuf,
+        /// What `lower` was when the policy side checked it.
+        lower_identity: FileIdentity,
+        /// Host directory taking the writes (canonical).
+        upper: PathBuf,
+        /// Overlayfs's work directory, on the same file system as `upper` (canonical).
+        work: PathBuf,
+        /// Whether the program may write.
+        writable: bool,
     },
     /// A fresh tmpfs.
     Tmpfs {
@@ -60,6 +81,12 @@ pub enum MountOp {
         mode: u32,
         /// Whether it is read-only (a mask).
         ro: bool,
+        /// Its size limit in bytes (`None`: the kernel's default, half of the RAM).
+        #[serde(default)]
+        size_bytes: Option<u64>,
+        /// Its limit of files and directories.
+        #[serde(default)]
+        inodes: Option<u64>,
     },
     /// Hide a file by binding `/dev/null` read-only over it.
     MaskFile {
@@ -82,9 +109,22 @@ pub enum MountOp {
         target: PathBuf,
     },
     /// The minimal `/dev`.
-    Dev,
+    Dev {
+        /// The size limit of its `/dev/shm`, in bytes.
+        #[serde(default)]
+        shm_size_bytes: Option<u64>,
+    },
     /// A fresh `/proc` of the new PID namespace, with its dangerous parts read-only.
     Proc,
+}
+
+/// A file system object by device and inode number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileIdentity {
+    /// `st_dev`.
+    pub dev: u64,
+    /// `st_ino`.
+    pub ino: u64,
 }
 
 impl MountOp {
@@ -92,11 +132,12 @@ impl MountOp {
     pub fn dst(&self) -> &Path {
         match self {
             Self::Bind { dst, .. }
+            | Self::Overlay { dst, .. }
             | Self::Tmpfs { dst, .. }
             | Self::MaskFile { dst }
             | Self::CopyFile { dst, .. }
             | Self::Symlink { dst, .. } => dst,
-            Self::Dev => Path::new("/dev"),
+            Self::Dev { .. } => Path::new("/dev"),
             Self::Proc => Path::new("/proc"),
         }
     }
@@ -105,6 +146,16 @@ impl MountOp {
     /// at the same path, masks come after what they mask.
     pub fn is_mask(&self) -> bool {
         matches!(self, Self::MaskFile { .. } | Self::Tmpfs { ro: true, .. })
+    }
+
+    /// The order of steps at the same path: what is shown first, then what is layered over
+    /// it (an overlay over a toolchain's read-only bind), then masks.
+    pub fn layer_rank(&self) -> u8 {
+        match self {
+            Self::Overlay { .. } => 1,
+            _ if self.is_mask() => 2,
+            _ => 0,
+        }
     }
 }
 
@@ -195,6 +246,18 @@ mod tests {
                     dst: "/tmp".into(),
                     mode: 0o1777,
                     ro: false,
+                    size_bytes: Some(1 << 30),
+                    inodes: Some(1 << 18),
+                },
+                MountOp::Bind {
+                    src: "/usr".into(),
+                    dst: "/usr".into(),
+                    dir: true,
+                    rw: false,
+                    identity: FileIdentity { dev: 2049, ino: 2 },
+                },
+                MountOp::Dev {
+                    shm_size_bytes: Some(1 << 28),
                 },
             ],
             workdir: "/w".into(),

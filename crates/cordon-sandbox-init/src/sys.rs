@@ -62,11 +62,23 @@ pub fn mount(
 
 /// `struct mount_attr` of `mount_setattr(2)`.
 #[repr(C)]
-struct MountAttr {
+pub struct MountAttr {
     attr_set: u64,
     attr_clr: u64,
     propagation: u64,
     userns_fd: u64,
+}
+
+impl MountAttr {
+    /// Attributes that set `set` (`MOUNT_ATTR_*` bits) and change nothing else.
+    pub fn set(set: u64) -> Self {
+        MountAttr {
+            attr_set: set,
+            attr_clr: 0,
+            propagation: 0,
+            userns_fd: 0,
+        }
+    }
 }
 
 /// `MOUNT_ATTR_RDONLY`.

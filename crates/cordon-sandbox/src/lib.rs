@@ -50,6 +50,8 @@ pub use doctor::{
 };
 pub use error::{SandboxError, SandboxErrorKind};
 pub use plan::{SANDBOX_HOME, SANDBOX_TMP};
-pub use policy::{Access, Bind, Degradation, EnvVar, Limits, SandboxPolicy};
+pub use policy::{
+    Access, Bind, CacheLayer, DEFAULT_TMPFS_BYTES, Degradation, EnvVar, Limits, SandboxPolicy,
+};
 pub use prepare::{PreparedCommand, prepare};
 pub use secrets::{is_secret_path, secret_paths};

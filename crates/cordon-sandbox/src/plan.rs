@@ -6,7 +6,7 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use cordon_sandbox_init::{LandlockPlan, MountOp};
+use cordon_sandbox_init::{FileIdentity, LandlockPlan, MountOp};
 
 use crate::policy::{Access, Degradation, SandboxPolicy};
 use crate::secrets;
@@ -198,17 +198,24 @@ pub fn mount_ops(policy: &SandboxPolicy, toolchains: &[PathBuf]) -> Vec<MountOp>
             }
         }
     }
-    ops.push(MountOp::Dev);
+    let (tmp_bytes, home_bytes, shm_bytes) = policy.limits.tmpfs_sizes();
+    ops.push(MountOp::Dev {
+        shm_size_bytes: Some(shm_bytes),
+    });
     ops.push(MountOp::Proc);
     ops.push(MountOp::Tmpfs {
         dst: SANDBOX_TMP.into(),
         mode: 0o1777,
         ro: false,
+        size_bytes: Some(tmp_bytes),
+        inodes: Some(tmpfs_inodes(tmp_bytes)),
     });
     ops.push(MountOp::Tmpfs {
         dst: SANDBOX_HOME.into(),
         mode: 0o755,
         ro: false,
+        size_bytes: Some(home_bytes),
+        inodes: Some(tmpfs_inodes(home_bytes)),
     });
     for tc in toolchains {
         ops.push(bind(tc, tc, tc.is_dir(), false));
@@ -222,12 +229,16 @@ pub fn mount_ops(policy: &SandboxPolicy, toolchains: &[PathBuf]) -> Vec<MountOp>
         ));
     }
     ops.push(bind(&policy.workdir, &policy.workdir, true, true));
+    for cache in &policy.caches {
+        ops.push(overlay(cache));
+    }
 
     // Mask every secret that something visible would expose.
     let visible: Vec<PathBuf> = ops
         .iter()
         .filter_map(|op| match op {
             MountOp::Bind { src, .. } => Some(src.clone()),
+            MountOp::Overlay { lower, .. } => Some(lower.clone()),
             _ => None,
         })
         .collect();
@@ -252,6 +263,8 @@ pub fn mount_ops(policy: &SandboxPolicy, toolchains: &[PathBuf]) -> Vec<MountOp>
                 dst: secret.clone(),
                 mode: 0o000,
                 ro: true,
+                size_bytes: Some(MASK_BYTES),
+                inodes: Some(MASK_INODES),
             }),
             Ok(m) if m.is_file() => ops.push(MountOp::MaskFile {
                 dst: secret.clone(),
@@ -260,17 +273,79 @@ pub fn mount_ops(policy: &SandboxPolicy, toolchains: &[PathBuf]) -> Vec<MountOp>
         }
     }
     // Parents before children; at the same path, what masks comes last.
-    ops.sort_by(|a, b| a.dst().cmp(b.dst()).then(a.is_mask().cmp(&b.is_mask())));
+    ops.sort_by(|a, b| {
+        a.dst()
+            .cmp(b.dst())
+            .then(a.layer_rank().cmp(&b.layer_rank()))
+    });
     ops
 }
 
+/// A read-only empty mask needs no room.
+const MASK_BYTES: u64 = 4096;
+/// ... and almost no inodes.
+const MASK_INODES: u64 = 16;
+
+/// Files and directories a tmpfs of `bytes` may hold: one per 4 KiB (a tree of tiny files
+/// fills it as surely as one big file), at least 1024.
+fn tmpfs_inodes(bytes: u64) -> u64 {
+    (bytes / 4096).max(1024)
+}
+
+/// The identity of an object no bind may use: its source could not be pinned.
+pub const UNPINNED: FileIdentity = FileIdentity {
+    dev: u64::MAX,
+    ino: u64::MAX,
+};
+
 fn bind(src: &Path, dst: &Path, dir: bool, rw: bool) -> MountOp {
+    // What the helper must find at `src` (canonical, so a symlink here means it was swapped
+    // since it was resolved).
     MountOp::Bind {
         src: src.into(),
         dst: dst.into(),
         dir,
         rw,
+        identity: pin(src),
     }
+}
+
+/// The object at `path` (canonical), or [`UNPINNED`] when it is gone or a symlink.
+fn pin(path: &Path) -> FileIdentity {
+    use std::os::unix::fs::MetadataExt;
+    match path.symlink_metadata() {
+        Ok(m) if !m.file_type().is_symlink() => FileIdentity {
+            dev: m.dev(),
+            ino: m.ino(),
+        },
+        _ => UNPINNED,
+    }
+}
+
+/// The private layer over a host cache (its directories made by `prepare`).
+fn overlay(cache: &crate::policy::CacheLayer) -> MountOp {
+    MountOp::Overlay {
+        dst: cache.path.clone(),
+        lower: cache.path.clone(),
+        lower_identity: pin(&cache.path),
+        upper: cache.layer.join("upper"),
+        work: cache.layer.join("work"),
+        writable: cache.writable,
+    }
+}
+
+/// The first bind whose source could not be pinned (it vanished or became a symlink while
+/// the plan was made).
+pub fn unpinned(ops: &[MountOp]) -> Option<&Path> {
+    ops.iter().find_map(|op| match op {
+        MountOp::Bind { src, identity, .. } if *identity == UNPINNED => Some(src.as_path()),
+        MountOp::Overlay {
+            lower,
+            lower_identity,
+            ..
+        } if *lower_identity == UNPINNED => Some(lower.as_path()),
+        _ => None,
+    })
 }
 
 /// Landlock rules matching the mount steps.
@@ -298,6 +373,12 @@ pub fn landlock_plan(
         match op {
             MountOp::Bind { dst, rw: false, .. } if !dst.starts_with(etc) => read.push(dst.clone()),
             MountOp::Bind { dst, rw: true, .. } => write.push(dst.clone()),
+            MountOp::Overlay {
+                dst,
+                writable: true,
+                ..
+            } => write.push(dst.clone()),
+            MountOp::Overlay { dst, .. } => read.push(dst.clone()),
             _ => {}
         }
     }
@@ -407,6 +488,8 @@ mod tests {
                     dst: home.join(".ssh"),
                     mode: 0,
                     ro: true,
+                    size_bytes: Some(MASK_BYTES),
+                    inodes: Some(MASK_INODES),
                 }
             })
             .unwrap();

@@ -37,6 +37,33 @@ pub struct SandboxPolicy {
     /// forge — but which, unlike secrets, may contain a bound directory (a workspace).
     #[serde(default)]
     pub hidden: Vec<PathBuf>,
+    /// When set, the working directory and every read-write bind must lie inside this
+    /// directory once symlinks are resolved (a workspace's tree): checked when the sandbox is
+    /// prepared, and the helper binds exactly the objects checked (a path swapped for a
+    /// symlink in between is refused, never followed).
+    #[serde(default)]
+    pub writable_within: Option<PathBuf>,
+    /// Host caches shown through a private layer (see [`CacheLayer`]).
+    #[serde(default)]
+    pub caches: Vec<CacheLayer>,
+}
+
+/// A host cache (e.g. `~/.cargo/registry`) shown at its own path through a private layer:
+/// the program sees the cache's content, but whatever it writes goes into `layer`, cordon's
+/// own directory for this run or verification — never into the host's cache, which the
+/// user's next build would trust. (An overlay: the host cache is the read-only lower layer.
+/// Where overlayfs cannot be mounted, the program gets an empty private cache instead.)
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CacheLayer {
+    /// The host cache (absolute); it appears at the same path.
+    pub path: PathBuf,
+    /// cordon's private directory holding what the program wrote (`upper/`, `work/`);
+    /// shared by the stages of one verification, removed with it.
+    pub layer: PathBuf,
+    /// Whether the program may write (setup stages); otherwise it sees the cache with what
+    /// earlier writable stages added, read-only.
+    pub writable: bool,
 }
 
 /// One extra bind of a host path into the sandbox.
@@ -73,9 +100,23 @@ pub struct Limits {
     pub file_size_bytes: Option<u64>,
     /// Open file descriptors per process (`RLIMIT_NOFILE`).
     pub open_files: Option<u64>,
+    /// Size of the sandbox's private `/tmp` (a tmpfs, counted against memory); its home gets
+    /// half as much and `/dev/shm` a quarter. `None`: [`DEFAULT_TMPFS_BYTES`].
+    #[serde(default)]
+    pub tmpfs_bytes: Option<u64>,
 }
 
+/// The default size of the sandbox's `/tmp`: 2 GiB (home 1 GiB, `/dev/shm` 512 MiB). Without
+/// a size, a tmpfs may take half of the machine's memory — each of them.
+pub const DEFAULT_TMPFS_BYTES: u64 = 2 << 30;
+
 impl Limits {
+    /// The sizes of the sandbox's `/tmp`, home and `/dev/shm`, in bytes.
+    pub fn tmpfs_sizes(&self) -> (u64, u64, u64) {
+        let tmp = self.tmpfs_bytes.unwrap_or(DEFAULT_TMPFS_BYTES);
+        (tmp, tmp / 2, tmp / 4)
+    }
+
     /// Whether a limit that needs a cgroup (memory or pids) is asked for.
     pub fn wants_cgroup(&self) -> bool {
         self.memory_bytes.is_some() || self.pids.is_some()
@@ -150,6 +191,8 @@ impl SandboxPolicy {
             host_home: None,
             allow_degraded: Vec::new(),
             hidden: Vec::new(),
+            writable_within: None,
+            caches: Vec::new(),
         }
     }
 

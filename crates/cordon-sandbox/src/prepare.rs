@@ -11,7 +11,7 @@ use cordon_types::{Enforcement, EnforcementSummary, NetworkMode, SandboxSummary}
 use crate::error::{SandboxError, SandboxErrorKind};
 use crate::host::{HostSupport, host};
 use crate::plan;
-use crate::policy::{Degradation, SandboxPolicy};
+use crate::policy::{Access, Degradation, SandboxPolicy};
 use crate::secrets;
 
 /// The command that runs a program under a policy: the cordon binary in its helper role.
@@ -70,6 +70,14 @@ pub(crate) fn prepare_with(
         plan::Toolchains::default()
     };
     let mounts = plan::mount_ops(&policy, &toolchains.binds);
+    if let Some(src) = plan::unpinned(&mounts) {
+        return Err(path_err(
+            src,
+            std::io::Error::other(
+                "it changed while the sandbox was being prepared (removed, or swapped for a symlink)",
+            ),
+        ));
+    }
     let (cgroup, enforcement, rlimits) = limits_plan(host, &policy)?;
     let landlock = if host.landlock_abi > 0 {
         let exec_only = if policy.allow_exec.is_empty() {
@@ -244,6 +252,52 @@ fn canonical(policy: &SandboxPolicy) -> Result<SandboxPolicy, SandboxError> {
                 },
                 Some("bind the directories the program needs, or use --no-sandbox".into()),
             ));
+        }
+    }
+    p.caches.clear();
+    for cache in &policy.caches {
+        // A cache that does not exist has nothing to show; the program makes its own.
+        let Ok(path) = cache.path.canonicalize() else {
+            continue;
+        };
+        if secrets::is_secret_path(&path, p.host_home.as_deref()) {
+            return Err(SandboxError::new(
+                SandboxErrorKind::Forbidden {
+                    path,
+                    reason: "it holds credentials and is never visible in the sandbox",
+                },
+                None,
+            ));
+        }
+        for dir in ["upper", "work"] {
+            let dir = cache.layer.join(dir);
+            std::fs::create_dir_all(&dir).map_err(|e| path_err(&dir, e))?;
+        }
+        p.caches.push(crate::policy::CacheLayer {
+            path,
+            layer: canon(&cache.layer)?,
+            writable: cache.writable,
+        });
+    }
+    if let Some(within) = &policy.writable_within {
+        let within = canon(within)?;
+        p.writable_within = Some(within.clone());
+        let writable = std::iter::once(&p.workdir).chain(
+            p.binds
+                .iter()
+                .filter(|b| b.access == Access::ReadWrite)
+                .map(|b| &b.path),
+        );
+        for path in writable {
+            if !path.starts_with(&within) {
+                return Err(SandboxError::new(
+                    SandboxErrorKind::Forbidden {
+                        path: path.clone(),
+                        reason: "it leads out of the workspace (through a symlink)",
+                    },
+                    None,
+                ));
+            }
         }
     }
     Ok(p)

@@ -8,10 +8,10 @@
 //! gate. [`render`] turns the report into JUnit XML and Markdown.
 //!
 //! ```no_run
-//! use cordon_verify::{Quiet, VerifyRequest, verify};
+//! use cordon_verify::{Quiet, VerifyHooks, VerifyRequest, verify};
 //!
 //! let request = VerifyRequest { repo: ".".into(), rev: "HEAD".into(), output_limit: 1 << 20, ..Default::default() };
-//! let verified = verify(&request, &mut Quiet, None).expect("cordon could verify");
+//! let verified = verify(&request, VerifyHooks { observer: &mut Quiet, cancel: None, recorder: None }).expect("cordon could verify");
 //! println!("gate: {}", verified.report.promotion.allowed);
 //! ```
 #![deny(missing_docs)]

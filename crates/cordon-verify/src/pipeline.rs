@@ -263,6 +263,7 @@ pub fn verify(
     let prepared = prepare(request)?;
     observer.planned(&prepared.plan);
     let ws_path = prepared.workspace.path().to_owned();
+    let scratch = prepared.workspaces.scratch_dir(prepared.workspace.id());
     let root = prepared.project_root.clone();
     let mut results: Vec<StageResult> = Vec::with_capacity(prepared.plan.stages.len());
     let mut blocked_by: Option<String> = None;
@@ -287,6 +288,7 @@ pub fn verify(
                     root: &root,
                     ws_path: &ws_path,
                     common_dir: &prepared.common_dir,
+                    scratch: &scratch,
                 },
                 &prepared.plan.redact,
                 request,
@@ -324,9 +326,13 @@ pub fn verify(
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned))
         .unwrap_or_else(|| "git-worktree".into());
-    workspace
-        .remove()
-        .map_err(|e| VerifyError::infra("cannot remove the workspace", e))?;
+    // A workspace that cannot be removed must not cost the verdict: the report is kept, the
+    // workspace left for `cordon gc`, and the caller told.
+    if let Err(e) = workspace.remove() {
+        warnings.push(format!(
+            "the workspace could not be removed ({e}); `cordon gc` will retry"
+        ));
+    }
     let report = assemble(
         AssembleInput {
             repo,

@@ -7,7 +7,7 @@ use cordon_runner::{
     Bounds, Hooks, Isolation, Recorder, RedactRules, RunErrorClass, RunRequest, SandboxOptions,
     TranscriptTarget, WorkspaceMount,
 };
-use cordon_sandbox::{Access, Bind};
+use cordon_sandbox::CacheLayer;
 use cordon_types::{
     CapturedOutput, FailureCategory, LimitKind, NetworkMode, ResourceUsage, RunResult, RunStatus,
     StageCategory, StageFailure, StageFailureCategory, StageResult, StageStatus,
@@ -95,16 +95,18 @@ fn cache_dirs() -> Vec<PathBuf> {
     dirs.into_iter().filter(|d| d.is_dir()).collect()
 }
 
-/// What differs for a stage's sandbox: caches for setup stages, its network and limits.
-fn stage_sandbox(stage: &StageConfig) -> SandboxOptions {
+/// What differs for a stage's sandbox: its network and limits, and the dependency caches —
+/// shown through the verification's private layers (in `scratch`), writable for setup
+/// stages, read-only for the others. The user's own caches are never written: what a
+/// candidate's build scripts or install hooks put there is discarded with the verification.
+fn stage_sandbox(stage: &StageConfig, scratch: &Path) -> SandboxOptions {
     let mut options = SandboxOptions::default();
-    if stage.writable_caches {
-        for dir in cache_dirs() {
-            options.binds.push(Bind {
-                path: dir,
-                access: Access::ReadWrite,
-            });
-        }
+    for (i, dir) in cache_dirs().into_iter().enumerate() {
+        options.caches.push(CacheLayer {
+            layer: scratch.join(format!("cache-{i}")),
+            path: dir,
+            writable: stage.writable_caches,
+        });
     }
     options.network = match stage.network {
         Some(NetworkSetting::Host) => NetworkMode::Host,
@@ -138,6 +140,8 @@ pub(crate) struct StagePlace<'a> {
     pub(crate) root: &'a Path,
     pub(crate) ws_path: &'a Path,
     pub(crate) common_dir: &'a Path,
+    /// cordon's private directory of the workspace (cache layers).
+    pub(crate) scratch: &'a Path,
 }
 
 /// What a stage reports to besides its result.
@@ -158,6 +162,7 @@ pub(crate) fn run_stage(
         root,
         ws_path,
         common_dir,
+        scratch,
     } = place;
     let stage = &planned.stage;
     let cwd = stage_cwd(planned, root);
@@ -190,7 +195,7 @@ pub(crate) fn run_stage(
         root: ws_path,
         git_common_dir: common_dir.to_owned(),
     });
-    run.isolation = Isolation::Sandboxed(stage_sandbox(stage));
+    run.isolation = Isolation::Sandboxed(stage_sandbox(stage, scratch));
     run.env = stage
         .env
         .iter()

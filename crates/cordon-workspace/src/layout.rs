@@ -6,6 +6,8 @@
 //!     <id>.json      the record (cordon.workspace/v1), replaced atomically
 //!     <id>.lock      flock: held while the workspace is created, changed or removed
 //!     <id>/tree/     the files (for git-worktree: the linked worktree)
+//!     <id>/scratch/  cordon's private data for the workspace (cache layers of a
+//!                    verification); never visible to programs, removed with the workspace
 //!   locks/
 //!     repo-<hash>.lock   flock per source repository, around `git worktree add/remove/prune`
 //! ```
@@ -46,6 +48,10 @@ impl Layout {
 
     pub(crate) fn dir(&self, id: &WorkspaceId) -> PathBuf {
         self.workspaces().join(id.as_str())
+    }
+
+    pub(crate) fn scratch(&self, id: &WorkspaceId) -> PathBuf {
+        self.dir(id).join("scratch")
     }
 
     pub(crate) fn tree(&self, id: &WorkspaceId) -> PathBuf {

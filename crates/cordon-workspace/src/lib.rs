@@ -44,6 +44,7 @@ mod layout;
 mod lock;
 mod owner;
 mod record;
+mod remove;
 mod reports;
 mod size;
 mod strategy;
@@ -55,6 +56,7 @@ pub use error::{WorkspaceError, WorkspaceErrorKind};
 pub use id::{ID_LEN, WorkspaceId};
 pub use owner::{Liveness, ProcessIdentity};
 pub use record::{Strategy, WorkspaceRecord, WorkspaceRecordTag, WorkspaceState};
+pub use remove::remove_tree;
 pub use reports::{
     ApplyReport, ApplyReportTag, GcFailure, GcReason, GcRemoval, GcReport, GcReportTag,
     WorkspaceDiff, WorkspaceDiffTag, WorkspaceInfo, WorkspaceInfoTag, WorkspaceList,

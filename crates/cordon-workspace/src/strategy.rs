@@ -49,11 +49,12 @@ pub(crate) fn destroy(layout: &Layout, record: &WorkspaceRecord) -> Result<(), W
             let repo = Repo::from_common_dir(record.git_common_dir.clone());
             let _repo_lock =
                 FileLock::acquire(&layout.repo_lock(&record.git_common_dir), Create::IfMissing)?;
+            // The files first, by cordon itself (whatever depth or permissions a program left;
+            // `git worktree remove` would walk the tree with a descriptor per level), then
+            // the repository's metadata entry of this worktree, and only that one.
+            remove_dir_all(&record.path)?;
             if record.git_common_dir.is_dir() {
-                repo.remove_worktree(&record.path)?;
-            } else {
-                // The repository itself is gone: only the files are left to delete.
-                remove_dir_all(&record.path)?;
+                repo.forget_worktree(&record.path)?;
             }
             Ok(())
         }
@@ -61,9 +62,5 @@ pub(crate) fn destroy(layout: &Layout, record: &WorkspaceRecord) -> Result<(), W
 }
 
 pub(crate) fn remove_dir_all(path: &Path) -> Result<(), WorkspaceError> {
-    match std::fs::remove_dir_all(path) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(WorkspaceError::io(path, e)),
-    }
+    crate::remove::remove_tree(path).map_err(|e| WorkspaceError::io(path, e))
 }

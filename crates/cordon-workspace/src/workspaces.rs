@@ -83,6 +83,12 @@ impl Workspaces {
         self.layout.home()
     }
 
+    /// cordon's private directory for workspace `id` (e.g. the cache layers of a
+    /// verification): beside the tree, never visible to programs, removed with the workspace.
+    pub fn scratch_dir(&self, id: &WorkspaceId) -> PathBuf {
+        self.layout.scratch(id)
+    }
+
     pub(crate) fn layout(&self) -> &Layout {
         &self.layout
     }

@@ -62,6 +62,10 @@ pub struct SandboxArgs {
     /// Maximum open file descriptors per process (RLIMIT_NOFILE).
     #[arg(long, value_name = "N", help_heading = "Limits")]
     pub open_files: Option<u64>,
+    /// Size of the sandbox's private /tmp (memory-backed); its home gets half, /dev/shm a
+    /// quarter. Writes past it fail with ENOSPC. [default: 2GiB]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, help_heading = "Limits")]
+    pub tmp_size: Option<u64>,
     /// Run even though this host lacks a protection, giving it up explicitly (repeatable):
     /// `landlock` (mount isolation only), `seccomp` (no syscall filter), `cgroup` (memory and
     /// pids limits per process with rlimits instead of per tree). Without it, cordon refuses
@@ -122,6 +126,7 @@ impl SandboxArgs {
         flag(self.cpu_time.is_some(), "--cpu-time");
         flag(self.file_size.is_some(), "--file-size");
         flag(self.open_files.is_some(), "--open-files");
+        flag(self.tmp_size.is_some(), "--tmp-size");
         flag(!self.allow_degraded.is_empty(), "--allow-degraded");
         flag(
             self.toolchains || self.no_toolchains,
@@ -181,6 +186,7 @@ impl SandboxArgs {
                 .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
             file_size_bytes: self.file_size,
             open_files: self.open_files,
+            tmpfs_bytes: self.tmp_size,
         };
         if self.pids == Some(0) || self.memory == Some(0) || self.open_files == Some(0) {
             bail!("a limit of 0 would stop the program from starting; give a positive value");
@@ -268,7 +274,8 @@ mod tests {
                 pids: Some(64),
                 cpu_time_ms: Some(1500),
                 file_size_bytes: Some(1_000_000),
-                open_files: Some(100)
+                open_files: Some(100),
+                tmpfs_bytes: None,
             }
         );
         assert!(Cli::try_parse_from(["cordon", "--memory", "lots"]).is_err());

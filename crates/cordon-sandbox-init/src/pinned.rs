@@ -1,0 +1,218 @@
+//! Mounting without following symlinks: every path the helper mounts from or onto is opened
+//! once, with `RESOLVE_NO_SYMLINKS`, and the mount is made on the opened object (the new
+//! mount API: `open_tree`, `fsmount`, `mount_setattr` on the detached tree, `move_mount`).
+//!
+//! Writable binds (a workspace) are shared with other sandboxes running at the same time: one
+//! of them can swap a directory for a symlink between the policy's check and the mount. A
+//! path-based `mount(2)` would follow that symlink — out of the workspace, or past a mask.
+//! Here a swapped path makes the set-up fail (closed); and a bind source must still be the
+//! very object the policy side checked (same device and inode), or it is refused.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Component, Path};
+
+use rustix::fs::{CWD, Mode, OFlags, ResolveFlags};
+use rustix::mount::{
+    FsMountFlags, FsOpenFlags, MountAttrFlags, MoveMountFlags, OpenTreeFlags, fsconfig_create,
+    fsconfig_set_string, fsmount, fsopen, move_mount, open_tree,
+};
+
+use crate::error::Setup;
+use crate::plan::FileIdentity;
+
+/// No symlink anywhere in the path, and no `/proc` magic link either.
+fn no_links() -> ResolveFlags {
+    ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS
+}
+
+/// Opens `path` (absolute) as an `O_PATH` descriptor without following any symlink.
+pub fn open(path: &Path) -> Setup<OwnedFd> {
+    rustix::fs::openat2(
+        CWD,
+        path,
+        OFlags::PATH | OFlags::CLOEXEC,
+        Mode::empty(),
+        no_links(),
+    )
+    .map_err(|e| {
+        format!(
+            "open {} (without following symlinks): {}",
+            path.display(),
+            std::io::Error::from(e)
+        )
+        .into()
+    })
+}
+
+/// The device and inode of an open object.
+pub fn identity(fd: &OwnedFd) -> Setup<FileIdentity> {
+    let st = rustix::fs::fstat(fd).map_err(|e| format!("fstat: {}", std::io::Error::from(e)))?;
+    Ok(FileIdentity {
+        dev: st.st_dev,
+        ino: st.st_ino,
+    })
+}
+
+/// `mkdir -p path` where no existing component may be a symlink; returns the directory,
+/// opened.
+pub fn mkdir_p(path: &Path, mode: u32) -> Setup<OwnedFd> {
+    let mut dir = open(Path::new("/"))?;
+    for component in path.components() {
+        let name = match component {
+            Component::RootDir => continue,
+            Component::Normal(name) => name,
+            Component::CurDir | Component::ParentDir | Component::Prefix(_) => {
+                return Err(format!("{} is not a plain absolute path", path.display()).into());
+            }
+        };
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        dir = match rustix::fs::openat2(&dir, name, flags, Mode::empty(), no_links()) {
+            Ok(next) => next,
+            Err(rustix::io::Errno::NOENT) => {
+                match rustix::fs::mkdirat(&dir, name, Mode::from_raw_mode(mode)) {
+                    Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+                    Err(e) => {
+                        return Err(format!(
+                            "create directory {}: {}",
+                            path.display(),
+                            std::io::Error::from(e)
+                        )
+                        .into());
+                    }
+                }
+                rustix::fs::openat2(&dir, name, flags, Mode::empty(), no_links())
+                    .map_err(|e| format!("open {}: {}", path.display(), std::io::Error::from(e)))?
+            }
+            Err(e) => {
+                return Err(format!(
+                    "{} cannot be a mount point (a symlink or not a directory on the way): {}",
+                    path.display(),
+                    std::io::Error::from(e)
+                )
+                .into());
+            }
+        };
+    }
+    Ok(dir)
+}
+
+/// Creates the file `path` if missing (no symlink anywhere) and opens it.
+pub fn touch(path: &Path) -> Setup<OwnedFd> {
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(format!("{} has no parent", path.display()).into());
+    };
+    let dir = mkdir_p(parent, 0o755)?;
+    let created = rustix::fs::openat(
+        &dir,
+        name,
+        OFlags::CREATE | OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o644),
+    );
+    match created {
+        // A directory or device already there: opening it for writing may fail; that is fine,
+        // `open` below decides.
+        Ok(_) | Err(rustix::io::Errno::ISDIR | rustix::io::Errno::ACCESS) => {}
+        Err(e) => {
+            return Err(format!(
+                "create {} (not through a symlink): {}",
+                path.display(),
+                std::io::Error::from(e)
+            )
+            .into());
+        }
+    }
+    open(path)
+}
+
+/// A detached copy of the mount tree at `src` (recursively, as `mount --rbind`).
+pub fn clone_tree(src: &OwnedFd, recursive: bool) -> Setup<OwnedFd> {
+    let mut flags = OpenTreeFlags::OPEN_TREE_CLONE
+        | OpenTreeFlags::OPEN_TREE_CLOEXEC
+        | OpenTreeFlags::AT_EMPTY_PATH;
+    if recursive {
+        flags |= OpenTreeFlags::AT_RECURSIVE;
+    }
+    open_tree(src, "", flags)
+        .map_err(|e| format!("clone a mount tree: {}", std::io::Error::from(e)).into())
+}
+
+/// A new, detached tmpfs.
+pub fn tmpfs(mode: u32, size_bytes: Option<u64>, inodes: Option<u64>) -> Setup<OwnedFd> {
+    let err =
+        |what: &str, e: rustix::io::Errno| format!("tmpfs {what}: {}", std::io::Error::from(e));
+    let fs = fsopen("tmpfs", FsOpenFlags::FSOPEN_CLOEXEC).map_err(|e| err("fsopen", e))?;
+    fsconfig_set_string(&fs, "mode", format!("{mode:o}")).map_err(|e| err("mode", e))?;
+    if let Some(size) = size_bytes {
+        fsconfig_set_string(&fs, "size", size.to_string()).map_err(|e| err("size", e))?;
+    }
+    if let Some(inodes) = inodes {
+        fsconfig_set_string(&fs, "nr_inodes", inodes.to_string())
+            .map_err(|e| err("nr_inodes", e))?;
+    }
+    fsconfig_create(&fs).map_err(|e| err("create", e))?;
+    fsmount(&fs, FsMountFlags::FSMOUNT_CLOEXEC, MountAttrFlags::empty())
+        .map_err(|e| err("fsmount", e).into())
+}
+
+/// A new, detached overlay: `lower` underneath, `upper` taking the writes (`writable`), or
+/// `upper` on top of `lower`, read-only. Paths are absolute paths as the helper sees them.
+pub fn overlay(lower: &Path, upper: &Path, work: &Path, writable: bool) -> Setup<OwnedFd> {
+    let err =
+        |what: &str, e: rustix::io::Errno| format!("overlay {what}: {}", std::io::Error::from(e));
+    for path in [lower, upper, work] {
+        // `:` separates layers in `lowerdir`; such a path is not worth the escaping rules.
+        if path.as_os_str().as_encoded_bytes().contains(&b':') {
+            return Err(format!("overlay: {} contains ':'", path.display()).into());
+        }
+    }
+    let fs = fsopen("overlay", FsOpenFlags::FSOPEN_CLOEXEC).map_err(|e| err("fsopen", e))?;
+    // Unprivileged overlays keep their whiteouts in `user.` extended attributes.
+    rustix::mount::fsconfig_set_flag(&fs, "userxattr").map_err(|e| err("userxattr", e))?;
+    if writable {
+        fsconfig_set_string(&fs, "lowerdir", lower).map_err(|e| err("lowerdir", e))?;
+        fsconfig_set_string(&fs, "upperdir", upper).map_err(|e| err("upperdir", e))?;
+        fsconfig_set_string(&fs, "workdir", work).map_err(|e| err("workdir", e))?;
+    } else {
+        let layers = format!("{}:{}", upper.display(), lower.display());
+        fsconfig_set_string(&fs, "lowerdir", layers).map_err(|e| err("lowerdir", e))?;
+    }
+    fsconfig_create(&fs).map_err(|e| err("create", e))?;
+    fsmount(&fs, FsMountFlags::FSMOUNT_CLOEXEC, MountAttrFlags::empty())
+        .map_err(|e| err("fsmount", e).into())
+}
+
+/// Sets mount attributes (`MOUNT_ATTR_*`) on a detached tree, before it is attached.
+pub fn set_attributes(tree: &OwnedFd, set: u64, recursive: bool) -> Setup<()> {
+    let attr = crate::sys::MountAttr::set(set);
+    let mut flags = libc::AT_EMPTY_PATH;
+    if recursive {
+        flags |= libc::AT_RECURSIVE;
+    }
+    let path = c"";
+    let fd = std::os::fd::AsRawFd::as_raw_fd(tree);
+    // SAFETY: `fd` is an open mount tree, `path` a valid empty string, `attr` a valid
+    // mount_attr of the size passed.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            fd,
+            path.as_ptr(),
+            flags,
+            &attr as *const crate::sys::MountAttr,
+            std::mem::size_of::<crate::sys::MountAttr>(),
+        )
+    };
+    crate::sys::check(r, || "set mount attributes".into()).map(drop)
+}
+
+/// Attaches a detached tree onto the opened mount point.
+pub fn attach(tree: &OwnedFd, onto: &OwnedFd, shown: &Path) -> Setup<()> {
+    move_mount(
+        tree.as_fd(),
+        "",
+        onto.as_fd(),
+        "",
+        MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH | MoveMountFlags::MOVE_MOUNT_T_EMPTY_PATH,
+    )
+    .map_err(|e| format!("mount on {}: {}", shown.display(), std::io::Error::from(e)).into())
+}

@@ -1,0 +1,275 @@
+//! Regressions of the adversarial review (issue 19): each test reproduces an attack through
+//! the real CLI and checks that the guarantee holds.
+
+mod support;
+
+use std::path::Path;
+use std::process::Output;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use support::{TestDir, cordon, git};
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A repository with one commit, and a persistent workspace of it.
+struct Workspace {
+    repo: TestDir,
+    home: TestDir,
+    id: String,
+    tree: std::path::PathBuf,
+}
+
+impl Workspace {
+    fn new(files: &[(&str, &str)]) -> Workspace {
+        let repo = TestDir::new();
+        let home = TestDir::new();
+        git(repo.path(), &["init", "-q", "-b", "main"]);
+        repo.write("a.txt", "alpha\n");
+        for (name, contents) in files {
+            let path = repo.path().join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, contents).unwrap();
+        }
+        git(repo.path(), &["add", "-A"]);
+        git(repo.path(), &["commit", "-qm", "init"]);
+        let out = cordon()
+            .env("CORDON_HOME", home.path())
+            .args(["workspace", "create", "--persistent", "--json", "--repo"])
+            .arg(repo.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        let record: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        Workspace {
+            id: record["id"].as_str().unwrap().to_owned(),
+            tree: record["path"].as_str().unwrap().into(),
+            repo,
+            home,
+        }
+    }
+
+    fn run(&self, extra: &[&str], script: &str) -> Output {
+        cordon()
+            .env("CORDON_HOME", self.home.path())
+            .args(["run", "--no-record", "--workspace", &self.id])
+            .args(extra)
+            .args(["--", "sh", "-c", script])
+            .output()
+            .unwrap()
+    }
+}
+
+/// Swaps `a` and `b` atomically (`renameat2(RENAME_EXCHANGE)`).
+fn exchange(a: &Path, b: &Path) {
+    let (a, b) = (
+        std::ffi::CString::new(a.as_os_str().as_encoded_bytes()).unwrap(),
+        std::ffi::CString::new(b.as_os_str().as_encoded_bytes()).unwrap(),
+    );
+    // SAFETY: two valid NUL-terminated paths.
+    unsafe {
+        libc::syscall(
+            libc::SYS_renameat2,
+            libc::AT_FDCWD,
+            a.as_ptr(),
+            libc::AT_FDCWD,
+            b.as_ptr(),
+            libc::RENAME_EXCHANGE,
+        );
+    }
+}
+
+/// Item 1. Regression: while a subdirectory of the workspace was swapped with a symlink in a
+/// loop, `cordon run --cwd <tree>/sub` bound the symlink's target — a host directory outside
+/// the workspace — read-write (10 of 80 tries). The path was checked, then followed again at
+/// mount time. Now what is bound is what was checked, or the run is refused.
+#[test]
+fn a_bind_source_swapped_for_a_symlink_is_never_followed() {
+    let ws = Workspace::new(&[("sub/keep", "x\n")]);
+    let outside = TestDir::new();
+    let link = ws.tree.join("link");
+    std::os::unix::fs::symlink(outside.path(), &link).unwrap();
+    let sub = ws.tree.join("sub");
+    let stop = Arc::new(AtomicBool::new(false));
+    let swapper = {
+        let (stop, sub, link) = (Arc::clone(&stop), sub.clone(), link.clone());
+        std::thread::spawn(move || {
+            let mut swaps = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                exchange(&sub, &link);
+                swaps += 1;
+            }
+            swaps
+        })
+    };
+    let (mut ran, mut refused) = (0, 0);
+    for _ in 0..80 {
+        let out = ws.run(
+            &["--cwd", sub.to_str().unwrap()],
+            "echo escaped > ./escaped-$$ 2>/dev/null; true",
+        );
+        match out.status.code() {
+            Some(0) => ran += 1,
+            Some(125) => refused += 1,
+            other => panic!("unexpected exit {other:?}: {}", stderr(&out)),
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let swaps = swapper.join().unwrap();
+    // The swap ends with an even count: put things back if needed.
+    if sub.is_symlink() {
+        exchange(&sub, &link);
+    }
+    let leaked: Vec<_> = std::fs::read_dir(outside.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        leaked,
+        Vec::<std::ffi::OsString>::new(),
+        "a host directory outside the workspace was written ({ran} ran, {refused} refused, {swaps} swaps)"
+    );
+    assert!(ran + refused == 80);
+}
+
+/// Item 15. Regression: the sandbox's `/tmp`, home and `/dev/shm` accepted up to half the RAM
+/// each. They now have sizes (2 GiB, 1 GiB, 512 MiB by default; `--tmp-size`), and an inode
+/// limit.
+#[test]
+fn private_tmpfs_mounts_have_size_and_inode_limits() {
+    let dir = TestDir::new();
+    let sizes = "for d in /tmp $HOME /dev/shm; do stat -f -c '%b %S %c' $d; done";
+    let out = cordon()
+        .args(["run", "--no-record", "--cwd"])
+        .arg(dir.path())
+        .args(["--", "sh", "-c", sizes])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let bytes: Vec<(u64, u64)> = text
+        .lines()
+        .map(|l| {
+            let v: Vec<u64> = l.split(' ').map(|w| w.parse().unwrap()).collect();
+            (v[0] * v[1], v[2])
+        })
+        .collect();
+    assert_eq!(
+        bytes.iter().map(|b| b.0).collect::<Vec<_>>(),
+        [2 << 30, 1 << 30, 512 << 20],
+        "{text}"
+    );
+    assert!(
+        bytes.iter().all(|b| b.1 > 0 && b.1 <= (2 << 30) / 4096),
+        "{text}"
+    );
+
+    let fill = "head -c 20000000 /dev/zero > /tmp/big && echo FITS; \
+                i=0; while [ $i -lt 3000 ]; do touch /tmp/f$i 2>/dev/null || { echo INODES-FULL; break; }; i=$((i+1)); done";
+    let out = cordon()
+        .args(["run", "--no-record", "--tmp-size", "8MiB", "--cwd"])
+        .arg(dir.path())
+        .args(["--", "sh", "-c", fill])
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !shown.contains("FITS"),
+        "20 MB fit into an 8 MiB /tmp: {shown}"
+    );
+    assert!(
+        shown.contains("INODES-FULL"),
+        "2048 inodes at most: {shown}"
+    );
+    assert!(
+        stderr(&out).contains("No space left on device"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// The host's cargo registry, where a dependency's sources live (the test machine built this
+/// test with cargo, so it exists).
+fn cargo_registry() -> std::path::PathBuf {
+    let cargo_home = std::env::var_os("CARGO_HOME")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cargo")
+        });
+    cargo_home.join("registry")
+}
+
+/// Item 2. Regression: a setup stage (patch-controlled code: build scripts, install hooks,
+/// a `rustc-wrapper`) ran with the host's `$CARGO_HOME/registry` writable and rewrote a
+/// dependency there; the user's next own build ran it. Setup stages now write into a private
+/// layer of the verification: later stages of the same verification see it (read-only), the
+/// host's cache and the next verification never do.
+#[test]
+fn setup_stages_never_write_the_hosts_dependency_caches() {
+    let registry = cargo_registry();
+    assert!(registry.is_dir(), "{} must exist", registry.display());
+    let marker = format!("cordon-poison-{}", std::process::id());
+    let host_marker = registry.join(&marker);
+    let config = format!(
+        r#"
+[[stage]]
+name = "setup"
+category = "setup"
+writable_caches = true
+run = ["sh", "-c", "test -d \"$CARGO_HOME/registry/index\" && echo HOST-CONTENT-VISIBLE; test -e \"$CARGO_HOME/registry/{marker}\" && echo ALREADY-THERE; echo poison > \"$CARGO_HOME/registry/{marker}\" && echo WROTE"]
+
+[[stage]]
+name = "build"
+category = "build"
+run = ["sh", "-c", "cat \"$CARGO_HOME/registry/{marker}\"; echo again > \"$CARGO_HOME/registry/{marker}\" 2>/dev/null && echo BUILD-WROTE; true"]
+"#
+    );
+    let ws = Workspace::new(&[("cordon.toml", &config)]);
+    let verify = || {
+        let out = cordon()
+            .env("CORDON_HOME", ws.home.path())
+            .args(["verify", "--json", "--no-record", "--repo"])
+            .arg(ws.repo.path())
+            .output()
+            .unwrap();
+        let report: serde_json::Value =
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stderr(&out)));
+        // Checked, then cleaned up at once: a regression must not poison the host for long.
+        let leaked = host_marker.exists();
+        let _ = std::fs::remove_file(&host_marker);
+        (report, leaked)
+    };
+    let (first, leaked) = verify();
+    let stdout = |report: &serde_json::Value, i: usize| {
+        report["stages"][i]["stdout"]["head"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert_eq!(first["overall"], "pass", "{first:#}");
+    assert!(stdout(&first, 0).contains("WROTE"), "{first:#}");
+    // Through an overlay: the host's cache is there underneath (where overlayfs works, as on
+    // the machines cordon is tested on; elsewhere the layer is an empty private cache).
+    assert!(
+        stdout(&first, 0).contains("HOST-CONTENT-VISIBLE") || !registry.join("index").is_dir(),
+        "{first:#}"
+    );
+    assert!(!stdout(&first, 0).contains("ALREADY-THERE"), "{first:#}");
+    assert!(
+        stdout(&first, 1).contains("poison"),
+        "later stages see it: {first:#}"
+    );
+    assert!(
+        !stdout(&first, 1).contains("BUILD-WROTE"),
+        "read-only there: {first:#}"
+    );
+    assert!(!leaked, "the host's registry was written");
+    let (second, leaked) = verify();
+    assert!(
+        !stdout(&second, 0).contains("ALREADY-THERE"),
+        "the next verification saw the poison: {second:#}"
+    );
+    assert!(!leaked);
+}
