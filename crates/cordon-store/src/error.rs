@@ -121,4 +121,17 @@ impl StoreErrorKind {
         }
         StoreErrorKind::Database(error)
     }
+
+    /// Whether this is SQLite's "busy"/"locked" (another connection holds a lock that the
+    /// busy timeout did not wait for, e.g. while a first opener switches the file to WAL or
+    /// recovers its index): worth retrying, never a reason to fail a run.
+    pub(crate) fn is_busy(&self) -> bool {
+        match self {
+            StoreErrorKind::Database(sqlx::Error::Database(db)) => {
+                let code = db.code().and_then(|c| c.parse::<i64>().ok()).unwrap_or(0) & 0xff;
+                code == 5 || code == 6
+            }
+            _ => false,
+        }
+    }
 }

@@ -31,6 +31,9 @@ const OUR_TABLES: &[&str] = &["cordon_migrations", "runs", "stages", "transcript
 /// What an SQLite database file starts with.
 const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
 
+/// How long an open keeps retrying while other processes hold the file busy.
+const OPEN_PATIENCE: Duration = Duration::from_secs(10);
+
 /// A cordon store in one SQLite file.
 #[derive(Debug)]
 pub(crate) struct SqliteBackend {
@@ -39,7 +42,26 @@ pub(crate) struct SqliteBackend {
 
 impl SqliteBackend {
     /// Opens (creating it when missing) the store at `path` and brings its tables up to date.
+    ///
+    /// Concurrent first opens race to switch the file to WAL and to recover its index; SQLite
+    /// answers some of those races with "busy" without consulting the busy timeout. Such an
+    /// open is retried (with growing, jittered pauses) for up to [`OPEN_PATIENCE`].
     pub(crate) async fn open(path: &Path) -> Result<Self, StoreErrorKind> {
+        let deadline = std::time::Instant::now() + OPEN_PATIENCE;
+        let mut pause = Duration::from_millis(5);
+        loop {
+            match Self::open_once(path).await {
+                Err(error) if error.is_busy() && std::time::Instant::now() < deadline => {
+                    let jitter = Duration::from_micros(u64::from(std::process::id() % 997) * 5);
+                    tokio::time::sleep(pause + jitter).await;
+                    pause = (pause * 2).min(Duration::from_millis(200));
+                }
+                result => return result,
+            }
+        }
+    }
+
+    async fn open_once(path: &Path) -> Result<Self, StoreErrorKind> {
         check_magic(path)?;
         create_private_file(path)?;
         let options = SqliteConnectOptions::new()
