@@ -273,3 +273,56 @@ run = ["sh", "-c", "cat \"$CARGO_HOME/registry/{marker}\"; echo again > \"$CARGO
     );
     assert!(!leaked);
 }
+
+/// Item 14. Regression: a stage that made 30,000 nested directories ran cleanup out of file
+/// descriptors: exit 3, the report lost, the workspace left behind and `gc` failing too. Now
+/// the tree is removed with a constant number of descriptors, and a cleanup failure would be a
+/// warning in the report, never its loss. (6,000 levels are far past any descriptor limit; the
+/// 30,000 of the review cost a minute of Landlock's per-access walk up the tree to make.)
+#[test]
+fn a_deep_tree_made_by_a_stage_is_removed_and_the_report_kept() {
+    let config = r#"
+[[stage]]
+name = "deep"
+category = "test"
+run = ["python3", "-c", "import os\nfor _ in range(6000):\n    os.mkdir('d')\n    os.chdir('d')\nopen('leaf', 'w').write('x')\nos.chmod('.', 0)\nprint('DEEP-DONE')"]
+"#;
+    let ws = Workspace::new(&[("cordon.toml", config)]);
+    let out = cordon()
+        .env("CORDON_HOME", ws.home.path())
+        .args(["verify", "--json", "--no-record", "--repo"])
+        .arg(ws.repo.path())
+        .output()
+        .unwrap();
+    let report: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stderr(&out)));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(report["overall"], "pass", "{report:#}");
+    assert!(
+        report["stages"][0]["stdout"]["head"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("DEEP-DONE"),
+        "{report:#}"
+    );
+    // The transient workspace is gone: only the persistent one made by the fixture is left.
+    let list = cordon()
+        .env("CORDON_HOME", ws.home.path())
+        .args(["workspace", "list", "--json"])
+        .output()
+        .unwrap();
+    let listed: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
+    let ids: Vec<&str> = listed["workspaces"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed:#}"))
+        .iter()
+        .filter_map(|w| w["record"]["id"].as_str())
+        .collect();
+    assert_eq!(ids, vec![ws.id.as_str()], "{listed:#}");
+    let gc = cordon()
+        .env("CORDON_HOME", ws.home.path())
+        .args(["gc", "--json"])
+        .output()
+        .unwrap();
+    assert!(gc.status.success(), "{}", stderr(&gc));
+}
