@@ -48,7 +48,7 @@ pub mod units;
 pub use cancel::CancelHandle;
 pub use error::ExecError;
 pub use io::{OutputFilter, OutputSink, ReadyProbe, RunIo, Stream};
-pub use process_tree::children_of;
+pub use process_tree::{children_of, descendants_of};
 pub use runner::{RunOutcome, run};
 pub use signals::signal_name;
 pub use spec::{

@@ -140,6 +140,25 @@ pub fn children_of(parent: i32) -> Vec<i32> {
         .collect()
 }
 
+/// `root` and every live process below it (children, their children, …), `root` first. A
+/// process that left the tree (re-parented after its parent died) is not found here.
+pub fn descendants_of(root: i32) -> Vec<i32> {
+    let all = scan(None);
+    let mut tree = vec![root];
+    let mut seen = std::collections::HashSet::from([root]);
+    let mut next = 0;
+    while next < tree.len() {
+        let parent = tree[next];
+        for child in all.iter().filter(|p| p.ppid == parent && !p.zombie) {
+            if seen.insert(child.pid) {
+                tree.push(child.pid);
+            }
+        }
+        next += 1;
+    }
+    tree
+}
+
 /// Which processes belong to one run.
 pub(crate) struct Tree<'a> {
     /// The run's direct child (alive or not yet reaped).

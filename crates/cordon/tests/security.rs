@@ -326,3 +326,58 @@ run = ["python3", "-c", "import os\nfor _ in range(6000):\n    os.mkdir('d')\n  
         .unwrap();
     assert!(gc.status.success(), "{}", stderr(&gc));
 }
+
+/// Item 3. Regression: with `ready = { tcp = P }`, a server that never listened passed when a
+/// host process listened on P (the probe read the outer helper's — the host's — table). Now a
+/// socket counts only when the stage's own tree holds it, with or without the host's network.
+#[test]
+fn a_smoke_stage_is_not_ready_because_a_host_process_listens() {
+    let host = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = host.local_addr().unwrap().port();
+    let config = format!(
+        r#"
+[[stage]]
+name = "private"
+category = "smoke"
+run = ["sleep", "60"]
+ready = {{ tcp = {port} }}
+timeout = "3s"
+required = false
+
+[[stage]]
+name = "hostnet"
+category = "smoke"
+network = "host"
+run = ["sleep", "60"]
+ready = {{ tcp = {port} }}
+timeout = "3s"
+required = false
+
+[[stage]]
+name = "real"
+category = "smoke"
+run = ["python3", "-m", "http.server", "--bind", "127.0.0.1", "{port}"]
+ready = {{ tcp = {port} }}
+timeout = "20s"
+"#
+    );
+    let ws = Workspace::new(&[("cordon.toml", &config)]);
+    let out = cordon()
+        .env("CORDON_HOME", ws.home.path())
+        .args(["verify", "--json", "--no-record", "--repo"])
+        .arg(ws.repo.path())
+        .output()
+        .unwrap();
+    let report: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stderr(&out)));
+    let status = |i: usize| report["stages"][i]["status"].as_str().unwrap_or_default();
+    assert_eq!(status(0), "fail", "{report:#}");
+    assert_eq!(status(1), "fail", "{report:#}");
+    assert_eq!(
+        report["stages"][1]["failure"]["category"], "smoke",
+        "{report:#}"
+    );
+    // A server in the sandbox's own network namespace on the same port is ready.
+    assert_eq!(status(2), "pass", "{report:#}");
+    drop(host);
+}
