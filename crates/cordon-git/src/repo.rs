@@ -153,6 +153,35 @@ impl Repo {
             .ok_or_else(|| GitError::new(&cmd.display_args(), GitErrorKind::UnexpectedOutput(line)))
     }
 
+    /// The blob id of the regular file (or symlink) at `path` in `commit`, `None` when there is
+    /// no such file. Two commits whose file has the same id have the same bytes there.
+    pub fn blob_id_at(&self, commit: &CommitId, path: &str) -> Result<Option<String>, GitError> {
+        let spec = format!("{}:{path}", commit.as_str());
+        let cmd = GitCommand::new(
+            &self.context(),
+            ["rev-parse", "--verify", "--quiet", "--end-of-options"],
+        )
+        .arg(&spec)
+        .read_only();
+        let id = match cmd.run() {
+            Ok(out) => one_line(&cmd.display_args(), &out.stdout)?,
+            Err(GitError {
+                kind: GitErrorKind::Failed { code: Some(1), .. },
+                ..
+            }) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let kind = GitCommand::new(&self.context(), ["cat-file", "-t", id.as_str()]).read_only();
+        let out = kind.run()?;
+        Ok((one_line(&kind.display_args(), &out.stdout)? == "blob").then_some(id))
+    }
+
+    /// The bytes of blob `id` (as given by [`Repo::blob_id_at`]).
+    pub fn read_blob(&self, id: &str) -> Result<Vec<u8>, GitError> {
+        let cmd = GitCommand::new(&self.context(), ["cat-file", "blob", id]).read_only();
+        Ok(cmd.run()?.stdout)
+    }
+
     /// The best common ancestor of two commits, `None` when they share no history.
     pub fn merge_base(&self, a: &CommitId, b: &CommitId) -> Result<Option<CommitId>, GitError> {
         let cmd =

@@ -24,7 +24,7 @@ mod tag;
 pub use child_report::{CHILD_REPORT_FD, ChildReport, ChildRusage};
 pub use home::{HomeError, cordon_home, cordon_home_from};
 pub use run_report::{
-    Overall, PlanInfo, PlanSource, Promotion, ReportFailure, RunReport, RunReportTag,
+    Overall, PlanInfo, PlanOrigin, PlanSource, Promotion, ReportFailure, RunReport, RunReportTag,
     StageCategory, StageFailure, StageFailureCategory, StageResult, StageStatus, TestCounts,
     WorkspaceInfo,
 };

@@ -270,10 +270,27 @@ pub struct Promotion {
 pub struct PlanInfo {
     /// `cordon.toml` or `detected`.
     pub source: PlanSource,
+    /// Which side chose the plan: the verified ref, the trusted base, or `--config`.
+    pub origin: PlanOrigin,
     /// Whether changed files narrowed what ran.
     pub targeted: bool,
     /// Why the plan looks the way it does, one line per decision.
     pub reasons: Vec<String>,
+}
+
+/// Which side chose a plan. A candidate ref must not choose its own checks: when its
+/// `cordon.toml` differs from the base's, the base's plan runs unless the user trusts the
+/// ref's (`--trust-ref-plan`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum PlanOrigin {
+    /// The ref's own files (its `cordon.toml` is the base's, there is no base, or the user
+    /// trusted it).
+    Ref,
+    /// The base's `cordon.toml`: the ref changed it and was not trusted.
+    Base,
+    /// A file the user named (`--config`).
+    ConfigFile,
 }
 
 /// The origin of a plan.

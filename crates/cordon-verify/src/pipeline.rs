@@ -41,6 +41,9 @@ pub struct VerifyRequest {
     pub project: Option<PathBuf>,
     /// The id to give the report (e.g. the run history's); generated when `None`.
     pub run_id: Option<String>,
+    /// Use the ref's own `cordon.toml` even when it differs from the base's. Without it the
+    /// base's plan judges the ref (a candidate must not choose its own checks).
+    pub trust_ref_plan: bool,
 }
 
 /// Live progress of a verification, for a terminal view or a transcript.
@@ -170,7 +173,14 @@ fn prepare(request: &VerifyRequest) -> Result<Prepared, VerifyError> {
             project.display()
         )));
     }
-    let declared = plan::declared(&project_root, request.config.as_deref())?;
+    let declared = trusted_plan(
+        &git,
+        &commit,
+        base.as_ref(),
+        &project,
+        &project_root,
+        request,
+    )?;
     if let Some(patch) = &request.patch {
         workspaces
             .apply(workspace.id(), patch)
@@ -229,6 +239,89 @@ fn prepare(request: &VerifyRequest) -> Result<Prepared, VerifyError> {
         workspace,
         plan,
         changed,
+    })
+}
+
+/// The largest `cordon.toml` cordon reads out of git for the base's plan.
+const MAX_PLAN_BYTES: usize = 1 << 20;
+
+/// The plan that judges `commit`: `--config`; else the ref's `cordon.toml` when it is the
+/// base's (or there is no base, or `--trust-ref-plan`); else the base's. A ref that adds a
+/// `cordon.toml` its base lacks is refused without `--trust-ref-plan`: detection would judge
+/// it by files it controls just the same.
+fn trusted_plan(
+    git: &cordon_git::Repo,
+    commit: &cordon_git::CommitId,
+    base: Option<&cordon_git::CommitId>,
+    project: &Path,
+    project_root: &Path,
+    request: &VerifyRequest,
+) -> Result<plan::Declared, VerifyError> {
+    if request.config.is_some() {
+        return plan::declared(project_root, request.config.as_deref());
+    }
+    let from_ref = |reason: Option<String>| {
+        let mut declared = plan::declared(project_root, None)?;
+        declared.reasons.extend(reason);
+        Ok(declared)
+    };
+    let Some(base) = base.filter(|b| *b != commit) else {
+        return from_ref(
+            base.is_none()
+                .then(|| "no base to compare the plan with: the ref's plan is used".to_owned()),
+        );
+    };
+    let path = project
+        .join("cordon.toml")
+        .to_string_lossy()
+        .replace(std::path::MAIN_SEPARATOR, "/");
+    let lookup = |at: &cordon_git::CommitId| {
+        git.blob_id_at(at, &path)
+            .map_err(|e| VerifyError::infra("cannot read the plan from git", e))
+    };
+    let (at_ref, at_base) = (lookup(commit)?, lookup(base)?);
+    let short = &base.as_str()[..12];
+    if at_ref == at_base {
+        return from_ref(
+            at_ref
+                .is_some()
+                .then(|| format!("{path} is the same at the base ({short})")),
+        );
+    }
+    if request.trust_ref_plan {
+        return from_ref(Some(format!(
+            "the ref changes {path}; its plan is used because of --trust-ref-plan"
+        )));
+    }
+    let Some(base_blob) = at_base else {
+        return Err(VerifyError::Usage(format!(
+            "the ref adds {path}, which its base ({short}) does not have: a candidate must not \
+             choose its own checks. Pass --trust-ref-plan to use it, or --config FILE"
+        )));
+    };
+    let bytes = git
+        .read_blob(&base_blob)
+        .map_err(|e| VerifyError::infra("cannot read the base's plan from git", e))?;
+    if bytes.len() > MAX_PLAN_BYTES {
+        return Err(VerifyError::Usage(format!(
+            "{path} at the base ({short}) is larger than {MAX_PLAN_BYTES} bytes"
+        )));
+    }
+    let text = String::from_utf8(bytes)
+        .map_err(|_| VerifyError::Usage(format!("{path} at the base ({short}) is not UTF-8")))?;
+    let shown = std::path::PathBuf::from(format!("{short}:{path}"));
+    let config = crate::config::Config::parse(&shown, &text)?;
+    Ok(plan::Declared {
+        cargo_packages: crate::target::cargo_packages(project_root),
+        node_packages: crate::target::node_packages(project_root),
+        source: cordon_types::PlanSource::CordonToml,
+        origin: cordon_types::PlanOrigin::Base,
+        stages: config.stages,
+        reasons: vec![format!(
+            "the ref changes {path}: the base's ({short}) plan is used; pass --trust-ref-plan \
+             to use the ref's"
+        )],
+        redact: config.redact,
     })
 }
 
@@ -455,6 +548,7 @@ fn assemble(input: AssembleInput<'_>, plan: &Plan, stages: Vec<StageResult>) -> 
         changed_files: input.changed,
         plan: PlanInfo {
             source: plan.source,
+            origin: plan.origin,
             targeted: plan.targeted,
             reasons: plan.reasons.clone(),
         },

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use cordon_types::{NetworkMode, PlanSource, StageCategory};
+use cordon_types::{NetworkMode, PlanOrigin, PlanSource, StageCategory};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -54,6 +54,8 @@ impl PlannedStage {
 pub struct Plan {
     /// `cordon.toml` or detected.
     pub source: PlanSource,
+    /// Which side chose it.
+    pub origin: PlanOrigin,
     /// Every stage, in order.
     pub stages: Vec<PlannedStage>,
     /// Whether changed files narrowed the plan.
@@ -77,6 +79,8 @@ pub struct PlanDocument {
     pub schema: PlanDocumentTag,
     /// `cordon.toml` or detected.
     pub source: PlanSource,
+    /// Which side chose it: the ref, the base, or `--config`.
+    pub origin: PlanOrigin,
     /// Whether changed files narrowed the plan.
     pub targeted: bool,
     /// One line per decision.
@@ -114,6 +118,7 @@ impl Plan {
         PlanDocument {
             schema: PlanDocumentTag,
             source: self.source,
+            origin: self.origin,
             targeted: self.targeted,
             reasons: self.reasons.clone(),
             changed_files: changed.to_vec(),
@@ -148,6 +153,8 @@ pub struct Declared {
     pub node_packages: Option<Vec<target::Package>>,
     /// Where they come from.
     pub source: PlanSource,
+    /// Which side chose them.
+    pub origin: PlanOrigin,
     /// The stages, in order.
     pub stages: Vec<StageConfig>,
     /// Why.
@@ -174,6 +181,11 @@ pub fn declared(root: &Path, config: Option<&Path>) -> Result<Declared, VerifyEr
             cargo_packages: target::cargo_packages(root),
             node_packages: target::node_packages(root),
             source: PlanSource::CordonToml,
+            origin: if config.is_some() {
+                PlanOrigin::ConfigFile
+            } else {
+                PlanOrigin::Ref
+            },
             stages: cfg.stages,
             reasons: vec![format!(
                 "stages declared in {shown} (as committed at the ref)"
@@ -192,6 +204,7 @@ pub fn declared(root: &Path, config: Option<&Path>) -> Result<Declared, VerifyEr
         cargo_packages: target::cargo_packages(root),
         node_packages: target::node_packages(root),
         source: PlanSource::Detected,
+        origin: PlanOrigin::Ref,
         stages: found.stages,
         reasons: found.reasons,
         redact: RedactConfig::default(),
@@ -206,6 +219,7 @@ pub fn build(
 ) -> Result<Plan, VerifyError> {
     let Declared {
         source,
+        origin,
         stages,
         mut reasons,
         redact,
@@ -315,6 +329,7 @@ pub fn build(
     }
     Ok(Plan {
         source,
+        origin,
         stages: planned,
         targeted,
         reasons,

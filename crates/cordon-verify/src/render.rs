@@ -185,9 +185,11 @@ pub fn markdown(report: &RunReport) -> String {
             ""
         },
         report.duration_ms as f64 / 1000.0,
-        match report.plan.source {
-            cordon_types::PlanSource::CordonToml => "cordon.toml",
-            cordon_types::PlanSource::Detected => "detected",
+        match (report.plan.source, report.plan.origin) {
+            (_, cordon_types::PlanOrigin::ConfigFile) => "--config",
+            (_, cordon_types::PlanOrigin::Base) => "the base's cordon.toml",
+            (cordon_types::PlanSource::CordonToml, _) => "cordon.toml",
+            (cordon_types::PlanSource::Detected, _) => "detected",
         },
         if report.plan.targeted {
             ", targeted"

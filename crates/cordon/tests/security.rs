@@ -381,3 +381,81 @@ timeout = "20s"
     assert_eq!(status(2), "pass", "{report:#}");
     drop(host);
 }
+
+/// Item 9. Regression: with `--ref BRANCH`, the branch's own `cordon.toml` decided its checks
+/// (`run = ["true"]`). Now the base's plan judges a ref that changed it, unless the user passes
+/// `--trust-ref-plan`; a ref that adds a plan its base lacks is refused; the report says which
+/// plan ran and why.
+#[test]
+fn a_candidate_ref_does_not_choose_its_own_checks() {
+    let strict = "[[stage]]\nname = \"checks\"\ncategory = \"test\"\nrun = [\"sh\", \"-c\", \"test -e proof\"]\n";
+    let ws = Workspace::new(&[("cordon.toml", strict)]);
+    let repo = ws.repo.path();
+    git(repo, &["checkout", "-qb", "evil"]);
+    ws.repo.write(
+        "cordon.toml",
+        "[[stage]]\nname = \"checks\"\ncategory = \"test\"\nrun = [\"true\"]\n",
+    );
+    git(repo, &["commit", "-qam", "lenient checks"]);
+    git(repo, &["checkout", "-q", "main"]);
+    let verify = |extra: &[&str]| {
+        let out = cordon()
+            .env("CORDON_HOME", ws.home.path())
+            .args(["verify", "--json", "--no-record", "--ref", "evil", "--repo"])
+            .arg(repo)
+            .args(extra)
+            .output()
+            .unwrap();
+        let report: Option<serde_json::Value> = serde_json::from_slice(&out.stdout).ok();
+        (report, out)
+    };
+    let (report, out) = verify(&[]);
+    let report = report.unwrap_or_else(|| panic!("{}", stderr(&out)));
+    assert_eq!(out.status.code(), Some(1), "{report:#}");
+    assert_eq!(report["plan"]["origin"], "base", "{report:#}");
+    assert!(
+        report["plan"]["reasons"][0]
+            .as_str()
+            .unwrap()
+            .contains("--trust-ref-plan"),
+        "{report:#}"
+    );
+    let (report, out) = verify(&["--trust-ref-plan"]);
+    let report = report.unwrap_or_else(|| panic!("{}", stderr(&out)));
+    assert_eq!(out.status.code(), Some(0), "{report:#}");
+    assert_eq!(report["plan"]["origin"], "ref", "{report:#}");
+
+    // A ref that adds a cordon.toml where its base has none is refused.
+    git(repo, &["checkout", "-qb", "bare", "main"]);
+    git(repo, &["rm", "-q", "cordon.toml"]);
+    ws.repo.write("pyproject.toml", "[project]\nname = \"x\"\n");
+    git(repo, &["add", "-A"]);
+    git(repo, &["commit", "-qm", "no plan"]);
+    git(repo, &["checkout", "-qb", "adds", "bare"]);
+    ws.repo.write(
+        "cordon.toml",
+        "[[stage]]\nname = \"t\"\ncategory = \"test\"\nrun = [\"true\"]\n",
+    );
+    git(repo, &["add", "-A"]);
+    git(repo, &["commit", "-qm", "own plan"]);
+    let out = cordon()
+        .env("CORDON_HOME", ws.home.path())
+        .args([
+            "verify",
+            "--no-record",
+            "--ref",
+            "adds",
+            "--base",
+            "bare",
+            "--repo",
+        ])
+        .arg(repo)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--trust-ref-plan"),
+        "{}",
+        stderr(&out)
+    );
+}

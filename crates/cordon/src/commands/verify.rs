@@ -51,6 +51,11 @@ pub struct VerifyArgs {
     /// A cordon.toml to use instead of the repository's.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// Judge the ref by its own cordon.toml even when it differs from the base's. Without
+    /// it, a ref that changes cordon.toml is judged by the base's plan (a candidate must not
+    /// choose its own checks), and one that adds a cordon.toml is refused.
+    #[arg(long)]
+    pub trust_ref_plan: bool,
     /// Run only these stages (comma-separated names).
     #[arg(long, value_name = "A,B", value_delimiter = ',')]
     pub stages: Option<Vec<String>>,
@@ -119,6 +124,7 @@ pub(crate) fn run(args: VerifyArgs) -> Result<ExitCode, CliError> {
         output_limit: args.output_limit,
         project: args.project.clone(),
         run_id: None,
+        trust_ref_plan: args.trust_ref_plan,
     };
     if args.explain {
         let (plan, changed) = cordon_verify::explain(&request).map_err(verify_error)?;
