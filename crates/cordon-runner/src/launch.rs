@@ -174,6 +174,7 @@ impl PreparedRun {
             .warnings()
             .iter()
             .map(ToString::to_string)
+            .chain(self.summary.warnings.iter().cloned())
             .collect()
     }
 

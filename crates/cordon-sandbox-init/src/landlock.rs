@@ -64,7 +64,13 @@ pub fn restrict(plan: &LandlockPlan) -> Setup<Vec<String>> {
         .chain(plan.devices.iter().map(|p| (p, device)));
     for (path, access) in rules {
         let fd = PathFd::new(path).map_err(|e| err(&format!("open {}", path.display()), &e))?;
-        // A file gets only the file rights of `access` (the crate drops the directory ones).
+        // A file gets only the file rights of `access`: offered directory rights, the crate
+        // would drop them and call the whole ruleset partly enforced.
+        let access = if std::fs::metadata(path).is_ok_and(|m| !m.is_dir()) {
+            access & AccessFs::from_file(abi)
+        } else {
+            access
+        };
         created = created
             .add_rule(PathBeneath::new(fd, access))
             .map_err(|e| err("rule", &e))?;

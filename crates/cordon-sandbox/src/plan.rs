@@ -229,6 +229,10 @@ pub fn mount_ops(policy: &SandboxPolicy, toolchains: &[PathBuf]) -> Vec<MountOp>
         ));
     }
     ops.push(bind(&policy.workdir, &policy.workdir, true, true));
+    for git in protected_git_data(policy) {
+        let is_dir = git.is_dir();
+        ops.push(bind(&git, &git, is_dir, false));
+    }
     for cache in &policy.caches {
         ops.push(overlay(cache));
     }
@@ -279,6 +283,31 @@ pub fn mount_ops(policy: &SandboxPolicy, toolchains: &[PathBuf]) -> Vec<MountOp>
             .then(a.layer_rank().cmp(&b.layer_rank()))
     });
     ops
+}
+
+/// The git data (`.git` directories and worktrees' `.git` files) at the top of the writable
+/// trees, which stay read-only: a program that wrote a hook or `core.fsmonitor` there, or
+/// pointed a worktree's `.git` file at a repository it made, would run its code in the user's
+/// next `git status`. A tree's `.git` bound read-write on its own (`--rw DIR/.git`) is left
+/// writable; a `.git` that is a symlink cannot be covered by a mount and is not listed.
+pub fn protected_git_data(policy: &SandboxPolicy) -> Vec<PathBuf> {
+    let writable = policy
+        .binds
+        .iter()
+        .filter(|b| b.access == Access::ReadWrite)
+        .map(|b| b.path.as_path())
+        .chain(std::iter::once(policy.workdir.as_path()));
+    let mut out: Vec<PathBuf> = writable
+        .map(|tree| tree.join(".git"))
+        .filter(|git| {
+            git.symlink_metadata()
+                .is_ok_and(|m| m.is_dir() || m.is_file())
+        })
+        .filter(|git| !policy.binds.iter().any(|b| &b.path == git))
+        .collect();
+    out.sort();
+    out.dedup();
+    out
 }
 
 /// A read-only empty mask needs no room.

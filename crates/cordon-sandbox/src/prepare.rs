@@ -132,8 +132,38 @@ pub(crate) fn prepare_with(
             seccomp: init.seccomp,
             network: policy.network,
             enforcement,
+            read_only_git: plan::protected_git_data(&policy)
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect(),
+            warnings: warnings(&policy),
         },
     })
+}
+
+/// What the policy leaves open that the user should be told about.
+fn warnings(policy: &SandboxPolicy) -> Vec<String> {
+    let mut out = Vec::new();
+    let writable = policy
+        .binds
+        .iter()
+        .filter(|b| b.access == Access::ReadWrite)
+        .map(|b| b.path.as_path())
+        .chain(std::iter::once(policy.workdir.as_path()));
+    if let Some(home) = &policy.host_home {
+        let home = home.canonicalize().unwrap_or_else(|_| home.clone());
+        for tree in writable {
+            if home.starts_with(tree) {
+                out.push(format!(
+                    "{} is writable and holds your home directory: the program can change \
+                     your dotfiles (shell start-up files, git and tool configuration); run in \
+                     a project directory instead",
+                    tree.display()
+                ));
+            }
+        }
+    }
+    out
 }
 
 /// The program's environment: toolchain variables, the private `HOME` and `TMPDIR`, then the

@@ -24,6 +24,15 @@ pub struct SandboxSummary {
     pub network: NetworkMode,
     /// Which mechanism enforced each resource limit.
     pub enforcement: EnforcementSummary,
+    /// Git data under the writable trees that was kept read-only (`.git` directories and
+    /// worktrees' `.git` files), so that the program cannot plant hooks or `core.fsmonitor`
+    /// for the user's next git command.
+    #[serde(default)]
+    pub read_only_git: Vec<String>,
+    /// What the sandbox did not protect in this run and the user should know (for example
+    /// a working directory that is the home directory: its dotfiles are writable).
+    #[serde(default)]
+    pub warnings: Vec<String>,
 }
 
 /// The network a sandboxed program can reach.

@@ -459,3 +459,80 @@ fn a_candidate_ref_does_not_choose_its_own_checks() {
         stderr(&out)
     );
 }
+
+/// Items 6 and 7. Regression: a plain `cordon run` in a repository left `.git` writable (a
+/// program planted a hook or `core.fsmonitor`, and the user's next `git status` ran it), and a
+/// run in a workspace could point the workspace's `.git` file at a repository it made. The
+/// git data at the top of a writable tree is now read-only unless bound with `--rw`; the result
+/// lists it; a working directory that holds the home directory is warned about.
+#[test]
+fn git_data_under_the_working_directory_stays_read_only() {
+    let ws = Workspace::new(&[]);
+    let repo = ws.repo.path();
+    let config_before = std::fs::read(repo.join(".git/config")).unwrap();
+    let attack = "git config core.fsmonitor 'touch /tmp/pwned' 2>/dev/null && echo CONFIG-WRITTEN; \
+                  echo evil > .git/hooks/post-checkout 2>/dev/null && echo HOOK-WRITTEN; \
+                  mv .git .git-moved 2>/dev/null && echo MOVED; \
+                  echo tree > ok.txt && echo TREE-WRITTEN";
+    let run = |dir: &Path, extra: &[&str]| {
+        let out = cordon()
+            .env("CORDON_HOME", ws.home.path())
+            .current_dir(dir)
+            .args(["run", "--no-record", "--json"])
+            .args(extra)
+            .args(["--", "sh", "-c", attack])
+            .output()
+            .unwrap();
+        let result: serde_json::Value =
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stderr(&out)));
+        (
+            result["stdout"]["head"].as_str().unwrap().to_owned(),
+            result,
+        )
+    };
+    let (said, result) = run(repo, &[]);
+    assert_eq!(said, "TREE-WRITTEN\n", "{result:#}");
+    assert_eq!(
+        std::fs::read(repo.join(".git/config")).unwrap(),
+        config_before
+    );
+    assert!(!repo.join(".git/hooks/post-checkout").exists());
+    assert_eq!(
+        result["sandbox"]["read_only_git"][0],
+        repo.canonicalize().unwrap().join(".git").to_str().unwrap(),
+        "{result:#}"
+    );
+    // The user may opt in.
+    let (said, result) = run(repo, &["--rw", ".git"]);
+    assert!(said.contains("HOOK-WRITTEN"), "{result:#}");
+
+    // A workspace's `.git` file cannot be pointed elsewhere.
+    let pointer_before = std::fs::read(ws.tree.join(".git")).unwrap();
+    let out = ws.run(
+        &[],
+        "echo 'gitdir: /tmp/evil' > .git 2>/dev/null && echo POINTER-WRITTEN; rm -f .git 2>/dev/null && echo REMOVED; echo RAN",
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "RAN\n",
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(std::fs::read(ws.tree.join(".git")).unwrap(), pointer_before);
+
+    // A working directory that holds the home directory is warned about.
+    let home = TestDir::new();
+    let out = cordon()
+        .env("CORDON_HOME", ws.home.path())
+        .env("HOME", home.path())
+        .current_dir(home.path())
+        .args(["run", "--no-record", "--", "true"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("holds your home directory"),
+        "{}",
+        stderr(&out)
+    );
+}
