@@ -41,6 +41,7 @@ mod error;
 mod neutralize;
 mod patch;
 mod repo;
+mod sanitize;
 mod worktree;
 
 pub use changes::{ChangeStatus, ChangedFile, RepoPath};
@@ -48,4 +49,5 @@ pub use command::{GitCommand, GitContext, GitOutput, HARDENING_CONFIG, HARDENING
 pub use error::{GitError, GitErrorKind};
 pub use patch::{MAX_PATCH_BYTES, RefusalReason};
 pub use repo::{CommitId, Repo, WorktreeEntry};
+pub use sanitize::{packed_refs_without_stash, sanitized_config, without_userinfo};
 pub use worktree::{Worktree, WorktreeDiff};

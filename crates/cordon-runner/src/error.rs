@@ -52,6 +52,16 @@ pub enum RunErrorKind {
     /// The executor could not supervise the program.
     #[error("cannot supervise the program")]
     Supervise(#[from] cordon_exec::ExecError),
+    /// The credential-free view of a repository's git data could not be made (so the run
+    /// does not happen: the program would see the credentials).
+    #[error("cannot prepare the credential-free git data of {dir}")]
+    GitData {
+        /// The git directory.
+        dir: PathBuf,
+        /// What failed.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
 /// The three ways a run can fail to happen, for callers that map them to exit codes or
@@ -87,7 +97,7 @@ impl RunError {
             | RunErrorKind::MissingSecret(_)
             | RunErrorKind::Redaction(_) => RunErrorClass::Usage,
             RunErrorKind::Sandbox(_) => RunErrorClass::Unenforceable,
-            RunErrorKind::Supervise(_) => RunErrorClass::Infra,
+            RunErrorKind::Supervise(_) | RunErrorKind::GitData { .. } => RunErrorClass::Infra,
         }
     }
 
@@ -101,6 +111,11 @@ impl RunError {
             )),
             RunErrorKind::InsideCordonHome { .. } => Some(
                 "run from the project (or a workspace's own tree: `cordon run --workspace ID`)"
+                    .into(),
+            ),
+            RunErrorKind::GitData { .. } => Some(
+                "check that `git config --file <dir>/config --list` reads it; or run outside \
+                 the repository"
                     .into(),
             ),
             RunErrorKind::NoProgram

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use cordon_exec::{CancelHandle, EnvSpec, OutputSink, ReadyProbe, RunIo, RunSpec, Stream};
 use cordon_redact::Redactor;
-use cordon_sandbox::{Access, Bind, EnvVar, SandboxPolicy};
+use cordon_sandbox::{Access, Bind, EnvVar, Replacement, SandboxPolicy};
 use cordon_types::{HomeError, RunResult, SandboxSummary};
 
 use crate::env::{host_env, program_env};
@@ -54,6 +54,8 @@ pub struct PreparedRun {
     summary: SandboxSummary,
     redactor: Redactor,
     shown_command: Vec<String>,
+    /// The credential-free copies of git data the sandbox shows; removed with the run.
+    _scrubbed: Vec<tempfile::TempPath>,
 }
 
 impl std::fmt::Debug for PreparedRun {
@@ -114,6 +116,7 @@ pub fn prepare(request: &RunRequest) -> Result<PreparedRun, RunError> {
         .iter()
         .map(|a| String::from_utf8_lossy(&redactor.redact_all(a.as_encoded_bytes())).into_owned())
         .collect();
+    let mut scrubbed = Vec::new();
     let (mut spec, summary) = match &request.isolation {
         Isolation::Unsandboxed => {
             let mut spec = RunSpec::new(program, rest);
@@ -134,8 +137,9 @@ pub fn prepare(request: &RunRequest) -> Result<PreparedRun, RunError> {
             if let Some(home) = &home {
                 create_private_dir(home);
             }
-            let policy =
+            let mut policy =
                 sandbox_policy(options, &request.cwd, request.workspace.as_ref(), home, env);
+            scrubbed = scrub_git_data(&mut policy, request.workspace.as_ref())?;
             let prepared = cordon_sandbox::prepare(&policy, program, rest)?;
             let mut spec = RunSpec::new(&prepared.program, &prepared.args);
             spec.env = EnvSpec {
@@ -159,6 +163,7 @@ pub fn prepare(request: &RunRequest) -> Result<PreparedRun, RunError> {
     spec.stdin = request.stdin;
     spec.exclusive_children = request.exclusive_children;
     Ok(PreparedRun {
+        _scrubbed: scrubbed,
         spec,
         summary,
         redactor,
@@ -232,6 +237,72 @@ impl PreparedRun {
     fn redact_bytes(&self, text: &str) -> String {
         String::from_utf8_lossy(&self.redactor.redact_all(text.as_bytes())).into_owned()
     }
+}
+
+/// Shows the sandbox the visible git directories (a workspace's repository, the `.git` of a
+/// writable tree) without what a program must not read there: the configuration without
+/// credentials ([`cordon_git::sanitized_config`]), `packed-refs` without the stash, and no
+/// reflogs, `refs/stash` or per-worktree configuration. Returns the private copies, which must
+/// live until the sandbox has bound them.
+fn scrub_git_data(
+    policy: &mut SandboxPolicy,
+    workspace: Option<&WorkspaceMount>,
+) -> Result<Vec<tempfile::TempPath>, RunError> {
+    let mut dirs: Vec<PathBuf> = cordon_sandbox::protected_git_data(policy)
+        .into_iter()
+        .filter(|p| p.is_dir())
+        .chain(workspace.map(|ws| ws.git_common_dir.clone()))
+        .map(|p| resolved(&p))
+        .collect();
+    dirs.sort();
+    dirs.dedup();
+    let mut copies = Vec::new();
+    for dir in dirs {
+        let fail = |source: Box<dyn std::error::Error + Send + Sync>| {
+            RunError::from(RunErrorKind::GitData {
+                dir: dir.clone(),
+                source,
+            })
+        };
+        let mut replace = |path: PathBuf, content: &[u8]| -> Result<(), RunError> {
+            let mut file = tempfile::Builder::new()
+                .prefix("cordon-git-")
+                .tempfile()
+                .map_err(|e| fail(e.into()))?;
+            std::io::Write::write_all(&mut file, content).map_err(|e| fail(e.into()))?;
+            let with = file.into_temp_path();
+            policy.replacements.push(Replacement {
+                path,
+                with: with.to_path_buf(),
+            });
+            copies.push(with);
+            Ok(())
+        };
+        let config = dir.join("config");
+        if config.is_file() {
+            let clean = cordon_git::sanitized_config(&dir, &config).map_err(|e| fail(e.into()))?;
+            replace(config, &clean)?;
+        }
+        let packed = dir.join("packed-refs");
+        if let Ok(bytes) = std::fs::read(&packed) {
+            let clean = cordon_git::packed_refs_without_stash(&bytes);
+            if clean != bytes {
+                replace(packed, &clean)?;
+            }
+        }
+        policy.hidden.push(dir.join("logs"));
+        policy.hidden.push(dir.join("refs/stash"));
+        policy.hidden.push(dir.join("config.worktree"));
+        for entry in std::fs::read_dir(dir.join("worktrees"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            policy.hidden.push(entry.path().join("logs"));
+            policy.hidden.push(entry.path().join("config.worktree"));
+        }
+    }
+    Ok(copies)
 }
 
 /// The sandbox policy of one run.

@@ -109,9 +109,16 @@ pub fn touch(path: &Path) -> Setup<OwnedFd> {
         Mode::from_raw_mode(0o644),
     );
     match created {
-        // A directory or device already there: opening it for writing may fail; that is fine,
-        // `open` below decides.
-        Ok(_) | Err(rustix::io::Errno::ISDIR | rustix::io::Errno::ACCESS) => {}
+        // Something already there (a directory, a device, a file on a read-only mount):
+        // opening it for writing may fail; that is fine, `open` below decides.
+        Ok(_)
+        | Err(
+            rustix::io::Errno::ISDIR
+            | rustix::io::Errno::ACCESS
+            | rustix::io::Errno::ROFS
+            | rustix::io::Errno::TXTBSY
+            | rustix::io::Errno::PERM,
+        ) => {}
         Err(e) => {
             return Err(format!(
                 "create {} (not through a symlink): {}",

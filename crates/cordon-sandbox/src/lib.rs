@@ -49,9 +49,10 @@ pub use doctor::{
     CgroupReport, Check, DOCTOR_SCHEMA, DoctorReport, DoctorTag, EnforcementPreview, doctor,
 };
 pub use error::{SandboxError, SandboxErrorKind};
-pub use plan::{SANDBOX_HOME, SANDBOX_TMP};
+pub use plan::{SANDBOX_HOME, SANDBOX_TMP, protected_git_data};
 pub use policy::{
-    Access, Bind, CacheLayer, DEFAULT_TMPFS_BYTES, Degradation, EnvVar, Limits, SandboxPolicy,
+    Access, Bind, CacheLayer, DEFAULT_TMPFS_BYTES, Degradation, EnvVar, Limits, Replacement,
+    SandboxPolicy,
 };
 pub use prepare::{PreparedCommand, prepare};
 pub use secrets::{is_secret_path, secret_paths};

@@ -236,6 +236,9 @@ pub fn mount_ops(policy: &SandboxPolicy, toolchains: &[PathBuf]) -> Vec<MountOp>
     for cache in &policy.caches {
         ops.push(overlay(cache));
     }
+    for replacement in &policy.replacements {
+        ops.push(bind(&replacement.with, &replacement.path, false, false));
+    }
 
     // Mask every secret that something visible would expose.
     let visible: Vec<PathBuf> = ops

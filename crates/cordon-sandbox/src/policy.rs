@@ -46,6 +46,21 @@ pub struct SandboxPolicy {
     /// Host caches shown through a private layer (see [`CacheLayer`]).
     #[serde(default)]
     pub caches: Vec<CacheLayer>,
+    /// Visible host files shown with other content (see [`Replacement`]).
+    #[serde(default)]
+    pub replacements: Vec<Replacement>,
+}
+
+/// A visible host file shown, read-only, with the content of another file: a repository's
+/// `config` without its credentials, its `packed-refs` without the stash. The file must lie
+/// under something visible; the replacement is bound over it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Replacement {
+    /// The host file (absolute) whose content is replaced.
+    pub path: PathBuf,
+    /// The file whose content the program sees instead (cordon's own, private).
+    pub with: PathBuf,
 }
 
 /// A host cache (e.g. `~/.cargo/registry`) shown at its own path through a private layer:
@@ -193,6 +208,7 @@ impl SandboxPolicy {
             hidden: Vec::new(),
             writable_within: None,
             caches: Vec::new(),
+            replacements: Vec::new(),
         }
     }
 

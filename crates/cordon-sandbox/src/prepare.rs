@@ -284,6 +284,10 @@ fn canonical(policy: &SandboxPolicy) -> Result<SandboxPolicy, SandboxError> {
             ));
         }
     }
+    for replacement in &mut p.replacements {
+        replacement.path = canon(&replacement.path)?;
+        replacement.with = canon(&replacement.with)?;
+    }
     p.caches.clear();
     for cache in &policy.caches {
         // A cache that does not exist has nothing to show; the program makes its own.

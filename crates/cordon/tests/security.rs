@@ -536,3 +536,61 @@ fn git_data_under_the_working_directory_stays_read_only() {
         stderr(&out)
     );
 }
+
+/// Item 13. Regression: a stage read the repository's credentials and stash
+/// (`http.<url>.extraheader`, a token in a remote URL, `git stash show -p`). The sandbox now
+/// sees a sanitised configuration, no `refs/stash` and no reflogs — in a workspace and in a
+/// plain run in the repository alike — while git itself still works there.
+#[test]
+fn the_sandbox_sees_no_git_credentials_or_stash() {
+    let ws = Workspace::new(&[]);
+    let repo = ws.repo.path();
+    git(
+        repo,
+        &[
+            "remote",
+            "add",
+            "origin",
+            "https://bot:ghp_TOKEN_IN_URL@example.org/r.git",
+        ],
+    );
+    git(
+        repo,
+        &[
+            "config",
+            "http.https://example.org/.extraheader",
+            "AUTHORIZATION: basic SECRET_HEADER",
+        ],
+    );
+    std::fs::write(repo.join("a.txt"), "STASHED_SECRET\n").unwrap();
+    git(repo, &["stash", "-q"]);
+    let probe = "cat \"$(git rev-parse --git-common-dir)/config\"; \
+                 git config --get remote.origin.url; \
+                 git stash list; git stash show -p 2>&1; \
+                 git log --oneline -1 >/dev/null && echo LOG-WORKS; \
+                 ls \"$(git rev-parse --git-common-dir)/logs\" 2>&1 | head -3; \
+                 grep -r STASHED_SECRET \"$(git rev-parse --git-common-dir)/logs\" 2>/dev/null; \
+                 echo END";
+    let plain = cordon()
+        .env("CORDON_HOME", ws.home.path())
+        .current_dir(repo)
+        .args(["run", "--no-record", "--", "sh", "-c", probe])
+        .output()
+        .unwrap();
+    let in_workspace = ws.run(&[], probe);
+    for out in [plain, in_workspace] {
+        let said = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(said.ends_with("END\n"), "{said}\n{}", stderr(&out));
+        assert!(said.contains("LOG-WORKS"), "{said}\n{}", stderr(&out));
+        assert!(
+            said.contains("https://example.org/r.git"),
+            "the remote is still there, without its token: {said}"
+        );
+        for secret in ["TOKEN_IN_URL", "SECRET_HEADER", "STASHED_SECRET", "WIP on"] {
+            assert!(!said.contains(secret), "{secret} leaked: {said}");
+        }
+    }
+    // The host's repository is untouched: its stash and configuration are all there.
+    assert!(git(repo, &["stash", "list"]).contains("WIP on"));
+    assert!(git(repo, &["config", "--get", "remote.origin.url"]).contains("TOKEN_IN_URL"));
+}
