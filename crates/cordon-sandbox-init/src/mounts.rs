@@ -19,9 +19,9 @@ const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
 /// Parts of `/proc` that must stay read-only (host kernel settings).
 const PROC_READ_ONLY: &[&str] = &["sys", "sysrq-trigger", "irq", "bus", "fs"];
 
-/// Makes mounts private, pivots into a fresh tmpfs, executes `ops`, detaches the host root
-/// and makes the new root read-only.
-pub fn build(ops: &[MountOp]) -> Setup<()> {
+/// Makes mounts private, pivots into a fresh tmpfs, executes `ops`, makes the `noexec` mount
+/// points so, detaches the host root and makes the new root read-only.
+pub fn build(ops: &[MountOp], noexec: &[PathBuf]) -> Setup<()> {
     sys::mount(
         None,
         Path::new("/"),
@@ -55,6 +55,12 @@ pub fn build(ops: &[MountOp]) -> Setup<()> {
 
     for op in ops {
         apply(op)?;
+    }
+    for dst in noexec {
+        // The mount whose root `dst` is (opened without following symlinks), alone: mounts
+        // on top of it (an allowed program bound over itself) keep their own attributes.
+        let mount = pinned::open(dst)?;
+        pinned::set_attributes(&mount, ATTR_NOEXEC, false)?;
     }
 
     let old = sys::cstr(OLD_ROOT)?;

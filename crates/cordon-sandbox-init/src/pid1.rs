@@ -68,7 +68,7 @@ fn setup(p: &Prepared, sync_fd: i32) -> Setup<()> {
     // SAFETY: integer argument only.
     let r = unsafe { libc::unshare(libc::CLONE_NEWCGROUP) };
     sys::check(r.into(), || "create the cgroup namespace".into())?;
-    mounts::build(&p.plan.mounts)?;
+    mounts::build(&p.plan.mounts, &p.plan.noexec)?;
     if p.plan.private_network {
         loopback_up()?;
     }

@@ -34,6 +34,10 @@ pub struct InitPlan {
     pub uid: u32,
     /// The gid of the program inside (mapped to the same id outside).
     pub gid: u32,
+    /// Mount points made `noexec` once every mount is in place (`--allow-exec`): neither
+    /// `execve` nor the dynamic loader's `mmap(PROT_EXEC)` can run a file from there.
+    #[serde(default)]
+    pub noexec: Vec<PathBuf>,
 }
 
 /// One mount step, executed after `pivot_root` into a fresh tmpfs; sources are host paths
@@ -279,6 +283,7 @@ mod tests {
             cgroup: None,
             uid: 1000,
             gid: 1000,
+            noexec: vec!["/tmp".into()],
         };
         let text = serde_json::to_string(&plan).unwrap();
         assert!(text.contains(r#""resource":"core""#), "{text}");

@@ -61,6 +61,24 @@ const SYSTEM_DIRS: &[&str] = &[
     "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
 ];
 
+/// Directories of programs, made `noexec` under `--allow-exec` (each its own mount) so that
+/// the dynamic loader cannot map a program from there that the allowlist does not name.
+const PROGRAM_DIRS: &[&str] = &[
+    "/usr/bin",
+    "/usr/sbin",
+    "/usr/local/bin",
+    "/usr/local/sbin",
+    "/usr/libexec",
+    "/usr/games",
+    "/usr/local/games",
+    "/bin",
+    "/sbin",
+];
+
+/// Where shared libraries live: these mounts keep `exec` under `--allow-exec` (the allowed
+/// programs map their libraries from there), and so do toolchain homes.
+const LIBRARY_DIRS: &[&str] = &["/usr", "/lib", "/lib32", "/lib64", "/libx32"];
+
 /// Where the private home directory lives inside.
 pub const SANDBOX_HOME: &str = "/home/cordon";
 /// The private temporary directory inside.
@@ -286,6 +304,69 @@ pub fn mount_ops(policy: &SandboxPolicy, toolchains: &[PathBuf]) -> Vec<MountOp>
             .then(a.layer_rank().cmp(&b.layer_rank()))
     });
     ops
+}
+
+/// Confines execution to the `allowed` files (`--allow-exec`, canonical, with their
+/// interpreters) beyond what Landlock does: Landlock checks `execve`, but the dynamic loader
+/// run as a program (`ld.so /usr/bin/python3`) maps any readable file with
+/// `mmap(PROT_EXEC)`. So every mount but the library directories and the toolchain homes
+/// becomes `noexec` — the writable places (working directory, binds, `/tmp`, home,
+/// `/dev/shm`, caches), the program directories (each bound as its own mount) and the user's
+/// read-only binds — and each allowed file is bound over itself, executable. Adds those binds
+/// to `ops` and returns the mount points to make `noexec`.
+///
+/// What stays: an ELF program kept in a library directory or a toolchain home (for example
+/// `/usr/lib/git-core/git`) can still be started through the loader; Landlock still refuses
+/// its `execve`.
+pub fn confine_exec(
+    ops: &mut Vec<MountOp>,
+    allowed: &[PathBuf],
+    toolchains: &[PathBuf],
+) -> Vec<PathBuf> {
+    let bound_dirs: Vec<PathBuf> = ops
+        .iter()
+        .filter_map(|op| match op {
+            MountOp::Bind { dst, dir: true, .. } => Some(dst.clone()),
+            _ => None,
+        })
+        .collect();
+    let visible = |path: &Path| bound_dirs.iter().any(|d| path.starts_with(d));
+    for dir in PROGRAM_DIRS {
+        let path = Path::new(dir);
+        let real_dir = path.symlink_metadata().is_ok_and(|m| m.is_dir());
+        if real_dir && visible(path) && !bound_dirs.iter().any(|d| d == path) {
+            ops.push(bind(path, path, true, false));
+        }
+    }
+    for file in allowed {
+        if visible(file) && !ops.iter().any(|op| op.dst() == file.as_path()) {
+            ops.push(bind(file, file, false, false));
+        }
+    }
+    let keeps_exec = |dst: &Path| {
+        LIBRARY_DIRS.iter().any(|d| dst == Path::new(d))
+            || (dst.starts_with("/usr/lib") || dst.starts_with("/usr/local/lib"))
+            || toolchains.iter().any(|t| t == dst)
+    };
+    let mut noexec: Vec<PathBuf> = ops
+        .iter()
+        .filter_map(|op| match op {
+            MountOp::Bind { dst, dir: true, .. } if !keeps_exec(dst) => Some(dst.clone()),
+            MountOp::Tmpfs { dst, ro: false, .. } | MountOp::Overlay { dst, .. } => {
+                Some(dst.clone())
+            }
+            MountOp::Dev { .. } => Some(PathBuf::from("/dev/shm")),
+            _ => None,
+        })
+        .collect();
+    noexec.sort();
+    noexec.dedup();
+    ops.sort_by(|a, b| {
+        a.dst()
+            .cmp(b.dst())
+            .then(a.layer_rank().cmp(&b.layer_rank()))
+    });
+    noexec
 }
 
 /// The git data (`.git` directories and worktrees' `.git` files) at the top of the writable

@@ -69,7 +69,19 @@ pub(crate) fn prepare_with(
     } else {
         plan::Toolchains::default()
     };
-    let mounts = plan::mount_ops(&policy, &toolchains.binds);
+    let exec_only = if policy.allow_exec.is_empty() {
+        None
+    } else {
+        Some(
+            plan::exec_allowlist(&policy.allow_exec)
+                .map_err(|source| path_err(&policy.allow_exec[0], source))?,
+        )
+    };
+    let mut mounts = plan::mount_ops(&policy, &toolchains.binds);
+    let noexec = match &exec_only {
+        Some(allowed) => plan::confine_exec(&mut mounts, allowed, &toolchains.binds),
+        None => Vec::new(),
+    };
     if let Some(src) = plan::unpinned(&mounts) {
         return Err(path_err(
             src,
@@ -79,24 +91,8 @@ pub(crate) fn prepare_with(
         ));
     }
     let (cgroup, enforcement, rlimits) = limits_plan(host, &policy)?;
-    let landlock = if host.landlock_abi > 0 {
-        let exec_only = if policy.allow_exec.is_empty() {
-            None
-        } else {
-            Some(
-                plan::exec_allowlist(&policy.allow_exec)
-                    .map_err(|source| path_err(&policy.allow_exec[0], source))?,
-            )
-        };
-        Some(plan::landlock_plan(
-            host.landlock_abi,
-            &policy,
-            &mounts,
-            exec_only,
-        ))
-    } else {
-        None
-    };
+    let landlock = (host.landlock_abi > 0)
+        .then(|| plan::landlock_plan(host.landlock_abi, &policy, &mounts, exec_only.clone()));
     let init = InitPlan {
         mounts,
         workdir: policy.workdir.clone(),
@@ -107,6 +103,7 @@ pub(crate) fn prepare_with(
         cgroup,
         uid: rustix::process::getuid().as_raw(),
         gid: rustix::process::getgid().as_raw(),
+        noexec,
     };
     let mut env = program_env(&policy, &toolchains.env);
     let plan_json = serde_json::to_string(&init).expect("the plan serializes");

@@ -594,3 +594,64 @@ fn the_sandbox_sees_no_git_credentials_or_stash() {
     assert!(git(repo, &["stash", "list"]).contains("WIP on"));
     assert!(git(repo, &["config", "--get", "remote.origin.url"]).contains("TOKEN_IN_URL"));
 }
+
+/// Item 5. Regression: `--allow-exec /bin/sh` ran python3 through the dynamic loader
+/// (`ld.so /usr/bin/python3`: Landlock checks `execve`, not `mmap(PROT_EXEC)`), and could
+/// have run a program the sandbox wrote. Under `--allow-exec` the program directories and
+/// every writable place are now `noexec`; the allowed programs, and the libraries they map,
+/// still run.
+#[test]
+fn the_dynamic_loader_cannot_start_what_allow_exec_does_not_name() {
+    let dir = TestDir::new();
+    let loader = ["/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("a dynamic loader at a known path");
+    let script = format!(
+        "{loader} /usr/bin/python3 -c 'print(\"PYTHON-RAN\")' 2>/dev/null; \
+         {loader} ./copied 2>/dev/null && echo COPY-RAN; \
+         {loader} /bin/true 2>/dev/null && echo TRUE-RAN; \
+         echo END"
+    );
+    // A program in the writable working directory (as a patch could add one).
+    std::fs::copy("/bin/true", dir.path().join("copied")).unwrap();
+    let out = cordon()
+        .current_dir(dir.path())
+        .args([
+            "run",
+            "--no-record",
+            "--allow-exec",
+            "/bin/sh",
+            "--",
+            "sh",
+            "-c",
+        ])
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "END\n",
+        "{}",
+        stderr(&out)
+    );
+    // Allowed programs run, with the shared libraries and extension modules they load.
+    let out = cordon()
+        .current_dir(dir.path())
+        .args([
+            "run",
+            "--no-record",
+            "--allow-exec",
+            "/usr/bin/python3",
+            "--",
+        ])
+        .args(["python3", "-c", "import ctypes, json; print('ALLOWED-RAN')"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "ALLOWED-RAN\n",
+        "{}",
+        stderr(&out)
+    );
+}
