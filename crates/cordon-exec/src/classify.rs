@@ -25,6 +25,8 @@ pub(crate) enum Intervention {
     },
     /// The readiness probe said the program is ready; cordon stopped it.
     Ready,
+    /// A limit guard said a limit was exceeded (it is in `limits_hit`); cordon stopped it.
+    Limit,
 }
 
 /// The classified outcome of a run.
@@ -34,11 +36,12 @@ pub(crate) struct Verdict {
     pub exit_code: u8,
 }
 
-const RESOURCE_LIMITS: [LimitKind; 4] = [
+const RESOURCE_LIMITS: [LimitKind; 5] = [
     LimitKind::Memory,
     LimitKind::Pids,
     LimitKind::Cpu,
     LimitKind::FileSize,
+    LimitKind::Disk,
 ];
 
 pub(crate) fn classify(
@@ -95,13 +98,14 @@ pub(crate) fn classify(
                 exit_code: 0,
             };
         }
-        Intervention::None => {}
+        Intervention::None | Intervention::Limit => {}
     }
     if let Some(limit) = limits_hit.iter().find(|l| RESOURCE_LIMITS.contains(l)) {
         let what = match limit {
             LimitKind::Memory => "the memory limit",
             LimitKind::Pids => "the process-count limit",
             LimitKind::Cpu => "the CPU-time limit",
+            LimitKind::Disk => "the disk limit",
             _ => "the file-size limit",
         };
         let how = match ending {

@@ -1,5 +1,6 @@
 //! Where a run's output goes besides the bounded capture.
 
+use cordon_types::LimitKind;
 pub use cordon_types::Stream;
 
 use crate::cancel::CancelHandle;
@@ -50,6 +51,13 @@ pub trait ReadyProbe {
     fn is_ready(&mut self, root_pid: i32) -> bool;
 }
 
+/// Watches a resource the kernel does not bound for cordon (the disk a working tree uses):
+/// when it says a limit is exceeded, the executor ends the program's tree and reports it.
+pub trait LimitGuard {
+    /// Asked a few times a second while the program runs: the limit exceeded, if any.
+    fn exceeded(&mut self) -> Option<LimitKind>;
+}
+
 /// The optional companions of a run.
 #[derive(Default)]
 pub struct RunIo<'a> {
@@ -61,4 +69,6 @@ pub struct RunIo<'a> {
     pub cancel: Option<&'a CancelHandle>,
     /// Ends the run with a pass once the program is ready (startup smoke tests).
     pub ready: Option<&'a mut dyn ReadyProbe>,
+    /// Ends the run when a watched resource exceeds its limit.
+    pub guard: Option<&'a mut dyn LimitGuard>,
 }

@@ -33,6 +33,7 @@
 mod cancel;
 pub mod capture;
 mod classify;
+mod disk;
 mod error;
 mod io;
 mod output;
@@ -46,8 +47,9 @@ mod supervisor;
 pub mod units;
 
 pub use cancel::CancelHandle;
+pub use disk::{DEFAULT_DISK_LIMIT, DiskGuard, tree_bytes_beyond};
 pub use error::ExecError;
-pub use io::{OutputFilter, OutputSink, ReadyProbe, RunIo, Stream};
+pub use io::{LimitGuard, OutputFilter, OutputSink, ReadyProbe, RunIo, Stream};
 pub use process_tree::{children_of, descendants_of};
 pub use runner::{RunOutcome, run};
 pub use signals::signal_name;

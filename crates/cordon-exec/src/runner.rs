@@ -45,6 +45,8 @@ const PIPE_SIZE: usize = 1024 * 1024;
 const SUPERVISOR_SETTLE: Duration = Duration::from_millis(50);
 /// How often a readiness probe is asked.
 const READY_POLL: Duration = Duration::from_millis(25);
+/// How often a [`crate::LimitGuard`] is asked.
+const GUARD_POLL: Duration = Duration::from_millis(250);
 /// How often a sink that fell behind is asked whether it takes output again.
 const BACKPRESSURE_POLL: Duration = Duration::from_millis(10);
 
@@ -142,6 +144,7 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
     let mut exit: Option<(libc::c_int, libc::rusage, Instant)> = None;
     let mut leak_deadline: Option<Instant> = None;
     let deadline = t0 + spec.timeout;
+    let mut guard_due: Option<Instant> = io.guard.is_some().then(|| t0 + GUARD_POLL);
     let mut buf = vec![0u8; READ_CHUNK];
     let mut scratch = Vec::new();
 
@@ -162,9 +165,23 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
             let ready = intervention == Intervention::None
                 && now < deadline
                 && io.ready.as_deref_mut().is_some_and(|p| p.is_ready(pid));
-            if intervention == Intervention::None && (now >= deadline || cancelled || ready) {
+            let over_limit = if intervention == Intervention::None
+                && now < deadline
+                && guard_due.is_some_and(|due| now >= due)
+            {
+                guard_due = Some(now + GUARD_POLL);
+                io.guard.as_deref_mut().and_then(|g| g.exceeded())
+            } else {
+                None
+            };
+            if intervention == Intervention::None
+                && (now >= deadline || cancelled || ready || over_limit.is_some())
+            {
                 intervention = if ready {
                     Intervention::Ready
+                } else if let Some(limit) = over_limit {
+                    limits_hit.push(limit);
+                    Intervention::Limit
                 } else if cancelled {
                     Intervention::Cancelled {
                         signal: io.cancel.and_then(|c| c.signal()),
@@ -206,6 +223,9 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
             }
             if io.ready.is_some() && intervention == Intervention::None {
                 wake_at = earliest(wake_at, Some(now + READY_POLL));
+            }
+            if intervention == Intervention::None {
+                wake_at = earliest(wake_at, guard_due);
             }
         }
         let timeout = wake_at.map(|t| to_timespec(t.saturating_duration_since(now)));

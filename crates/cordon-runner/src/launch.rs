@@ -56,6 +56,8 @@ pub struct PreparedRun {
     shown_command: Vec<String>,
     /// The credential-free copies of git data the sandbox shows; removed with the run.
     _scrubbed: Vec<tempfile::TempPath>,
+    /// The tree whose disk use is bounded, and the bound.
+    disk: Option<(PathBuf, u64)>,
 }
 
 impl std::fmt::Debug for PreparedRun {
@@ -162,8 +164,13 @@ pub fn prepare(request: &RunRequest) -> Result<PreparedRun, RunError> {
     spec.leak_window = request.bounds.leak_window;
     spec.stdin = request.stdin;
     spec.exclusive_children = request.exclusive_children;
+    let disk_root = request
+        .workspace
+        .as_ref()
+        .map_or_else(|| request.cwd.clone(), |ws| ws.root.clone());
     Ok(PreparedRun {
         _scrubbed: scrubbed,
+        disk: request.bounds.disk.map(|limit| (disk_root, limit)),
         spec,
         summary,
         redactor,
@@ -208,7 +215,12 @@ impl PreparedRun {
         } = hooks;
         let mut filter = cordon_redact::ExecFilter::new(&self.redactor);
         let mut tee = Tee { sink, transcript };
+        let mut disk = self
+            .disk
+            .as_ref()
+            .map(|(root, limit)| cordon_exec::DiskGuard::new(root, *limit));
         let io = RunIo {
+            guard: disk.as_mut().map(|g| g as &mut dyn cordon_exec::LimitGuard),
             sink: Some(&mut tee),
             filter: (!self.redactor.is_empty())
                 .then_some(&mut filter as &mut dyn cordon_exec::OutputFilter),

@@ -124,6 +124,9 @@ pub struct Bounds {
     pub output_limit: usize,
     /// How long a leftover process may hold the output open after the program exited.
     pub leak_window: Duration,
+    /// The most the working tree (the workspace, or the working directory) may hold before
+    /// the program is ended with a `disk` limit hit; `None`: not watched.
+    pub disk: Option<u64>,
 }
 
 impl Default for Bounds {
@@ -133,6 +136,7 @@ impl Default for Bounds {
             grace: cordon_exec::DEFAULT_GRACE,
             output_limit: cordon_exec::DEFAULT_OUTPUT_LIMIT,
             leak_window: cordon_exec::DEFAULT_LEAK_WINDOW,
+            disk: Some(cordon_exec::DEFAULT_DISK_LIMIT),
         }
     }
 }

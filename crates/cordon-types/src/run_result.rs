@@ -85,6 +85,9 @@ pub enum LimitKind {
     Cpu,
     /// The file-size limit ended the program.
     FileSize,
+    /// The working tree (a workspace, or the working directory) grew past the disk limit
+    /// and cordon ended the program.
+    Disk,
 }
 
 /// Bounded capture of one output stream: the first and last bytes, plus exact counts.

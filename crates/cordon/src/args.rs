@@ -69,6 +69,11 @@ pub struct RunArgs {
     /// still holds its stdout/stderr open; then leftovers are killed.
     #[arg(long, value_name = "DUR", default_value = "200ms", value_parser = parse_duration)]
     pub leak_timeout: Duration,
+    /// The most the working tree (the workspace, or the working directory) may hold on disk;
+    /// past it the program's tree is ended and the result says `limits_hit: ["disk"]`.
+    /// Watched a few times a second; `0` turns the watch off.
+    #[arg(long, value_name = "SIZE", default_value = "10GiB", value_parser = parse_size_u64)]
+    pub disk: u64,
     /// Directory to run in (default: the current directory).
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,

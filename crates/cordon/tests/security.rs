@@ -655,3 +655,56 @@ fn the_dynamic_loader_cannot_start_what_allow_exec_does_not_name() {
         stderr(&out)
     );
 }
+
+/// Item 15 (disk). Regression: the working tree had no quota. A tree that grows past `--disk`
+/// now ends the program, reported as a `disk` limit hit (every other test runs within the
+/// default 10 GiB undisturbed).
+#[test]
+fn a_tree_that_grows_past_the_disk_limit_is_stopped() {
+    let dir = TestDir::new();
+    let run = |limit: &str| {
+        let out = cordon()
+            .current_dir(dir.path())
+            .args([
+                "run",
+                "--no-record",
+                "--json",
+                "--timeout",
+                "60s",
+                "--disk",
+                limit,
+            ])
+            .args([
+                "--",
+                "sh",
+                "-c",
+                "head -c 40000000 /dev/zero > big && sync && echo WROTE; \
+                 while :; do sleep 1; done",
+            ])
+            .output()
+            .unwrap();
+        let result: serde_json::Value =
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stderr(&out)));
+        let _ = std::fs::remove_file(dir.path().join("big"));
+        result
+    };
+    let result = run("8MiB");
+    assert_eq!(
+        result["limits_hit"],
+        serde_json::json!(["disk"]),
+        "{result:#}"
+    );
+    assert_eq!(result["failure"]["category"], "resource", "{result:#}");
+    assert!(
+        result["failure"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("disk limit"),
+        "{result:#}"
+    );
+    // "Does not hang": ended long before the timeout.
+    assert!(
+        result["duration_ms"].as_u64().unwrap() < 50_000,
+        "{result:#}"
+    );
+}

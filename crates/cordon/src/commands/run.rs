@@ -63,6 +63,7 @@ pub(crate) fn run(args: RunArgs, argv: &[OsString]) -> Result<ExitCode, CliError
             grace: args.grace,
             output_limit: args.output_limit,
             leak_window: args.leak_timeout,
+            disk: (args.disk > 0).then_some(args.disk),
         },
         stdin: match args.stdin {
             StdinArg::Pipe => StdinMode::Forward,
