@@ -20,6 +20,7 @@ mod run_result;
 mod sandbox;
 mod stream;
 mod tag;
+pub mod text;
 
 pub use child_report::{CHILD_REPORT_FD, ChildReport, ChildRusage};
 pub use home::{HomeError, cordon_home, cordon_home_from};

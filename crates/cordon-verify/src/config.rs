@@ -177,6 +177,16 @@ impl Config {
             if stage.name.trim().is_empty() {
                 return fail(&stage.name, "a stage has an empty `name`".into());
             }
+            if cordon_types::text::has_control(&stage.name) {
+                return fail(
+                    &stage.name,
+                    format!(
+                        "stage name {:?} holds a control character (escape sequences, \
+                         newlines): names are shown on terminals and in reports",
+                        stage.name
+                    ),
+                );
+            }
             if !seen.insert(stage.name.as_str()) {
                 return fail(
                     &stage.name,
@@ -343,5 +353,12 @@ ready = { tcp = 8080 }
         let regex = "[[stage]]\nname = \"s\"\ncategory = \"smoke\"\nrun = [\"x\"]\nready = { stdout = \"(\" }\n";
         assert!(parse(regex).unwrap_err().to_string().contains("regex"));
         assert!(parse("").unwrap_err().to_string().contains("no [[stage]]"));
+        let control = "[[stage]]\nname = \"a\\u001b[2Jb\"\ncategory = \"test\"\nrun = [\"x\"]\n";
+        assert!(
+            parse(control)
+                .unwrap_err()
+                .to_string()
+                .contains("control character")
+        );
     }
 }

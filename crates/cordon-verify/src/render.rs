@@ -159,9 +159,9 @@ pub fn stage_note(stage: &StageResult) -> String {
         .unwrap_or_default()
 }
 
-/// Escapes a table cell.
+/// Untrusted text as inert Markdown (a table cell, a line): no markup, no HTML, no controls.
 fn cell(text: &str) -> String {
-    text.replace('|', "\\|").replace('\n', " ")
+    cordon_types::text::for_markdown(text)
 }
 
 /// A Markdown summary for a pull-request comment.
@@ -176,7 +176,7 @@ pub fn markdown(report: &RunReport) -> String {
     let short = &report.commit[..report.commit.len().min(12)];
     let _ = writeln!(
         out,
-        "`{}` at `{}` ({short}){} · {:.1}s · plan: {}{}\n",
+        "{} at {} ({short}){} · {:.1}s · plan: {}{}\n",
         cell(&report.repo),
         cell(&report.r#ref),
         if report.patch.is_some() {
@@ -222,9 +222,9 @@ pub fn markdown(report: &RunReport) -> String {
             format!("{:?}", f.category).to_lowercase(),
             f.stage
                 .as_deref()
-                .map(|s| format!("stage `{s}`: "))
+                .map(|s| format!("stage {}: ", cell(s)))
                 .unwrap_or_default(),
-            f.reason
+            cell(&f.reason)
         );
     }
     for s in report.stages.iter().filter(|s| {
@@ -236,9 +236,9 @@ pub fn markdown(report: &RunReport) -> String {
         let _ = writeln!(
             out,
             "\n<details><summary>{} output (end)</summary>\n\n```text\n{}\n{}\n```\n\n</details>",
-            cell(&s.name),
-            tail_text(&s.stdout, 4000).replace("```", "ʼʼʼ"),
-            tail_text(&s.stderr, 4000).replace("```", "ʼʼʼ")
+            cordon_types::text::for_html(&s.name),
+            cordon_types::text::for_terminal(&tail_text(&s.stdout, 4000)).replace("```", "ʼʼʼ"),
+            cordon_types::text::for_terminal(&tail_text(&s.stderr, 4000)).replace("```", "ʼʼʼ")
         );
     }
     out

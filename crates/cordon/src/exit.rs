@@ -125,8 +125,10 @@ pub fn lines(error: &CliError) -> Vec<String> {
 /// Prints `error` on stderr and returns its exit code.
 pub fn render(error: &CliError) -> ExitCode {
     let mut stderr = std::io::stderr().lock();
+    // Messages quote what they are about (a stage name, git's own error output): none of it
+    // may drive the terminal.
     for line in lines(error) {
-        let _ = writeln!(stderr, "{line}");
+        let _ = writeln!(stderr, "{}", cordon_types::text::for_terminal(&line));
     }
     ExitCode::from(error.code)
 }

@@ -170,7 +170,7 @@ pub(crate) fn summary_line(result: &RunResult) -> Option<String> {
     if result.status != RunStatus::Pass
         && let Some(failure) = &result.failure
     {
-        parts.push(failure.reason.clone());
+        parts.push(cordon_types::text::for_terminal_line(&failure.reason));
     }
     if result.leaked.processes_killed > 0 {
         parts.push(format!(

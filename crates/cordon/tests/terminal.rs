@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use support::{TestDir, cordon, is_alive, read_pid};
+use support::{TestDir, cordon, git, is_alive, read_pid};
 
 /// A FIFO opened for reading (so writers do not get ENXIO/EPIPE) that nobody reads.
 fn stuck_reader(dir: &Path) -> (std::path::PathBuf, OwnedFd) {
@@ -283,4 +283,89 @@ fn a_background_cordon_is_not_stopped_by_its_terminal() {
     assert_eq!(code, Some(0), "{shown}");
     assert!(shown.contains("finished"), "{shown}");
     assert!(shown.contains("status:0"), "{shown}");
+}
+
+/// Issue 19 items 11 and 12. Regression: a stage's output with `ESC[2J…gate: PASSED` and
+/// stage names with escape sequences reached the terminal raw (verify summary, live view,
+/// `runs show`, `runs logs`), and stage names with backticks, emphasis, links and HTML
+/// rendered as markup in the Markdown report. Now nothing cordon renders carries an escape
+/// sequence of the program's, Markdown is inert, names with controls are refused — and the
+/// recorded bytes stay exact.
+#[test]
+fn program_output_and_names_cannot_drive_the_terminal_or_the_markdown() {
+    let repo = TestDir::new();
+    let home = TestDir::new();
+    let name = "**bold** [x](http://e) <img src=x> `tick`";
+    repo.write(
+        "cordon.toml",
+        &format!(
+            "[[stage]]\nname = \"{name}\"\ncategory = \"test\"\nrun = [\"sh\", \"-c\", \"printf '\\\\033[2J\\\\033[Hgate: PASSED\\\\n' >&2; printf '\\\\033]0;owned\\\\007out\\\\n'; exit 1\"]\n"
+        ),
+    );
+    git(repo.path(), &["init", "-q", "-b", "main"]);
+    git(repo.path(), &["add", "-A"]);
+    git(repo.path(), &["commit", "-qm", "init"]);
+    let markdown = home.path().join("report.md");
+    let mut command = cordon();
+    command
+        .env("CORDON_HOME", home.path())
+        .args(["verify", "--repo"])
+        .arg(repo.path())
+        .arg("--markdown")
+        .arg(&markdown);
+    let (code, shown, _) = in_pty(command, b"");
+    assert_eq!(code, Some(1), "{shown}");
+    assert!(shown.contains("gate: BLOCKED"), "{shown}");
+    for forged in ["\x1b[2J", "\x1b[H", "\x1b]0;"] {
+        assert!(
+            !shown.contains(forged),
+            "{forged:?} reached the terminal: {shown:?}"
+        );
+    }
+    let md = std::fs::read_to_string(&markdown).unwrap();
+    assert!(!md.contains("<img"), "{md}");
+    assert!(!md.contains("**bold**"), "{md}");
+    assert!(!md.contains("](http"), "{md}");
+    assert!(md.contains("\\*\\*bold\\*\\*"), "{md}");
+    assert!(!md.contains('\x1b'), "{md:?}");
+
+    // The recorded bytes are exact; a terminal gets them inert.
+    let list = cordon()
+        .env("CORDON_HOME", home.path())
+        .args(["runs", "list", "--json"])
+        .output()
+        .unwrap();
+    let list: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
+    let id = list["runs"][0]["id"].as_str().unwrap().to_owned();
+    let piped = cordon()
+        .env("CORDON_HOME", home.path())
+        .args(["runs", "logs", &id])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&piped.stdout).contains("\x1b]0;owned\x07out"),
+        "{piped:?}"
+    );
+    for args in [&["runs", "logs", &id][..], &["runs", "show", &id]] {
+        let mut command = cordon();
+        command.env("CORDON_HOME", home.path()).args(args);
+        let (code, shown, _) = in_pty(command, b"");
+        assert_eq!(code, Some(0), "{shown}");
+        assert!(!shown.contains('\x1b'), "{args:?}: {shown:?}");
+    }
+
+    // A stage name with a control character is refused.
+    repo.write(
+        "cordon.toml",
+        "[[stage]]\nname = \"a\\u001b[2Jb\"\ncategory = \"test\"\nrun = [\"true\"]\n",
+    );
+    git(repo.path(), &["commit", "-qam", "escape"]);
+    let out = cordon()
+        .env("CORDON_HOME", home.path())
+        .args(["verify", "--no-record", "--repo"])
+        .arg(repo.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("control character"));
 }

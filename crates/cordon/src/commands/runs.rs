@@ -84,6 +84,12 @@ pub struct LogsArgs {
     /// bytes.
     #[arg(long)]
     pub json: bool,
+    /// Write the recorded bytes exactly, escape sequences included, also to a terminal. (By
+    /// default a terminal gets the output without escape sequences and control characters, so
+    /// that a recorded program cannot clear the screen or forge what you see; a pipe or a
+    /// file always gets the exact bytes.)
+    #[arg(long, conflicts_with = "json")]
+    pub raw: bool,
 }
 
 /// Arguments of `cordon runs export`.
@@ -211,7 +217,7 @@ fn render_table(runs: &[RunSummary]) -> String {
             format_time(run.started_at_ms),
             run.duration_ms
                 .map_or_else(|| "-".to_owned(), format_duration),
-            truncate(&what, 80),
+            truncate(&shown(&what), 80),
         ));
     }
     out
@@ -280,9 +286,12 @@ fn show_run(store: &Store, args: &ShowArgs) -> Result<ExitCode, CliError> {
 fn render_record(record: &RunRecord) -> String {
     let run = &record.run;
     let mut out = format!("run {}  {}\n", run.id, run.status);
-    out.push_str(&format!("command:  {}\n", command_text(&run.command)));
+    out.push_str(&format!(
+        "command:  {}\n",
+        shown(&command_text(&run.command))
+    ));
     if let Some(repo) = &run.repo {
-        out.push_str(&format!("repo:     {repo}\n"));
+        out.push_str(&format!("repo:     {}\n", shown(repo)));
     }
     out.push_str(&format!(
         "started:  {} on {} (pid {})\n",
@@ -297,7 +306,7 @@ fn render_record(record: &RunRecord) -> String {
         out.push_str(&format!(
             "stage {}: {} {}\n",
             stage.index,
-            stage.name,
+            shown(&stage.name),
             stage.status.as_str()
         ));
     }
@@ -322,6 +331,7 @@ fn print_logs(store: &Store, args: &LogsArgs) -> Result<ExitCode, CliError> {
     };
     let mut printer = LogPrinter {
         json: args.json,
+        inert: !args.raw && std::io::IsTerminal::is_terminal(&std::io::stdout()),
         stdout: std::io::stdout().lock(),
         error: None,
     };
@@ -346,6 +356,8 @@ fn print_logs(store: &Store, args: &LogsArgs) -> Result<ExitCode, CliError> {
 /// Writes transcript chunks to stdout: raw bytes, or JSON Lines with `--json`.
 struct LogPrinter {
     json: bool,
+    /// Drop escape sequences and controls (a terminal, without `--raw`).
+    inert: bool,
     stdout: std::io::StdoutLock<'static>,
     error: Option<std::io::Error>,
 }
@@ -357,6 +369,9 @@ impl LogPrinter {
             line.and_then(|line| writeln!(self.stdout, "{line}"))
         } else {
             match chunk.body {
+                ChunkBody::Data(bytes) if self.inert => self.stdout.write_all(
+                    cordon_types::text::for_terminal(&String::from_utf8_lossy(&bytes)).as_bytes(),
+                ),
                 ChunkBody::Data(bytes) => self.stdout.write_all(&bytes),
                 ChunkBody::Lost { bytes } => {
                     let _ = self.stdout.flush();
@@ -401,6 +416,11 @@ fn finish_output(written: std::io::Result<()>) -> Result<ExitCode, CliError> {
         Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
         Err(error) => Err(CliError::from(error).context("cannot write to stdout")),
     }
+}
+
+/// Untrusted text (a recorded command, a stage name, a path) as one inert terminal line.
+fn shown(text: &str) -> String {
+    cordon_types::text::for_terminal_line(text)
 }
 
 #[cfg(test)]

@@ -246,7 +246,7 @@ fn print_explain(plan: &Plan, changed: &[String], json: bool) -> anyhow::Result<
         }
     )?;
     for reason in &plan.reasons {
-        writeln!(out, "  - {reason}")?;
+        writeln!(out, "  - {}", shown(reason))?;
     }
     writeln!(
         out,
@@ -258,7 +258,7 @@ fn print_explain(plan: &Plan, changed: &[String], json: bool) -> anyhow::Result<
         }
     )?;
     for file in changed.iter().take(20) {
-        writeln!(out, "  {file}")?;
+        writeln!(out, "  {}", shown(file))?;
     }
     writeln!(out, "Stages:")?;
     for (i, p) in plan.stages.iter().enumerate() {
@@ -272,19 +272,19 @@ fn print_explain(plan: &Plan, changed: &[String], json: bool) -> anyhow::Result<
             out,
             "  {}. {} [{}{}; {network}] {}",
             i + 1,
-            s.name,
+            shown(&s.name),
             s.category.as_str(),
             if s.required {
                 ", required"
             } else {
                 ", optional"
             },
-            shell_words::join(&s.run)
+            shown(&shell_words::join(&s.run))
         )?;
         if let Some(reason) = p.skip_reason() {
-            writeln!(out, "     skipped: {reason}")?;
+            writeln!(out, "     skipped: {}", shown(&reason))?;
         } else if let Some(t) = &p.targeting {
-            writeln!(out, "     targeting: {t}")?;
+            writeln!(out, "     targeting: {}", shown(t))?;
         }
     }
     Ok(())
@@ -338,13 +338,17 @@ impl VerifyObserver for TerminalView {
                     ProgressStyle::with_template("{spinner} {msg} {elapsed}")
                         .unwrap_or_else(|_| ProgressStyle::default_spinner()),
                 );
-                bar.set_message(format!("{} ({})", stage.name, stage.category.as_str()));
+                bar.set_message(format!(
+                    "{} ({})",
+                    shown(&stage.name),
+                    stage.category.as_str()
+                ));
                 bar.enable_steady_tick(Duration::from_millis(100));
                 if let Some(slot) = self.bars.get_mut(index) {
                     *slot = Some(bar);
                 }
             }
-            None => eprintln!("▶ {} ({}) ...", stage.name, stage.category.as_str()),
+            None => eprintln!("▶ {} ({}) ...", shown(&stage.name), stage.category.as_str()),
         }
     }
 
@@ -352,13 +356,16 @@ impl VerifyObserver for TerminalView {
         let line = format!(
             "{} {} ({:.1}s){}",
             mark(result.status),
-            result.name,
+            shown(&result.name),
             result.duration_ms as f64 / 1000.0,
             result
                 .failure
                 .as_ref()
-                .map(|f| format!(": {}", f.reason))
-                .or_else(|| result.skip_reason.as_ref().map(|r| format!(": {r}")))
+                .map(|f| format!(": {}", shown(&f.reason)))
+                .or_else(|| result
+                    .skip_reason
+                    .as_ref()
+                    .map(|r| format!(": {}", shown(r))))
                 .unwrap_or_default()
         );
         match self.bars.get_mut(index).and_then(Option::take) {
@@ -378,7 +385,7 @@ fn print_summary(report: &RunReport) {
     let width = report
         .stages
         .iter()
-        .map(|s| s.name.len())
+        .map(|s| shown(&s.name).chars().count())
         .max()
         .unwrap_or(5)
         .max(5);
@@ -388,7 +395,7 @@ fn print_summary(report: &RunReport) {
         "stage", "category", "status", "time"
     );
     for s in &report.stages {
-        let note = cordon_verify::render::stage_note(s);
+        let note = shown(&cordon_verify::render::stage_note(s));
         let status = match s.status {
             StageStatus::Pass => "pass",
             StageStatus::Fail => "fail",
@@ -399,7 +406,7 @@ fn print_summary(report: &RunReport) {
         let _ = writeln!(
             err,
             "{:<width$}  {:<9}  {:<8}  {:>6.1}s  {}{note}",
-            s.name,
+            shown(&s.name),
             s.category.as_str(),
             status,
             s.duration_ms as f64 / 1000.0,
@@ -420,21 +427,23 @@ fn print_summary(report: &RunReport) {
         };
         let lines: Vec<&str> = tail.lines().collect();
         let start = lines.len().saturating_sub(15);
-        let _ = writeln!(err, "\n--- {} (last lines of stderr) ---", s.name);
+        let _ = writeln!(err, "\n--- {} (last lines of stderr) ---", shown(&s.name));
         for line in &lines[start..] {
-            let _ = writeln!(err, "{line}");
+            let _ = writeln!(err, "{}", shown(line));
         }
     }
     let verdict = match report.overall {
         Overall::Pass => "gate: PASSED — promotion allowed".to_owned(),
-        Overall::Fail => format!("gate: BLOCKED by {}", report.promotion.blocking.join(", ")),
+        Overall::Fail => format!(
+            "gate: BLOCKED by {}",
+            shown(&report.promotion.blocking.join(", "))
+        ),
         Overall::Error => format!(
             "gate: ERROR — {}",
-            report
-                .failure
-                .as_ref()
-                .map(|f| f.reason.as_str())
-                .unwrap_or("cordon could not complete the verification")
+            report.failure.as_ref().map_or(
+                "cordon could not complete the verification".to_owned(),
+                |f| { shown(&f.reason) }
+            )
         ),
     };
     let _ = writeln!(
@@ -443,4 +452,10 @@ fn print_summary(report: &RunReport) {
         report.duration_ms as f64 / 1000.0,
         report.run_id
     );
+}
+
+/// Untrusted text (stage names, reasons, output lines, file names) as one inert terminal
+/// line: escape sequences and control characters never reach the terminal.
+fn shown(text: &str) -> String {
+    cordon_types::text::for_terminal_line(text)
 }
