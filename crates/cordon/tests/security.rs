@@ -708,3 +708,34 @@ fn a_tree_that_grows_past_the_disk_limit_is_stopped() {
         "{result:#}"
     );
 }
+
+/// Item 8. Regression: `workspace remove` (and `gc`) fell back to `git worktree prune` and
+/// deleted the user's own `.git/worktrees/<name>` entry, whose directory was on an unmounted
+/// disk. cordon now forgets only its own workspaces' entries.
+#[test]
+fn removing_workspaces_never_forgets_the_users_own_worktrees() {
+    let ws = Workspace::new(&[]);
+    let repo = ws.repo.path();
+    let disk = TestDir::new();
+    let own = disk.path().join("own-worktree");
+    git(repo, &["worktree", "add", "-q", own.to_str().unwrap()]);
+    let entry = repo.join(".git/worktrees/own-worktree");
+    assert!(entry.is_dir());
+    // The disk is "unmounted": the worktree's directory is gone for now.
+    let away = disk.path().join("away");
+    std::fs::rename(&own, &away).unwrap();
+    let cli = |args: &[&str]| {
+        let out = cordon()
+            .env("CORDON_HOME", ws.home.path())
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    };
+    cli(&["workspace", "remove", &ws.id]);
+    cli(&["gc"]);
+    assert!(entry.is_dir(), "the user's own worktree entry was deleted");
+    // The disk comes back: git still knows the worktree.
+    std::fs::rename(&away, &own).unwrap();
+    assert!(git(repo, &["worktree", "list"]).contains("own-worktree"));
+}
