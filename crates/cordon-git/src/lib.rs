@@ -35,6 +35,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod bundle;
 mod changes;
 mod command;
 mod error;
@@ -43,6 +44,7 @@ mod patch;
 mod repo;
 mod worktree;
 
+pub use bundle::{BundleHeader, check_branch_name};
 pub use changes::{ChangeStatus, ChangedFile, RepoPath};
 pub use command::{GitCommand, GitContext, GitOutput, HARDENING_CONFIG, HARDENING_ENV};
 pub use error::{GitError, GitErrorKind};

@@ -259,16 +259,24 @@ fn sandbox_policy(
         policy.writable_within = Some(ws.root.clone());
         // The whole workspace is writable; the repository's git data (shared with the live
         // checkout: hooks, config, refs, objects) only readable.
+        let access = if ws.read_only {
+            Access::ReadOnly
+        } else {
+            Access::ReadWrite
+        };
+        policy.workdir_read_only = ws.read_only;
         if resolved(cwd) != resolved(&ws.root) {
             policy.binds.push(Bind {
                 path: ws.root.clone(),
-                access: Access::ReadWrite,
+                access,
             });
         }
-        policy.binds.push(Bind {
-            path: ws.git_common_dir.clone(),
-            access: Access::ReadOnly,
-        });
+        policy
+            .binds
+            .extend(ws.git_common_dir.iter().map(|dir| Bind {
+                path: dir.clone(),
+                access: Access::ReadOnly,
+            }));
     }
     policy
 }

@@ -228,7 +228,12 @@ pub fn mount_ops(policy: &SandboxPolicy, toolchains: &[PathBuf]) -> Vec<MountOp>
             b.access == Access::ReadWrite,
         ));
     }
-    ops.push(bind(&policy.workdir, &policy.workdir, true, true));
+    ops.push(bind(
+        &policy.workdir,
+        &policy.workdir,
+        true,
+        !policy.workdir_read_only,
+    ));
     for cache in &policy.caches {
         ops.push(overlay(cache));
     }

@@ -53,7 +53,8 @@ pub(crate) fn run(args: RunArgs, argv: &[OsString]) -> Result<ExitCode, CliError
         cwd,
         workspace: workspace.as_ref().map(|ws| WorkspaceMount {
             root: ws.path.clone(),
-            git_common_dir: ws.git_common_dir.clone(),
+            git_common_dir: Some(ws.git_common_dir.clone()),
+            read_only: false,
         }),
         isolation,
         env: args.env.clone(),
