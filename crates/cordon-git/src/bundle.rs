@@ -176,9 +176,13 @@ impl Repo {
     /// The full name of a ref that `rev` names (`main` → `refs/heads/main`, `HEAD` → the
     /// checked-out branch), `None` when it names no ref (a commit id, `HEAD` detached).
     pub fn full_ref_name(&self, rev: &str) -> Result<Option<String>, GitError> {
+        // `rev-parse --symbolic-full-name` prints `--end-of-options` itself: refuse options.
+        if rev.starts_with('-') {
+            return Ok(None);
+        }
         let cmd = GitCommand::new(
             &self.git_dir_context(),
-            ["rev-parse", "--symbolic-full-name", "--end-of-options", rev],
+            ["rev-parse", "--symbolic-full-name", rev],
         )
         .read_only();
         let out = cmd.run()?;
@@ -272,6 +276,8 @@ impl Repo {
                 "--no-write-fetch-head",
                 "--no-recurse-submodules",
                 "--no-auto-gc",
+                // A repository cordon just made has its HEAD on the (unborn) branch fetched.
+                "--update-head-ok",
             ],
         )
         .config(&config)

@@ -31,6 +31,9 @@ pub enum Command {
     /// Isolated workspaces: copies of a repository at a ref (git worktrees), never touching
     /// the live checkout.
     Workspace(crate::commands::workspace::WorkspaceArgs),
+    /// Sessions: persistent sandboxes of a repository that agents share, with their own git
+    /// history; commits go in as a verified bundle and come back as a fast-forward.
+    Session(crate::commands::session::SessionArgs),
     /// Reconcile records with reality after crashes: remove transient workspaces whose owner
     /// is gone, orphaned directories and git worktree metadata; safe at any time.
     Gc(crate::commands::workspace::GcArgs),
