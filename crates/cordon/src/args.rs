@@ -168,6 +168,14 @@ pub enum SchemaDocument {
     Gc,
     /// cordon.verify-plan/v1, printed by `cordon verify --explain --json`.
     VerifyPlan,
+    /// cordon.session/v1, printed by `cordon session create|show|remove --json`.
+    Session,
+    /// cordon.session-list/v1, printed by `cordon session list --json`.
+    SessionList,
+    /// cordon.session-push/v1, printed by `cordon session push --json`.
+    SessionPush,
+    /// cordon.session-pull/v1, printed by `cordon session pull --json`.
+    SessionPull,
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
