@@ -350,6 +350,14 @@ impl Repo {
             .map(drop)
     }
 
+    /// Sets ref `name` to `new` whatever it pointed at (for refs that are cordon's own).
+    pub fn set_ref(&self, name: &str, new: &CommitId, message: &str) -> Result<(), GitError> {
+        GitCommand::new(&self.git_dir_context(), ["update-ref", "-m", message])
+            .args(["--end-of-options", name, new.as_str()])
+            .run()
+            .map(drop)
+    }
+
     /// Deletes ref `name` (nothing when it does not exist).
     pub fn delete_ref(&self, name: &str) -> Result<(), GitError> {
         if self.ref_commit(name)?.is_none() {

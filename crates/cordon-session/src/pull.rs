@@ -106,11 +106,19 @@ impl Session {
         std::fs::create_dir(&transfer).map_err(|e| SessionError::io(&transfer, e))?;
         let fetched = self.fetch_session_branch(host, rec, &transfer, request);
         let _ = cordon_workspace::remove_tree(&transfer);
-        let Some(new) = fetched? else {
-            // The session's branch is still at the base: nothing new to bring.
-            return Ok(report);
-        };
         let session_ref = self.id.host_ref();
+        let new = match fetched? {
+            Some(new) => new,
+            // The session's branch is still at the base, which the host has (unless it lost
+            // it: then there is nothing to bring).
+            None => match host.ref_commit(rec.base_commit.as_str())? {
+                Some(base) => {
+                    host.set_ref(&session_ref, &base, &format!("cordon session {}", self.id))?;
+                    base
+                }
+                None => return Ok(report),
+            },
+        };
         report.session_ref = Some(session_ref.clone());
         let Some(old) = old else {
             self.check_submodules(host, &session_ref, Some(&rec.base_commit), &new)?;
