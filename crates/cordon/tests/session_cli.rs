@@ -709,3 +709,40 @@ fn a_shallow_session_pushes_and_pulls() {
     assert_eq!(pulled["commits"], 1);
     assert_eq!(git(f.repo.path(), &["log", "-1", "--format=%s"]), "deep\n");
 }
+
+#[test]
+fn remove_stops_what_runs_deletes_the_tree_and_keeps_the_runs() {
+    if !support::sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let id = f.create(&[]);
+    let tree = f.tree(&id);
+    let (writer, input) = spawn_until_ready(f.command(&[
+        "session",
+        "exec",
+        &id,
+        "--",
+        "sh",
+        "-c",
+        "echo ready && read line",
+    ]));
+    let removed = f.json(&["session", "remove", &id, "--json"]);
+    assert_eq!(removed["state"], "ended");
+    assert_eq!(removed["end_reason"], "removed");
+    let writer = writer.wait_with_output().unwrap();
+    drop(input);
+    assert_eq!(writer.status.code(), Some(143), "{}", stderr(&writer));
+    assert!(!tree.exists());
+    let rec = f.show(&id);
+    let run_id = rec["runs"][0]["run_id"].as_str().unwrap();
+    let shown = f.json(&["runs", "show", run_id, "--json"]);
+    assert_eq!(shown["run"]["status"], "cancelled");
+    let out = f.cordon(&["session", "exec", &id, "--", "true"]);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        stderr(&out).contains("the session has ended"),
+        "{}",
+        stderr(&out)
+    );
+}
