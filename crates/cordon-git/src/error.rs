@@ -79,6 +79,17 @@ pub enum GitErrorKind {
         /// Why the path is refused.
         reason: crate::patch::RefusalReason,
     },
+    /// A file offered as a bundle is not a well-formed one; nothing was read from it.
+    #[error("not a valid bundle: {0}")]
+    BadBundle(String),
+    /// A ref or branch name git would not accept (or that reads as an option).
+    #[error("{name:?} is refused as a branch name: {reason}")]
+    BadRefName {
+        /// The name as given.
+        name: String,
+        /// Why it is refused.
+        reason: String,
+    },
     /// The patch does not apply to the workspace as it is; nothing was changed.
     #[error("the patch does not apply: {}", stderr.trim_end())]
     PatchDoesNotApply {

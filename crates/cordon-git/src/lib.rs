@@ -35,6 +35,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod bundle;
 mod changes;
 mod command;
 mod error;
@@ -44,6 +45,7 @@ mod repo;
 mod sanitize;
 mod worktree;
 
+pub use bundle::{BundleHeader, check_branch_name};
 pub use changes::{ChangeStatus, ChangedFile, RepoPath};
 pub use command::{GitCommand, GitContext, GitOutput, HARDENING_CONFIG, HARDENING_ENV};
 pub use error::{GitError, GitErrorKind};

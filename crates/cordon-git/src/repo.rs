@@ -122,6 +122,13 @@ impl Repo {
         }
     }
 
+    pub(crate) fn from_parts(common_dir: PathBuf, toplevel: Option<PathBuf>) -> Repo {
+        Repo {
+            common_dir,
+            toplevel,
+        }
+    }
+
     /// The common git directory (`.git` of the main checkout, or the bare repository).
     pub fn common_dir(&self) -> &Path {
         &self.common_dir

@@ -263,7 +263,7 @@ fn scrub_git_data(
     let mut dirs: Vec<PathBuf> = cordon_sandbox::protected_git_data(policy)
         .into_iter()
         .filter(|p| p.is_dir())
-        .chain(workspace.map(|ws| ws.git_common_dir.clone()))
+        .chain(workspace.and_then(|ws| ws.git_common_dir.clone()))
         .map(|p| resolved(&p))
         .collect();
     dirs.sort();
@@ -343,16 +343,34 @@ fn sandbox_policy(
         policy.writable_within = Some(ws.root.clone());
         // The whole workspace is writable; the repository's git data (shared with the live
         // checkout: hooks, config, refs, objects) only readable.
+        let access = if ws.read_only {
+            Access::ReadOnly
+        } else {
+            Access::ReadWrite
+        };
+        policy.workdir_read_only = ws.read_only;
         if resolved(cwd) != resolved(&ws.root) {
             policy.binds.push(Bind {
                 path: ws.root.clone(),
+                access,
+            });
+        }
+        policy
+            .binds
+            .extend(ws.git_common_dir.iter().map(|dir| Bind {
+                path: dir.clone(),
+                access: Access::ReadOnly,
+            }));
+        // A workspace whose git data is its own (a session's repository) commits there: its
+        // `.git` stays as writable as the tree (it is not the user's, and cordon's own git
+        // commands on it are hardened).
+        let own_git = ws.root.join(".git");
+        if ws.git_common_dir.is_none() && !ws.read_only && own_git.is_dir() {
+            policy.binds.push(Bind {
+                path: own_git,
                 access: Access::ReadWrite,
             });
         }
-        policy.binds.push(Bind {
-            path: ws.git_common_dir.clone(),
-            access: Access::ReadOnly,
-        });
     }
     policy
 }

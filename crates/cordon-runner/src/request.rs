@@ -63,11 +63,14 @@ impl RunRequest {
 /// A workspace's places: its tree and the git data it shares with the live checkout.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkspaceMount {
-    /// The workspace's tree (writable).
+    /// The workspace's tree (writable unless `read_only`).
     pub root: PathBuf,
     /// The repository's git common directory (read-only inside: hooks, config, refs and
-    /// objects belong to the live checkout).
-    pub git_common_dir: PathBuf,
+    /// objects belong to the live checkout); `None` when the workspace's git data is its
+    /// own, inside its tree (a session's repository).
+    pub git_common_dir: Option<PathBuf>,
+    /// The whole tree read-only, enforced by the kernel (a session's reviewer).
+    pub read_only: bool,
 }
 
 /// The kernel sandbox, or bounds only.

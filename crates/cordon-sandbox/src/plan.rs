@@ -246,7 +246,12 @@ pub fn mount_ops(policy: &SandboxPolicy, toolchains: &[PathBuf]) -> Vec<MountOp>
             b.access == Access::ReadWrite,
         ));
     }
-    ops.push(bind(&policy.workdir, &policy.workdir, true, true));
+    ops.push(bind(
+        &policy.workdir,
+        &policy.workdir,
+        true,
+        !policy.workdir_read_only,
+    ));
     for git in protected_git_data(policy) {
         let is_dir = git.is_dir();
         ops.push(bind(&git, &git, is_dir, false));
@@ -380,7 +385,7 @@ pub fn protected_git_data(policy: &SandboxPolicy) -> Vec<PathBuf> {
         .iter()
         .filter(|b| b.access == Access::ReadWrite)
         .map(|b| b.path.as_path())
-        .chain(std::iter::once(policy.workdir.as_path()));
+        .chain((!policy.workdir_read_only).then_some(policy.workdir.as_path()));
     let mut out: Vec<PathBuf> = writable
         .map(|tree| tree.join(".git"))
         .filter(|git| {

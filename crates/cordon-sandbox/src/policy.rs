@@ -46,6 +46,10 @@ pub struct SandboxPolicy {
     /// Host caches shown through a private layer (see [`CacheLayer`]).
     #[serde(default)]
     pub caches: Vec<CacheLayer>,
+    /// Whether the working directory is bound read-only (a session's reviewer): then the
+    /// program may write only its private `/tmp`, its home and read-write binds.
+    #[serde(default)]
+    pub workdir_read_only: bool,
     /// Visible host files shown with other content (see [`Replacement`]).
     #[serde(default)]
     pub replacements: Vec<Replacement>,
@@ -208,6 +212,7 @@ impl SandboxPolicy {
             hidden: Vec::new(),
             writable_within: None,
             caches: Vec::new(),
+            workdir_read_only: false,
             replacements: Vec::new(),
         }
     }
@@ -224,7 +229,7 @@ impl SandboxPolicy {
         if crate::secrets::is_secret_path(path, self.host_home.as_deref()) {
             return false;
         }
-        path.starts_with(&self.workdir)
+        (path.starts_with(&self.workdir) && !self.workdir_read_only)
             || path.starts_with(crate::SANDBOX_TMP)
             || path.starts_with(crate::SANDBOX_HOME)
             || self

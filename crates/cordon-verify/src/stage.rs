@@ -193,7 +193,8 @@ pub(crate) fn run_stage(
     let mut run = RunRequest::new(&stage.run, &cwd);
     run.workspace = Some(WorkspaceMount {
         root: ws_path,
-        git_common_dir: common_dir.to_owned(),
+        git_common_dir: Some(common_dir.to_owned()),
+        read_only: false,
     });
     run.isolation = Isolation::Sandboxed(stage_sandbox(stage, scratch));
     run.env = stage

@@ -31,6 +31,9 @@ pub enum Command {
     /// Isolated workspaces: copies of a repository at a ref (git worktrees), never touching
     /// the live checkout.
     Workspace(crate::commands::workspace::WorkspaceArgs),
+    /// Sessions: persistent sandboxes of a repository that agents share, with their own git
+    /// history; commits go in as a verified bundle and come back as a fast-forward.
+    Session(crate::commands::session::SessionArgs),
     /// Reconcile records with reality after crashes: remove transient workspaces whose owner
     /// is gone, orphaned directories and git worktree metadata; safe at any time.
     Gc(crate::commands::workspace::GcArgs),
@@ -170,6 +173,14 @@ pub enum SchemaDocument {
     Gc,
     /// cordon.verify-plan/v1, printed by `cordon verify --explain --json`.
     VerifyPlan,
+    /// cordon.session/v1, printed by `cordon session create|show|remove --json`.
+    Session,
+    /// cordon.session-list/v1, printed by `cordon session list --json`.
+    SessionList,
+    /// cordon.session-push/v1, printed by `cordon session push --json`.
+    SessionPush,
+    /// cordon.session-pull/v1, printed by `cordon session pull --json`.
+    SessionPull,
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {

@@ -16,6 +16,8 @@ pub struct GcSummary {
     pub schema: GcSummaryTag,
     /// Workspaces removed, kept and failed.
     pub workspaces: cordon_workspace::GcReport,
+    /// Sessions ended (idle, owner gone, abandoned) or deleted, kept and failed.
+    pub sessions: cordon_session::SessionGcReport,
     /// The run history.
     pub runs: GcRuns,
 }

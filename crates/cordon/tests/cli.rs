@@ -23,6 +23,10 @@ fn printed_schemas_are_the_committed_ones() {
         ("gc", "gc.v1.json"),
         ("verify-plan", "verify-plan.v1.json"),
         ("doctor", "doctor.v1.json"),
+        ("session", "session.v1.json"),
+        ("session-list", "session-list.v1.json"),
+        ("session-push", "session-push.v1.json"),
+        ("session-pull", "session-pull.v1.json"),
     ] {
         let out = cordon().args(["schema", document]).output().unwrap();
         assert!(out.status.success());
@@ -45,6 +49,7 @@ fn every_command_explains_itself() {
         "runs",
         "doctor",
         "schema",
+        "session",
     ] {
         let out = cordon().args([command, "--help"]).output().unwrap();
         assert_eq!(out.status.code(), Some(0), "{command}");

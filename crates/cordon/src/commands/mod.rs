@@ -4,6 +4,7 @@ pub(crate) mod doctor;
 mod run;
 pub(crate) mod runs;
 mod schema;
+pub(crate) mod session;
 pub(crate) mod verify;
 pub(crate) mod workspace;
 
@@ -19,6 +20,7 @@ pub(crate) fn dispatch(cli: Cli, argv: &[std::ffi::OsString]) -> Result<ExitCode
         Command::Doctor(args) => doctor::run(&args),
         Command::Verify(args) => verify::run(args),
         Command::Workspace(args) => workspace::run(args),
+        Command::Session(args) => session::run(args),
         Command::Gc(args) => workspace::gc(&args),
         Command::Runs(args) => runs::run(&args),
         Command::Schema(args) => schema::run(&args),

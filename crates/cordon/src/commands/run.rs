@@ -48,13 +48,27 @@ pub(crate) fn run(args: RunArgs, argv: &[OsString]) -> Result<ExitCode, CliError
             Isolation::Unsandboxed
         }
     };
-    let request = RunRequest {
+    let workspace = workspace.as_ref().map(|ws| WorkspaceMount {
+        root: ws.path.clone(),
+        git_common_dir: Some(ws.git_common_dir.clone()),
+        read_only: false,
+    });
+    let request = request_from(&args, cwd, workspace, isolation);
+    let executed = execute(&request, &args, &request.cwd)?;
+    Ok(ExitCode::from(executed.exit_code))
+}
+
+/// The run request of `cordon run`'s options, in `cwd`.
+pub(crate) fn request_from(
+    args: &RunArgs,
+    cwd: std::path::PathBuf,
+    workspace: Option<WorkspaceMount>,
+    isolation: Isolation,
+) -> RunRequest {
+    RunRequest {
         argv: args.command.clone(),
         cwd,
-        workspace: workspace.as_ref().map(|ws| WorkspaceMount {
-            root: ws.path.clone(),
-            git_common_dir: ws.git_common_dir.clone(),
-        }),
+        workspace,
         isolation,
         env: args.env.clone(),
         secrets: args.secrets.clone(),
@@ -72,18 +86,38 @@ pub(crate) fn run(args: RunArgs, argv: &[OsString]) -> Result<ExitCode, CliError
         },
         redact: Default::default(),
         exclusive_children: true,
-    };
-    let prepared = cordon_runner::prepare(&request).map_err(run_error)?;
+    }
+}
+
+/// What [`execute`] ran.
+pub(crate) struct Executed {
+    /// cordon's exit code for the run.
+    pub(crate) exit_code: u8,
+    /// The run's id in the history, when recorded.
+    pub(crate) run_id: Option<String>,
+    /// The command line as shown and recorded (redacted).
+    pub(crate) command: Vec<String>,
+}
+
+/// Runs `request` the way `cordon run` does with `args`' output, recording and stdin
+/// options: recorded under `record_repo`, output passed through or one JSON result.
+pub(crate) fn execute(
+    request: &RunRequest,
+    args: &RunArgs,
+    record_repo: &Path,
+) -> Result<Executed, CliError> {
+    let prepared = cordon_runner::prepare(request).map_err(run_error)?;
     for warning in prepared.warnings() {
         eprintln!("cordon: warning: {warning}");
     }
+    let command = prepared.shown_command().to_vec();
     let recorder = if args.no_record {
         None
     } else {
         Some(
             Recorder::begin(
                 cordon_store::RunKind::Run,
-                Some(&request.cwd),
+                Some(record_repo),
                 prepared.shown_command(),
                 args.transcript_limit,
             )
@@ -93,6 +127,7 @@ pub(crate) fn run(args: RunArgs, argv: &[OsString]) -> Result<ExitCode, CliError
             })?,
         )
     };
+    let run_id = recorder.as_ref().map(|r| r.id().to_owned());
     let cancel = signals::cancel_on_signals()?;
     let mut passthrough = Passthrough::new();
     let hooks = Hooks {
@@ -139,7 +174,11 @@ pub(crate) fn run(args: RunArgs, argv: &[OsString]) -> Result<ExitCode, CliError
             let _ = writeln!(std::io::stderr().lock(), "{line}");
         }
     }
-    Ok(ExitCode::from(ran.exit_code))
+    Ok(Executed {
+        exit_code: ran.exit_code,
+        run_id,
+        command,
+    })
 }
 
 /// The modes of the terminal on cordon's standard input, to restore.

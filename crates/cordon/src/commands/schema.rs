@@ -32,6 +32,10 @@ pub(crate) fn run(args: &SchemaArgs) -> Result<ExitCode, crate::exit::CliError> 
         }
         SchemaDocument::Gc => cordon_types::schema_json::<crate::documents::GcSummary>(),
         SchemaDocument::VerifyPlan => cordon_types::schema_json::<cordon_verify::PlanDocument>(),
+        SchemaDocument::Session => cordon_types::schema_json::<cordon_session::SessionRecord>(),
+        SchemaDocument::SessionList => cordon_types::schema_json::<cordon_session::SessionList>(),
+        SchemaDocument::SessionPush => cordon_types::schema_json::<cordon_session::PushReport>(),
+        SchemaDocument::SessionPull => cordon_types::schema_json::<cordon_session::PullReport>(),
     };
     std::io::stdout().lock().write_all(text.as_bytes())?;
     Ok(ExitCode::SUCCESS)

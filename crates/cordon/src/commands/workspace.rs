@@ -308,6 +308,9 @@ pub(crate) fn gc(args: &GcArgs) -> Result<ExitCode, CliError> {
     let report = workspaces
         .gc(args.older_than)
         .map_err(|e| fail(e).context("cannot collect workspaces"))?;
+    let sessions = cordon_session::Sessions::from_env()
+        .and_then(|s| s.gc(args.older_than))
+        .map_err(|e| CliError::new(CORDON_FAILED, e).context("cannot collect sessions"))?;
     let store = cordon_store::Store::open_default().context("cannot open the run history")?;
     let interrupted = store
         .mark_interrupted()
@@ -322,6 +325,7 @@ pub(crate) fn gc(args: &GcArgs) -> Result<ExitCode, CliError> {
         print_json(&GcSummary {
             schema: GcSummaryTag,
             workspaces: report.clone(),
+            sessions: sessions.clone(),
             runs: GcRuns {
                 marked_interrupted: interrupted,
                 deleted: deleted_runs,
@@ -344,6 +348,18 @@ pub(crate) fn gc(args: &GcArgs) -> Result<ExitCode, CliError> {
                 failure.message
             );
         }
+        for ended in &sessions.ended {
+            eprintln!("ended session {} ({:?})", ended.id, ended.reason);
+        }
+        for deleted in &sessions.deleted {
+            eprintln!("deleted session record {deleted}");
+        }
+        for failure in &sessions.failures {
+            eprintln!(
+                "could not collect session {}: {}",
+                failure.id, failure.message
+            );
+        }
         eprintln!(
             "gc: {} removed, {} kept, {} failed",
             report.removed.len(),
@@ -351,9 +367,11 @@ pub(crate) fn gc(args: &GcArgs) -> Result<ExitCode, CliError> {
             report.failures.len()
         );
     }
-    Ok(if report.failures.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(FAILED)
-    })
+    Ok(
+        if report.failures.is_empty() && sessions.failures.is_empty() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(FAILED)
+        },
+    )
 }

@@ -1,0 +1,232 @@
+//! [`SessionError`]: what went wrong, with which session, and what class of failure it is.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::id::SessionId;
+
+/// A session operation failed.
+#[derive(Debug, thiserror::Error)]
+#[error("{}{kind}", context(id.as_ref(), path.as_ref()))]
+pub struct SessionError {
+    /// The session concerned, when known.
+    pub id: Option<SessionId>,
+    /// The file or directory concerned, when known.
+    pub path: Option<PathBuf>,
+    /// What went wrong.
+    #[source]
+    pub kind: SessionErrorKind,
+}
+
+fn context(id: Option<&SessionId>, path: Option<&PathBuf>) -> String {
+    let mut parts = Vec::new();
+    if let Some(id) = id {
+        parts.push(format!("session {id}"));
+    }
+    if let Some(path) = path {
+        parts.push(path.display().to_string());
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!("{}: ", parts.join(", "))
+    }
+}
+
+/// The class of a failure, which decides the CLI's exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionErrorClass {
+    /// The operation was refused for a reason the user can act on (diverged history, a
+    /// writer already in the session, a hostile bundle): nothing was changed.
+    Refused,
+    /// Bad usage: an unknown or malformed id, a bad branch name, an ended session.
+    Usage,
+    /// A bounded wait ran out.
+    Timeout,
+    /// cordon could not do its job (I/O, git, the sandbox).
+    Infra,
+}
+
+/// How a session operation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SessionErrorKind {
+    /// `CORDON_HOME` cannot be determined.
+    #[error(transparent)]
+    HomeUnknown(cordon_types::HomeError),
+    /// The text is not a session id.
+    #[error("{0:?} is not a session id")]
+    InvalidId(String),
+    /// No session has this id.
+    #[error("no such session")]
+    NotFound,
+    /// The session has ended (removed, idle, or its owner gone); only its record is left.
+    #[error("the session has ended")]
+    Ended,
+    /// The session is still being created (or its creator died while creating it).
+    #[error("the session is being created")]
+    NotReady,
+    /// Another writer runs in the session.
+    #[error("another writer runs in the session (pid {pid})")]
+    WriterBusy {
+        /// The process holding the writer lock, as recorded.
+        pid: u32,
+    },
+    /// A bounded wait for the session's writer ran out.
+    #[error("a writer still runs in the session after waiting {waited:?}")]
+    WaitTimedOut {
+        /// How long cordon waited.
+        waited: Duration,
+    },
+    /// The revision to push does not name a branch.
+    #[error("{0:?} does not name a branch (a session starts from a branch, or HEAD on one)")]
+    NotABranch(String),
+    /// The session's branch and the host branch both have commits the other lacks.
+    #[error(
+        "not a fast-forward: {branch} has {host_only} commit(s) the session lacks, the session has {session_only} new commit(s); they are kept in {session_ref}"
+    )]
+    Diverged {
+        /// The host branch.
+        branch: String,
+        /// Commits only the host branch has.
+        host_only: u64,
+        /// Commits only the session has.
+        session_only: u64,
+        /// The host ref that holds the session's commits.
+        session_ref: String,
+    },
+    /// The branch is checked out in a linked worktree (cordon fast-forwards only the main
+    /// checkout's, or a branch checked out nowhere).
+    #[error("{branch} is checked out in the worktree {} ; cordon does not change it", worktree.display())]
+    CheckedOutElsewhere {
+        /// The branch.
+        branch: String,
+        /// Where it is checked out.
+        worktree: PathBuf,
+    },
+    /// The checked-out branch cannot be fast-forwarded: local changes would be overwritten.
+    #[error("the fast-forward of the checked-out {branch} was refused by git: {message}")]
+    DirtyCheckout {
+        /// The branch.
+        branch: String,
+        /// What git said.
+        message: String,
+    },
+    /// A bundle that crossed the boundary was refused.
+    #[error("bundle refused: {0}")]
+    BundleRefused(String),
+    /// The change adds or changes a submodule URL that points at a local path.
+    #[error(".gitmodules points a submodule at the local path {0:?}")]
+    LocalSubmodule(String),
+    /// A git operation failed.
+    #[error(transparent)]
+    Git(Box<cordon_git::GitError>),
+    /// A program run in the session could not be supervised.
+    #[error(transparent)]
+    Run(Box<cordon_runner::RunError>),
+    /// A git step cordon ran in the session's sandbox failed.
+    #[error("{step} failed in the session's sandbox: {detail}")]
+    SandboxedGit {
+        /// Which step.
+        step: &'static str,
+        /// Its (redacted) standard error or failure reason.
+        detail: String,
+    },
+    /// The state file cannot be read or written as JSON.
+    #[error("bad state file")]
+    State(#[source] serde_json::Error),
+    /// A file operation failed.
+    #[error(transparent)]
+    Io(std::io::Error),
+}
+
+impl SessionError {
+    pub(crate) fn new(kind: SessionErrorKind) -> Self {
+        SessionError {
+            id: None,
+            path: None,
+            kind,
+        }
+    }
+
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        SessionError::new(SessionErrorKind::Io(source)).with_path(path)
+    }
+
+    pub(crate) fn with_id(mut self, id: &SessionId) -> Self {
+        self.id.get_or_insert_with(|| id.clone());
+        self
+    }
+
+    pub(crate) fn with_path(mut self, path: impl Into<PathBuf>) -> Self {
+        self.path.get_or_insert_with(|| path.into());
+        self
+    }
+
+    /// What kind of failure this is (the CLI maps it to an exit code).
+    pub fn class(&self) -> SessionErrorClass {
+        use SessionErrorKind as K;
+        match &self.kind {
+            K::InvalidId(_) | K::NotFound | K::Ended | K::NotReady | K::NotABranch(_) => {
+                SessionErrorClass::Usage
+            }
+            K::Git(e) if matches!(e.kind, cordon_git::GitErrorKind::BadRefName { .. }) => {
+                SessionErrorClass::Usage
+            }
+            K::WriterBusy { .. }
+            | K::Diverged { .. }
+            | K::CheckedOutElsewhere { .. }
+            | K::DirtyCheckout { .. }
+            | K::BundleRefused(_)
+            | K::LocalSubmodule(_) => SessionErrorClass::Refused,
+            K::WaitTimedOut { .. } => SessionErrorClass::Timeout,
+            K::Run(e) if e.class() == cordon_runner::RunErrorClass::Usage => {
+                SessionErrorClass::Usage
+            }
+            K::HomeUnknown(_)
+            | K::Git(_)
+            | K::Run(_)
+            | K::SandboxedGit { .. }
+            | K::State(_)
+            | K::Io(_) => SessionErrorClass::Infra,
+        }
+    }
+
+    /// What the user can do about it, when there is something to say.
+    pub fn hint(&self) -> Option<String> {
+        use SessionErrorKind as K;
+        match &self.kind {
+            K::InvalidId(_) => Some("session ids are 8 characters of a-z and 2-7".to_owned()),
+            K::NotFound => Some("`cordon session list` shows the sessions there are".to_owned()),
+            K::WriterBusy { .. } => Some(
+                "wait for it with --wait DUR, or run a reviewer with --read-only (readers never wait)"
+                    .to_owned(),
+            ),
+            K::Diverged {
+                branch,
+                session_ref,
+                ..
+            } => Some(format!(
+                "merge by hand: git merge {session_ref} (on {branch}), or rebase the session's work"
+            )),
+            K::DirtyCheckout { .. } => {
+                Some("commit or stash your changes, then pull again".to_owned())
+            }
+            K::NotABranch(_) => Some("pass --ref BRANCH".to_owned()),
+            K::Run(e) => e.hint(),
+            _ => None,
+        }
+    }
+}
+
+impl From<cordon_git::GitError> for SessionError {
+    fn from(e: cordon_git::GitError) -> Self {
+        SessionError::new(SessionErrorKind::Git(Box::new(e)))
+    }
+}
+
+impl From<cordon_runner::RunError> for SessionError {
+    fn from(e: cordon_runner::RunError) -> Self {
+        SessionError::new(SessionErrorKind::Run(Box::new(e)))
+    }
+}

@@ -1,0 +1,71 @@
+//! Sessions: persistent sandboxes of a repository that agents share.
+//!
+//! A session is an isolated copy of a repository with its own writable git history. It
+//! lives across many sandboxed commands, survives the crash of whoever drives it, and hands
+//! its commits back only as a verified fast-forward.
+//!
+//! - [`Sessions`] is the set of sessions under `CORDON_HOME`: [`create`](Sessions::create)
+//!   (the host branch as a checked bundle, shallow with a depth), [`list`](Sessions::list),
+//!   [`open`](Sessions::open), [`gc`](Sessions::gc).
+//! - [`Session`] is one of them: [`push`](Session::push) new host commits in,
+//!   [`exec`](Session::exec) a program (or [`begin_exec`](Session::begin_exec) for callers
+//!   that run it themselves through `cordon_runner`) writable or [`Access::ReadOnly`],
+//!   [`pull`](Session::pull) its branch back as a fast-forward, [`remove`](Session::remove).
+//! - [`SessionRecord`] (`cordon.session/v1`) is its state file,
+//!   `$CORDON_HOME/sessions/<id>/state.json`: written atomically (temp file, fsync, rename)
+//!   under a lock, so `kill -9` at any moment leaves the old state or the new one. One
+//!   writer at a time holds the session's writer lock (a `flock` the kernel releases when the
+//!   holder dies); readers never wait.
+//!
+//! The session's repository belongs to whatever runs in it (config, hooks, refs, even symlinks
+//! in `.git`), so cordon never runs git on it from the host once a program has run: imports
+//! and the bundle of the session's branch run in the session's sandbox, and the bundle that
+//! comes out is checked on the host ([`check_bundle_file`], [`import_into_host`]) before
+//! anything of it reaches the host repository.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use cordon_runner::{Hooks, RunRequest};
+//! use cordon_session::{Access, CreateRequest, PullRequest, Sessions};
+//!
+//! # fn main() -> Result<(), cordon_session::SessionError> {
+//! let sessions = Sessions::from_env()?;
+//! let record = sessions.create(&CreateRequest::new("/path/to/project"))?;
+//! let session = sessions.open(&record.id)?;
+//! let agent = RunRequest::new(["sh", "-c", "echo hi > x && git add x && git commit -qm x"], "");
+//! session.exec(agent, Access::Write, Duration::ZERO, Hooks::default())?;
+//! let report = session.pull(&PullRequest::default())?;
+//! println!("{:?}: {} new commit(s)", report.outcome, report.commits);
+//! # Ok(())
+//! # }
+//! ```
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+mod error;
+mod exec;
+mod gc;
+mod id;
+mod layout;
+mod lock;
+mod pull;
+mod push;
+mod record;
+mod reports;
+mod sandboxed;
+mod sessions;
+
+pub use error::{SessionError, SessionErrorClass, SessionErrorKind};
+pub use exec::{Access, ExecLease};
+pub use id::SessionId;
+pub use pull::{DEFAULT_PULL_WAIT, PullRequest, import_into_host};
+pub use push::PushRequest;
+pub use record::{
+    DEFAULT_IDLE_TIMEOUT_S, EndReason, ReviewPhase, ReviewState, SessionRecord, SessionRecordTag,
+    SessionRun, SessionStatus, WriterActivity, WriterInfo,
+};
+pub use reports::{
+    PullOutcome, PullReport, PullReportTag, PushReport, PushReportTag, SessionGcEntry,
+    SessionGcFailure, SessionGcReport, SessionList, SessionListTag,
+};
+pub use sessions::{CreateRequest, DEFAULT_MAX_BUNDLE_BYTES, Session, Sessions, check_bundle_file};

@@ -1,0 +1,306 @@
+//! `pull`: the session's branch back into the host repository, as a fast-forward only.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use cordon_git::{CommitId, Repo};
+use cordon_workspace::ProcessIdentity;
+
+use crate::error::{SessionError, SessionErrorKind};
+use crate::record::{self, SessionRecord, WriterActivity, WriterInfo};
+use crate::reports::{PullOutcome, PullReport, PullReportTag};
+use crate::sandboxed::{EXPORT_SCRIPT, SandboxedGit};
+use crate::sessions::{DEFAULT_MAX_BUNDLE_BYTES, Session, check_bundle_file, refused};
+
+/// The default bound of a pull's wait for the session's writer: 10 minutes.
+pub const DEFAULT_PULL_WAIT: Duration = Duration::from_secs(600);
+
+/// What to pull, and where to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PullRequest {
+    /// The host repository (default: the session's).
+    pub repo: Option<PathBuf>,
+    /// The host branch to fast-forward (default: the branch the session started from).
+    pub into: Option<String>,
+    /// How long to wait for a writer in the session to finish.
+    pub wait: Duration,
+    /// The largest bundle accepted.
+    pub max_bundle_bytes: u64,
+}
+
+impl Default for PullRequest {
+    fn default() -> Self {
+        PullRequest {
+            repo: None,
+            into: None,
+            wait: DEFAULT_PULL_WAIT,
+            max_bundle_bytes: DEFAULT_MAX_BUNDLE_BYTES,
+        }
+    }
+}
+
+impl Session {
+    /// Waits (at most `wait`) until no writer runs, then bundles the session's branch in the
+    /// session's sandbox (cordon runs git there; no file the agent wrote is taken), checks
+    /// the bundle (one ref, the session's branch; size; `git bundle verify` against the host,
+    /// prerequisites present), fetches it into `refs/cordon/sessions/<id>` with every object
+    /// checked, and fast-forwards the host branch: `git merge --ff-only` when it is checked
+    /// out in the main checkout, a compare-and-swap of the ref otherwise. A branch that moved
+    /// on ([`SessionErrorKind::Diverged`]) or a refusal leaves the host branch, index and
+    /// work tree as they were.
+    pub fn pull(&self, request: &PullRequest) -> Result<PullReport, SessionError> {
+        let rec = self.active_record()?;
+        self.check_home_masked()?;
+        let host = Repo::open(request.repo.as_deref().unwrap_or(&rec.repo))?;
+        let into = request
+            .into
+            .clone()
+            .unwrap_or_else(|| rec.host_branch.clone());
+        cordon_git::check_branch_name(&into)?;
+        let _writer = self.writer_lock(request.wait, WriterActivity::Pull)?;
+        let me = ProcessIdentity::current();
+        self.update(|r| {
+            r.writer = Some(WriterInfo {
+                pid: me.pid,
+                start_time: me.start_time,
+                activity: WriterActivity::Pull,
+                since: record::now_text(),
+            })
+        })?;
+        let result = self.pull_locked(&host, &into, &rec, request);
+        self.update(|r| {
+            r.writer = None;
+            r.last_activity = record::now_text();
+            if let Ok(report) = &result
+                && report.outcome == PullOutcome::Merged
+                && let Some(to) = &report.to
+                && r.base_commit == rec.base_commit
+            {
+                r.base_commit = to.clone();
+            }
+        })?;
+        result.map_err(|e| e.with_id(&self.id))
+    }
+
+    fn pull_locked(
+        &self,
+        host: &Repo,
+        into: &str,
+        rec: &SessionRecord,
+        request: &PullRequest,
+    ) -> Result<PullReport, SessionError> {
+        let into_ref = format!("refs/heads/{into}");
+        let old = host.ref_commit(&into_ref)?;
+        let mut report = PullReport {
+            schema: PullReportTag,
+            id: self.id.clone(),
+            outcome: PullOutcome::UpToDate,
+            into: into.to_owned(),
+            from: old.clone(),
+            to: old.clone(),
+            commits: 0,
+            session_ref: None,
+            checked_out: false,
+        };
+        let transfer = self.sessions.layout.transfer(&self.id, "pull");
+        std::fs::create_dir(&transfer).map_err(|e| SessionError::io(&transfer, e))?;
+        let fetched = self.fetch_session_branch(host, rec, &transfer, request);
+        let _ = cordon_workspace::remove_tree(&transfer);
+        let session_ref = self.id.host_ref();
+        let new = match fetched? {
+            Some(new) => new,
+            // The session's branch is still at the base, which the host has (unless it lost
+            // it: then there is nothing to bring).
+            None => match host.ref_commit(rec.base_commit.as_str())? {
+                Some(base) => {
+                    host.set_ref(&session_ref, &base, &format!("cordon session {}", self.id))?;
+                    base
+                }
+                None => return Ok(report),
+            },
+        };
+        report.session_ref = Some(session_ref.clone());
+        let Some(old) = old else {
+            self.check_submodules(host, &session_ref, Some(&rec.base_commit), &new)?;
+            host.update_ref(
+                &into_ref,
+                &new,
+                None,
+                &format!("cordon session {} pull", self.id),
+            )?;
+            report.outcome = PullOutcome::Merged;
+            report.commits = host.commit_count(&new)?;
+            report.to = Some(new);
+            return Ok(report);
+        };
+        if old == new || host.is_ancestor(&new, &old)? {
+            return Ok(report);
+        }
+        if !host.is_ancestor(&old, &new)? {
+            let (host_only, session_only) = host.ahead_behind(&old, &new)?;
+            return Err(SessionError::new(SessionErrorKind::Diverged {
+                branch: into.to_owned(),
+                host_only,
+                session_only,
+                session_ref,
+            }));
+        }
+        self.check_submodules(host, &session_ref, Some(&old), &new)?;
+        let (_, commits) = host.ahead_behind(&old, &new)?;
+        let checked_out = host
+            .list_worktrees()?
+            .into_iter()
+            .enumerate()
+            .find(|(_, w)| w.branch.as_deref() == Some(into_ref.as_str()));
+        match checked_out {
+            Some((0, main)) if !main.bare => {
+                host.merge_ff_only(&main.path, &new).map_err(|e| {
+                    let message = match &e.kind {
+                        cordon_git::GitErrorKind::Failed { stderr, .. } => stderr.trim().to_owned(),
+                        _ => e.to_string(),
+                    };
+                    SessionError::new(SessionErrorKind::DirtyCheckout {
+                        branch: into.to_owned(),
+                        message,
+                    })
+                })?;
+                report.checked_out = true;
+            }
+            Some((_, other)) if !other.bare => {
+                return Err(SessionError::new(SessionErrorKind::CheckedOutElsewhere {
+                    branch: into.to_owned(),
+                    worktree: other.path,
+                }));
+            }
+            _ => host.update_ref(
+                &into_ref,
+                &new,
+                Some(&old),
+                &format!("cordon session {} pull", self.id),
+            )?,
+        }
+        report.outcome = PullOutcome::Merged;
+        report.commits = commits;
+        report.to = Some(new);
+        Ok(report)
+    }
+
+    /// Bundles the session's branch in its sandbox and fetches it into the host's
+    /// `refs/cordon/sessions/<id>`; `None` when the branch is still at the base.
+    fn fetch_session_branch(
+        &self,
+        host: &Repo,
+        rec: &SessionRecord,
+        transfer: &std::path::Path,
+        request: &PullRequest,
+    ) -> Result<Option<CommitId>, SessionError> {
+        let bundle = transfer.join("session.bundle");
+        let git_dir = rec.path.join(".git");
+        let out = SandboxedGit {
+            step: "bundling the session's branch",
+            root: transfer,
+            read_only: false,
+            read_only_binds: vec![rec.path.clone()],
+            script: EXPORT_SCRIPT,
+            args: vec![
+                git_dir.to_string_lossy().into_owned(),
+                rec.branch.clone(),
+                rec.base_commit.to_string(),
+                bundle.to_string_lossy().into_owned(),
+            ],
+        }
+        .run()?;
+        let line = out.trim();
+        if line == "same" {
+            return Ok(None);
+        }
+        let tip = CommitId::parse(line).ok_or_else(|| {
+            SessionError::new(SessionErrorKind::SandboxedGit {
+                step: "bundling the session's branch",
+                detail: format!("unexpected output {line:?}"),
+            })
+        })?;
+        let branch_ref = format!("refs/heads/{}", rec.branch);
+        check_bundle_file(&bundle, &branch_ref, Some(&tip), request.max_bundle_bytes)?;
+        import_into_host(host, &bundle, &branch_ref, &self.id.host_ref())?;
+        Ok(Some(tip))
+    }
+
+    /// Refuses a change of `.gitmodules` that points a submodule at a local path; the
+    /// session's ref is deleted again (nothing of the session stays on the host).
+    fn check_submodules(
+        &self,
+        host: &Repo,
+        session_ref: &str,
+        old: Option<&CommitId>,
+        new: &CommitId,
+    ) -> Result<(), SessionError> {
+        let changed = match old {
+            Some(old) => host.path_changed(old, new, ".gitmodules")?,
+            None => true,
+        };
+        if !changed {
+            return Ok(());
+        }
+        for url in host.submodule_urls(new)? {
+            if is_local_url(&url) {
+                let _ = host.delete_ref(session_ref);
+                return Err(SessionError::new(SessionErrorKind::LocalSubmodule(url)));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Verifies a bundle against the host repository (a bundle, every prerequisite present) and
+/// fetches its `src_ref` into `dst_ref` (forced: `dst_ref` is cordon's own), with every object
+/// checked. Any refusal leaves the host's branches untouched.
+pub fn import_into_host(
+    host: &Repo,
+    bundle: &std::path::Path,
+    src_ref: &str,
+    dst_ref: &str,
+) -> Result<(), SessionError> {
+    host.verify_bundle(bundle)
+        .map_err(|e| refused(format!("git bundle verify: {}", git_message(&e))))?;
+    host.fetch_bundle(bundle, &format!("+{src_ref}:{dst_ref}"))
+        .map_err(|e| refused(format!("importing its objects: {}", git_message(&e))))
+}
+
+fn git_message(e: &cordon_git::GitError) -> String {
+    match &e.kind {
+        cordon_git::GitErrorKind::Failed { stderr, .. } => stderr.trim().to_owned(),
+        _ => e.to_string(),
+    }
+}
+
+/// Whether a submodule URL points at this machine's files.
+fn is_local_url(url: &str) -> bool {
+    let url = url.trim();
+    url.starts_with('/')
+        || url.starts_with("./")
+        || url.starts_with("../")
+        || url.starts_with('~')
+        || url.to_ascii_lowercase().starts_with("file:")
+        || url == "."
+        || url == ".."
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn local_submodule_urls_are_recognised() {
+        for local in ["/etc", "./x", "../y", "~/z", "file:///a", "FILE://a", ".."] {
+            assert!(is_local_url(local), "{local}");
+        }
+        for remote in [
+            "https://example.com/x.git",
+            "git@example.com:x.git",
+            "ssh://h/x",
+        ] {
+            assert!(!is_local_url(remote), "{remote}");
+        }
+    }
+}

@@ -1,0 +1,254 @@
+//! `cordon.session/v1`: the state of one session, written atomically under a lock.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use cordon_workspace::ProcessIdentity;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{SessionError, SessionErrorKind};
+use crate::id::SessionId;
+
+cordon_types::schema_tag!(
+    /// The `schema` tag of a session's state: always `"cordon.session/v1"`.
+    SessionRecordTag,
+    "cordon.session/v1"
+);
+
+/// The default idle timeout of a session: 24 hours.
+pub const DEFAULT_IDLE_TIMEOUT_S: u64 = 24 * 60 * 60;
+
+/// The most recent runs a record keeps (older ones stay in the run history).
+const MAX_RUNS_KEPT: usize = 200;
+
+/// Where a session is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionStatus {
+    /// Being created by its creator; collected by gc if the creator is gone.
+    Creating,
+    /// Its tree exists; programs run in it.
+    Active,
+    /// Its tree is gone; the record stays (with its runs) until `gc --older-than`.
+    Ended,
+}
+
+/// Why a session ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EndReason {
+    /// `cordon session remove`.
+    Removed,
+    /// Nothing happened in it for longer than its idle timeout (`cordon gc`).
+    Idle,
+    /// A transient session whose owner process is gone.
+    OwnerGone,
+    /// Its creator died while creating it.
+    CreationAbandoned,
+}
+
+/// What a writer does in the session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WriterActivity {
+    /// A program runs writable (`session exec` without `--read-only`).
+    Exec,
+    /// Commits from the host are imported (`session push --session`).
+    Push,
+    /// cordon bundles the session's branch (`session pull`).
+    Pull,
+}
+
+/// The holder of a session's writer lock, as recorded when it took it. The lock itself is a
+/// `flock` the kernel releases when the holder dies; this says who it was (a dead holder is
+/// recognised by its pid and start time).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct WriterInfo {
+    /// The process that took the lock.
+    pub pid: u32,
+    /// Its start time (`/proc/<pid>/stat` field 22), against pid reuse.
+    pub start_time: Option<u64>,
+    /// What it does.
+    pub activity: WriterActivity,
+    /// Since when (RFC 3339, UTC).
+    pub since: String,
+}
+
+impl WriterInfo {
+    /// Whether the recorded holder still runs.
+    pub fn alive(&self) -> bool {
+        ProcessIdentity {
+            pid: self.pid,
+            start_time: self.start_time,
+        }
+        .liveness()
+            != cordon_workspace::Liveness::Gone
+    }
+}
+
+/// One program run in the session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SessionRun {
+    /// The run's id in the run history (`cordon runs show`), when recorded.
+    pub run_id: Option<String>,
+    /// Whether it ran as a reviewer (the tree read-only).
+    pub read_only: bool,
+    /// The command line, redacted.
+    pub command: Vec<String>,
+    /// When it started (RFC 3339, UTC).
+    pub started_at: String,
+    /// The cordon process that ran it.
+    pub pid: u32,
+    /// That process's start time, against pid reuse.
+    pub pid_start_time: Option<u64>,
+    /// Its exit code, once it ended (`None`: it is running, or its cordon died).
+    pub exit_code: Option<u8>,
+}
+
+/// What the review watcher keeps between rounds (issue 12). Sessions without a watcher
+/// keep the defaults.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ReviewState {
+    /// The watcher's phase (`idle` when none ever ran).
+    pub phase: ReviewPhase,
+    /// Review items waiting for the fixer, by id.
+    pub pending: Vec<String>,
+    /// Review items the fixer handled, by id.
+    pub handled: Vec<String>,
+    /// The current polling interval, in milliseconds, when the watcher backs off.
+    pub backoff_ms: Option<u64>,
+}
+
+/// Where the review watcher is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ReviewPhase {
+    /// No watcher is working on the session.
+    #[default]
+    Idle,
+    /// Polling the source for items.
+    Polling,
+    /// Running a round (reviewers, then the fixer).
+    Round,
+}
+
+/// The state of one session (`$CORDON_HOME/sessions/<id>/state.json`), printed by
+/// `cordon session create|show --json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SessionRecord {
+    /// Always `cordon.session/v1`.
+    pub schema: SessionRecordTag,
+    /// The session's id.
+    pub id: SessionId,
+    /// The host repository (the top of its checkout, or its git directory when bare).
+    pub repo: PathBuf,
+    /// The host repository's common git directory.
+    pub git_common_dir: PathBuf,
+    /// The session's branch, in the session's own repository.
+    pub branch: String,
+    /// The host branch the session started from (what `pull` fast-forwards by default).
+    pub host_branch: String,
+    /// The commit the session and the host last agreed on: where it was pushed from, or what
+    /// was last pulled.
+    pub base_commit: cordon_git::CommitId,
+    /// The session's tree (its own repository, with its `.git`).
+    pub path: PathBuf,
+    /// Where the session is in its life.
+    pub state: SessionStatus,
+    /// Whether the session ends with the process that created it.
+    pub transient: bool,
+    /// Whether the session's history is shallow (`--depth`).
+    pub shallow: bool,
+    /// When it was created (RFC 3339, UTC).
+    pub created_at: String,
+    /// When something last happened in it (RFC 3339, UTC): create, push, exec, pull.
+    pub last_activity: String,
+    /// Idle this long, `cordon gc` ends it.
+    pub idle_timeout_s: u64,
+    /// Review rounds run so far (issue 12's watcher).
+    pub rounds: u32,
+    /// The process that created the session (a transient session's owner).
+    pub owner_pid: u32,
+    /// That process's start time, against pid reuse.
+    pub owner_start_time: Option<u64>,
+    /// The writer lock's holder as last recorded (`None`: no writer recorded).
+    pub writer: Option<WriterInfo>,
+    /// The most recent programs run in the session, oldest first.
+    pub runs: Vec<SessionRun>,
+    /// When it ended.
+    pub ended_at: Option<String>,
+    /// Why it ended.
+    pub end_reason: Option<EndReason>,
+    /// The review watcher's state.
+    pub review: ReviewState,
+}
+
+impl SessionRecord {
+    /// The process that created the session.
+    pub fn owner(&self) -> ProcessIdentity {
+        ProcessIdentity {
+            pid: self.owner_pid,
+            start_time: self.owner_start_time,
+        }
+    }
+
+    /// How long the session has been idle, at `now`.
+    pub fn idle_for(&self, now: SystemTime) -> std::time::Duration {
+        humantime::parse_rfc3339(&self.last_activity)
+            .ok()
+            .and_then(|t| now.duration_since(t).ok())
+            .unwrap_or_default()
+    }
+
+    pub(crate) fn push_run(&mut self, run: SessionRun) {
+        self.runs.push(run);
+        let excess = self.runs.len().saturating_sub(MAX_RUNS_KEPT);
+        self.runs.drain(..excess);
+    }
+}
+
+/// Now, as the records write it (RFC 3339, UTC, milliseconds).
+pub(crate) fn now_text() -> String {
+    humantime::format_rfc3339_millis(SystemTime::now()).to_string()
+}
+
+/// Reads a record; `Ok(None)` when there is none.
+pub(crate) fn read(path: &Path) -> Result<Option<SessionRecord>, SessionError> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(SessionError::io(path, e)),
+    };
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|e| SessionError::new(SessionErrorKind::State(e)).with_path(path))
+}
+
+/// Writes a record atomically and durably: a temporary file in the same directory, synced,
+/// renamed over the record, the directory synced. Readers see the old record or the new one,
+/// never a mix, whenever the writer dies.
+pub(crate) fn write(path: &Path, record: &SessionRecord) -> Result<(), SessionError> {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!(".state.json.tmp-{}-{n}", std::process::id()));
+    let mut text = serde_json::to_vec_pretty(record)
+        .map_err(|e| SessionError::new(SessionErrorKind::State(e)).with_path(path))?;
+    text.push(b'\n');
+    let result = (|| {
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
+        file.write_all(&text)?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        std::fs::File::open(dir)?.sync_all()
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result.map_err(|e| SessionError::io(path, e))
+}

@@ -1,0 +1,407 @@
+//! [`Sessions`] and [`Session`]: create, find, list and end sessions.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use cordon_git::{BundleHeader, Repo};
+use cordon_workspace::ProcessIdentity;
+
+use crate::error::{SessionError, SessionErrorKind};
+use crate::id::SessionId;
+use crate::layout::Layout;
+use crate::lock::FileLock;
+use crate::record::{
+    self, DEFAULT_IDLE_TIMEOUT_S, EndReason, ReviewState, SessionRecord, SessionRecordTag,
+    SessionStatus,
+};
+
+/// The default largest bundle that crosses the boundary: 1 GiB.
+pub const DEFAULT_MAX_BUNDLE_BYTES: u64 = 1 << 30;
+
+/// The sessions kept under one `CORDON_HOME`.
+///
+/// Cheap to clone; safe to use from many processes at once (each session has a state lock
+/// and a writer lock). Programs run in a session are sandboxed with cordon's home masked, so
+/// the home must be this process's `CORDON_HOME` ([`Sessions::from_env`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sessions {
+    pub(crate) layout: Layout,
+}
+
+/// One session, by id: what every operation on an existing session goes through.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Session {
+    pub(crate) sessions: Sessions,
+    pub(crate) id: SessionId,
+}
+
+/// What to create.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreateRequest {
+    /// The host repository (any directory of its checkout).
+    pub repo: PathBuf,
+    /// The branch to start from (`HEAD`: the checked-out branch).
+    pub rev: String,
+    /// The session's branch name (default: the host branch's name).
+    pub branch: Option<String>,
+    /// Only this many commits of history (a shallow session).
+    pub depth: Option<u32>,
+    /// Whether the session ends with its owner process.
+    pub transient: bool,
+    /// Idle this long, `gc` ends the session.
+    pub idle_timeout: Duration,
+    /// The owner (default: this process). The CLI names its parent, as for workspaces.
+    pub owner: Option<ProcessIdentity>,
+    /// The largest bundle accepted.
+    pub max_bundle_bytes: u64,
+}
+
+impl CreateRequest {
+    /// A persistent session of `repo` at its checked-out branch, with the defaults.
+    pub fn new(repo: impl Into<PathBuf>) -> CreateRequest {
+        CreateRequest {
+            repo: repo.into(),
+            rev: "HEAD".to_owned(),
+            branch: None,
+            depth: None,
+            transient: false,
+            idle_timeout: Duration::from_secs(DEFAULT_IDLE_TIMEOUT_S),
+            owner: None,
+            max_bundle_bytes: DEFAULT_MAX_BUNDLE_BYTES,
+        }
+    }
+}
+
+impl Sessions {
+    /// The sessions under `home` (created on first use).
+    pub fn new(home: impl Into<PathBuf>) -> Sessions {
+        Sessions {
+            layout: Layout::new(home.into()),
+        }
+    }
+
+    /// The sessions under the `CORDON_HOME` of this process's environment.
+    pub fn from_env() -> Result<Sessions, SessionError> {
+        cordon_types::cordon_home()
+            .map(Sessions::new)
+            .map_err(|e| SessionError::new(SessionErrorKind::HomeUnknown(e)))
+    }
+
+    /// The `CORDON_HOME` directory.
+    pub fn home(&self) -> &Path {
+        self.layout.home()
+    }
+
+    /// A session by id; fails when there is none.
+    pub fn open(&self, id: &SessionId) -> Result<Session, SessionError> {
+        let session = Session {
+            sessions: self.clone(),
+            id: id.clone(),
+        };
+        session.record()?;
+        Ok(session)
+    }
+
+    /// A session by its id as text (validated first).
+    pub fn open_str(&self, id: &str) -> Result<Session, SessionError> {
+        self.open(&id.parse()?)
+    }
+
+    /// Every session with a readable record, oldest first.
+    pub fn list(&self) -> Result<Vec<SessionRecord>, SessionError> {
+        let mut records: Vec<SessionRecord> = self
+            .ids()?
+            .iter()
+            .filter_map(|id| record::read(&self.layout.state(id)).ok().flatten())
+            .collect();
+        records.sort_by(|a, b| (&a.created_at, &a.id).cmp(&(&b.created_at, &b.id)));
+        Ok(records)
+    }
+
+    /// The ids of every session directory.
+    pub(crate) fn ids(&self) -> Result<Vec<SessionId>, SessionError> {
+        let dir = self.layout.sessions();
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(SessionError::io(&dir, e)),
+        };
+        Ok(entries
+            .flatten()
+            .filter_map(|e| e.file_name().into_string().ok()?.parse().ok())
+            .collect())
+    }
+
+    /// Creates a session: bundles the branch of the host repository (`git bundle create`,
+    /// shallow with `depth`), checks the bundle, and imports it into a new repository of the
+    /// session's own. The record is written first (state `creating`, this process as
+    /// creator), so a crash leaves something gc collects; on failure everything is removed.
+    pub fn create(&self, request: &CreateRequest) -> Result<SessionRecord, SessionError> {
+        let host = Repo::open(&request.repo)?;
+        let full = match host.full_ref_name(&request.rev)? {
+            Some(full) if full.starts_with("refs/heads/") => full,
+            _ => {
+                return Err(SessionError::new(SessionErrorKind::NotABranch(
+                    request.rev.clone(),
+                )));
+            }
+        };
+        let host_branch = full["refs/heads/".len()..].to_owned();
+        let branch = request
+            .branch
+            .clone()
+            .unwrap_or_else(|| host_branch.clone());
+        cordon_git::check_branch_name(&branch)?;
+        let commit = host.resolve_commit(&full)?;
+        let sessions_dir = self.layout.sessions();
+        std::fs::create_dir_all(&sessions_dir).map_err(|e| SessionError::io(&sessions_dir, e))?;
+        let id = self.claim_id()?;
+        let owner = request.owner.unwrap_or_else(ProcessIdentity::current);
+        let now = record::now_text();
+        let mut rec = SessionRecord {
+            schema: SessionRecordTag,
+            id: id.clone(),
+            repo: host.toplevel().unwrap_or(host.common_dir()).to_owned(),
+            git_common_dir: host.common_dir().to_owned(),
+            branch: branch.clone(),
+            host_branch,
+            base_commit: commit.clone(),
+            path: self.layout.tree(&id),
+            state: SessionStatus::Creating,
+            transient: request.transient,
+            shallow: request.depth.is_some(),
+            created_at: now.clone(),
+            last_activity: now,
+            idle_timeout_s: request.idle_timeout.as_secs().max(1),
+            rounds: 0,
+            owner_pid: owner.pid,
+            owner_start_time: owner.start_time,
+            writer: None,
+            runs: Vec::new(),
+            ended_at: None,
+            end_reason: None,
+            review: ReviewState::default(),
+        };
+        let result = (|| {
+            record::write(&self.layout.state(&id), &rec)?;
+            let transfer = self.layout.transfer(&id, "create");
+            let imported = self.import_new(&host, &full, &commit, request, &rec, &transfer);
+            let _ = cordon_workspace::remove_tree(&transfer);
+            imported?;
+            let _lock = FileLock::acquire(&self.layout.state_lock(&id))?;
+            rec.state = SessionStatus::Active;
+            rec.last_activity = record::now_text();
+            record::write(&self.layout.state(&id), &rec)
+        })();
+        match result {
+            Ok(()) => Ok(rec),
+            Err(e) => {
+                let _ = cordon_workspace::remove_tree(&self.layout.dir(&id));
+                Err(e.with_id(&id))
+            }
+        }
+    }
+
+    /// Picks a fresh random id by creating its directory (`mkdir` is atomic: a collision
+    /// with a live or ended session picks again).
+    fn claim_id(&self) -> Result<SessionId, SessionError> {
+        loop {
+            let id = SessionId::random()?;
+            let dir = self.layout.dir(&id);
+            match std::fs::create_dir(&dir) {
+                Ok(()) => return Ok(id),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(SessionError::io(&dir, e)),
+            }
+        }
+    }
+
+    /// Bundles `full` of the host (through a shallow clone when `depth` is set), checks the
+    /// bundle, and imports it into a new repository at the session's tree. The new
+    /// repository is cordon's own until the first program runs, so this runs on the host.
+    fn import_new(
+        &self,
+        host: &Repo,
+        full: &str,
+        commit: &cordon_git::CommitId,
+        request: &CreateRequest,
+        rec: &SessionRecord,
+        transfer: &Path,
+    ) -> Result<(), SessionError> {
+        std::fs::create_dir(transfer).map_err(|e| SessionError::io(transfer, e))?;
+        let bundle = transfer.join("push.bundle");
+        let shallow = match request.depth {
+            Some(depth) => {
+                let staging = transfer.join("staging.git");
+                let staged = host.shallow_clone(&staging, full, depth.max(1))?;
+                staged.create_bundle(&bundle, &[full.to_owned()])?;
+                std::fs::read(staging.join("shallow")).ok()
+            }
+            None => {
+                host.create_bundle(&bundle, &[full.to_owned()])?;
+                None
+            }
+        };
+        check_bundle_file(&bundle, full, Some(commit), request.max_bundle_bytes)?;
+        let session = Repo::init(&rec.path, &rec.branch)?;
+        if let Some(shallow) = shallow {
+            let path = rec.path.join(".git/shallow");
+            std::fs::write(&path, shallow).map_err(|e| SessionError::io(&path, e))?;
+        }
+        session
+            .verify_bundle(&bundle)
+            .map_err(|e| refused(format!("git bundle verify: {e}")))?;
+        session
+            .fetch_bundle(&bundle, &format!("{full}:refs/heads/{}", rec.branch))
+            .map_err(|e| refused(format!("its objects: {e}")))?;
+        session.checkout_head()?;
+        Ok(())
+    }
+}
+
+pub(crate) fn refused(why: impl Into<String>) -> SessionError {
+    SessionError::new(SessionErrorKind::BundleRefused(why.into()))
+}
+
+/// Checks a bundle file before git imports anything from it: a regular file (never a
+/// symlink) of at most `max_bytes`, a well-formed header naming exactly one ref, `expected_ref`
+/// (at `expected_tip` when given) — no tags, no other branch, nothing outside `refs/heads/`.
+pub fn check_bundle_file(
+    path: &Path,
+    expected_ref: &str,
+    expected_tip: Option<&cordon_git::CommitId>,
+    max_bytes: u64,
+) -> Result<BundleHeader, SessionError> {
+    let meta = path
+        .symlink_metadata()
+        .map_err(|e| SessionError::io(path, e))?;
+    if !meta.is_file() {
+        return Err(refused("it is not a regular file"));
+    }
+    if meta.len() > max_bytes {
+        return Err(refused(format!(
+            "it is {} bytes, more than the limit of {max_bytes} bytes (--max-bundle)",
+            meta.len()
+        )));
+    }
+    let header = BundleHeader::read(path).map_err(|e| refused(e.to_string()))?;
+    if !expected_ref.starts_with("refs/heads/") {
+        return Err(refused(format!("{expected_ref} is not a branch")));
+    }
+    match header.refs.as_slice() {
+        [(tip, name)] if name == expected_ref => {
+            if let Some(expected) = expected_tip
+                && tip != expected
+            {
+                return Err(refused(format!("{name} is at {tip}, expected {expected}")));
+            }
+        }
+        refs => {
+            let names: Vec<&str> = refs.iter().map(|(_, n)| n.as_str()).collect();
+            return Err(refused(format!(
+                "it must carry exactly the ref {expected_ref}, it carries {names:?}"
+            )));
+        }
+    }
+    Ok(header)
+}
+
+impl Session {
+    /// The session's id.
+    pub fn id(&self) -> &SessionId {
+        &self.id
+    }
+
+    /// The session's current record.
+    pub fn record(&self) -> Result<SessionRecord, SessionError> {
+        record::read(&self.sessions.layout.state(&self.id))
+            .and_then(|r| r.ok_or_else(|| SessionError::new(SessionErrorKind::NotFound)))
+            .map_err(|e| e.with_id(&self.id))
+    }
+
+    /// The record, which must be active.
+    pub(crate) fn active_record(&self) -> Result<SessionRecord, SessionError> {
+        let rec = self.record()?;
+        match rec.state {
+            SessionStatus::Active => Ok(rec),
+            SessionStatus::Ended => {
+                Err(SessionError::new(SessionErrorKind::Ended).with_id(&self.id))
+            }
+            SessionStatus::Creating => {
+                Err(SessionError::new(SessionErrorKind::NotReady).with_id(&self.id))
+            }
+        }
+    }
+
+    /// Changes the record under its lock (read again under the lock, written atomically).
+    pub(crate) fn update(
+        &self,
+        change: impl FnOnce(&mut SessionRecord),
+    ) -> Result<SessionRecord, SessionError> {
+        let layout = &self.sessions.layout;
+        let _lock = FileLock::acquire(&layout.state_lock(&self.id))?;
+        let mut rec = self.record()?;
+        change(&mut rec);
+        record::write(&layout.state(&self.id), &rec).map_err(|e| e.with_id(&self.id))?;
+        Ok(rec)
+    }
+
+    /// Ends the session (`cordon session remove`): asks whatever runs in it to stop (SIGTERM
+    /// to the cordon processes running its programs, which end their sandboxes), waits for
+    /// the writer lock (at most `wait`), deletes its tree and marks it ended. Its record and
+    /// its runs in the history stay.
+    pub fn remove(&self, wait: Duration) -> Result<SessionRecord, SessionError> {
+        let rec = self.record()?;
+        if rec.state == SessionStatus::Ended {
+            return Ok(rec);
+        }
+        crate::exec::stop_runs(&rec);
+        let layout = &self.sessions.layout;
+        let Some(_writer) = FileLock::acquire_within(&layout.writer_lock(&self.id), wait)? else {
+            return Err(
+                SessionError::new(SessionErrorKind::WaitTimedOut { waited: wait })
+                    .with_id(&self.id),
+            );
+        };
+        self.end(EndReason::Removed)
+    }
+
+    /// Deletes the tree and marks the record ended; the caller holds the writer lock.
+    pub(crate) fn end(&self, reason: EndReason) -> Result<SessionRecord, SessionError> {
+        let layout = &self.sessions.layout;
+        let tree = layout.tree(&self.id);
+        cordon_workspace::remove_tree(&tree).map_err(|e| SessionError::io(&tree, e))?;
+        if let Ok(entries) = std::fs::read_dir(layout.dir(&self.id)) {
+            for entry in entries.flatten() {
+                if entry.file_name().to_string_lossy().starts_with("transfer-") {
+                    let _ = cordon_workspace::remove_tree(&entry.path());
+                }
+            }
+        }
+        self.update(|rec| {
+            rec.state = SessionStatus::Ended;
+            rec.ended_at = Some(record::now_text());
+            rec.end_reason = Some(reason);
+            rec.writer = None;
+        })
+    }
+
+    /// Checks that this process's `CORDON_HOME` (masked from every sandboxed program) is the
+    /// sessions' home, so the session's state is never visible to what runs in it.
+    pub(crate) fn check_home_masked(&self) -> Result<(), SessionError> {
+        let env_home = cordon_types::cordon_home()
+            .map_err(|e| SessionError::new(SessionErrorKind::HomeUnknown(e)))?;
+        let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_owned());
+        if canon(&env_home) == canon(self.sessions.home()) {
+            Ok(())
+        } else {
+            Err(SessionError::io(
+                self.sessions.home(),
+                std::io::Error::other(format!(
+                    "programs run in a session need its home to be CORDON_HOME (masked from them), which is {}",
+                    env_home.display()
+                )),
+            ))
+        }
+    }
+}

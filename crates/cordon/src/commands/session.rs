@@ -1,0 +1,538 @@
+//! `cordon session`: persistent sandboxes that agents share (see `cordon-session`).
+//!
+//! Exit codes of `create`, `push`, `pull`, `list`, `show`, `remove`: 0 success (merged or
+//! already up to date for `pull`), 1 refused (diverged, a writer in the session, a hostile
+//! bundle; nothing changed), 2 usage (bad id, bad branch, ended session), 3 infrastructure,
+//! 124 a `--wait` ran out. `exec` exits like `cordon run` (the program's own code; 125 when
+//! cordon could not run it).
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use cordon_runner::Isolation;
+use cordon_session::{
+    Access, CreateRequest, PullRequest, PushReport, PushReportTag, PushRequest, SessionError,
+    SessionErrorClass, SessionList, SessionListTag, SessionRecord, Sessions,
+};
+use cordon_workspace::ProcessIdentity;
+use serde::Serialize;
+
+use crate::args::RunArgs;
+use crate::exit::{CORDON_FAILED, CliError, FAILED, INFRA, USAGE};
+
+/// `--wait` ran out.
+const WAIT_TIMED_OUT: u8 = 124;
+
+/// Arguments of `cordon session`.
+#[derive(Debug, Args)]
+pub struct SessionArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: SessionCommand,
+}
+
+/// Options shared by the commands that create a session.
+#[derive(Debug, Args)]
+pub struct NewSessionArgs {
+    /// The session's branch name (default: the host branch's).
+    #[arg(long = "session-branch", value_name = "NAME")]
+    pub session_branch: Option<String>,
+    /// Only the last N commits of history (a shallow session).
+    #[arg(long, value_name = "N")]
+    pub depth: Option<u32>,
+    /// End the session with the process that created it (your shell, your agent); `cordon
+    /// gc` removes it once that process is gone.
+    #[arg(long)]
+    pub transient: bool,
+    /// Idle this long, `cordon gc` ends the session.
+    #[arg(long, value_name = "DUR", default_value = "24h", value_parser = parse_duration)]
+    pub idle_timeout: Duration,
+}
+
+/// The session subcommands.
+#[derive(Debug, Subcommand)]
+pub enum SessionCommand {
+    /// Create a session: the host branch, bundled and verified, imported into a repository
+    /// of the session's own under $CORDON_HOME/sessions. Prints the id.
+    Create {
+        /// The host repository (any directory of its checkout).
+        #[arg(long, value_name = "DIR", default_value = ".")]
+        repo: PathBuf,
+        /// The branch to start from (HEAD: the checked-out branch).
+        #[arg(long = "ref", value_name = "REF", default_value = "HEAD")]
+        rev: String,
+        /// The session's branch name (default: the host branch's).
+        #[arg(long, value_name = "NAME")]
+        branch: Option<String>,
+        /// Only the last N commits of history (a shallow session).
+        #[arg(long, value_name = "N")]
+        depth: Option<u32>,
+        /// End the session with the process that created it.
+        #[arg(long)]
+        transient: bool,
+        /// Idle this long, `cordon gc` ends the session.
+        #[arg(long, value_name = "DUR", default_value = "24h", value_parser = parse_duration)]
+        idle_timeout: Duration,
+        /// The largest bundle accepted.
+        #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = parse_size)]
+        max_bundle: u64,
+        /// Print the session (cordon.session/v1) as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Push a host branch into a session (a new one unless --session): `git bundle create`,
+    /// verified, imported as a fast-forward. With a program after `--`, run it in the
+    /// session right after (sandboxed, writable).
+    Push {
+        /// The host repository.
+        #[arg(long, value_name = "DIR", default_value = ".")]
+        repo: PathBuf,
+        /// The host branch (default: the checked-out one; for --session, the session's).
+        #[arg(long, value_name = "BRANCH")]
+        branch: Option<String>,
+        /// An existing session to push into.
+        #[arg(long, value_name = "ID")]
+        session: Option<String>,
+        /// How long to wait for a writer in the session (default: refuse at once).
+        #[arg(long, value_name = "DUR", default_value = "0s", value_parser = parse_duration)]
+        wait: Duration,
+        /// The largest bundle accepted.
+        #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = parse_size)]
+        max_bundle: u64,
+        /// A new session's options.
+        #[command(flatten)]
+        new: NewSessionArgs,
+        /// Print the push report (cordon.session-push/v1) as JSON.
+        #[arg(long)]
+        json: bool,
+        /// The program to run in the session after the import.
+        #[arg(last = true, value_name = "PROGRAM [ARGS]...")]
+        command: Vec<std::ffi::OsString>,
+    },
+    /// Run one program in the session's tree, sandboxed, with the bounds, result and
+    /// recording of `cordon run`. The session's own git repository is writable inside; the
+    /// host repository is never visible. One writer at a time; readers never wait.
+    Exec(Box<ExecArgs>),
+    /// Bring the session's branch back as a fast-forward of a host branch: cordon bundles it
+    /// in the session's sandbox, verifies the bundle against the host, fetches it into
+    /// refs/cordon/sessions/ID and fast-forwards BRANCH. Exit 0 merged or up to date, 1
+    /// refused (diverged: nothing changed), 2 usage, 3 infrastructure, 124 --wait ran out.
+    Pull {
+        /// The session id.
+        id: String,
+        /// The host repository (default: the session's).
+        #[arg(long, value_name = "DIR")]
+        repo: Option<PathBuf>,
+        /// The host branch to fast-forward (default: the one pushed).
+        #[arg(long, value_name = "BRANCH")]
+        into: Option<String>,
+        /// How long to wait for a writer in the session to finish.
+        #[arg(long, value_name = "DUR", default_value = "10m", value_parser = parse_duration)]
+        wait: Duration,
+        /// The largest bundle accepted.
+        #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = parse_size)]
+        max_bundle: u64,
+        /// Print the pull report (cordon.session-pull/v1) as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the sessions (ended ones too, until `cordon gc --older-than`).
+    List {
+        /// Print JSON (cordon.session-list/v1).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one session.
+    Show {
+        /// The session id.
+        id: String,
+        /// Print JSON (cordon.session/v1).
+        #[arg(long)]
+        json: bool,
+    },
+    /// End a session: stop whatever runs in it, delete its tree; its record and its runs in
+    /// the history stay.
+    Remove {
+        /// The session id.
+        id: String,
+        /// How long to wait for what runs in it to stop.
+        #[arg(long, value_name = "DUR", default_value = "30s", value_parser = parse_duration)]
+        wait: Duration,
+        /// Print the ended session as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Arguments of `cordon session exec`.
+#[derive(Debug, Args)]
+pub struct ExecArgs {
+    /// The session id.
+    pub id: String,
+    /// Reviewer mode: the whole tree and its git data read-only, enforced by the kernel.
+    #[arg(long)]
+    pub read_only: bool,
+    /// How long a writer waits for another writer (default: refuse at once).
+    #[arg(long, value_name = "DUR", default_value = "0s", value_parser = parse_duration)]
+    pub wait: Duration,
+    /// The options of `cordon run`.
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    cordon_exec::units::parse_duration(text)
+}
+
+fn parse_size(text: &str) -> Result<u64, String> {
+    cordon_exec::units::parse_size(text)
+}
+
+fn print_json<T: Serialize>(value: &T) -> Result<(), CliError> {
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut out, value)?;
+    writeln!(out)?;
+    Ok(())
+}
+
+/// Maps a session error to its exit code, with its hint.
+fn fail(error: SessionError) -> CliError {
+    let code = match error.class() {
+        SessionErrorClass::Refused => FAILED,
+        SessionErrorClass::Usage => USAGE,
+        SessionErrorClass::Timeout => WAIT_TIMED_OUT,
+        SessionErrorClass::Infra => INFRA,
+    };
+    let hint = error.hint();
+    CliError::new(code, error).maybe_hint(hint)
+}
+
+fn describe(rec: &SessionRecord) -> String {
+    format!(
+        "{}  {:<8}  {}  {}@{}  {} -> {}  {}",
+        rec.id,
+        format!("{:?}", rec.state).to_lowercase(),
+        if rec.transient {
+            "transient "
+        } else {
+            "persistent"
+        },
+        rec.repo.display(),
+        &rec.base_commit.as_str()[..12],
+        rec.host_branch,
+        rec.branch,
+        rec.path.display()
+    )
+}
+
+pub(crate) fn run(args: SessionArgs) -> Result<ExitCode, CliError> {
+    let sessions = Sessions::from_env().map_err(fail)?;
+    let _ = sessions.reconcile_on_start();
+    match args.command {
+        SessionCommand::Create {
+            repo,
+            rev,
+            branch,
+            depth,
+            transient,
+            idle_timeout,
+            max_bundle,
+            json,
+        } => {
+            let request = create_request(
+                repo,
+                rev,
+                branch,
+                depth,
+                transient,
+                idle_timeout,
+                max_bundle,
+            );
+            let rec = sessions.create(&request).map_err(fail)?;
+            if json {
+                print_json(&rec)?;
+            } else {
+                println!("{}", rec.id);
+                eprintln!(
+                    "created session {} of {} ({} at {}) at {}",
+                    rec.id,
+                    rec.repo.display(),
+                    rec.host_branch,
+                    &rec.base_commit.as_str()[..12],
+                    rec.path.display()
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        SessionCommand::Push {
+            repo,
+            branch,
+            session,
+            wait,
+            max_bundle,
+            new,
+            json,
+            command,
+        } => push(
+            &sessions,
+            PushArgs {
+                repo,
+                branch,
+                session,
+                wait,
+                max_bundle,
+                new,
+                json,
+                command,
+            },
+        ),
+        SessionCommand::Exec(args) => exec(&sessions, *args),
+        SessionCommand::Pull {
+            id,
+            repo,
+            into,
+            wait,
+            max_bundle,
+            json,
+        } => {
+            let session = sessions.open_str(&id).map_err(fail)?;
+            let report = session
+                .pull(&PullRequest {
+                    repo,
+                    into,
+                    wait,
+                    max_bundle_bytes: max_bundle,
+                })
+                .map_err(fail)?;
+            if json {
+                print_json(&report)?;
+            } else {
+                match report.outcome {
+                    cordon_session::PullOutcome::Merged => eprintln!(
+                        "{} fast-forwarded by {} commit(s) to {}{}",
+                        report.into,
+                        report.commits,
+                        report.to.as_ref().map_or("", |c| c.as_str()),
+                        if report.checked_out {
+                            " (checked out: merged)"
+                        } else {
+                            ""
+                        }
+                    ),
+                    cordon_session::PullOutcome::UpToDate => {
+                        eprintln!("{} is up to date with session {}", report.into, report.id)
+                    }
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        SessionCommand::List { json } => {
+            let records = sessions.list().map_err(fail)?;
+            if json {
+                print_json(&SessionList {
+                    schema: SessionListTag,
+                    sessions: records,
+                })?;
+            } else if records.is_empty() {
+                eprintln!("no sessions");
+            } else {
+                for rec in &records {
+                    println!("{}", describe(rec));
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        SessionCommand::Show { id, json } => {
+            let rec = sessions
+                .open_str(&id)
+                .and_then(|s| s.record())
+                .map_err(fail)?;
+            if json {
+                print_json(&rec)?;
+            } else {
+                println!("{}", describe(&rec));
+                for run in &rec.runs {
+                    println!(
+                        "  {}  {}  {}  exit {}  {}",
+                        run.started_at,
+                        run.run_id.as_deref().unwrap_or("-"),
+                        if run.read_only {
+                            "read-only"
+                        } else {
+                            "writer   "
+                        },
+                        run.exit_code.map_or("?".to_owned(), |c| c.to_string()),
+                        run.command.join(" ")
+                    );
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        SessionCommand::Remove { id, wait, json } => {
+            let rec = sessions
+                .open_str(&id)
+                .and_then(|s| s.remove(wait))
+                .map_err(fail)?;
+            if json {
+                print_json(&rec)?;
+            } else {
+                eprintln!("ended session {} (its runs stay in `cordon runs`)", rec.id);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn create_request(
+    repo: PathBuf,
+    rev: String,
+    branch: Option<String>,
+    depth: Option<u32>,
+    transient: bool,
+    idle_timeout: Duration,
+    max_bundle: u64,
+) -> CreateRequest {
+    CreateRequest {
+        repo,
+        rev,
+        branch,
+        depth,
+        transient,
+        idle_timeout,
+        // The CLI exits at once: a transient session belongs to whoever ran it.
+        owner: transient.then(ProcessIdentity::parent),
+        max_bundle_bytes: max_bundle,
+    }
+}
+
+struct PushArgs {
+    repo: PathBuf,
+    branch: Option<String>,
+    session: Option<String>,
+    wait: Duration,
+    max_bundle: u64,
+    new: NewSessionArgs,
+    json: bool,
+    command: Vec<std::ffi::OsString>,
+}
+
+fn push(sessions: &Sessions, args: PushArgs) -> Result<ExitCode, CliError> {
+    let report = match &args.session {
+        Some(id) => sessions
+            .open_str(id)
+            .and_then(|s| {
+                s.push(&PushRequest {
+                    repo: Some(args.repo.clone()),
+                    branch: args.branch.clone(),
+                    wait: args.wait,
+                    max_bundle_bytes: args.max_bundle,
+                })
+            })
+            .map_err(fail)?,
+        None => {
+            let request = create_request(
+                args.repo.clone(),
+                args.branch.clone().unwrap_or_else(|| "HEAD".to_owned()),
+                args.new.session_branch.clone(),
+                args.new.depth,
+                args.new.transient,
+                args.new.idle_timeout,
+                args.max_bundle,
+            );
+            let rec = sessions.create(&request).map_err(fail)?;
+            PushReport {
+                schema: PushReportTag,
+                commit: rec.base_commit.clone(),
+                session: rec,
+                created: true,
+                bundle_bytes: 0,
+            }
+        }
+    };
+    if args.json {
+        print_json(&report)?;
+    } else {
+        println!("{}", report.session.id);
+        eprintln!(
+            "pushed {} ({}) into {} session {}",
+            report.session.host_branch,
+            &report.commit.as_str()[..12],
+            if report.created { "new" } else { "existing" },
+            report.session.id
+        );
+    }
+    if args.command.is_empty() {
+        return Ok(ExitCode::SUCCESS);
+    }
+    // The program runs with `cordon run`'s defaults, writable, right after the import.
+    let mut argv: Vec<std::ffi::OsString> = vec!["cordon".into(), "run".into(), "--".into()];
+    argv.extend(args.command);
+    let cli = <crate::args::Cli as clap::Parser>::try_parse_from(&argv)
+        .map_err(|e| CliError::new(USAGE, e))?;
+    let crate::args::Command::Run(run) = cli.command else {
+        unreachable!("parsed as `cordon run`");
+    };
+    exec(
+        sessions,
+        ExecArgs {
+            id: report.session.id.to_string(),
+            read_only: false,
+            wait: args.wait,
+            run,
+        },
+    )
+}
+
+fn exec(sessions: &Sessions, args: ExecArgs) -> Result<ExitCode, CliError> {
+    let exec_fail = |e: SessionError| {
+        let hint = e.hint();
+        CliError::new(CORDON_FAILED, e).maybe_hint(hint)
+    };
+    if args.run.workspace.is_some() {
+        return Err(CliError::msg(
+            CORDON_FAILED,
+            "--workspace cannot be used with `session exec`: the session is the workspace",
+        ));
+    }
+    let session = sessions.open_str(&args.id).map_err(exec_fail)?;
+    let here = std::env::current_dir()?;
+    let options = match args.run.sandbox.resolve(&here)? {
+        Some(options) => options,
+        None => {
+            return Err(CliError::msg(
+                CORDON_FAILED,
+                "--no-sandbox cannot be used with `session exec`: a session runs only sandboxed (the session's state and the host repository stay out of reach)",
+            ));
+        }
+    };
+    let access = if args.read_only {
+        Access::ReadOnly
+    } else {
+        Access::Write
+    };
+    let lease = session.begin_exec(access, args.wait).map_err(exec_fail)?;
+    let cwd = match &args.run.cwd {
+        Some(dir) if dir.is_relative() => lease.tree().join(dir),
+        Some(dir) => dir.clone(),
+        None => lease.tree().to_owned(),
+    };
+    let request = super::run::request_from(
+        &args.run,
+        cwd,
+        Some(lease.mount()),
+        Isolation::Sandboxed(options),
+    );
+    let tree = lease.tree().to_owned();
+    let executed = super::run::execute(&request, &args.run, &tree);
+    let (run_id, command, exit) = match &executed {
+        Ok(e) => (e.run_id.clone(), e.command.clone(), Some(e.exit_code)),
+        Err(_) => (None, Vec::new(), None),
+    };
+    if let Err(e) = lease.finish(run_id, command, exit) {
+        eprintln!("cordon: warning: the session's record was not updated: {e}");
+    }
+    Ok(ExitCode::from(executed?.exit_code))
+}

@@ -1,0 +1,748 @@
+//! `cordon session` through the real binary: real git repositories in temp dirs, the real
+//! kernel sandbox, real processes (killed with SIGKILL mid-way).
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use pretty_assertions::assert_eq;
+use support::{TestDir, cordon, git};
+
+/// A host repository (branch `main`, checked out) and a `CORDON_HOME` of the test's own.
+struct Fixture {
+    repo: TestDir,
+    home: TestDir,
+}
+
+/// A commit inside the session, by the agent (who sets its own identity).
+const AGENT_COMMIT: &str = "git -c user.name=agent -c user.email=a@a commit -q";
+
+impl Fixture {
+    fn new() -> Fixture {
+        let f = Fixture {
+            repo: TestDir::new(),
+            home: TestDir::new(),
+        };
+        git(f.repo.path(), &["init", "-q", "-b", "main"]);
+        f.repo.write("a.txt", "alpha\n");
+        git(f.repo.path(), &["add", "-A"]);
+        git(f.repo.path(), &["commit", "-qm", "init"]);
+        f
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = cordon();
+        command
+            .env("CORDON_HOME", self.home.path())
+            .current_dir(self.repo.path())
+            .args(args);
+        command
+    }
+
+    fn cordon(&self, args: &[&str]) -> Output {
+        self.command(args).output().unwrap()
+    }
+
+    fn ok(&self, args: &[&str]) -> Output {
+        let out = self.cordon(args);
+        assert!(
+            out.status.success(),
+            "{args:?} exited {:?}: {}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+
+    fn json(&self, args: &[&str]) -> serde_json::Value {
+        let out = self.ok(args);
+        serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: {e}: {}", String::from_utf8_lossy(&out.stdout)))
+    }
+
+    /// Creates a session of the repository's checked-out branch; its id.
+    fn create(&self, extra: &[&str]) -> String {
+        let mut args = vec!["session", "create", "--json"];
+        args.extend_from_slice(extra);
+        let rec = self.json(&args);
+        assert_eq!(rec["schema"], "cordon.session/v1");
+        assert_eq!(rec["state"], "active");
+        rec["id"].as_str().unwrap().to_owned()
+    }
+
+    /// Runs a shell script in the session as a writer; must exit 0.
+    fn agent(&self, id: &str, script: &str) -> Output {
+        self.ok(&["session", "exec", id, "--", "sh", "-c", script])
+    }
+
+    fn show(&self, id: &str) -> serde_json::Value {
+        self.json(&["session", "show", id, "--json"])
+    }
+
+    fn head(&self, rev: &str) -> String {
+        git(self.repo.path(), &["rev-parse", rev]).trim().to_owned()
+    }
+
+    /// Everything about the host checkout that a refused pull must leave alone.
+    fn host_snapshot(&self) -> (String, String, Vec<u8>, String) {
+        let refs = git(self.repo.path(), &["show-ref", "--heads", "--tags"]);
+        let status = git(self.repo.path(), &["status", "--porcelain=v1", "-uall"]);
+        let index = std::fs::read(self.repo.path().join(".git/index")).unwrap();
+        let head = std::fs::read_to_string(self.repo.path().join(".git/HEAD")).unwrap();
+        (refs, status, index, head)
+    }
+
+    fn tree(&self, id: &str) -> PathBuf {
+        PathBuf::from(self.show(id)["path"].as_str().unwrap())
+    }
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Starts `cordon ARGS` with piped stdin/stdout and waits for the line `ready` on its
+/// stdout (the program inside printed it: it runs).
+fn spawn_until_ready(mut command: Command) -> (Child, std::process::ChildStdin) {
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    loop {
+        match lines.next() {
+            Some(Ok(line)) if line == "ready" => break,
+            Some(Ok(_)) => {}
+            _ => {
+                let out = child.wait_with_output().unwrap();
+                panic!("the program never got ready: {}", stderr(&out));
+            }
+        }
+    }
+    // Keep draining stdout so the program never blocks on it.
+    std::thread::spawn(move || for _ in lines {});
+    (child, stdin)
+}
+
+#[test]
+fn push_exec_pull_fast_forwards_the_checked_out_branch() {
+    if !support::sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let base = f.head("main");
+    // Push (a new session) and start the agent in it, in one step.
+    let out = f.ok(&[
+        "session",
+        "push",
+        "--json",
+        "--",
+        "sh",
+        "-c",
+        &format!("echo beta > b.txt && git add b.txt && {AGENT_COMMIT} -m agent-1"),
+    ]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["schema"], "cordon.session-push/v1");
+    assert_eq!(report["created"], true);
+    let id = report["session"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(report["session"]["base_commit"], base.as_str());
+    // A second program, a second commit; the host repository is never visible inside.
+    let repo = f.repo.path().display().to_string();
+    f.agent(
+        &id,
+        &format!(
+            "test ! -e '{repo}/a.txt' && echo gamma > c.txt && git add c.txt && {AGENT_COMMIT} -m agent-2"
+        ),
+    );
+    assert_eq!(f.head("main"), base, "nothing reaches the host before pull");
+
+    let pulled = f.json(&["session", "pull", &id, "--json"]);
+    assert_eq!(pulled["schema"], "cordon.session-pull/v1");
+    assert_eq!(pulled["outcome"], "merged");
+    assert_eq!(pulled["commits"], 2);
+    assert_eq!(pulled["checked_out"], true);
+    let new = f.head("main");
+    assert_eq!(pulled["to"], new.as_str());
+    assert_eq!(f.head(&format!("refs/cordon/sessions/{id}")), new);
+    assert_eq!(
+        git(f.repo.path(), &["log", "--format=%s", "main"]),
+        "agent-2\nagent-1\ninit\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.repo.path().join("c.txt")).unwrap(),
+        "gamma\n"
+    );
+    assert_eq!(git(f.repo.path(), &["status", "--porcelain"]), "");
+
+    // Pulling again changes nothing; the runs are in the record and in the run history.
+    let again = f.json(&["session", "pull", &id, "--json"]);
+    assert_eq!(again["outcome"], "up_to_date");
+    let rec = f.show(&id);
+    assert_eq!(rec["base_commit"], new.as_str());
+    let runs = rec["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    for run in runs {
+        assert_eq!(run["exit_code"], 0);
+        let run_id = run["run_id"].as_str().unwrap();
+        let shown = f.json(&["runs", "show", run_id, "--json"]);
+        assert_eq!(shown["run"]["repo"], rec["path"]);
+    }
+}
+
+#[test]
+fn pull_after_the_host_moved_on_is_refused_and_changes_nothing() {
+    if !support::sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let id = f.create(&[]);
+    f.agent(
+        &id,
+        &format!("echo session >> a.txt && {AGENT_COMMIT} -am session"),
+    );
+    f.repo.write("a.txt", "host\n");
+    git(f.repo.path(), &["commit", "-qam", "host"]);
+    f.repo.write("dirty.txt", "uncommitted\n");
+    let before = f.host_snapshot();
+
+    let out = f.cordon(&["session", "pull", &id]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let message = stderr(&out);
+    assert!(
+        message.contains("main has 1 commit(s) the session lacks, the session has 1 new commit(s)")
+            && message.contains(&format!("refs/cordon/sessions/{id}")),
+        "{message}"
+    );
+    assert_eq!(f.host_snapshot(), before);
+    assert_eq!(
+        std::fs::read_to_string(f.repo.path().join("a.txt")).unwrap(),
+        "host\n"
+    );
+    // The session's commits wait in cordon's ref, for a merge by hand.
+    assert_eq!(
+        git(
+            f.repo.path(),
+            &[
+                "log",
+                "-1",
+                "--format=%s",
+                &format!("refs/cordon/sessions/{id}")
+            ]
+        ),
+        "session\n"
+    );
+}
+
+#[test]
+fn a_dirty_checkout_that_the_fast_forward_would_overwrite_refuses() {
+    if !support::sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let id = f.create(&[]);
+    f.agent(
+        &id,
+        &format!("echo session > a.txt && {AGENT_COMMIT} -am session"),
+    );
+    f.repo.write("a.txt", "my own edit\n");
+    let before = f.host_snapshot();
+    let out = f.cordon(&["session", "pull", &id]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("refused by git"), "{}", stderr(&out));
+    assert_eq!(f.host_snapshot(), before);
+    assert_eq!(
+        std::fs::read_to_string(f.repo.path().join("a.txt")).unwrap(),
+        "my own edit\n"
+    );
+}
+
+#[test]
+fn pull_into_a_branch_not_checked_out_moves_only_that_ref() {
+    if !support::sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    git(f.repo.path(), &["branch", "feature"]);
+    let id = f.create(&["--ref", "feature"]);
+    f.agent(
+        &id,
+        &format!("echo f > f.txt && git add f.txt && {AGENT_COMMIT} -m feat"),
+    );
+    let main_before = f.head("main");
+    let status_before = git(f.repo.path(), &["status", "--porcelain"]);
+    let pulled = f.json(&["session", "pull", &id, "--json"]);
+    assert_eq!(pulled["into"], "feature");
+    assert_eq!(pulled["outcome"], "merged");
+    assert_eq!(pulled["checked_out"], false);
+    assert_eq!(f.head("feature"), pulled["to"].as_str().unwrap());
+    assert_eq!(f.head("main"), main_before);
+    assert!(!f.repo.path().join("f.txt").exists());
+    assert_eq!(
+        git(f.repo.path(), &["status", "--porcelain"]),
+        status_before
+    );
+    // A branch that does not exist yet is created.
+    let pulled = f.json(&["session", "pull", &id, "--into", "review/new", "--json"]);
+    assert_eq!(pulled["outcome"], "merged");
+    assert_eq!(f.head("review/new"), f.head("feature"));
+}
+
+#[test]
+fn a_reviewer_cannot_write_a_file_or_a_commit() {
+    if !support::sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let id = f.create(&[]);
+    let tree = f.tree(&id);
+    let out = f.cordon(&[
+        "session",
+        "exec",
+        &id,
+        "--read-only",
+        "--",
+        "sh",
+        "-c",
+        &format!(
+            "git log --oneline >&2; echo x > new.txt; echo $? ; echo x >> a.txt; echo $?; \
+             echo x > .git/refs/heads/evil; echo $?; {AGENT_COMMIT} --allow-empty -m review; echo $?"
+        ),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let codes: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(codes.len(), 4, "{codes:?}");
+    assert!(
+        codes.iter().all(|c| c != "0"),
+        "every write must fail: {codes:?}"
+    );
+    let errors = stderr(&out);
+    assert!(
+        errors.contains("init"),
+        "the reviewer reads the history: {errors}"
+    );
+    assert!(errors.contains("Read-only file system"), "{errors}");
+    assert!(!tree.join("new.txt").exists());
+    assert!(!tree.join(".git/refs/heads/evil").exists());
+    assert_eq!(
+        std::fs::read_to_string(tree.join("a.txt")).unwrap(),
+        "alpha\n"
+    );
+    let pulled = f.json(&["session", "pull", &id, "--json"]);
+    assert_eq!(pulled["outcome"], "up_to_date");
+}
+
+#[test]
+fn two_writers_one_waits_or_is_refused_and_readers_never_wait() {
+    if !support::sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let id = f.create(&[]);
+    // Writer 1 commits, says ready, and holds the session until its input closes.
+    let (first, first_input) = spawn_until_ready(f.command(&[
+        "session",
+        "exec",
+        &id,
+        "--",
+        "sh",
+        "-c",
+        &format!("echo 1 > one.txt && git add one.txt && {AGENT_COMMIT} -m one && echo ready && {{ read line || true; }}"),
+    ]));
+    let refused = f.cordon(&["session", "exec", &id, "--", "true"]);
+    assert_eq!(refused.status.code(), Some(125));
+    assert!(
+        stderr(&refused).contains("another writer runs in the session"),
+        "{}",
+        stderr(&refused)
+    );
+    let reader = f.ok(&[
+        "session",
+        "exec",
+        &id,
+        "--read-only",
+        "--",
+        "git",
+        "log",
+        "--format=%s",
+    ]);
+    assert_eq!(String::from_utf8_lossy(&reader.stdout), "one\ninit\n");
+    let busy = f.show(&id);
+    assert_eq!(busy["writer"]["pid"], first.id());
+    assert_eq!(busy["writer"]["activity"], "exec");
+    // A pull with a short bound runs out (124) and changes nothing.
+    let timed_out = f.cordon(&["session", "pull", &id, "--wait", "100ms"]);
+    assert_eq!(timed_out.status.code(), Some(124), "{}", stderr(&timed_out));
+    // Writer 2 waits for writer 1, then runs.
+    let second = f
+        .command(&[
+            "session",
+            "exec",
+            &id,
+            "--wait",
+            "60s",
+            "--",
+            "sh",
+            "-c",
+            &format!("echo 2 > two.txt && git add two.txt && {AGENT_COMMIT} -m two"),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(first_input);
+    let first = first.wait_with_output().unwrap();
+    assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
+    let second = second.wait_with_output().unwrap();
+    assert_eq!(second.status.code(), Some(0), "{}", stderr(&second));
+    f.json(&["session", "pull", &id, "--json"]);
+    assert_eq!(
+        git(f.repo.path(), &["log", "--format=%s", "main"]),
+        "two\none\ninit\n"
+    );
+}
+
+#[test]
+fn two_sessions_of_one_repository_side_by_side() {
+    if !support::sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let a = f.create(&[]);
+    let b = f.create(&["--branch", "second"]);
+    assert_ne!(a, b);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            f.agent(
+                &a,
+                &format!("echo a > a2.txt && git add a2.txt && {AGENT_COMMIT} -m from-a"),
+            )
+        });
+        scope.spawn(|| {
+            f.agent(
+                &b,
+                &format!("echo b > b2.txt && git add b2.txt && {AGENT_COMMIT} -m from-b"),
+            )
+        });
+    });
+    assert_eq!(f.show(&b)["branch"], "second");
+    let pa = f.json(&["session", "pull", &a, "--json"]);
+    assert_eq!(pa["outcome"], "merged");
+    let pb = f.json(&["session", "pull", &b, "--into", "b-work", "--json"]);
+    assert_eq!(pb["outcome"], "merged");
+    assert_eq!(
+        git(f.repo.path(), &["log", "-1", "--format=%s", "main"]),
+        "from-a\n"
+    );
+    assert_eq!(
+        git(f.repo.path(), &["log", "-1", "--format=%s", "b-work"]),
+        "from-b\n"
+    );
+    // b's work on top of the old main does not fast-forward the new main.
+    let out = f.cordon(&["session", "pull", &b, "--into", "main"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let list = f.json(&["session", "list", "--json"]);
+    assert_eq!(list["schema"], "cordon.session-list/v1");
+    assert_eq!(list["sessions"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn kill_9_of_exec_mid_command_leaves_a_session_that_pull_continues() {
+    if !support::sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let id = f.create(&[]);
+    let (mut child, input) = spawn_until_ready(f.command(&[
+        "session",
+        "exec",
+        &id,
+        "--",
+        "sh",
+        "-c",
+        &format!("echo k > k.txt && git add k.txt && {AGENT_COMMIT} -m before-the-kill && echo ready && read line"),
+    ]));
+    let pid = child.id() as i32;
+    support::signal(pid, libc::SIGKILL);
+    let status = child.wait().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(libc::SIGKILL)
+    );
+    drop(input);
+    // The state is readable; it names the dead writer; the next commands continue.
+    let rec = f.show(&id);
+    assert_eq!(rec["state"], "active");
+    assert_eq!(rec["writer"]["pid"], pid);
+    assert_eq!(rec["runs"][0]["exit_code"], serde_json::Value::Null);
+    let pulled = f.json(&["session", "pull", &id, "--wait", "30s", "--json"]);
+    assert_eq!(pulled["outcome"], "merged");
+    assert_eq!(
+        git(f.repo.path(), &["log", "-1", "--format=%s"]),
+        "before-the-kill\n"
+    );
+    f.agent(&id, "git status --short");
+    assert_eq!(f.show(&id)["writer"], serde_json::Value::Null);
+}
+
+#[test]
+fn gc_ends_idle_sessions_and_transient_ones_whose_owner_is_gone() {
+    if !support::sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let idle = f.create(&["--idle-timeout", "1s"]);
+    let busy = f.create(&[]);
+    // A transient session owned by a shell that has exited by now.
+    let owner_script = format!(
+        "CORDON_HOME='{}' '{}' session create --transient --repo '{}'",
+        f.home.path().display(),
+        env!("CARGO_BIN_EXE_cordon"),
+        f.repo.path().display()
+    );
+    let orphan = Command::new("sh")
+        .args(["-c", &owner_script])
+        .output()
+        .unwrap();
+    assert!(orphan.status.success(), "{}", stderr(&orphan));
+    let orphan = String::from_utf8_lossy(&orphan.stdout).trim().to_owned();
+    let idle_tree = f.tree(&idle);
+    support::wait_until("the idle session ends", Duration::from_secs(30), || {
+        let report = f.json(&["gc", "--json"]);
+        let ended = &report["sessions"]["ended"];
+        ended
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["id"] == idle.as_str())
+            || f.show(&idle)["state"] == "ended"
+    });
+    let rec = f.show(&idle);
+    assert_eq!(rec["state"], "ended");
+    assert_eq!(rec["end_reason"], "idle");
+    assert!(!idle_tree.exists());
+    let rec = f.show(&orphan);
+    assert_eq!(rec["state"], "ended");
+    assert_eq!(rec["end_reason"], "owner_gone");
+    assert_eq!(f.show(&busy)["state"], "active");
+    // Ended sessions refuse work with a clear usage error.
+    let out = f.cordon(&["session", "pull", &idle]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("the session has ended"),
+        "{}",
+        stderr(&out)
+    );
+    // remove ends a session; gc --older-than later deletes ended records.
+    f.ok(&["session", "remove", &busy]);
+    assert_eq!(f.show(&busy)["end_reason"], "removed");
+    support::wait_until("ended records are deleted", Duration::from_secs(30), || {
+        let report = f.json(&["gc", "--older-than", "1ms", "--json"]);
+        !report["sessions"]["deleted"].as_array().unwrap().is_empty()
+            && f.cordon(&["session", "show", &busy]).status.code() == Some(2)
+    });
+}
+
+#[test]
+fn bad_ids_and_branch_names_are_usage_errors() {
+    let f = Fixture::new();
+    for bad in ["../../etc", "ABCDEFGH", "x", "abcd234/"] {
+        for args in [
+            vec!["session", "show", bad],
+            vec!["session", "pull", bad],
+            vec!["session", "remove", bad],
+        ] {
+            let out = f.cordon(&args);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+            assert!(
+                stderr(&out).contains("is not a session id"),
+                "{}",
+                stderr(&out)
+            );
+        }
+    }
+    let out = f.cordon(&["session", "show", "abcd2345"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("no such session"));
+    for bad in ["../../x", "a..b", "-rf", "x.lock", "a b", "HEAD"] {
+        let out = f.cordon(&["session", "create", &format!("--branch={bad}")]);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("refused as a branch name"),
+            "{}",
+            stderr(&out)
+        );
+    }
+    let out = f.cordon(&["session", "create", "--ref", "HEAD~0"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        !f.home.path().join("sessions").exists()
+            || std::fs::read_dir(f.home.path().join("sessions"))
+                .unwrap()
+                .next()
+                .is_none()
+    );
+}
+
+#[test]
+fn pull_refuses_bad_target_branches_and_local_submodules() {
+    if !support::sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let id = f.create(&[]);
+    for bad in ["../../etc/passwd", "a..b", "refs/../x"] {
+        let out = f.cordon(&["session", "pull", &id, "--into", bad]);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {}", stderr(&out));
+    }
+    f.agent(
+        &id,
+        &format!(
+            "printf '[submodule \"x\"]\\n\\tpath = x\\n\\turl = /etc\\n' > .gitmodules && git add .gitmodules && {AGENT_COMMIT} -m sub"
+        ),
+    );
+    let before = f.host_snapshot();
+    let out = f.cordon(&["session", "pull", &id]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("local path \"/etc\""),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(f.host_snapshot(), before);
+    let refs = git(f.repo.path(), &["for-each-ref", "refs/cordon"]);
+    assert_eq!(refs, "", "the session's ref is deleted again");
+}
+
+#[test]
+fn only_the_session_branch_crosses_and_the_agents_git_config_never_runs_on_the_host() {
+    if !support::sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let id = f.create(&[]);
+    let marker = f.home.path().join("pwned");
+    let hook = format!("#!/bin/sh\ntouch '{}'\n", marker.display());
+    let script = format!(
+        "for h in pre-commit post-commit reference-transaction pre-push post-checkout post-merge; do \
+           printf '%s' \"$HOOK\" > .git/hooks/$h; chmod +x .git/hooks/$h; done; \
+         git config core.fsmonitor .git/hooks/post-commit; \
+         git config core.hooksPath .git/hooks; \
+         echo s > s.txt && git add s.txt && {AGENT_COMMIT} --no-verify -m work && \
+         git tag v666 && git branch other && git update-ref refs/notes/evil HEAD"
+    );
+    f.ok(&[
+        "session",
+        "exec",
+        &id,
+        "--env",
+        &format!("HOOK={hook}"),
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    let pulled = f.json(&["session", "pull", &id, "--json"]);
+    assert_eq!(pulled["outcome"], "merged");
+    assert!(!marker.exists(), "a hook of the session ran on the host");
+    let refs = git(f.repo.path(), &["for-each-ref", "--format=%(refname)"]);
+    assert_eq!(
+        refs,
+        format!("refs/cordon/sessions/{id}\nrefs/heads/main\n"),
+        "no tag, no other branch, no notes"
+    );
+}
+
+#[test]
+fn push_into_an_existing_session_fast_forwards_it() {
+    if !support::sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let id = f.create(&[]);
+    f.repo.write("h.txt", "host\n");
+    git(f.repo.path(), &["add", "h.txt"]);
+    git(f.repo.path(), &["commit", "-qm", "host-2"]);
+    let report = f.json(&["session", "push", "--session", &id, "--json"]);
+    assert_eq!(report["created"], false);
+    assert!(report["bundle_bytes"].as_u64().unwrap() > 0);
+    assert_eq!(report["session"]["base_commit"], f.head("main").as_str());
+    let out = f.agent(&id, "git log --format=%s && cat h.txt");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "host-2\ninit\nhost\n");
+    // A history rewrite on the host is not pushed.
+    git(f.repo.path(), &["reset", "-q", "--hard", "HEAD~1"]);
+    git(
+        f.repo.path(),
+        &["commit", "-q", "--allow-empty", "-m", "rewritten"],
+    );
+    let out = f.cordon(&["session", "push", "--session", &id]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("history rewrite"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_shallow_session_pushes_and_pulls() {
+    if !support::sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    for i in 0..5 {
+        f.repo.write("n.txt", &format!("{i}\n"));
+        git(f.repo.path(), &["add", "n.txt"]);
+        git(f.repo.path(), &["commit", "-qm", &format!("c{i}")]);
+    }
+    let report = f.json(&["session", "push", "--depth", "2", "--json"]);
+    let id = report["session"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(report["session"]["shallow"], true);
+    let out = f.agent(&id, &format!("git log --format=%s | wc -l && echo z > z.txt && git add z.txt && {AGENT_COMMIT} -m deep"));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "2");
+    let pulled = f.json(&["session", "pull", &id, "--json"]);
+    assert_eq!(pulled["outcome"], "merged");
+    assert_eq!(pulled["commits"], 1);
+    assert_eq!(git(f.repo.path(), &["log", "-1", "--format=%s"]), "deep\n");
+}
+
+#[test]
+fn remove_stops_what_runs_deletes_the_tree_and_keeps_the_runs() {
+    if !support::sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let id = f.create(&[]);
+    let tree = f.tree(&id);
+    let (writer, input) = spawn_until_ready(f.command(&[
+        "session",
+        "exec",
+        &id,
+        "--",
+        "sh",
+        "-c",
+        "echo ready && read line",
+    ]));
+    let removed = f.json(&["session", "remove", &id, "--json"]);
+    assert_eq!(removed["state"], "ended");
+    assert_eq!(removed["end_reason"], "removed");
+    let writer = writer.wait_with_output().unwrap();
+    drop(input);
+    assert_eq!(writer.status.code(), Some(143), "{}", stderr(&writer));
+    assert!(!tree.exists());
+    let rec = f.show(&id);
+    let run_id = rec["runs"][0]["run_id"].as_str().unwrap();
+    let shown = f.json(&["runs", "show", run_id, "--json"]);
+    assert_eq!(shown["run"]["status"], "cancelled");
+    let out = f.cordon(&["session", "exec", &id, "--", "true"]);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        stderr(&out).contains("the session has ended"),
+        "{}",
+        stderr(&out)
+    );
+}
