@@ -165,6 +165,8 @@ pub enum SchemaDocument {
     Gc,
     /// cordon.verify-plan/v1, printed by `cordon verify --explain --json`.
     VerifyPlan,
+    /// cordon.verify-error/v1, printed by `cordon verify --json` when no verdict was reached.
+    VerifyError,
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {

@@ -616,7 +616,7 @@ fn terminal_view_without_json_shows_stages_and_the_verdict() {
         "✓ pass build",
         "✗ timeout slow",
         "(optional) exited with code 1",
-        "--- slow (last lines of stderr) ---",
+        "--- lint (last lines of stderr, optional) ---",
         "gate: BLOCKED by slow",
     ] {
         assert!(text.contains(want), "missing {want:?} in:\n{text}");
@@ -708,7 +708,7 @@ fn python_project_with_pytest_is_detected_and_counts_agree() {
     let (report, exit) = repo.verify_ok(&[]);
     assert_eq!(exit, 0, "{report:#?}");
     let names: Vec<&str> = report.stages.iter().map(|s| s.name.as_str()).collect();
-    assert_eq!(names, ["pytest"]);
+    assert_eq!(names, ["python-compile", "pytest"]);
     let direct = Command::new("python3")
         .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
         .current_dir(repo.path())

@@ -32,6 +32,7 @@ pub(crate) fn run(args: &SchemaArgs) -> Result<ExitCode, crate::exit::CliError> 
         }
         SchemaDocument::Gc => cordon_types::schema_json::<crate::documents::GcSummary>(),
         SchemaDocument::VerifyPlan => cordon_types::schema_json::<cordon_verify::PlanDocument>(),
+        SchemaDocument::VerifyError => cordon_types::schema_json::<crate::documents::VerifyError>(),
     };
     std::io::stdout().lock().write_all(text.as_bytes())?;
     Ok(ExitCode::SUCCESS)

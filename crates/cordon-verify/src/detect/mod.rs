@@ -11,6 +11,11 @@ use cordon_types::StageCategory;
 
 use crate::config::{NetworkSetting, StageConfig};
 
+mod installed;
+mod python;
+
+pub use installed::{Installed, Missing};
+
 /// A detected plan: the stages and why each is there.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Detected {
@@ -18,6 +23,8 @@ pub struct Detected {
     pub stages: Vec<StageConfig>,
     /// One line per decision.
     pub reasons: Vec<String>,
+    /// Stages whose tool this host lacks: planned, but skipped with the reason.
+    pub missing: Vec<Missing>,
 }
 
 /// The test command of an npm workspace without a root `test` script (every package's own).
@@ -58,7 +65,7 @@ pub fn detect(root: &Path) -> Detected {
         go(&mut found);
     }
     if root.join("pyproject.toml").is_file() {
-        python(root, &mut found);
+        python::detect(root, &mut found, &Installed::from_host());
     }
     if found.stages.is_empty() {
         found.reasons.push(
@@ -69,7 +76,12 @@ pub fn detect(root: &Path) -> Detected {
     found
 }
 
-fn stage(name: &str, category: StageCategory, run: &[&str], required: bool) -> StageConfig {
+pub(crate) fn stage(
+    name: &str,
+    category: StageCategory,
+    run: &[&str],
+    required: bool,
+) -> StageConfig {
     StageConfig {
         name: name.into(),
         category,
@@ -172,6 +184,20 @@ fn node_scripts(root: &Path) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The package's plain-JavaScript entry file (`main`, else `index.js`), when it exists.
+fn node_entry(root: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(root.join("package.json")).ok()?;
+    let value: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let main = value
+        .get("main")
+        .and_then(|m| m.as_str())
+        .unwrap_or("index.js")
+        .trim_start_matches("./");
+    let plain = [".js", ".cjs", ".mjs"].iter().any(|e| main.ends_with(e));
+    let safe = !main.starts_with('/') && !main.split('/').any(|p| p == "..");
+    (plain && safe && root.join(main).is_file()).then(|| main.to_owned())
+}
+
 fn node(root: &Path, found: &mut Detected) {
     let (pm, install): (&str, Vec<&str>) = if root.join("pnpm-lock.yaml").is_file() {
         ("pnpm", vec!["pnpm", "install", "--frozen-lockfile"])
@@ -185,8 +211,22 @@ fn node(root: &Path, found: &mut Detected) {
         ("npm", vec!["npm", "install", "--no-audit", "--no-fund"])
     };
     let scripts = node_scripts(root);
+    let lockfile = [
+        "pnpm-lock.yaml",
+        "yarn.lock",
+        "bun.lockb",
+        "bun.lock",
+        "package-lock.json",
+        "npm-shrinkwrap.json",
+    ]
+    .into_iter()
+    .find(|l| root.join(l).is_file());
+    let from = match lockfile {
+        Some(lock) => format!("{pm} (from {lock})"),
+        None => format!("{pm} (no lockfile)"),
+    };
     found.reasons.push(format!(
-        "package.json: {pm} (from the lockfile) installs with network; scripts found: {}",
+        "package.json: {from} installs with network; scripts found: {}",
         if scripts.is_empty() {
             "none".to_owned()
         } else {
@@ -194,6 +234,17 @@ fn node(root: &Path, found: &mut Detected) {
         }
     ));
     found.stages.push(setup(&format!("{pm}-install"), &install));
+    if let Some(entry) = node_entry(root) {
+        found.reasons.push(format!(
+            "package.json: `node --check {entry}` (compile) finds syntax errors before the tests"
+        ));
+        found.stages.push(stage(
+            "node-check",
+            StageCategory::Compile,
+            &["node", "--check", &format!("./{entry}")],
+            true,
+        ));
+    }
     let workspaces = crate::target::node_packages(root).filter(|p| !p.is_empty());
     if let Some(packages) = &workspaces {
         found.reasons.push(format!(
@@ -277,45 +328,6 @@ fn go(found: &mut Detected) {
     ]);
 }
 
-fn python(root: &Path, found: &mut Detected) {
-    let text = std::fs::read_to_string(root.join("pyproject.toml")).unwrap_or_default();
-    let table: toml::Table = toml::from_str(&text).unwrap_or_default();
-    let tool = table.get("tool").and_then(|t| t.as_table());
-    let has = |name: &str| tool.is_some_and(|t| t.contains_key(name));
-    let mut used = Vec::new();
-    if has("ruff") {
-        used.push("ruff");
-        found.stages.push(stage(
-            "ruff",
-            StageCategory::Lint,
-            &["ruff", "check", "."],
-            false,
-        ));
-    }
-    if has("mypy") {
-        used.push("mypy");
-        found.stages.push(stage(
-            "mypy",
-            StageCategory::Typecheck,
-            &["python3", "-m", "mypy", "."],
-            true,
-        ));
-    }
-    if has("pytest") || root.join("tests").is_dir() || root.join("test").is_dir() {
-        used.push("pytest");
-        found.stages.push(stage(
-            "pytest",
-            StageCategory::Test,
-            &["python3", "-m", "pytest", "-q"],
-            true,
-        ));
-    }
-    found.reasons.push(format!(
-        "pyproject.toml: tools configured: {}; no setup stage (declare one in cordon.toml to install dependencies)",
-        if used.is_empty() { "none".to_owned() } else { used.join(", ") }
-    ));
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -376,7 +388,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             names(&detect(dir.path())),
-            vec![("ruff", false), ("pytest", true)]
+            vec![("python-compile", true), ("ruff", false), ("pytest", true)]
         );
         let empty = tempfile::tempdir().unwrap();
         let d = detect(empty.path());
