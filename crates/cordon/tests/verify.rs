@@ -133,9 +133,9 @@ fn passing_cargo_crate_passes_the_gate_with_the_same_counts_as_cargo() {
         [
             "cargo-fetch",
             "cargo-fmt",
-            "cargo-clippy",
             "cargo-build",
-            "cargo-test"
+            "cargo-test",
+            "cargo-clippy"
         ]
     );
     let test = stage(&report, "cargo-test");

@@ -117,7 +117,7 @@ fn offline(mut s: StageConfig, vars: &[(&str, &str)]) -> StageConfig {
 fn cargo(found: &mut Detected) {
     let off = [("CARGO_NET_OFFLINE", "true")];
     found.reasons.push(
-        "Cargo.toml: cargo fetch (network), then offline fmt and clippy (optional), build and test (gating)"
+        "Cargo.toml: cargo fetch (network), then offline fmt (optional), build and test (gating), clippy last (optional: it compiles the dependencies again in check mode, and is skipped when a required stage failed)"
             .into(),
     );
     found.stages.extend([
@@ -127,23 +127,6 @@ fn cargo(found: &mut Detected) {
                 "cargo-fmt",
                 StageCategory::Lint,
                 &["cargo", "fmt", "--all", "--check"],
-                false,
-            ),
-            &off,
-        ),
-        offline(
-            stage(
-                "cargo-clippy",
-                StageCategory::Lint,
-                &[
-                    "cargo",
-                    "clippy",
-                    "--offline",
-                    "--all-targets",
-                    "--",
-                    "-D",
-                    "warnings",
-                ],
                 false,
             ),
             &off,
@@ -163,6 +146,23 @@ fn cargo(found: &mut Detected) {
                 StageCategory::Test,
                 &["cargo", "test", "--offline"],
                 true,
+            ),
+            &off,
+        ),
+        offline(
+            stage(
+                "cargo-clippy",
+                StageCategory::Lint,
+                &[
+                    "cargo",
+                    "clippy",
+                    "--offline",
+                    "--all-targets",
+                    "--",
+                    "-D",
+                    "warnings",
+                ],
+                false,
             ),
             &off,
         ),
@@ -349,13 +349,13 @@ mod tests {
             vec![
                 ("cargo-fetch", true),
                 ("cargo-fmt", false),
-                ("cargo-clippy", false),
                 ("cargo-build", true),
-                ("cargo-test", true)
+                ("cargo-test", true),
+                ("cargo-clippy", false)
             ]
         );
         assert_eq!(d.stages[0].network, Some(NetworkSetting::Host));
-        assert_eq!(d.stages[4].network, None);
+        assert_eq!(d.stages[3].network, None);
     }
 
     #[test]
