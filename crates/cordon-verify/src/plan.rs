@@ -169,7 +169,14 @@ pub fn declared(root: &Path, config: Option<&Path>) -> Result<Declared, VerifyEr
         .map(Path::to_owned)
         .unwrap_or_else(|| root.join("cordon.toml"));
     if config.is_some() || config_path.is_file() {
-        let cfg = Config::load(&config_path)?;
+        // An error in the committed cordon.toml names it as the repository does, not by its
+        // path in the transient workspace.
+        let cfg = Config::load(&config_path).map_err(|mut e| {
+            if config.is_none() {
+                e.path = "cordon.toml".into();
+            }
+            e
+        })?;
         let shown = if config.is_some() {
             config_path.display().to_string()
         } else {

@@ -638,3 +638,57 @@ fn json_prints_a_document_even_when_there_is_no_report() {
         }
     }
 }
+
+#[test]
+fn explain_says_only_what_is_true() {
+    let explain = |repo: &Repo| {
+        let out = cordon()
+            .env("CORDON_HOME", repo.home.path())
+            .args(["verify", "--explain", "--repo"])
+            .arg(repo.path())
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let node = Repo::new(&[
+        ("package.json", NODE_PACKAGE),
+        ("index.js", "exports.add = (a, b) => a + b;\n"),
+    ]);
+    let text = explain(&node);
+    assert!(
+        text.contains("package.json: npm (no lockfile) installs"),
+        "{text}"
+    );
+    assert!(!text.contains("from the lockfile"), "{text}");
+    assert!(
+        text.contains("node-check [compile, required; offline] node --check ./index.js"),
+        "{text}"
+    );
+    let locked = Repo::new(&[
+        ("package.json", NODE_PACKAGE),
+        ("package-lock.json", "{}\n"),
+    ]);
+    assert!(explain(&locked).contains("npm (from package-lock.json)"));
+
+    // pytest is configured by test files under tests/, nothing else is.
+    let python = Repo::new(&[
+        ("pyproject.toml", "[project]\nname = \"x\"\n"),
+        ("tests/test_x.py", "def test_x():\n    pass\n"),
+    ]);
+    let text = explain(&python);
+    assert!(
+        text.contains("tools configured: pytest (test files under tests/);"),
+        "{text}"
+    );
+    assert!(
+        text.contains("python-compile [compile, required; offline]"),
+        "{text}"
+    );
+    assert!(!text.contains("ruff") && !text.contains("mypy"), "{text}");
+}

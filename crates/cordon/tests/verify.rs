@@ -291,6 +291,10 @@ fn bad_config_exits_2_naming_file_line_and_key() {
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("cordon.toml:5"), "{stderr}");
+    assert!(
+        !stderr.contains("workspaces/"),
+        "the file is named as the repository has it: {stderr}"
+    );
     assert!(stderr.contains("no unit"), "{stderr}");
 
     let repo = Repo::new(&[(

@@ -8,6 +8,9 @@ mod markdown;
 mod terminal;
 mod text;
 
+#[cfg(test)]
+mod tests;
+
 pub use junit::junit;
 pub use markdown::markdown;
 pub use terminal::terminal_summary;
