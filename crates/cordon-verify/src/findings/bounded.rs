@@ -78,7 +78,7 @@ impl Bounded {
 
 /// `raw` without ANSI escapes and control characters (newlines and tabs stay), trimmed.
 fn text(raw: &str) -> String {
-    let stripped = strip_ansi_escapes::strip_str(raw);
+    let stripped = super::strip_ansi(raw);
     stripped
         .chars()
         .filter(|c| !c.is_control() || matches!(c, '\n' | '\t'))

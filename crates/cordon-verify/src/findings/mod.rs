@@ -11,17 +11,24 @@
 
 mod bounded;
 mod eslint;
+mod go;
+mod jest;
+mod js_stack;
 mod libtest;
+mod mocha;
+mod mypy;
 mod nextest;
 mod node_check;
 mod paths;
 mod pytest;
 mod python_syntax;
+mod ruff;
 mod rustc;
 mod rustc_json;
 mod tap;
 mod tool;
 mod tsc;
+mod vitest;
 
 #[cfg(test)]
 mod tests;
@@ -59,7 +66,7 @@ pub fn collect(
             &[&out.head]
         };
         for part in parts {
-            let text = strip_ansi_escapes::strip_str(part);
+            let text = strip_ansi(part);
             let mut raw = Sink::new();
             tool.parse(&text, &mut raw);
             bounded.extend(raw);
@@ -88,6 +95,15 @@ pub(crate) fn push(sink: &mut Sink, finding: Finding) -> bool {
     }
     sink.push(finding);
     true
+}
+
+/// `text` without ANSI escape sequences; unlike `strip_ansi_escapes` alone, tabs stay (go test
+/// separates its package lines with them).
+pub fn strip_ansi(text: &str) -> String {
+    text.split('\t')
+        .map(strip_ansi_escapes::strip_str)
+        .collect::<Vec<_>>()
+        .join("\t")
 }
 
 /// `text` parsed as a positive line or column number; `None` for zero, junk or overflow.

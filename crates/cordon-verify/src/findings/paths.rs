@@ -11,6 +11,9 @@ pub struct PathContext {
     pub workspace: Vec<PathBuf>,
     /// The stage's working directory, relative to the workspace root (`""` at the root).
     pub cwd: PathBuf,
+    /// The Go module at the stage's directory (`module` in `go.mod`): `go test` names a
+    /// test's file by its package's import path, which lies under the module's.
+    pub go_module: Option<String>,
 }
 
 /// The sandbox's private home, which exists only inside the sandbox.
@@ -31,6 +34,7 @@ impl PathContext {
             .map(Path::to_owned)
             .unwrap_or_default();
         PathContext {
+            go_module: go_module(&roots[0].join(&cwd)),
             workspace: roots,
             cwd,
         }
@@ -57,6 +61,14 @@ impl PathContext {
             }
             return Some(file.to_owned());
         }
+        // `example.com/demo/sub/x_test.go` of module `example.com/demo` is `sub/x_test.go`.
+        if let Some(module) = &self.go_module
+            && let Some(rel) = file
+                .strip_prefix(module.as_str())
+                .and_then(|r| r.strip_prefix('/'))
+        {
+            return normal(&self.cwd.join(rel));
+        }
         normal(&self.cwd.join(path))
     }
 
@@ -72,6 +84,21 @@ impl PathContext {
         }
         text.replace(SANDBOX_HOME, "~")
     }
+}
+
+/// The `module` line of `dir/go.mod`.
+fn go_module(dir: &Path) -> Option<String> {
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(dir.join("go.mod"))
+        .ok()?
+        .take(64 * 1024)
+        .read_to_string(&mut text)
+        .ok()?;
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix("module "))
+        .map(|m| m.trim().trim_matches('"').to_owned())
+        .filter(|m| !m.is_empty())
 }
 
 /// A relative path without `.` and with `..` resolved; `None` when it climbs out.
@@ -99,7 +126,12 @@ mod tests {
         let ctx = PathContext {
             workspace: vec!["/w/ws/tree".into()],
             cwd: "app".into(),
+            go_module: Some("example.com/app".into()),
         };
+        assert_eq!(
+            ctx.file("example.com/app/pkg/x_test.go").as_deref(),
+            Some("app/pkg/x_test.go")
+        );
         assert_eq!(ctx.file("src/lib.rs").as_deref(), Some("app/src/lib.rs"));
         assert_eq!(
             ctx.file("./src/../src/a.rs").as_deref(),

@@ -7,7 +7,8 @@ use std::collections::HashMap;
 
 use cordon_types::{Finding, FindingKind, Severity};
 
-use super::{Sink, node_check, number, push};
+use super::js_stack::frame;
+use super::{Sink, node_check, push};
 
 /// Comments that are TAP's own summary, not a test's name.
 const SUMMARY: &[&str] = &[
@@ -92,20 +93,6 @@ fn unquote(v: &str) -> String {
     } else {
         v.to_owned()
     }
-}
-
-/// `path:line:col` at the end of a stack frame (`at f (path:1:2)`, `at path:1:2`).
-fn frame(text: &str) -> Option<(String, u32, Option<u32>)> {
-    let t = text.trim().trim_end_matches(')');
-    let t = t.rsplit(['(', ' ']).next()?;
-    let mut parts = t.rsplitn(3, ':');
-    let col = parts.next()?;
-    let line = parts.next()?;
-    let file = parts.next()?;
-    if file.starts_with("node:") || file.contains("/node_modules/") || file.is_empty() {
-        return None;
-    }
-    Some((file.to_owned(), number(line)?, number(col)))
 }
 
 pub(crate) fn parse(text: &str, sink: &mut Sink) {

@@ -15,6 +15,7 @@ fn at(project: &str) -> PathContext {
     PathContext {
         workspace: vec![PathBuf::from(format!("/tmp/cap/{project}"))],
         cwd: PathBuf::new(),
+        go_module: Some("example.com/demo".into()),
     }
 }
 
@@ -468,5 +469,163 @@ fn truncated_captures_are_parsed_head_and_tail_apart() {
         tests,
         ["tests::a", "tests::c"],
         "the line cut at the gap is not made up"
+    );
+}
+
+#[test]
+fn ruff_full_and_concise() {
+    let expected = vec![
+        (
+            None,
+            s("pkg/mod.py:1:8"),
+            "`os` imported but unused".to_owned(),
+        ),
+        (
+            None,
+            s("pkg/mod.py:5:5"),
+            "Local variable `unused` is assigned to but never used".to_owned(),
+        ),
+    ];
+    let full = findings(Tool::Ruff, include_str!("testdata/ruff.stdout"), "rm");
+    assert_eq!(summary(&full), expected);
+    assert_eq!(full[0].code.as_deref(), Some("F401"));
+    let concise = findings(
+        Tool::Ruff,
+        include_str!("testdata/ruff-concise.stdout"),
+        "rm",
+    );
+    assert_eq!(summary(&concise), expected);
+}
+
+#[test]
+fn mypy_errors_with_codes() {
+    let found = findings(Tool::Mypy, include_str!("testdata/mypy.stdout"), "rm");
+    let got: Vec<_> = found
+        .iter()
+        .map(|f| (f.location(), f.code.clone(), f.kind))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (s("pkg/mod.py:6"), s("return-value"), FindingKind::Type),
+            (s("pkg/mod.py:9"), s("assignment"), FindingKind::Type),
+        ]
+    );
+    assert_eq!(
+        found[0].message,
+        "Incompatible return value type (got \"int\", expected \"str\")"
+    );
+}
+
+#[test]
+fn jest_vitest_and_mocha_name_the_test_at_the_assertion() {
+    let jest = findings(Tool::Jest, include_str!("testdata/jest.stderr"), "tools2");
+    assert_eq!(
+        summary(&jest),
+        vec![
+            (
+                s("math > adds"),
+                s("jt/add.test.js:5:23"),
+                "expect(received).toBe(expected) // Object.is equality".into()
+            ),
+            (
+                s("top level fails"),
+                s("jt/add.test.js:14:9"),
+                "top broke".into()
+            ),
+        ]
+    );
+    assert!(
+        jest[0].message.contains("Received: 6"),
+        "{}",
+        jest[0].message
+    );
+    let mut both = include_str!("testdata/vitest.stdout").to_owned();
+    both.push_str(include_str!("testdata/vitest.stderr"));
+    let vitest = findings(Tool::Vitest, &both, "tools2");
+    assert_eq!(
+        summary(&vitest),
+        vec![(
+            s("math > adds"),
+            s("vt/add.test.mjs:6:23"),
+            "AssertionError: expected 6 to be 5 // Object.is equality".into()
+        )]
+    );
+    let mocha = findings(Tool::Mocha, include_str!("testdata/mocha.stdout"), "tools2");
+    assert_eq!(
+        summary(&mocha),
+        vec![(
+            s("math > adds"),
+            s("mo/add.test.js:6:12"),
+            "AssertionError [ERR_ASSERTION]: Expected values to be strictly equal:".into()
+        )]
+    );
+    assert!(mocha[0].message.contains("6 !== 5"), "{}", mocha[0].message);
+    assert!(
+        !mocha[0].message.contains("+ expected"),
+        "{}",
+        mocha[0].message
+    );
+}
+
+#[test]
+fn go_test_vet_and_build() {
+    let test = findings(Tool::GoTest, include_str!("testdata/gotest.stdout"), "gop");
+    assert_eq!(
+        summary(&test),
+        vec![
+            (
+                s("TestAdd"),
+                s("add_test.go:7"),
+                "Add(2, 3) = 6, want 5".into()
+            ),
+            (
+                s("TestSub/inner"),
+                s("add_test.go:19"),
+                "inner broke".into()
+            ),
+        ]
+    );
+    let vet = findings(Tool::GoVet, include_str!("testdata/govet.stderr"), "gop");
+    assert_eq!(
+        summary(&vet),
+        vec![(
+            None,
+            s("add.go:10:9"),
+            "fmt.Sprintf format %d has arg \"n\" of wrong type string".into()
+        )]
+    );
+    assert_eq!(vet[0].kind, FindingKind::Lint);
+    let build = findings(
+        Tool::GoBuild,
+        include_str!("testdata/gobuild.stderr"),
+        "gop",
+    );
+    let under_test = findings(
+        Tool::GoTest,
+        include_str!("testdata/gotest-build.out"),
+        "gop",
+    );
+    let expected = vec![(
+        None,
+        s("broken.go:4:9"),
+        "cannot use \"x\" (untyped string constant) as int value in return statement".to_owned(),
+    )];
+    assert_eq!(summary(&build), expected);
+    assert_eq!(
+        summary(&under_test),
+        expected,
+        "go test's build errors, once"
+    );
+    assert_eq!(under_test[0].kind, FindingKind::Compile);
+    // Without the package line, the bare file name is not passed off as a path.
+    let cut = findings(
+        Tool::GoTest,
+        "--- FAIL: TestAdd (0.00s)\n    add_test.go:7: bad\n",
+        "gop",
+    );
+    assert_eq!(
+        summary(&cut),
+        vec![(s("TestAdd"), None, "add_test.go:7: bad".into())]
     );
 }

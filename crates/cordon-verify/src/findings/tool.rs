@@ -26,6 +26,22 @@ pub enum Tool {
     Tsc,
     /// `eslint` (its default "stylish" format).
     Eslint,
+    /// `jest`.
+    Jest,
+    /// `vitest`.
+    Vitest,
+    /// `mocha` (its default spec reporter).
+    Mocha,
+    /// `ruff check`.
+    Ruff,
+    /// `mypy` / `python -m mypy`.
+    Mypy,
+    /// `go test`.
+    GoTest,
+    /// `go vet`.
+    GoVet,
+    /// `go build`.
+    GoBuild,
     /// Anything else: no findings.
     Unknown,
 }
@@ -85,6 +101,7 @@ impl Tool {
                 {
                     Some(&"pytest") => Tool::Pytest,
                     Some(&("compileall" | "py_compile")) => Tool::PythonCompile,
+                    Some(&"mypy") => Tool::Mypy,
                     _ => Tool::Unknown,
                 }
             }
@@ -93,6 +110,17 @@ impl Tool {
             "tape" | "tap" => Tool::Tap,
             "tsc" | "vue-tsc" => Tool::Tsc,
             "eslint" => Tool::Eslint,
+            "jest" => Tool::Jest,
+            "vitest" => Tool::Vitest,
+            "mocha" => Tool::Mocha,
+            "ruff" => Tool::Ruff,
+            "mypy" | "dmypy" => Tool::Mypy,
+            "go" => match rest.iter().copied().find(|a| !a.starts_with('-')) {
+                Some("test") => Tool::GoTest,
+                Some("vet") => Tool::GoVet,
+                Some("build" | "install") => Tool::GoBuild,
+                _ => Tool::Unknown,
+            },
             "npm" | "pnpm" | "yarn" | "bun" if depth == 0 => script_tool(rest, cwd, depth),
             _ => Tool::Unknown,
         }
@@ -121,6 +149,14 @@ impl Tool {
             Tool::NodeCheck => super::node_check::parse(text, sink),
             Tool::Tsc => super::tsc::parse(text, sink),
             Tool::Eslint => super::eslint::parse(text, sink),
+            Tool::Jest => super::jest::parse(text, sink),
+            Tool::Vitest => super::vitest::parse(text, sink),
+            Tool::Mocha => super::mocha::parse(text, sink),
+            Tool::Ruff => super::ruff::parse(text, sink),
+            Tool::Mypy => super::mypy::parse(text, sink),
+            Tool::GoTest => super::go::parse_test(text, sink),
+            Tool::GoVet => super::go::parse_vet(text, sink),
+            Tool::GoBuild => super::go::parse_build(text, sink),
             Tool::Unknown => {}
         }
     }
@@ -209,6 +245,13 @@ mod tests {
         assert_eq!(tool(&["npx", "tsc", "--noEmit"]), Tool::Tsc);
         assert_eq!(tool(&["env", "CI=1", "eslint", "."]), Tool::Eslint);
         assert_eq!(tool(&["sh", "-c", "cargo test"]), Tool::Unknown, "no guess");
+        assert_eq!(tool(&["go", "test", "./..."]), Tool::GoTest);
+        assert_eq!(tool(&["go", "vet", "./..."]), Tool::GoVet);
+        assert_eq!(tool(&["ruff", "check", "."]), Tool::Ruff);
+        assert_eq!(tool(&["python3", "-m", "mypy", "."]), Tool::Mypy);
+        assert_eq!(tool(&["npx", "jest", "--ci"]), Tool::Jest);
+        assert_eq!(tool(&["vitest", "run"]), Tool::Vitest);
+        assert_eq!(tool(&["mocha"]), Tool::Mocha);
         assert_eq!(tool(&[]), Tool::Unknown);
     }
 

@@ -5,7 +5,7 @@ use cordon_types::{CapturedOutput, Finding, RunReport};
 
 /// `raw` without ANSI escape sequences and control characters (newlines and tabs stay).
 pub(crate) fn clean(raw: &str) -> String {
-    strip_ansi_escapes::strip_str(raw)
+    crate::findings::strip_ansi(raw)
         .chars()
         .filter(|c| !c.is_control() || matches!(c, '\n' | '\t'))
         .collect()
