@@ -52,8 +52,15 @@ pub enum Ecosystem {
     Python,
 }
 
-/// Detects the project at `root`.
+/// Detects the project at `root`, for this host's tools.
 pub fn detect(root: &Path) -> Detected {
+    detect_on(root, &Installed::from_host())
+}
+
+/// Detects the project at `root` for a host with the tools `host` finds: a stage whose program
+/// it lacks is planned as skipped ("pnpm is not installed on this host"), never run into an
+/// infrastructure error.
+pub fn detect_on(root: &Path, host: &Installed) -> Detected {
     let mut found = Detected::default();
     if root.join("Cargo.toml").is_file() {
         cargo(&mut found);
@@ -65,7 +72,18 @@ pub fn detect(root: &Path) -> Detected {
         go(&mut found);
     }
     if root.join("pyproject.toml").is_file() {
-        python::detect(root, &mut found, &Installed::from_host());
+        python::detect(root, &mut found, host);
+    }
+    for stage in &found.stages {
+        let Some(program) = stage.run.first() else {
+            continue;
+        };
+        if !found.missing.iter().any(|m| m.stage == stage.name) && host.program(program).is_none() {
+            found.missing.push(Missing {
+                stage: stage.name.clone(),
+                reason: format!("{program} is not installed on this host"),
+            });
+        }
     }
     if found.stages.is_empty() {
         found.reasons.push(
@@ -375,6 +393,20 @@ mod tests {
                 ("pnpm-lint", false),
                 ("pnpm-test", true)
             ]
+        );
+    }
+
+    #[test]
+    fn stages_of_missing_programs_are_planned_as_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("go.mod"), "module x\n").unwrap();
+        let d = detect_on(dir.path(), &Installed::default());
+        let missing: Vec<&str> = d.missing.iter().map(|m| m.reason.as_str()).collect();
+        assert_eq!(missing, ["go is not installed on this host"; 4]);
+        let here = detect_on(dir.path(), &Installed::from_host());
+        assert_eq!(
+            here.missing.is_empty(),
+            Installed::from_host().program("go").is_some()
         );
     }
 
