@@ -5,7 +5,8 @@
 //! (committed under `schema/` at the repository root; a test fails when they drift apart).
 //!
 //! - [`RunResult`]: what happened when one program ran under `cordon run`.
-//! - [`RunReport`]: what happened when `cordon verify` checked a change stage by stage.
+//! - [`RunReport`]: what happened when `cordon verify` checked a change stage by stage, with
+//!   typed [`Finding`]s per stage (failing tests, compile errors, lints, type errors).
 //! - [`ChildReport`]: the private message a supervising helper (the sandbox init) sends back
 //!   to the executor about the program it ran on its behalf.
 //! - [`SandboxSummary`]: which isolation held for a run, and by which mechanism.
@@ -14,6 +15,7 @@
 #![forbid(unsafe_code)]
 
 mod child_report;
+mod finding;
 mod home;
 mod run_report;
 mod run_result;
@@ -23,11 +25,12 @@ mod tag;
 pub mod text;
 
 pub use child_report::{CHILD_REPORT_FD, ChildReport, ChildRusage};
+pub use finding::{Finding, FindingKind, MAX_FINDING_MESSAGE_BYTES, MAX_FINDINGS, Severity};
 pub use home::{HomeError, cordon_home, cordon_home_from};
 pub use run_report::{
-    Overall, PlanInfo, PlanOrigin, PlanSource, Promotion, ReportFailure, RunReport, RunReportTag,
-    StageCategory, StageFailure, StageFailureCategory, StageResult, StageStatus, TestCounts,
-    WorkspaceInfo,
+    Overall, PlanInfo, PlanOrigin, PlanSource, Promotion, RUN_REPORT_REVISION, ReportFailure,
+    RunReport, RunReportTag, StageCategory, StageFailure, StageFailureCategory, StageResult,
+    StageStatus, TestCounts, WorkspaceInfo,
 };
 pub use run_result::{
     CapturedOutput, Failure, FailureCategory, LeakReport, LimitKind, RUN_RESULT_SCHEMA,

@@ -3,6 +3,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::finding::Finding;
 use crate::run_result::{CapturedOutput, LimitKind, ResourceUsage};
 
 crate::schema_tag!(
@@ -11,9 +12,15 @@ crate::schema_tag!(
     "cordon.run-report/v1"
 );
 
+/// The revision of `cordon.run-report/v1` these types describe. A revision adds optional fields
+/// only (a reader of an older revision ignores nothing it knew; a document of an older revision
+/// still parses): revision 2 added `stages[].findings` and `stages[].findings_omitted`.
+pub const RUN_REPORT_REVISION: u32 = 2;
+
 /// What happened when a candidate change was verified stage by stage.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(extend("x-revision" = 2))]
 pub struct RunReport {
     /// Always `cordon.run-report/v1`.
     pub schema: RunReportTag,
@@ -110,6 +117,14 @@ pub struct StageResult {
     /// Test counts read from the output of known test runners (libtest, pytest, node), when
     /// recognised.
     pub tests: Option<TestCounts>,
+    /// What the stage's tools reported, parsed (revision 2): failing tests, compile errors,
+    /// lints and type errors, errors first, at most 50. Empty when the stage passed cleanly or
+    /// its tool is not one cordon knows (cordon never guesses).
+    #[serde(default)]
+    pub findings: Vec<Finding>,
+    /// How many findings were left out beyond the 50 kept (revision 2).
+    #[serde(default)]
+    pub findings_omitted: u64,
 }
 
 /// How many tests a stage ran, as its test runner reported.
@@ -270,7 +285,9 @@ pub struct Promotion {
 pub struct PlanInfo {
     /// `cordon.toml` or `detected`.
     pub source: PlanSource,
-    /// Which side chose the plan: the verified ref, the trusted base, or `--config`.
+    /// Which side chose the plan: the verified ref, the trusted base, or `--config`
+    /// (`ref` in reports written before cordon compared plans).
+    #[serde(default)]
     pub origin: PlanOrigin,
     /// Whether changed files narrowed what ran.
     pub targeted: bool,
@@ -281,11 +298,12 @@ pub struct PlanInfo {
 /// Which side chose a plan. A candidate ref must not choose its own checks: when its
 /// `cordon.toml` differs from the base's, the base's plan runs unless the user trusts the
 /// ref's (`--trust-ref-plan`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum PlanOrigin {
     /// The ref's own files (its `cordon.toml` is the base's, there is no base, or the user
     /// trusted it).
+    #[default]
     Ref,
     /// The base's `cordon.toml`: the ref changed it and was not trusted.
     Base,

@@ -84,18 +84,29 @@ fn skip_string(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) {
     }
 }
 
-/// `text` as inert Markdown inline text (a table cell, a list item, a heading): one line,
-/// controls dropped, every character that could start markup backslash-escaped, HTML
-/// characters as entities.
+/// `text` as inert Markdown inline text (a table cell, a list item after its marker): one
+/// line, controls dropped, the characters that open inline markup escaped (`\`, backticks,
+/// `*`, `_` at a word's edge, brackets, `|`, `~`) and HTML characters as entities. Paths,
+/// test names and messages stay readable in the raw text (`src/lib.rs:9`, `test_demo`).
 pub fn for_markdown(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 8);
-    for c in for_terminal_line(text).chars() {
+    let line = for_terminal_line(text);
+    let chars: Vec<char> = line.chars().collect();
+    let mut out = String::with_capacity(line.len() + 8);
+    for (i, &c) in chars.iter().enumerate() {
         match c {
             '<' => out.push_str("&lt;"),
             '>' => out.push_str("&gt;"),
             '&' => out.push_str("&amp;"),
-            '\\' | '`' | '*' | '_' | '{' | '}' | '[' | ']' | '(' | ')' | '#' | '+' | '-' | '.'
-            | '!' | '|' | '~' | '"' | '\'' | ':' | '@' | '=' | '$' | '^' => {
+            '_' => {
+                let inside_word = i > 0
+                    && chars[i - 1].is_alphanumeric()
+                    && chars.get(i + 1).is_some_and(|n| n.is_alphanumeric());
+                if !inside_word {
+                    out.push('\\');
+                }
+                out.push('_');
+            }
+            '\\' | '`' | '*' | '[' | ']' | '|' | '~' => {
                 out.push('\\');
                 out.push(c);
             }
@@ -159,7 +170,11 @@ mod tests {
     fn markdown_and_html_are_inert() {
         assert_eq!(
             for_markdown("**bold** `code` [x](http://e) <img src=x> | a\nb"),
-            "\\*\\*bold\\*\\* \\`code\\` \\[x\\]\\(http\\://e\\) &lt;img src\\=x&gt; \\| a b"
+            "\\*\\*bold\\*\\* \\`code\\` \\[x\\](http://e) &lt;img src=x&gt; \\| a b"
+        );
+        assert_eq!(
+            for_markdown("py/tests/test_demo.py:7 _emph_ a_"),
+            "py/tests/test_demo.py:7 \\_emph\\_ a\\_"
         );
         assert_eq!(
             for_html("<script>\"'`x`"),

@@ -72,7 +72,9 @@ fn pytest_summary(line: &str) -> Option<TestCounts> {
             "passed" | "xpassed" => counts.passed += n,
             "failed" | "error" | "errors" => counts.failed += n,
             "skipped" | "xfailed" | "deselected" => counts.ignored += n,
-            "warning" | "warnings" | "rerun" => {}
+            // pytest 9's subtests are counted apart from the tests that hold them.
+            "warning" | "warnings" | "rerun" | "subtests passed" | "subtests failed"
+            | "subtests skipped" | "subtests xfailed" | "subtests xpassed" => {}
             _ => return None,
         }
         any = true;
@@ -122,6 +124,15 @@ mod tests {
                 failed: 0,
                 ignored: 0
             }
+        );
+        assert_eq!(
+            parse("4 failed, 2 passed, 4 subtests passed in 0.03s").unwrap(),
+            TestCounts {
+                passed: 2,
+                failed: 4,
+                ignored: 0
+            },
+            "pytest 9 with subtests"
         );
         assert_eq!(parse("nothing here"), None);
         assert_eq!(parse("we met 3 people in 2024s"), None);

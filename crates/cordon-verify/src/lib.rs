@@ -21,6 +21,7 @@ pub mod config;
 mod counts;
 pub mod detect;
 mod error;
+pub mod findings;
 mod pipeline;
 pub mod plan;
 pub mod render;

@@ -322,6 +322,7 @@ fn trusted_plan(
              to use the ref's"
         )],
         redact: config.redact,
+        missing: Vec::new(),
     })
 }
 
@@ -513,7 +514,13 @@ fn assemble(input: AssembleInput<'_>, plan: &Plan, stages: Vec<StageResult>) -> 
             reason: if input.cancelled {
                 "the verification was cancelled".into()
             } else {
-                "a required stage did not run".into()
+                // e.g. "pytest is not installed on this host", "not selected by --stages".
+                stages
+                    .iter()
+                    .find(|s| Some(&s.name) == blocking.first())
+                    .and_then(|s| s.skip_reason.as_ref())
+                    .map(|why| format!("a required stage did not run: {why}"))
+                    .unwrap_or_else(|| "a required stage did not run".into())
             },
         })
     });

@@ -30,6 +30,9 @@ pub enum PlannedSkip {
     NotSelected,
     /// Targeting decided the change cannot affect it (the text says why): it does not block.
     NotAffected(String),
+    /// This host lacks the stage's tool (`ruff is not installed on this host`): a required
+    /// stage then counts as not passed.
+    NotInstalled(String),
 }
 
 impl PlannedSkip {
@@ -37,7 +40,7 @@ impl PlannedSkip {
     pub fn reason(&self) -> String {
         match self {
             PlannedSkip::NotSelected => "not selected by --stages".to_owned(),
-            PlannedSkip::NotAffected(why) => why.clone(),
+            PlannedSkip::NotAffected(why) | PlannedSkip::NotInstalled(why) => why.clone(),
         }
     }
 }
@@ -161,6 +164,8 @@ pub struct Declared {
     pub reasons: Vec<String>,
     /// Redaction settings from the config (`[redact]`).
     pub redact: RedactConfig,
+    /// Detected stages whose tool this host lacks.
+    pub missing: Vec<detect::Missing>,
 }
 
 /// Reads the stages for the tree at `root`: `--config`, else `cordon.toml` at the root, else
@@ -171,7 +176,14 @@ pub fn declared(root: &Path, config: Option<&Path>) -> Result<Declared, VerifyEr
         .map(Path::to_owned)
         .unwrap_or_else(|| root.join("cordon.toml"));
     if config.is_some() || config_path.is_file() {
-        let cfg = Config::load(&config_path)?;
+        // An error in the committed cordon.toml names it as the repository does, not by its
+        // path in the transient workspace.
+        let cfg = Config::load(&config_path).map_err(|mut e| {
+            if config.is_none() {
+                e.path = "cordon.toml".into();
+            }
+            e
+        })?;
         let shown = if config.is_some() {
             config_path.display().to_string()
         } else {
@@ -191,6 +203,7 @@ pub fn declared(root: &Path, config: Option<&Path>) -> Result<Declared, VerifyEr
                 "stages declared in {shown} (as committed at the ref)"
             )],
             redact: cfg.redact,
+            missing: Vec::new(),
         });
     }
     let found = detect::detect(root);
@@ -208,6 +221,7 @@ pub fn declared(root: &Path, config: Option<&Path>) -> Result<Declared, VerifyEr
         stages: found.stages,
         reasons: found.reasons,
         redact: RedactConfig::default(),
+        missing: found.missing,
     })
 }
 
@@ -225,6 +239,7 @@ pub fn build(
         redact,
         cargo_packages,
         node_packages,
+        missing,
     } = declared;
     if let Some(only) = only {
         for name in only {
@@ -257,6 +272,11 @@ pub fn build(
             && !only.contains(&p.stage.name)
         {
             p.skip = Some(PlannedSkip::NotSelected);
+            planned.push(p);
+            continue;
+        }
+        if let Some(m) = missing.iter().find(|m| m.stage == p.stage.name) {
+            p.skip = Some(PlannedSkip::NotInstalled(m.reason.clone()));
             planned.push(p);
             continue;
         }

@@ -10,12 +10,13 @@ use cordon_runner::{
 use cordon_sandbox::CacheLayer;
 use cordon_types::{
     CapturedOutput, FailureCategory, LimitKind, NetworkMode, ResourceUsage, RunResult, RunStatus,
-    StageCategory, StageFailure, StageFailureCategory, StageResult, StageStatus,
+    Severity, StageCategory, StageFailure, StageFailureCategory, StageResult, StageStatus,
 };
 
 use crate::config::{
     DEFAULT_STAGE_TIMEOUT, NetworkSetting, ReadyConfig, RedactConfig, StageConfig,
 };
+use crate::findings::{self, PathContext, Tool};
 use crate::pipeline::{VerifyObserver, VerifyRequest};
 use crate::plan::PlannedStage;
 use crate::smoke::{OutputMatches, TcpListening};
@@ -54,6 +55,8 @@ pub(crate) fn skipped(planned: &PlannedStage, ws_path: &Path, reason: String) ->
         skip_reason: Some(reason),
         targeting: planned.targeting.clone(),
         tests: None,
+        findings: Vec::new(),
+        findings_omitted: 0,
     }
 }
 
@@ -163,7 +166,8 @@ pub(crate) fn run_stage(
         ws_path,
         common_dir,
         scratch,
-    } = place;
+    } = &place;
+    let (root, ws_path, common_dir, scratch) = (*root, *ws_path, *common_dir, *scratch);
     let stage = &planned.stage;
     let cwd = stage_cwd(planned, root);
     if !cwd.is_dir() {
@@ -247,7 +251,10 @@ pub(crate) fn run_stage(
         Ok(ran) => {
             // The command as the run path shows it: redacted.
             let command = ran.result.command.clone();
+            let paths = PathContext::new(place.ws_path, &cwd);
+            let tool = Tool::identify(&stage.run, &cwd);
             let mut result = stage_result(planned, ran.result, ran.ready);
+            attach_findings(&mut result, tool, &paths);
             result.command = command;
             result
         }
@@ -362,5 +369,37 @@ fn stage_result(planned: &PlannedStage, run: RunResult, ready: bool) -> StageRes
         skip_reason,
         targeting: planned.targeting.clone(),
         tests,
+        findings: Vec::new(),
+        findings_omitted: 0,
+    }
+}
+
+/// Reads the findings of `tool` from the stage's output; a stage that failed by the author's
+/// fault is then explained by its first error ("test `tests::adds` failed at src/lib.rs:9:9:
+/// ...") rather than by its exit code.
+fn attach_findings(result: &mut StageResult, tool: Tool, paths: &PathContext) {
+    let (findings, omitted) =
+        findings::collect(tool, &result.stdout, &result.stderr, paths).into_parts();
+    result.findings = findings;
+    result.findings_omitted = omitted;
+    if let Some(failure) = &mut result.failure
+        && result.status == StageStatus::Fail
+        && failure.category.author_must_fix()
+        && let Some(first) = result
+            .findings
+            .first()
+            .filter(|f| f.severity == Severity::Error)
+    {
+        let errors = result
+            .findings
+            .iter()
+            .filter(|f| f.severity == Severity::Error)
+            .count() as u64
+            + result.findings_omitted;
+        let more = match errors {
+            0 | 1 => String::new(),
+            n => format!(" (and {} more)", n - 1),
+        };
+        failure.reason = format!("{}{more}", first.headline());
     }
 }

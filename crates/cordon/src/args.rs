@@ -181,6 +181,8 @@ pub enum SchemaDocument {
     SessionPush,
     /// cordon.session-pull/v1, printed by `cordon session pull --json`.
     SessionPull,
+    /// cordon.verify-error/v1, printed by `cordon verify --json` when no verdict was reached.
+    VerifyError,
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {

@@ -77,6 +77,24 @@ impl CliError {
     pub fn code(&self) -> u8 {
         self.code
     }
+
+    /// The error and its causes, each said once, without the `error:` prefix (for documents).
+    pub fn message(&self) -> String {
+        let mut lines = lines(self);
+        lines.retain(|l| !l.starts_with("hint: ") && l != "Caused by:");
+        lines
+            .iter()
+            .map(|l| l.strip_prefix("error: ").unwrap_or(l.trim()))
+            .collect::<Vec<_>>()
+            .join(": ")
+            .trim_end_matches([':', ' '])
+            .to_owned()
+    }
+
+    /// The hints.
+    pub fn hints(&self) -> &[String] {
+        &self.hints
+    }
 }
 
 /// Any other error is cordon's own failure (125).

@@ -7,3 +7,11 @@ fn gc_schema_is_current() {
     let generated = cordon_types::schema_json::<cordon::documents::GcSummary>();
     cordon_types::check_committed_schema(&path, &generated).unwrap();
 }
+
+#[test]
+fn verify_error_schema_is_current() {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../schema/verify-error.v1.json");
+    let generated = cordon_types::schema_json::<cordon::documents::VerifyError>();
+    cordon_types::check_committed_schema(&path, &generated).unwrap();
+}

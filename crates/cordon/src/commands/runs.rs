@@ -428,6 +428,37 @@ mod tests {
     use super::*;
 
     #[test]
+    fn run_list_columns_align() {
+        let run = |status: cordon_store::RunState, kind| RunSummary {
+            id: cordon_store::RunId::generate(),
+            kind,
+            status,
+            repo: Some("/src/app".into()),
+            command: serde_json::json!(["verify"]),
+            started_at_ms: 1_700_000_000_000,
+            finished_at_ms: Some(1_700_000_001_000),
+            duration_ms: Some(1_000),
+            host: "h".into(),
+            owner_pid: 1,
+        };
+        let table = render_table(&[
+            run(cordon_store::RunState::Pass, cordon_store::RunKind::Run),
+            run(
+                cordon_store::RunState::Interrupted,
+                cordon_store::RunKind::Verify,
+            ),
+        ]);
+        let lines: Vec<&str> = table.lines().collect();
+        for column in ["STATUS", "KIND", "STARTED", "COMMAND"] {
+            let at = lines[0].find(column).unwrap();
+            for line in &lines[1..] {
+                assert_eq!(&line[at - 2..at], "  ", "{column} is aligned:\n{table}");
+                assert_ne!(line.as_bytes()[at], b' ', "{column} is aligned:\n{table}");
+            }
+        }
+    }
+
+    #[test]
     fn durations_read_naturally() {
         assert_eq!(format_duration(850), "850ms");
         assert_eq!(format_duration(12_345), "12.3s");

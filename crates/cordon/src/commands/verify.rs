@@ -95,6 +95,31 @@ fn parse_size(text: &str) -> Result<usize, String> {
 }
 
 pub(crate) fn run(args: VerifyArgs) -> Result<ExitCode, CliError> {
+    let json = args.json;
+    let result = run_verify(args);
+    // With --json, stdout always holds a document: the report, or why there is none.
+    if json && let Err(error) = &result {
+        let document = crate::documents::VerifyError {
+            schema: crate::documents::VerifyErrorTag,
+            overall: Overall::Error,
+            failure: crate::documents::VerifyErrorFailure {
+                category: if error.code() == USAGE {
+                    crate::documents::VerifyErrorCategory::Usage
+                } else {
+                    crate::documents::VerifyErrorCategory::Infra
+                },
+                reason: error.message(),
+                hints: error.hints().to_vec(),
+            },
+        };
+        let mut out = std::io::stdout().lock();
+        let _ = serde_json::to_writer_pretty(&mut out, &document);
+        let _ = writeln!(out);
+    }
+    result
+}
+
+fn run_verify(args: VerifyArgs) -> Result<ExitCode, CliError> {
     let patch = match &args.patch {
         None => None,
         Some(p) if p.as_os_str() == "-" => {
@@ -381,76 +406,9 @@ impl VerifyObserver for TerminalView {
 }
 
 fn print_summary(report: &RunReport) {
-    let mut err = std::io::stderr().lock();
-    let width = report
-        .stages
-        .iter()
-        .map(|s| shown(&s.name).chars().count())
-        .max()
-        .unwrap_or(5)
-        .max(5);
-    let _ = writeln!(
-        err,
-        "\n{:<width$}  {:<9}  {:<8}  {:>7}  note",
-        "stage", "category", "status", "time"
-    );
-    for s in &report.stages {
-        let note = shown(&cordon_verify::render::stage_note(s));
-        let status = match s.status {
-            StageStatus::Pass => "pass",
-            StageStatus::Fail => "fail",
-            StageStatus::Timeout => "timeout",
-            StageStatus::Error => "error",
-            StageStatus::Skipped => "skipped",
-        };
-        let _ = writeln!(
-            err,
-            "{:<width$}  {:<9}  {:<8}  {:>6.1}s  {}{note}",
-            shown(&s.name),
-            s.category.as_str(),
-            status,
-            s.duration_ms as f64 / 1000.0,
-            if s.required { "" } else { "(optional) " },
-        );
-    }
-    for s in report.stages.iter().filter(|s| {
-        s.required
-            && matches!(
-                s.status,
-                StageStatus::Fail | StageStatus::Timeout | StageStatus::Error
-            )
-    }) {
-        let tail = if s.stderr.truncated {
-            &s.stderr.tail
-        } else {
-            &s.stderr.head
-        };
-        let lines: Vec<&str> = tail.lines().collect();
-        let start = lines.len().saturating_sub(15);
-        let _ = writeln!(err, "\n--- {} (last lines of stderr) ---", shown(&s.name));
-        for line in &lines[start..] {
-            let _ = writeln!(err, "{}", shown(line));
-        }
-    }
-    let verdict = match report.overall {
-        Overall::Pass => "gate: PASSED — promotion allowed".to_owned(),
-        Overall::Fail => format!(
-            "gate: BLOCKED by {}",
-            shown(&report.promotion.blocking.join(", "))
-        ),
-        Overall::Error => format!(
-            "gate: ERROR — {}",
-            report.failure.as_ref().map_or(
-                "cordon could not complete the verification".to_owned(),
-                |f| { shown(&f.reason) }
-            )
-        ),
-    };
-    let _ = writeln!(
-        err,
-        "\n{verdict} ({:.1}s, run {})",
-        report.duration_ms as f64 / 1000.0,
-        report.run_id
+    let _ = std::io::stderr().lock().write_all(
+        cordon_types::text::for_terminal(&cordon_verify::render::terminal_summary(report))
+            .as_bytes(),
     );
 }
 

@@ -11,6 +11,11 @@ use cordon_types::StageCategory;
 
 use crate::config::{NetworkSetting, StageConfig};
 
+mod installed;
+mod python;
+
+pub use installed::{Installed, Missing};
+
 /// A detected plan: the stages and why each is there.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Detected {
@@ -18,6 +23,8 @@ pub struct Detected {
     pub stages: Vec<StageConfig>,
     /// One line per decision.
     pub reasons: Vec<String>,
+    /// Stages whose tool this host lacks: planned, but skipped with the reason.
+    pub missing: Vec<Missing>,
 }
 
 /// The test command of an npm workspace without a root `test` script (every package's own).
@@ -45,8 +52,15 @@ pub enum Ecosystem {
     Python,
 }
 
-/// Detects the project at `root`.
+/// Detects the project at `root`, for this host's tools.
 pub fn detect(root: &Path) -> Detected {
+    detect_on(root, &Installed::from_host())
+}
+
+/// Detects the project at `root` for a host with the tools `host` finds: a stage whose program
+/// it lacks is planned as skipped ("pnpm is not installed on this host"), never run into an
+/// infrastructure error.
+pub fn detect_on(root: &Path, host: &Installed) -> Detected {
     let mut found = Detected::default();
     if root.join("Cargo.toml").is_file() {
         cargo(&mut found);
@@ -58,7 +72,18 @@ pub fn detect(root: &Path) -> Detected {
         go(&mut found);
     }
     if root.join("pyproject.toml").is_file() {
-        python(root, &mut found);
+        python::detect(root, &mut found, host);
+    }
+    for stage in &found.stages {
+        let Some(program) = stage.run.first() else {
+            continue;
+        };
+        if !found.missing.iter().any(|m| m.stage == stage.name) && host.program(program).is_none() {
+            found.missing.push(Missing {
+                stage: stage.name.clone(),
+                reason: format!("{program} is not installed on this host"),
+            });
+        }
     }
     if found.stages.is_empty() {
         found.reasons.push(
@@ -69,7 +94,12 @@ pub fn detect(root: &Path) -> Detected {
     found
 }
 
-fn stage(name: &str, category: StageCategory, run: &[&str], required: bool) -> StageConfig {
+pub(crate) fn stage(
+    name: &str,
+    category: StageCategory,
+    run: &[&str],
+    required: bool,
+) -> StageConfig {
     StageConfig {
         name: name.into(),
         category,
@@ -105,7 +135,7 @@ fn offline(mut s: StageConfig, vars: &[(&str, &str)]) -> StageConfig {
 fn cargo(found: &mut Detected) {
     let off = [("CARGO_NET_OFFLINE", "true")];
     found.reasons.push(
-        "Cargo.toml: cargo fetch (network), then offline fmt and clippy (optional), build and test (gating)"
+        "Cargo.toml: cargo fetch (network), then offline fmt (optional), build and test (gating), clippy last (optional: it compiles the dependencies again in check mode, and is skipped when a required stage failed)"
             .into(),
     );
     found.stages.extend([
@@ -115,23 +145,6 @@ fn cargo(found: &mut Detected) {
                 "cargo-fmt",
                 StageCategory::Lint,
                 &["cargo", "fmt", "--all", "--check"],
-                false,
-            ),
-            &off,
-        ),
-        offline(
-            stage(
-                "cargo-clippy",
-                StageCategory::Lint,
-                &[
-                    "cargo",
-                    "clippy",
-                    "--offline",
-                    "--all-targets",
-                    "--",
-                    "-D",
-                    "warnings",
-                ],
                 false,
             ),
             &off,
@@ -154,6 +167,23 @@ fn cargo(found: &mut Detected) {
             ),
             &off,
         ),
+        offline(
+            stage(
+                "cargo-clippy",
+                StageCategory::Lint,
+                &[
+                    "cargo",
+                    "clippy",
+                    "--offline",
+                    "--all-targets",
+                    "--",
+                    "-D",
+                    "warnings",
+                ],
+                false,
+            ),
+            &off,
+        ),
     ]);
 }
 
@@ -172,6 +202,20 @@ fn node_scripts(root: &Path) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The package's plain-JavaScript entry file (`main`, else `index.js`), when it exists.
+fn node_entry(root: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(root.join("package.json")).ok()?;
+    let value: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let main = value
+        .get("main")
+        .and_then(|m| m.as_str())
+        .unwrap_or("index.js")
+        .trim_start_matches("./");
+    let plain = [".js", ".cjs", ".mjs"].iter().any(|e| main.ends_with(e));
+    let safe = !main.starts_with('/') && !main.split('/').any(|p| p == "..");
+    (plain && safe && root.join(main).is_file()).then(|| main.to_owned())
+}
+
 fn node(root: &Path, found: &mut Detected) {
     let (pm, install): (&str, Vec<&str>) = if root.join("pnpm-lock.yaml").is_file() {
         ("pnpm", vec!["pnpm", "install", "--frozen-lockfile"])
@@ -185,8 +229,22 @@ fn node(root: &Path, found: &mut Detected) {
         ("npm", vec!["npm", "install", "--no-audit", "--no-fund"])
     };
     let scripts = node_scripts(root);
+    let lockfile = [
+        "pnpm-lock.yaml",
+        "yarn.lock",
+        "bun.lockb",
+        "bun.lock",
+        "package-lock.json",
+        "npm-shrinkwrap.json",
+    ]
+    .into_iter()
+    .find(|l| root.join(l).is_file());
+    let from = match lockfile {
+        Some(lock) => format!("{pm} (from {lock})"),
+        None => format!("{pm} (no lockfile)"),
+    };
     found.reasons.push(format!(
-        "package.json: {pm} (from the lockfile) installs with network; scripts found: {}",
+        "package.json: {from} installs with network; scripts found: {}",
         if scripts.is_empty() {
             "none".to_owned()
         } else {
@@ -194,6 +252,17 @@ fn node(root: &Path, found: &mut Detected) {
         }
     ));
     found.stages.push(setup(&format!("{pm}-install"), &install));
+    if let Some(entry) = node_entry(root) {
+        found.reasons.push(format!(
+            "package.json: `node --check {entry}` (compile) finds syntax errors before the tests"
+        ));
+        found.stages.push(stage(
+            "node-check",
+            StageCategory::Compile,
+            &["node", "--check", &format!("./{entry}")],
+            true,
+        ));
+    }
     let workspaces = crate::target::node_packages(root).filter(|p| !p.is_empty());
     if let Some(packages) = &workspaces {
         found.reasons.push(format!(
@@ -277,45 +346,6 @@ fn go(found: &mut Detected) {
     ]);
 }
 
-fn python(root: &Path, found: &mut Detected) {
-    let text = std::fs::read_to_string(root.join("pyproject.toml")).unwrap_or_default();
-    let table: toml::Table = toml::from_str(&text).unwrap_or_default();
-    let tool = table.get("tool").and_then(|t| t.as_table());
-    let has = |name: &str| tool.is_some_and(|t| t.contains_key(name));
-    let mut used = Vec::new();
-    if has("ruff") {
-        used.push("ruff");
-        found.stages.push(stage(
-            "ruff",
-            StageCategory::Lint,
-            &["ruff", "check", "."],
-            false,
-        ));
-    }
-    if has("mypy") {
-        used.push("mypy");
-        found.stages.push(stage(
-            "mypy",
-            StageCategory::Typecheck,
-            &["python3", "-m", "mypy", "."],
-            true,
-        ));
-    }
-    if has("pytest") || root.join("tests").is_dir() || root.join("test").is_dir() {
-        used.push("pytest");
-        found.stages.push(stage(
-            "pytest",
-            StageCategory::Test,
-            &["python3", "-m", "pytest", "-q"],
-            true,
-        ));
-    }
-    found.reasons.push(format!(
-        "pyproject.toml: tools configured: {}; no setup stage (declare one in cordon.toml to install dependencies)",
-        if used.is_empty() { "none".to_owned() } else { used.join(", ") }
-    ));
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -337,13 +367,13 @@ mod tests {
             vec![
                 ("cargo-fetch", true),
                 ("cargo-fmt", false),
-                ("cargo-clippy", false),
                 ("cargo-build", true),
-                ("cargo-test", true)
+                ("cargo-test", true),
+                ("cargo-clippy", false)
             ]
         );
         assert_eq!(d.stages[0].network, Some(NetworkSetting::Host));
-        assert_eq!(d.stages[4].network, None);
+        assert_eq!(d.stages[3].network, None);
     }
 
     #[test]
@@ -367,6 +397,20 @@ mod tests {
     }
 
     #[test]
+    fn stages_of_missing_programs_are_planned_as_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("go.mod"), "module x\n").unwrap();
+        let d = detect_on(dir.path(), &Installed::default());
+        let missing: Vec<&str> = d.missing.iter().map(|m| m.reason.as_str()).collect();
+        assert_eq!(missing, ["go is not installed on this host"; 4]);
+        let here = detect_on(dir.path(), &Installed::from_host());
+        assert_eq!(
+            here.missing.is_empty(),
+            Installed::from_host().program("go").is_some()
+        );
+    }
+
+    #[test]
     fn python_and_nothing() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(
@@ -376,7 +420,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             names(&detect(dir.path())),
-            vec![("ruff", false), ("pytest", true)]
+            vec![("python-compile", true), ("ruff", false), ("pytest", true)]
         );
         let empty = tempfile::tempdir().unwrap();
         let d = detect(empty.path());

@@ -1,0 +1,225 @@
+//! Python projects (`pyproject.toml`): a compile stage, then the tools the project itself
+//! configures — never a tool it does not.
+
+use std::path::Path;
+
+use cordon_types::StageCategory;
+
+use super::{Detected, Installed, Missing, stage};
+
+/// Directories `compileall` does not enter: hidden ones, virtual environments, vendored or
+/// built trees.
+const NOT_COMPILED: &str = r"(^|/)(\.[^/]+|venv|env|node_modules|build|dist|__pycache__)/";
+
+/// The project's configuration files: `pyproject.toml` (parsed), `setup.cfg`, `tox.ini`.
+struct PythonConfig {
+    pyproject: toml::Table,
+    setup_cfg: String,
+    tox_ini: String,
+}
+
+impl PythonConfig {
+    fn read(root: &Path) -> PythonConfig {
+        let text = |name: &str| std::fs::read_to_string(root.join(name)).unwrap_or_default();
+        PythonConfig {
+            pyproject: toml::from_str(&text("pyproject.toml")).unwrap_or_default(),
+            setup_cfg: text("setup.cfg"),
+            tox_ini: text("tox.ini"),
+        }
+    }
+
+    /// Whether `pyproject.toml` has `[tool.NAME]`.
+    fn tool(&self, name: &str) -> bool {
+        self.pyproject
+            .get("tool")
+            .and_then(|t| t.as_table())
+            .is_some_and(|t| t.contains_key(name))
+    }
+}
+
+/// Whether an INI file has a `[section]` line.
+fn has_section(ini: &str, section: &str) -> bool {
+    ini.lines().any(|l| l.trim() == format!("[{section}]"))
+}
+
+/// Whether `dir` holds a pytest test file (`test_*.py`, `*_test.py`), two levels deep at most.
+fn has_test_files(dir: &Path, depth: u8) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    entries.flatten().take(1000).any(|e| {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let kind = e.file_type().ok();
+        if kind.is_some_and(|k| k.is_dir()) {
+            depth > 0 && has_test_files(&e.path(), depth - 1)
+        } else {
+            name.ends_with(".py") && (name.starts_with("test_") || name.ends_with("_test.py"))
+        }
+    })
+}
+
+/// Where pytest's configuration was found, if anywhere.
+fn pytest_configured(root: &Path, config: &PythonConfig) -> Option<&'static str> {
+    if config.tool("pytest") {
+        Some("[tool.pytest] in pyproject.toml")
+    } else if root.join("pytest.ini").is_file() {
+        Some("pytest.ini")
+    } else if has_section(&config.setup_cfg, "tool:pytest") {
+        Some("[tool:pytest] in setup.cfg")
+    } else if has_section(&config.tox_ini, "pytest") {
+        Some("[pytest] in tox.ini")
+    } else if ["tests", "test"]
+        .iter()
+        .any(|d| has_test_files(&root.join(d), 2))
+    {
+        Some("test files under tests/")
+    } else {
+        None
+    }
+}
+
+pub(super) fn detect(root: &Path, found: &mut Detected, host: &Installed) {
+    let config = PythonConfig::read(root);
+    found.stages.push(stage(
+        "python-compile",
+        StageCategory::Compile,
+        &["python3", "-m", "compileall", "-q", "-x", NOT_COMPILED, "."],
+        true,
+    ));
+    let mut configured: Vec<String> = Vec::new();
+    let missing = |found: &mut Detected, name: &str, tool: &str, there: bool| {
+        if !there {
+            found.missing.push(Missing {
+                stage: name.to_owned(),
+                reason: format!("{tool} is not installed on this host"),
+            });
+        }
+    };
+    let ruff = config.tool("ruff")
+        || root.join("ruff.toml").is_file()
+        || root.join(".ruff.toml").is_file();
+    if ruff {
+        configured.push("ruff (its configuration)".into());
+        found.stages.push(stage(
+            "ruff",
+            StageCategory::Lint,
+            &["ruff", "check", "."],
+            false,
+        ));
+        missing(found, "ruff", "ruff", host.program("ruff").is_some());
+    }
+    let mypy = config.tool("mypy")
+        || root.join("mypy.ini").is_file()
+        || root.join(".mypy.ini").is_file()
+        || has_section(&config.setup_cfg, "mypy");
+    if mypy {
+        configured.push("mypy (its configuration)".into());
+        found.stages.push(stage(
+            "mypy",
+            StageCategory::Typecheck,
+            &["python3", "-m", "mypy", "."],
+            true,
+        ));
+        missing(found, "mypy", "mypy", host.python_module("mypy"));
+    }
+    if let Some(why) = pytest_configured(root, &config) {
+        configured.push(format!("pytest ({why})"));
+        found.stages.push(stage(
+            "pytest",
+            StageCategory::Test,
+            &["python3", "-m", "pytest", "-q"],
+            true,
+        ));
+        missing(found, "pytest", "pytest", host.python_module("pytest"));
+    }
+    found.reasons.push(format!(
+        "pyproject.toml: `python3 -m compileall` (compile) finds syntax errors first; tools configured: {}; no setup stage (declare one in cordon.toml to install dependencies)",
+        if configured.is_empty() {
+            "none".to_owned()
+        } else {
+            configured.join(", ")
+        }
+    ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn detect_in(files: &[(&str, &str)], host: &Installed) -> Detected {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text) in files {
+            let path = dir.path().join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        let mut found = Detected::default();
+        detect(dir.path(), &mut found, host);
+        found
+    }
+
+    fn names(d: &Detected) -> Vec<&str> {
+        d.stages.iter().map(|s| s.name.as_str()).collect()
+    }
+
+    #[test]
+    fn only_configured_tools_run() {
+        let host = Installed::from_host();
+        let d = detect_in(&[("pyproject.toml", "[project]\nname='x'\n")], &host);
+        assert_eq!(names(&d), ["python-compile"]);
+        assert!(
+            d.reasons[0].contains("tools configured: none"),
+            "{:?}",
+            d.reasons
+        );
+        // A `tests/` dir without test files configures nothing.
+        let d = detect_in(&[("pyproject.toml", ""), ("tests/data.txt", "")], &host);
+        assert_eq!(names(&d), ["python-compile"]);
+        for files in [
+            &[("pyproject.toml", ""), ("pytest.ini", "[pytest]\n")][..],
+            &[
+                ("pyproject.toml", ""),
+                ("setup.cfg", "[tool:pytest]\naddopts = -q\n"),
+            ],
+            &[("pyproject.toml", ""), ("tox.ini", "[tox]\n[pytest]\n")],
+            &[("pyproject.toml", ""), ("tests/unit/test_x.py", "")],
+        ] {
+            let d = detect_in(files, &host);
+            assert_eq!(names(&d), ["python-compile", "pytest"], "{files:?}");
+        }
+        let d = detect_in(
+            &[
+                ("pyproject.toml", ""),
+                ("setup.cfg", "[mypy]\nstrict = True\n"),
+            ],
+            &host,
+        );
+        assert_eq!(names(&d), ["python-compile", "mypy"]);
+    }
+
+    #[test]
+    fn a_tool_this_host_lacks_is_planned_as_skipped() {
+        let nothing = Installed::default();
+        let d = detect_in(
+            &[(
+                "pyproject.toml",
+                "[tool.ruff]\n[tool.mypy]\n[tool.pytest.ini_options]\n",
+            )],
+            &nothing,
+        );
+        assert_eq!(names(&d), ["python-compile", "ruff", "mypy", "pytest"]);
+        let missing: Vec<(&str, &str)> = d
+            .missing
+            .iter()
+            .map(|m| (m.stage.as_str(), m.reason.as_str()))
+            .collect();
+        assert_eq!(
+            missing,
+            [
+                ("ruff", "ruff is not installed on this host"),
+                ("mypy", "mypy is not installed on this host"),
+                ("pytest", "pytest is not installed on this host"),
+            ]
+        );
+    }
+}

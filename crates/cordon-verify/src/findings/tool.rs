@@ -1,0 +1,278 @@
+//! Which tool a stage runs, read from its argv — never guessed from its output.
+
+use std::path::Path;
+
+use super::Sink;
+
+/// A tool whose output cordon parses into findings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tool {
+    /// `cargo test`: libtest's failures, and rustc's diagnostics (human or JSON).
+    CargoTest,
+    /// `cargo nextest run`: nextest's failures, and rustc's diagnostics.
+    CargoNextest,
+    /// `cargo build` / `check` / `clippy` / `rustc`: rustc's and clippy's diagnostics (human
+    /// or `--message-format=json`).
+    Rustc,
+    /// `pytest` / `python -m pytest`.
+    Pytest,
+    /// `python -m compileall` / `py_compile`: syntax errors.
+    PythonCompile,
+    /// TAP producers: `node --test` (node's test runner), `tape`, `tap`.
+    Tap,
+    /// `node --check`: syntax errors.
+    NodeCheck,
+    /// `tsc`: type errors.
+    Tsc,
+    /// `eslint` (its default "stylish" format).
+    Eslint,
+    /// `jest`.
+    Jest,
+    /// `vitest`.
+    Vitest,
+    /// `mocha` (its default spec reporter).
+    Mocha,
+    /// `ruff check`.
+    Ruff,
+    /// `mypy` / `python -m mypy`.
+    Mypy,
+    /// `go test`.
+    GoTest,
+    /// `go vet`.
+    GoVet,
+    /// `go build`.
+    GoBuild,
+    /// Anything else: no findings.
+    Unknown,
+}
+
+/// Most bytes of a `package.json` read to find a script.
+const MAX_MANIFEST: u64 = 1 << 20;
+
+impl Tool {
+    /// The tool `argv` runs in `cwd` (whose `package.json` names the scripts a package
+    /// manager runs).
+    pub fn identify(argv: &[String], cwd: &Path) -> Tool {
+        Self::identify_at_depth(argv, cwd, 0)
+    }
+
+    fn identify_at_depth(argv: &[String], cwd: &Path, depth: u8) -> Tool {
+        // `env A=B prog`, `npx prog`, `A=B prog` (in a script): the program that runs.
+        let mut args: Vec<&str> = argv.iter().map(String::as_str).collect();
+        loop {
+            match args.first().map(|a| program(a)) {
+                Some("env" | "npx" | "exec") => {
+                    args.remove(0);
+                    while args.first().is_some_and(|a| a.starts_with('-')) {
+                        args.remove(0);
+                    }
+                }
+                Some(a) if a.contains('=') && !a.starts_with('-') => {
+                    args.remove(0);
+                }
+                _ => break,
+            }
+        }
+        let Some(first) = args.first() else {
+            return Tool::Unknown;
+        };
+        let rest = &args[1..];
+        let has = |flag: &str| rest.contains(&flag);
+        match program(first) {
+            "cargo" => {
+                match rest
+                    .iter()
+                    .copied()
+                    .find(|a| !a.starts_with('-') && !a.starts_with('+'))
+                {
+                    Some("test" | "t") => Tool::CargoTest,
+                    Some("nextest") => Tool::CargoNextest,
+                    Some("build" | "b" | "check" | "c" | "clippy" | "rustc") => Tool::Rustc,
+                    _ => Tool::Unknown,
+                }
+            }
+            "rustc" | "clippy-driver" => Tool::Rustc,
+            "pytest" | "py.test" => Tool::Pytest,
+            p if p.starts_with("python") => {
+                match rest
+                    .iter()
+                    .position(|a| *a == "-m")
+                    .and_then(|i| rest.get(i + 1))
+                {
+                    Some(&"pytest") => Tool::Pytest,
+                    Some(&("compileall" | "py_compile")) => Tool::PythonCompile,
+                    Some(&"mypy") => Tool::Mypy,
+                    _ => Tool::Unknown,
+                }
+            }
+            "node" if has("--test") => Tool::Tap,
+            "node" if has("--check") || has("-c") => Tool::NodeCheck,
+            "tape" | "tap" => Tool::Tap,
+            "tsc" | "vue-tsc" => Tool::Tsc,
+            "eslint" => Tool::Eslint,
+            "jest" => Tool::Jest,
+            "vitest" => Tool::Vitest,
+            "mocha" => Tool::Mocha,
+            "ruff" => Tool::Ruff,
+            "mypy" | "dmypy" => Tool::Mypy,
+            "go" => match rest.iter().copied().find(|a| !a.starts_with('-')) {
+                Some("test") => Tool::GoTest,
+                Some("vet") => Tool::GoVet,
+                Some("build" | "install") => Tool::GoBuild,
+                _ => Tool::Unknown,
+            },
+            "npm" | "pnpm" | "yarn" | "bun" if depth == 0 => script_tool(rest, cwd, depth),
+            _ => Tool::Unknown,
+        }
+    }
+
+    /// Runs this tool's parsers over `text` (ANSI escapes already stripped).
+    pub(crate) fn parse(self, text: &str, sink: &mut Sink) {
+        match self {
+            Tool::CargoTest => {
+                super::libtest::parse(text, sink);
+                super::rustc::parse(text, sink);
+                super::rustc_json::parse(text, sink);
+            }
+            Tool::CargoNextest => {
+                super::nextest::parse(text, sink);
+                super::rustc::parse(text, sink);
+                super::rustc_json::parse(text, sink);
+            }
+            Tool::Rustc => {
+                super::rustc::parse(text, sink);
+                super::rustc_json::parse(text, sink);
+            }
+            Tool::Pytest => super::pytest::parse(text, sink),
+            Tool::PythonCompile => super::python_syntax::parse(text, sink),
+            Tool::Tap => super::tap::parse(text, sink),
+            Tool::NodeCheck => super::node_check::parse(text, sink),
+            Tool::Tsc => super::tsc::parse(text, sink),
+            Tool::Eslint => super::eslint::parse(text, sink),
+            Tool::Jest => super::jest::parse(text, sink),
+            Tool::Vitest => super::vitest::parse(text, sink),
+            Tool::Mocha => super::mocha::parse(text, sink),
+            Tool::Ruff => super::ruff::parse(text, sink),
+            Tool::Mypy => super::mypy::parse(text, sink),
+            Tool::GoTest => super::go::parse_test(text, sink),
+            Tool::GoVet => super::go::parse_vet(text, sink),
+            Tool::GoBuild => super::go::parse_build(text, sink),
+            Tool::Unknown => {}
+        }
+    }
+}
+
+/// The program's name without its directory.
+fn program(arg: &str) -> &str {
+    arg.rsplit('/').next().unwrap_or(arg)
+}
+
+/// The tool behind `npm run NAME` / `npm test` / `pnpm NAME` / `yarn NAME`: the script's own
+/// command, from `package.json` in `cwd` — or, for a workspace-wide run, the tool every
+/// package's script agrees on.
+fn script_tool(rest: &[&str], cwd: &Path, depth: u8) -> Tool {
+    let words: Vec<&str> = rest
+        .iter()
+        .copied()
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let name = match words.as_slice() {
+        ["run" | "run-script", name, ..] => *name,
+        ["test" | "t", ..] => "test",
+        [name, ..] if !matches!(*name, "install" | "ci" | "exec" | "dlx" | "x") => name,
+        _ => return Tool::Unknown,
+    };
+    let own = script(cwd, name);
+    let scripts: Vec<String> = match own {
+        Some(s) => vec![s],
+        None => crate::target::node_packages(cwd)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|p| script(&cwd.join(&p.dir), name))
+            .collect(),
+    };
+    let mut tools = scripts.iter().map(|s| {
+        let argv = shell_words::split(s).unwrap_or_default();
+        Tool::identify_at_depth(&argv, cwd, depth + 1)
+    });
+    let Some(first) = tools.next() else {
+        return Tool::Unknown;
+    };
+    if tools.all(|t| t == first) {
+        first
+    } else {
+        Tool::Unknown
+    }
+}
+
+/// `scripts[name]` of `dir/package.json`.
+fn script(dir: &Path, name: &str) -> Option<String> {
+    use std::io::Read;
+    let file = std::fs::File::open(dir.join("package.json")).ok()?;
+    let mut text = String::new();
+    file.take(MAX_MANIFEST).read_to_string(&mut text).ok()?;
+    let value: serde_json::Value = serde_json::from_str(&text).ok()?;
+    value.get("scripts")?.get(name)?.as_str().map(str::to_owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tool(argv: &[&str]) -> Tool {
+        let argv: Vec<String> = argv.iter().map(|s| (*s).to_owned()).collect();
+        Tool::identify(&argv, Path::new("/nonexistent"))
+    }
+
+    #[test]
+    fn tools_from_argv() {
+        assert_eq!(
+            tool(&["cargo", "test", "--offline", "-p", "a"]),
+            Tool::CargoTest
+        );
+        assert_eq!(tool(&["cargo", "+nightly", "clippy"]), Tool::Rustc);
+        assert_eq!(tool(&["cargo", "nextest", "run"]), Tool::CargoNextest);
+        assert_eq!(tool(&["cargo", "fmt", "--check"]), Tool::Unknown);
+        assert_eq!(tool(&["python3", "-m", "pytest", "-q"]), Tool::Pytest);
+        assert_eq!(
+            tool(&["/usr/bin/python3", "-m", "compileall", "-q", "."]),
+            Tool::PythonCompile
+        );
+        assert_eq!(tool(&["python3", "-c", "import pytest"]), Tool::Unknown);
+        assert_eq!(tool(&["node", "--test"]), Tool::Tap);
+        assert_eq!(tool(&["node", "--check", "index.js"]), Tool::NodeCheck);
+        assert_eq!(tool(&["node", "index.js"]), Tool::Unknown);
+        assert_eq!(tool(&["npx", "tsc", "--noEmit"]), Tool::Tsc);
+        assert_eq!(tool(&["env", "CI=1", "eslint", "."]), Tool::Eslint);
+        assert_eq!(tool(&["sh", "-c", "cargo test"]), Tool::Unknown, "no guess");
+        assert_eq!(tool(&["go", "test", "./..."]), Tool::GoTest);
+        assert_eq!(tool(&["go", "vet", "./..."]), Tool::GoVet);
+        assert_eq!(tool(&["ruff", "check", "."]), Tool::Ruff);
+        assert_eq!(tool(&["python3", "-m", "mypy", "."]), Tool::Mypy);
+        assert_eq!(tool(&["npx", "jest", "--ci"]), Tool::Jest);
+        assert_eq!(tool(&["vitest", "run"]), Tool::Vitest);
+        assert_eq!(tool(&["mocha"]), Tool::Mocha);
+        assert_eq!(tool(&[]), Tool::Unknown);
+    }
+
+    #[test]
+    fn package_scripts_name_their_tool() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("package.json"),
+            r#"{"scripts":{"test":"NODE_ENV=test node --test","typecheck":"tsc --noEmit","lint":"eslint . && prettier --check ."}}"#,
+        )
+        .unwrap();
+        let at = |argv: &[&str]| {
+            let argv: Vec<String> = argv.iter().map(|s| (*s).to_owned()).collect();
+            Tool::identify(&argv, dir.path())
+        };
+        assert_eq!(at(&["npm", "run", "--silent", "test"]), Tool::Tap);
+        assert_eq!(at(&["npm", "test"]), Tool::Tap);
+        assert_eq!(at(&["pnpm", "run", "typecheck"]), Tool::Tsc);
+        assert_eq!(at(&["yarn", "typecheck"]), Tool::Tsc);
+        assert_eq!(at(&["npm", "run", "lint"]), Tool::Eslint);
+        assert_eq!(at(&["npm", "run", "missing"]), Tool::Unknown);
+        assert_eq!(at(&["npm", "ci"]), Tool::Unknown);
+    }
+}

@@ -1,0 +1,127 @@
+//! The renderings of one report with a failing test stage, a failed optional lint, a targeted
+//! stage, hostile output (ANSI escapes, control characters, workspace paths).
+
+use cordon_types::RunReport;
+use serde_json::json;
+
+fn stage(name: &str, category: &str, status: &str, required: bool) -> serde_json::Value {
+    json!({
+        "name": name, "category": category, "status": status, "required": required,
+        "command": ["cargo", "test", "--offline", "-p", "smallvec"], "cwd": "/ws/tree",
+        "exit_code": null, "signal": null, "duration_ms": 1200,
+        "stdout": {"bytes_total": 0, "truncated": false, "omitted_bytes": 0, "head": "", "tail": ""},
+        "stderr": {"bytes_total": 0, "truncated": false, "omitted_bytes": 0, "head": "", "tail": ""},
+        "limits_hit": [], "resource": {"max_rss_bytes": 0, "cpu_user_ms": 0, "cpu_sys_ms": 0,
+            "tree_cpu_user_ms": 0, "tree_cpu_sys_ms": 0, "tree_peak_memory_bytes": null},
+        "failure": null, "skip_reason": null, "targeting": null, "tests": null
+    })
+}
+
+fn report() -> RunReport {
+    let mut lint = stage("clippy", "lint", "fail", false);
+    lint["failure"] = json!({"category": "lint", "reason": "exited with code 101"});
+    lint["stderr"]["head"] = json!("\u{1b}[31merror\u{1b}[0m: at /ws/tree/src/lib.rs:1\u{7}\n");
+    let mut test = stage("cargo-test", "test", "fail", true);
+    test["targeting"] = json!("changed packages and their dependents: smallvec");
+    test["failure"] = json!({"category": "test",
+        "reason": "test `tests::adds` failed at src/lib.rs:9:9: assertion failed (and 1 more)"});
+    test["stdout"]["head"] = json!(
+        "test tests::adds ... FAILED\n\u{1b}[1mpanicked\u{1b}[0m at /ws/tree/src/lib.rs:9:9\n"
+    );
+    test["findings"] = json!([
+        {"kind": "test", "severity": "error", "tool": "libtest", "test": "tests::adds",
+         "file": "src/lib.rs", "line": 9, "column": 9, "message": "assertion failed\n  left: 6\n right: 5"},
+        {"kind": "test", "severity": "error", "tool": "libtest", "test": "tests::<odd> & \"name\"",
+         "file": "src/lib.rs", "line": 14, "message": "boom"}
+    ]);
+    let quiet = stage("silent", "test", "fail", true);
+    serde_json::from_value(json!({
+        "schema": "cordon.run-report/v1", "run_id": "v-1", "overall": "fail",
+        "repo": "/src/app", "ref": "HEAD", "commit": "0123456789abcdef", "patch": null,
+        "workspace": {"path": "/ws/tree", "strategy": "git-worktree", "isolated": true},
+        "started_at": "2026-11-24T07:00:00.000Z", "duration_ms": 5000,
+        "stages": [lint, test, quiet],
+        "failure": {"category": "test", "stage": "cargo-test",
+            "reason": "test `tests::adds` failed at src/lib.rs:9:9: assertion failed (and 1 more)"},
+        "promotion": {"allowed": false, "blocking": ["cargo-test", "silent"]},
+        "changed_files": ["src/lib.rs"],
+        "plan": {"source": "detected", "targeted": true, "reasons": []}
+    }))
+    .unwrap()
+}
+
+fn assert_clean(what: &str, text: &str) {
+    assert!(!text.contains('\u{1b}'), "{what} holds ESC:\n{text}");
+    assert!(!text.contains('\u{7}'), "{what} holds BEL:\n{text}");
+    assert!(
+        !text.contains("/ws/tree"),
+        "{what} shows the workspace path:\n{text}"
+    );
+}
+
+#[test]
+fn terminal_shows_findings_targeting_and_no_empty_blocks() {
+    let text = super::terminal_summary(&report());
+    assert_clean("terminal", &text);
+    assert!(text.contains("--- cargo-test (2 finding(s)) ---\n  test `tests::adds` failed at src/lib.rs:9:9: assertion failed (left: 6, right: 5)\n"), "{text}");
+    assert!(
+        text.contains("targeted: changed packages and their dependents: smallvec (cargo test --offline -p smallvec)"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "--- clippy (last lines of stderr, optional) ---\nerror: at /src/app/src/lib.rs:1\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        !text.contains("--- silent"),
+        "a stage that printed nothing has no block:\n{text}"
+    );
+    assert!(
+        text.contains("gate: BLOCKED by cargo-test, silent"),
+        "{text}"
+    );
+}
+
+#[test]
+fn markdown_lists_findings_cleanly() {
+    let text = super::markdown(&report());
+    assert_clean("markdown", &text);
+    assert!(
+        text.contains(
+            "- test `tests::adds` failed at src/lib.rs:9:9: assertion failed (left: 6, right: 5)\n"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("| clippy | lint | no | ❌ fail |"), "{text}");
+    assert!(
+        text.contains("panicked at /src/app/src/lib.rs:9:9"),
+        "tails point at the repository:\n{text}"
+    );
+    assert!(
+        !text.contains("silent output"),
+        "no empty output block:\n{text}"
+    );
+}
+
+#[test]
+fn junit_has_a_testcase_per_failing_test_and_skips_optional_failures() {
+    let xml = super::junit(&report());
+    assert_clean("junit", &xml);
+    assert!(
+        xml.contains("<testcase name=\"tests::adds\" classname=\"cordon.cargo-test\">"),
+        "{xml}"
+    );
+    assert!(
+        xml.contains("<testcase name=\"tests::&lt;odd&gt; &amp; &quot;name&quot;\""),
+        "names are escaped:\n{xml}"
+    );
+    assert!(
+        xml.contains("<skipped message=\"optional: exited with code 101\""),
+        "{xml}"
+    );
+    // cargo-test, its two tests, silent: 4 failures; clippy is skipped, not failed.
+    assert_eq!(xml.matches("<failure").count(), 4, "{xml}");
+    assert!(xml.contains("skipped=\"1\""), "{xml}");
+}
