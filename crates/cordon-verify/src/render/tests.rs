@@ -90,8 +90,13 @@ fn markdown_lists_findings_cleanly() {
     assert_clean("markdown", &text);
     assert!(
         text.contains(
-            "- test `tests::adds` failed at src/lib.rs:9:9: assertion failed (left: 6, right: 5)\n"
+            "- `` test `tests::adds` failed at src/lib.rs:9:9: assertion failed (left: 6, right: 5) ``\n"
         ),
+        "{text}"
+    );
+    // A hostile test name is shown, not rendered.
+    assert!(
+        text.contains("- `` test `tests::<odd> & \"name\"` failed at src/lib.rs:14: boom ``\n"),
         "{text}"
     );
     assert!(text.contains("| clippy | lint | no | ❌ fail |"), "{text}");
