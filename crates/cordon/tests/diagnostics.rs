@@ -370,6 +370,7 @@ fn pytest_failures_and_subtests_in_a_subproject_have_repository_paths() {
     let counts = stage.tests.expect("pytest's counts with subtests are read");
     // As pytest counts them: test_add, the failed subtest and the test that holds it.
     assert_eq!((counts.passed, counts.failed), (1, 3), "{counts:?}");
+    assert_eq!(counts.subtests_passed, 2, "{counts:?}");
 }
 
 #[test]
