@@ -130,3 +130,18 @@ fn junit_has_a_testcase_per_failing_test_and_skips_optional_failures() {
     assert_eq!(xml.matches("<failure").count(), 4, "{xml}");
     assert!(xml.contains("skipped=\"1\""), "{xml}");
 }
+
+#[test]
+fn cargo_json_messages_are_shown_as_cargo_would_print_them() {
+    let raw = concat!(
+        "{\"reason\":\"compiler-artifact\",\"target\":{}}\n",
+        "{\"reason\":\"compiler-message\",\"message\":{\"rendered\":\"error[E0308]: mismatched types\\n --> src/lib.rs:2:22\\n\"}}\n",
+        "{\"reason\":\"build-finished\",\"success\":false}\n",
+        "plain line\n",
+    );
+    assert_eq!(
+        super::text::readable(raw),
+        "error[E0308]: mismatched types\n --> src/lib.rs:2:22\nplain line\n"
+    );
+    assert_eq!(super::text::readable("no json\n"), "no json\n");
+}
