@@ -14,7 +14,8 @@ crate::schema_tag!(
 
 /// The revision of `cordon.run-report/v1` these types describe. A revision adds optional fields
 /// only (a reader of an older revision ignores nothing it knew; a document of an older revision
-/// still parses): revision 2 added `stages[].findings` and `stages[].findings_omitted`.
+/// still parses): revision 2 added `stages[].findings`, `stages[].findings_omitted` and
+/// `stages[].tests.subtests_passed` / `subtests_failed`.
 pub const RUN_REPORT_REVISION: u32 = 2;
 
 /// What happened when a candidate change was verified stage by stage.
@@ -137,6 +138,17 @@ pub struct TestCounts {
     pub failed: u64,
     /// Tests skipped or ignored.
     pub ignored: u64,
+    /// Subtests that passed (pytest's `N subtests passed`; revision 2), counted apart from the
+    /// tests that hold them.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub subtests_passed: u64,
+    /// Subtests that failed (revision 2).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub subtests_failed: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The kind of check a stage performs.

@@ -33,6 +33,8 @@ pub fn parse(output: &str) -> Option<TestCounts> {
             counts.passed += summary.passed;
             counts.failed += summary.failed;
             counts.ignored += summary.ignored;
+            counts.subtests_passed += summary.subtests_passed;
+            counts.subtests_failed += summary.subtests_failed;
         } else if let Some(rest) = line.strip_prefix("# ") {
             let mut words = rest.split_whitespace();
             if let (Some(kind), Some(n), None) = (words.next(), words.next(), words.next())
@@ -73,8 +75,9 @@ fn pytest_summary(line: &str) -> Option<TestCounts> {
             "failed" | "error" | "errors" => counts.failed += n,
             "skipped" | "xfailed" | "deselected" => counts.ignored += n,
             // pytest 9's subtests are counted apart from the tests that hold them.
-            "warning" | "warnings" | "rerun" | "subtests passed" | "subtests failed"
-            | "subtests skipped" | "subtests xfailed" | "subtests xpassed" => {}
+            "subtests passed" | "subtests xpassed" => counts.subtests_passed += n,
+            "subtests failed" => counts.subtests_failed += n,
+            "warning" | "warnings" | "rerun" | "subtests skipped" | "subtests xfailed" => {}
             _ => return None,
         }
         any = true;
@@ -94,7 +97,8 @@ mod tests {
             Some(TestCounts {
                 passed: 5,
                 failed: 1,
-                ignored: 1
+                ignored: 1,
+                ..Default::default()
             })
         );
     }
@@ -106,7 +110,8 @@ mod tests {
             TestCounts {
                 passed: 3,
                 failed: 1,
-                ignored: 2
+                ignored: 2,
+                ..Default::default()
             }
         );
         assert_eq!(
@@ -114,7 +119,8 @@ mod tests {
             TestCounts {
                 passed: 3,
                 failed: 1,
-                ignored: 0
+                ignored: 0,
+                ..Default::default()
             }
         );
         assert_eq!(
@@ -122,7 +128,8 @@ mod tests {
             TestCounts {
                 passed: 2,
                 failed: 0,
-                ignored: 0
+                ignored: 0,
+                ..Default::default()
             }
         );
         assert_eq!(
@@ -130,7 +137,9 @@ mod tests {
             TestCounts {
                 passed: 2,
                 failed: 4,
-                ignored: 0
+                ignored: 0,
+                subtests_passed: 4,
+                subtests_failed: 0,
             },
             "pytest 9 with subtests"
         );

@@ -48,14 +48,14 @@ impl Repo {
         self.dir.path()
     }
 
-    /// `cordon verify` as a person runs it (terminal summary on stderr), with `--junit` and
-    /// `--markdown`; the JSON report is the one the run history kept.
+    /// `cordon verify --json --junit FILE --markdown FILE`: the report on stdout, the
+    /// terminal summary on stderr; the run history kept the same report.
     fn verify(&self, args: &[&str]) -> Outcome {
         let junit = self.home.path().join("report.xml");
         let markdown = self.home.path().join("report.md");
         let out = cordon()
             .env("CORDON_HOME", self.home.path())
-            .args(["verify", "--repo"])
+            .args(["verify", "--json", "--repo"])
             .arg(self.path())
             .arg("--junit")
             .arg(&junit)
@@ -65,27 +65,33 @@ impl Repo {
             .output()
             .unwrap();
         let terminal = String::from_utf8_lossy(&out.stderr).into_owned();
-        let run_id = terminal
-            .lines()
-            .rev()
-            .find_map(|l| {
-                l.split_once(", run ")
-                    .map(|(_, id)| id.trim_end_matches(')'))
-            })
-            .unwrap_or_else(|| panic!("no run id in the terminal summary:\n{terminal}"))
-            .to_owned();
+        let report: RunReport = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "no report on stdout ({e}): {}\n{terminal}",
+                String::from_utf8_lossy(&out.stdout)
+            )
+        });
+        assert!(
+            terminal.contains(&format!(", run {})", report.run_id)),
+            "the terminal summary closes with the verdict:\n{terminal}"
+        );
         let shown = cordon()
             .env("CORDON_HOME", self.home.path())
-            .args(["runs", "show", "--json", &run_id])
+            .args(["runs", "show", "--json", &report.run_id])
             .output()
             .unwrap();
         let record: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap_or_else(|e| {
             panic!(
-                "runs show {run_id}: {e}: {}",
+                "runs show {}: {e}: {}",
+                report.run_id,
                 String::from_utf8_lossy(&shown.stderr)
             )
         });
-        let report: RunReport = serde_json::from_value(record["document"].clone()).unwrap();
+        let recorded: RunReport = serde_json::from_value(record["document"].clone()).unwrap();
+        assert_eq!(
+            recorded, report,
+            "the history keeps the report --json printed"
+        );
         Outcome {
             exit: out.status.code().unwrap(),
             workspace: report.workspace.path.clone(),
@@ -156,21 +162,13 @@ impl Outcome {
             ("markdown", &self.markdown),
             ("junit", &self.junit),
         ] {
-            // Markdown shows untrusted text escaped (`__init__` would be bold).
-            let shown = |t: &str| {
-                if what == "markdown" {
-                    cordon_types::text::for_markdown(t)
-                } else {
-                    t.to_owned()
-                }
-            };
             assert!(
-                text.contains(&shown(want.place)),
+                text.contains(want.place),
                 "{what} names {}:\n{text}",
                 want.place
             );
             if let Some(test) = want.test {
-                assert!(text.contains(&shown(test)), "{what} names {test}:\n{text}");
+                assert!(text.contains(test), "{what} names {test}:\n{text}");
             }
             assert!(
                 !text.contains('\u{1b}'),
@@ -378,6 +376,7 @@ fn pytest_failures_and_subtests_in_a_subproject_have_repository_paths() {
     let counts = stage.tests.expect("pytest's counts with subtests are read");
     // As pytest counts them: test_add, the failed subtest and the test that holds it.
     assert_eq!((counts.passed, counts.failed), (1, 3), "{counts:?}");
+    assert_eq!(counts.subtests_passed, 2, "{counts:?}");
 }
 
 #[test]
@@ -699,4 +698,26 @@ fn explain_says_only_what_is_true() {
         "{text}"
     );
     assert!(!text.contains("ruff") && !text.contains("mypy"), "{text}");
+}
+
+#[test]
+fn a_declared_stage_whose_program_is_missing_says_so_in_verifys_terms() {
+    let repo = Repo::new(&[(
+        "cordon.toml",
+        "[[stage]]\nname = \"lint\"\ncategory = \"lint\"\nrun = [\"no-such-linter-cordon\", \"check\"]\n",
+    )]);
+    let out = cordon()
+        .env("CORDON_HOME", repo.home.path())
+        .args(["verify", "--json", "--repo"])
+        .arg(repo.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "an infrastructure error");
+    let report: RunReport = serde_json::from_slice(&out.stdout).unwrap();
+    let reason = &report.failure.as_ref().unwrap().reason;
+    assert!(
+        reason.starts_with("no-such-linter-cordon is not installed on this host"),
+        "{reason}"
+    );
+    assert!(!reason.contains("--ro"), "verify has no --ro: {reason}");
 }

@@ -323,9 +323,17 @@ fn program_output_and_names_cannot_drive_the_terminal_or_the_markdown() {
         );
     }
     let md = std::fs::read_to_string(&markdown).unwrap();
-    assert!(!md.contains("<img"), "{md}");
-    assert!(!md.contains("**bold**"), "{md}");
-    assert!(!md.contains(" [x](http"), "an unescaped link: {md}");
+    // The name is escaped where it is text, and a code span (inert) where it is quoted.
+    let quoted = format!("`` {name} ``");
+    for line in md.lines() {
+        let outside_code = line.replace(&quoted, "");
+        assert!(!outside_code.contains("<img"), "{line}\n{md}");
+        assert!(!outside_code.contains("**bold**"), "{line}\n{md}");
+        assert!(
+            !outside_code.contains(" [x](http"),
+            "an unescaped link: {line}\n{md}"
+        );
+    }
     assert!(md.contains("\\*\\*bold\\*\\*"), "{md}");
     assert!(!md.contains('\x1b'), "{md:?}");
 

@@ -132,6 +132,10 @@ fn offline(mut s: StageConfig, vars: &[(&str, &str)]) -> StageConfig {
     s
 }
 
+/// The compiler's diagnostics as JSON (code, level, message, `file:line:col` of the primary
+/// span): the findings are read from them; the renderings show their `rendered` text.
+const CARGO_JSON: &str = "--message-format=json";
+
 fn cargo(found: &mut Detected) {
     let off = [("CARGO_NET_OFFLINE", "true")];
     found.reasons.push(
@@ -153,7 +157,7 @@ fn cargo(found: &mut Detected) {
             stage(
                 "cargo-build",
                 StageCategory::Compile,
-                &["cargo", "build", "--offline", "--all-targets"],
+                &["cargo", "build", "--offline", "--all-targets", CARGO_JSON],
                 true,
             ),
             &off,
@@ -176,6 +180,7 @@ fn cargo(found: &mut Detected) {
                     "clippy",
                     "--offline",
                     "--all-targets",
+                    CARGO_JSON,
                     "--",
                     "-D",
                     "warnings",

@@ -55,6 +55,9 @@ pub(crate) fn parse(text: &str, sink: &mut Sink) {
             }
         }
     }
+    // Tests finish in any order; libtest's own closing list is sorted by name, so is this.
+    failed.sort_unstable();
+    failed.dedup();
     for name in failed {
         let panic = panics.remove(name).unwrap_or_default();
         let message = if panic.message.is_empty() {

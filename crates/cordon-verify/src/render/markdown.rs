@@ -15,9 +15,22 @@ fn cell(text: &str) -> String {
     cordon_types::text::for_markdown(&clean(text))
 }
 
-/// Untrusted inline text (a list item, a reason): the same, inert.
-fn inline(text: &str) -> String {
-    cell(text)
+/// Text from the tools' output as a code span: neither Markdown nor HTML inside it is
+/// interpreted (a hostile test name cannot add links, images or markup to the comment). The
+/// fence is one backtick longer than the longest run inside.
+fn code(text: &str) -> String {
+    let text = clean(text).replace('\n', " ");
+    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest + 1);
+    format!("{fence} {} {fence}", text.trim())
+}
+
+/// A code span fit for a table cell (pipes escaped, as GitHub's tables need even there).
+fn code_cell(text: &str) -> String {
+    if text.trim().is_empty() {
+        return String::new();
+    }
+    code(text).replace('|', "\\|")
 }
 
 fn status_mark(status: StageStatus) -> &'static str {
@@ -77,7 +90,7 @@ pub fn markdown(report: &RunReport) -> String {
             if s.required { "yes" } else { "no" },
             status_mark(s.status),
             s.duration_ms as f64 / 1000.0,
-            cell(&super::stage_note(s))
+            code_cell(&super::stage_note(s))
         );
     }
     if let Some(f) = &report.failure {
@@ -87,9 +100,9 @@ pub fn markdown(report: &RunReport) -> String {
             format!("{:?}", f.category).to_lowercase(),
             f.stage
                 .as_deref()
-                .map(|s| format!("stage {}: ", inline(s)))
+                .map(|s| format!("stage {}: ", code(s)))
                 .unwrap_or_default(),
-            inline(&f.reason)
+            code(&f.reason)
         );
     }
     for s in report.stages.iter().filter(|s| {
@@ -102,11 +115,11 @@ pub fn markdown(report: &RunReport) -> String {
             let _ = writeln!(
                 out,
                 "\n**{}**{}:\n",
-                inline(&s.name),
+                cell(&s.name),
                 if s.required { "" } else { " (optional)" }
             );
             for f in s.findings.iter().take(LISTED_FINDINGS) {
-                let _ = writeln!(out, "- {}", inline(&finding_line(f)));
+                let _ = writeln!(out, "- {}", code(&finding_line(f)));
             }
             let more =
                 (s.findings.len().saturating_sub(LISTED_FINDINGS)) as u64 + s.findings_omitted;

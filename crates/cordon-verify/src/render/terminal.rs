@@ -28,8 +28,7 @@ pub fn terminal_summary(report: &RunReport) -> String {
         "stage", "category", "status", "time"
     );
     for s in &report.stages {
-        let _ = writeln!(
-            out,
+        let row = format!(
             "{:<width$}  {:<9}  {:<8}  {:>6.1}s  {}{}",
             s.name,
             s.category.as_str(),
@@ -38,6 +37,7 @@ pub fn terminal_summary(report: &RunReport) -> String {
             if s.required { "" } else { "(optional) " },
             super::stage_note(s),
         );
+        let _ = writeln!(out, "{}", row.trim_end());
         if let Some(targeting) = &s.targeting
             && s.status != StageStatus::Skipped
         {

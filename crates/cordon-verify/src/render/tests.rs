@@ -90,8 +90,13 @@ fn markdown_lists_findings_cleanly() {
     assert_clean("markdown", &text);
     assert!(
         text.contains(
-            "- test `tests::adds` failed at src/lib.rs:9:9: assertion failed (left: 6, right: 5)\n"
+            "- `` test `tests::adds` failed at src/lib.rs:9:9: assertion failed (left: 6, right: 5) ``\n"
         ),
+        "{text}"
+    );
+    // A hostile test name is shown, not rendered.
+    assert!(
+        text.contains("- `` test `tests::<odd> & \"name\"` failed at src/lib.rs:14: boom ``\n"),
         "{text}"
     );
     assert!(text.contains("| clippy | lint | no | ❌ fail |"), "{text}");
@@ -124,4 +129,19 @@ fn junit_has_a_testcase_per_failing_test_and_skips_optional_failures() {
     // cargo-test, its two tests, silent: 4 failures; clippy is skipped, not failed.
     assert_eq!(xml.matches("<failure").count(), 4, "{xml}");
     assert!(xml.contains("skipped=\"1\""), "{xml}");
+}
+
+#[test]
+fn cargo_json_messages_are_shown_as_cargo_would_print_them() {
+    let raw = concat!(
+        "{\"reason\":\"compiler-artifact\",\"target\":{}}\n",
+        "{\"reason\":\"compiler-message\",\"message\":{\"rendered\":\"error[E0308]: mismatched types\\n --> src/lib.rs:2:22\\n\"}}\n",
+        "{\"reason\":\"build-finished\",\"success\":false}\n",
+        "plain line\n",
+    );
+    assert_eq!(
+        super::text::readable(raw),
+        "error[E0308]: mismatched types\n --> src/lib.rs:2:22\nplain line\n"
+    );
+    assert_eq!(super::text::readable("no json\n"), "no json\n");
 }

@@ -35,7 +35,7 @@ pub(crate) fn tail(report: &RunReport, out: &CapturedOutput, max: usize) -> Stri
     } else {
         out.head.clone()
     };
-    let text = repo_paths(report, &clean(&raw));
+    let text = repo_paths(report, &clean(&readable(&raw)));
     if text.len() <= max {
         return text;
     }
@@ -46,6 +46,34 @@ pub(crate) fn tail(report: &RunReport, out: &CapturedOutput, max: usize) -> Stri
     let cut = &text[start..];
     let cut = cut.split_once('\n').map(|(_, rest)| rest).unwrap_or(cut);
     format!("[…]\n{cut}")
+}
+
+/// `raw` with cargo's JSON messages (`--message-format=json`) turned back into what cargo
+/// would have printed: a compiler message's `rendered` text; artifacts and the build summary
+/// dropped. Other lines stay as they are.
+pub(crate) fn readable(raw: &str) -> String {
+    if !raw.contains("{\"reason\":") {
+        return raw.to_owned();
+    }
+    let mut out = String::with_capacity(raw.len() / 4);
+    for line in raw.split_inclusive('\n') {
+        if !line.starts_with("{\"reason\":") {
+            out.push_str(line);
+            continue;
+        }
+        let Ok(value) = serde_json::from_str::<serde_json::Value>(line) else {
+            out.push_str(line);
+            continue;
+        };
+        if let Some(rendered) = value
+            .get("message")
+            .and_then(|m| m.get("rendered"))
+            .and_then(|r| r.as_str())
+        {
+            out.push_str(rendered);
+        }
+    }
+    out
 }
 
 /// The last `n` non-empty-ended lines of a stream.
