@@ -693,3 +693,25 @@ fn explain_says_only_what_is_true() {
     );
     assert!(!text.contains("ruff") && !text.contains("mypy"), "{text}");
 }
+
+#[test]
+fn a_declared_stage_whose_program_is_missing_says_so_in_verifys_terms() {
+    let repo = Repo::new(&[(
+        "cordon.toml",
+        "[[stage]]\nname = \"lint\"\ncategory = \"lint\"\nrun = [\"no-such-linter-cordon\", \"check\"]\n",
+    )]);
+    let out = cordon()
+        .env("CORDON_HOME", repo.home.path())
+        .args(["verify", "--json", "--repo"])
+        .arg(repo.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "an infrastructure error");
+    let report: RunReport = serde_json::from_slice(&out.stdout).unwrap();
+    let reason = &report.failure.as_ref().unwrap().reason;
+    assert!(
+        reason.starts_with("no-such-linter-cordon is not installed on this host"),
+        "{reason}"
+    );
+    assert!(!reason.contains("--ro"), "verify has no --ro: {reason}");
+}
