@@ -48,14 +48,14 @@ impl Repo {
         self.dir.path()
     }
 
-    /// `cordon verify` as a person runs it (terminal summary on stderr), with `--junit` and
-    /// `--markdown`; the JSON report is the one the run history kept.
+    /// `cordon verify --json --junit FILE --markdown FILE`: the report on stdout, the
+    /// terminal summary on stderr; the run history kept the same report.
     fn verify(&self, args: &[&str]) -> Outcome {
         let junit = self.home.path().join("report.xml");
         let markdown = self.home.path().join("report.md");
         let out = cordon()
             .env("CORDON_HOME", self.home.path())
-            .args(["verify", "--repo"])
+            .args(["verify", "--json", "--repo"])
             .arg(self.path())
             .arg("--junit")
             .arg(&junit)
@@ -65,27 +65,33 @@ impl Repo {
             .output()
             .unwrap();
         let terminal = String::from_utf8_lossy(&out.stderr).into_owned();
-        let run_id = terminal
-            .lines()
-            .rev()
-            .find_map(|l| {
-                l.split_once(", run ")
-                    .map(|(_, id)| id.trim_end_matches(')'))
-            })
-            .unwrap_or_else(|| panic!("no run id in the terminal summary:\n{terminal}"))
-            .to_owned();
+        let report: RunReport = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "no report on stdout ({e}): {}\n{terminal}",
+                String::from_utf8_lossy(&out.stdout)
+            )
+        });
+        assert!(
+            terminal.contains(&format!(", run {})", report.run_id)),
+            "the terminal summary closes with the verdict:\n{terminal}"
+        );
         let shown = cordon()
             .env("CORDON_HOME", self.home.path())
-            .args(["runs", "show", "--json", &run_id])
+            .args(["runs", "show", "--json", &report.run_id])
             .output()
             .unwrap();
         let record: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap_or_else(|e| {
             panic!(
-                "runs show {run_id}: {e}: {}",
+                "runs show {}: {e}: {}",
+                report.run_id,
                 String::from_utf8_lossy(&shown.stderr)
             )
         });
-        let report: RunReport = serde_json::from_value(record["document"].clone()).unwrap();
+        let recorded: RunReport = serde_json::from_value(record["document"].clone()).unwrap();
+        assert_eq!(
+            recorded, report,
+            "the history keeps the report --json printed"
+        );
         Outcome {
             exit: out.status.code().unwrap(),
             workspace: report.workspace.path.clone(),
