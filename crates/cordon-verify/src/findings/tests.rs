@@ -629,3 +629,99 @@ fn go_test_vet_and_build() {
         vec![(s("TestAdd"), None, "add_test.go:7: bad".into())]
     );
 }
+
+mod hostile {
+    //! Any output, in pieces of real tools' output mixed with junk, for every parser: no
+    //! panic, and the bounds hold.
+    use super::*;
+    use proptest::prelude::*;
+
+    const TOOLS: &[Tool] = &[
+        Tool::CargoTest,
+        Tool::CargoNextest,
+        Tool::Rustc,
+        Tool::Pytest,
+        Tool::PythonCompile,
+        Tool::Tap,
+        Tool::NodeCheck,
+        Tool::Tsc,
+        Tool::Eslint,
+        Tool::Jest,
+        Tool::Vitest,
+        Tool::Mocha,
+        Tool::Ruff,
+        Tool::Mypy,
+        Tool::GoTest,
+        Tool::GoVet,
+        Tool::GoBuild,
+    ];
+
+    /// Lines of the captured real outputs, to be shuffled, cut and repeated.
+    fn real_lines() -> Vec<String> {
+        [
+            include_str!("testdata/cargo-test.stdout"),
+            include_str!("testdata/cargo-test-compile.stderr"),
+            include_str!("testdata/nextest.stderr"),
+            include_str!("testdata/pytest-fail.stdout"),
+            include_str!("testdata/pytest-collect-error.stdout"),
+            include_str!("testdata/node-test.stdout"),
+            include_str!("testdata/tape.stdout"),
+            include_str!("testdata/tsc.stdout"),
+            include_str!("testdata/eslint.stdout"),
+            include_str!("testdata/jest.stderr"),
+            include_str!("testdata/mocha.stdout"),
+            include_str!("testdata/gotest.stdout"),
+            include_str!("testdata/ruff.stdout"),
+            include_str!("testdata/mypy.stdout"),
+        ]
+        .iter()
+        .flat_map(|t| t.lines().map(str::to_owned))
+        .collect()
+    }
+
+    fn piece() -> impl Strategy<Value = String> {
+        let lines = real_lines();
+        prop_oneof![
+            4 => proptest::sample::select(lines),
+            1 => "\\PC{0,200}",
+            1 => "[ \t\x1b\x07\r:()\\[\\]0-9a-z./>-]{0,80}",
+            1 => Just("\u{1b}[31m".to_owned()),
+            1 => Just("x".repeat(5000)),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+        #[test]
+        fn parsers_never_panic_and_stay_bounded(pieces in proptest::collection::vec(piece(), 0..80), cut in 0usize..64) {
+            let mut text = pieces.join("\n");
+            // Cut at an arbitrary char boundary, as a capture's head does.
+            let mut at = text.len().saturating_sub(cut);
+            while !text.is_char_boundary(at) {
+                at -= 1;
+            }
+            text.truncate(at);
+            for tool in TOOLS {
+                let (found, _) = parse_text(*tool, &text, &at_project()).into_parts();
+                prop_assert!(found.len() <= MAX_FINDINGS);
+                for f in &found {
+                    prop_assert!(f.message.len() <= MAX_FINDING_MESSAGE_BYTES);
+                    for text in [Some(&f.message), f.test.as_ref(), f.file.as_ref(), f.code.as_ref()].into_iter().flatten() {
+                        prop_assert!(!text.chars().any(|c| c.is_control() && c != '\n' && c != '\t'), "{f:?}");
+                    }
+                    if let Some(file) = &f.file {
+                        // Never a path into the workspace (`at_project`'s).
+                        prop_assert!(!file.starts_with("/tmp/cap/rs"), "{f:?}");
+                    } else {
+                        prop_assert!(f.line.is_none() && f.column.is_none(), "{f:?}");
+                    }
+                    prop_assert!(f.line != Some(0) && f.column != Some(0));
+                }
+            }
+        }
+    }
+
+    fn at_project() -> PathContext {
+        at("rs")
+    }
+}
