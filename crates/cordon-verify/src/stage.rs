@@ -253,7 +253,9 @@ pub(crate) fn run_stage(
             let command = ran.result.command.clone();
             let paths = PathContext::new(place.ws_path, &cwd);
             let tool = Tool::identify(&stage.run, &cwd);
-            let mut result = stage_result(planned, ran.result, ran.ready);
+            // 127: the program was not found (typed by the run path, not read from a message).
+            let not_found = ran.exit_code == 127 && ran.result.status == RunStatus::Error;
+            let mut result = stage_result(planned, ran.result, ran.ready, not_found);
             attach_findings(&mut result, tool, &paths);
             result.command = command;
             result
@@ -273,7 +275,12 @@ pub(crate) fn run_stage(
 }
 
 /// Maps a run result to a stage result with the stage's failure category.
-fn stage_result(planned: &PlannedStage, run: RunResult, ready: bool) -> StageResult {
+fn stage_result(
+    planned: &PlannedStage,
+    run: RunResult,
+    ready: bool,
+    not_found: bool,
+) -> StageResult {
     let stage = &planned.stage;
     let author_category = match stage.category {
         StageCategory::Setup => StageFailureCategory::Setup,
@@ -330,6 +337,22 @@ fn stage_result(planned: &PlannedStage, run: RunResult, ready: bool) -> StageRes
             };
             (StageStatus::Fail, Some(StageFailure { category, reason }))
         }
+        // The program could not be started because it is not there (127): say so in verify's
+        // terms (the sandbox's own hint names `cordon run --ro`, which verify does not have).
+        RunStatus::Error if not_found => (
+            StageStatus::Error,
+            Some(StageFailure {
+                category: StageFailureCategory::Infra,
+                reason: format!(
+                    "{} is not installed on this host, or not where the sandbox can see it (the toolchains, /usr and the workspace)",
+                    stage
+                        .run
+                        .first()
+                        .map(String::as_str)
+                        .unwrap_or("the program")
+                ),
+            }),
+        ),
         RunStatus::Error | RunStatus::Cancelled => (
             StageStatus::Error,
             Some(StageFailure {

@@ -207,12 +207,12 @@ fn run_verify(args: VerifyArgs) -> Result<ExitCode, CliError> {
             .with_context(|| format!("cannot write --markdown {}", path.display()))
             .map_err(|e| CliError::new(INFRA, e))?;
     }
+    // The summary is for people (stderr), also beside `--json`'s document (stdout).
+    print_summary(report);
     if args.json {
         let mut out = std::io::stdout().lock();
         serde_json::to_writer_pretty(&mut out, report)?;
         writeln!(out)?;
-    } else {
-        print_summary(report);
     }
     if let Some(recorder) = recorder {
         let state = if cancel.is_cancelled() {
