@@ -644,6 +644,7 @@ fn bench() {
         times.push(start.elapsed());
         // SAFETY: closing our pipe ends.
         unsafe { libc::close(report_w) };
+        // SAFETY: `fds[0]` is the pipe's read end, opened above and owned by nothing else.
         let mut f = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fds[0]) };
         let mut text = String::new();
         f.read_to_string(&mut text).unwrap();
