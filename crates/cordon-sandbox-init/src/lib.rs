@@ -54,7 +54,7 @@ pub use entry::init_main;
 pub use error::{SeccompError, SetupError};
 pub use pid::{ProcessGroup, ProcessId};
 pub use plan::{
-    CgroupPlan, FileIdentity, INIT_ARG, InitPlan, LandlockPlan, MountOp, PLAN_ENV, Rlimit,
-    RlimitResource,
+    BUILD_ENV, CgroupPlan, FALLBACK_ENV, FileIdentity, HELPER_BUILD, HELPER_ENV, INIT_ARG,
+    InitPlan, LandlockPlan, MountOp, PLAN_ENV, Rlimit, RlimitResource,
 };
 pub use seccomp::SyscallFilter;

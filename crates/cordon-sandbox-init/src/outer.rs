@@ -162,7 +162,7 @@ fn prepare() -> Setup<Prepared> {
     let mut envp = Vec::new();
     let mut path = None;
     for (k, v) in std::env::vars_os() {
-        if k == PLAN_ENV {
+        if crate::plan::HELPER_ENV.iter().any(|h| k == *h) {
             continue;
         }
         if k == "PATH" {

@@ -13,6 +13,21 @@ pub const INIT_ARG: &str = "__sandbox-init";
 /// The environment variable that carries the JSON plan to the helper.
 pub const PLAN_ENV: &str = "__CORDON_SANDBOX_PLAN";
 
+/// The environment variable that carries the build identity of the cordon that wrote the plan
+/// (its [`HELPER_BUILD`]) to a dedicated helper executable.
+pub const BUILD_ENV: &str = "__CORDON_SANDBOX_BUILD";
+
+/// The environment variable that names cordon's own executable, which a dedicated helper from
+/// another build hands over to (its `__sandbox-init` entry point).
+pub const FALLBACK_ENV: &str = "__CORDON_SANDBOX_FALLBACK";
+
+/// This build's identity: the version and a hash of the sources of the helper and the types
+/// it shares with cordon (see `build.rs`).
+pub const HELPER_BUILD: &str = env!("CORDON_HELPER_BUILD");
+
+/// The environment variables that belong to the helper, never to the program.
+pub const HELPER_ENV: [&str; 3] = [PLAN_ENV, BUILD_ENV, FALLBACK_ENV];
+
 /// Everything the helper needs, serialized into [`PLAN_ENV`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InitPlan {

@@ -4,7 +4,8 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
 use cordon_sandbox_init::{
-    CgroupPlan, INIT_ARG, InitPlan, PLAN_ENV, Rlimit, RlimitResource as Resource,
+    BUILD_ENV, CgroupPlan, FALLBACK_ENV, HELPER_BUILD, INIT_ARG, InitPlan, PLAN_ENV, Rlimit,
+    RlimitResource as Resource,
 };
 use cordon_types::{Enforcement, EnforcementSummary, NetworkMode, SandboxSummary};
 
@@ -51,7 +52,22 @@ pub fn prepare(
 ) -> Result<PreparedCommand, SandboxError> {
     let exe = std::env::current_exe()
         .map_err(|e| SandboxError::new(SandboxErrorKind::CurrentExe(e), None))?;
-    prepare_with(host(), &exe, policy, program, args)
+    prepare_with(host(), &helper_executable(&exe), policy, program, args)
+}
+
+/// The name of the dedicated helper executable, installed next to `cordon`.
+pub const HELPER_NAME: &str = "cordon-sandbox-init";
+
+/// The program that runs the sandbox helper: the dedicated `cordon-sandbox-init` next to the
+/// running executable when it is there (smaller: faster to start), else the running
+/// executable itself (its `__sandbox-init` entry point).
+pub fn helper_executable(exe: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let dedicated = exe.with_file_name(HELPER_NAME);
+    match dedicated.metadata() {
+        Ok(m) if m.is_file() && m.permissions().mode() & 0o111 != 0 => dedicated,
+        _ => exe.to_owned(),
+    }
 }
 
 pub(crate) fn prepare_with(
@@ -108,6 +124,14 @@ pub(crate) fn prepare_with(
     let mut env = program_env(&policy, &toolchains.env);
     let plan_json = serde_json::to_string(&init).expect("the plan serializes");
     env.push((PLAN_ENV.into(), plan_json.into()));
+    if let Ok(own) = std::env::current_exe()
+        && own != exe
+    {
+        // A dedicated helper: it checks that it is of this build, and hands over to cordon's
+        // own entry point when it is not.
+        env.push((BUILD_ENV.into(), HELPER_BUILD.into()));
+        env.push((FALLBACK_ENV.into(), own.into_os_string()));
+    }
 
     let mut argv: Vec<OsString> = vec![INIT_ARG.into(), "--".into(), program.to_owned()];
     argv.extend(args.iter().cloned());

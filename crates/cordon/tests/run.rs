@@ -628,3 +628,25 @@ fn descriptors_cordon_inherited_do_not_reach_the_program() {
     let fds: Vec<&str> = result.stdout.head.lines().collect();
     assert!(!fds.contains(&"9"), "{fds:?}");
 }
+
+/// The sandbox is built by the dedicated helper executable installed beside cordon (smaller
+/// and faster to start than cordon re-executing itself): the sandbox's PID 1 is it.
+#[test]
+fn the_dedicated_helper_builds_the_sandbox() {
+    let helper =
+        std::path::Path::new(env!("CARGO_BIN_EXE_cordon")).with_file_name("cordon-sandbox-init");
+    assert!(
+        helper.is_file(),
+        "{} is missing: build the whole workspace (`cargo build --workspace`, as scripts/test does)",
+        helper.display()
+    );
+    let dir = TestDir::new();
+    let out = cordon()
+        .current_dir(dir.path())
+        .args(["run", "--no-record", "--", "cat", "/proc/1/comm"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    // The kernel keeps the first 15 bytes of a process name.
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "cordon-sandbox-\n");
+}
