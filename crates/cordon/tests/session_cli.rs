@@ -746,3 +746,47 @@ fn remove_stops_what_runs_deletes_the_tree_and_keeps_the_runs() {
         stderr(&out)
     );
 }
+
+#[test]
+fn concurrent_readers_never_lose_an_update_of_the_state() {
+    if !support::sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let id = f.create(&[]);
+    let readers: Vec<Child> = (0..8)
+        .map(|i| {
+            f.command(&[
+                "session",
+                "exec",
+                &id,
+                "--read-only",
+                "--",
+                "sh",
+                "-c",
+                &format!("git log -1 >/dev/null; exit {i}"),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+        })
+        .collect();
+    for (i, reader) in readers.into_iter().enumerate() {
+        let out = reader.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(i as i32), "{}", stderr(&out));
+    }
+    let rec = f.show(&id);
+    let mut codes: Vec<u64> = rec["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            assert_eq!(r["read_only"], true);
+            r["exit_code"].as_u64().unwrap()
+        })
+        .collect();
+    codes.sort_unstable();
+    assert_eq!(codes, (0..8).collect::<Vec<u64>>());
+    assert_eq!(rec["writer"], serde_json::Value::Null);
+}
