@@ -38,6 +38,7 @@ mod io;
 mod output;
 mod pid;
 mod process_tree;
+mod pty;
 mod runner;
 mod signals;
 mod spec;

@@ -790,3 +790,69 @@ fn concurrent_readers_never_lose_an_update_of_the_state() {
     assert_eq!(codes, (0..8).collect::<Vec<u64>>());
     assert_eq!(rec["writer"], serde_json::Value::Null);
 }
+
+#[test]
+fn tty_gives_the_program_a_terminal_of_cordons_own_never_the_users() {
+    if !support::sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let id = f.create(&[]);
+    // Under `script` (a real terminal for cordon), the program gets a terminal on all three
+    // descriptors — another one than the user's, so nothing it does reaches the user's.
+    let inner = "for f in 0 1 2; do test -t \\$f || echo not-a-tty-\\$f; done; \
+                 stat -L -c inner=%t:%T /proc/self/fd/0; echo err-line >&2";
+    let outer = format!(
+        "stat -L -c outer=%t:%T /proc/self/fd/0; CORDON_HOME='{}' exec '{}' session exec {id} --tty -- sh -c \"{inner}\"",
+        f.home.path().display(),
+        env!("CARGO_BIN_EXE_cordon"),
+    );
+    let out = Command::new("script")
+        .args(["-qec", &format!("sh -c '{outer}'"), "/dev/null"])
+        .current_dir(f.repo.path())
+        .stdin(Stdio::null())
+        .output()
+        .expect("`script` (util-linux) runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(!text.contains("not-a-tty"), "{text}");
+    assert!(
+        text.contains("err-line"),
+        "errors come through the terminal too: {text}"
+    );
+    let device = |tag: &str| {
+        text.lines()
+            .find_map(|l| {
+                l.trim_start_matches(|c: char| !c.is_ascii_alphanumeric())
+                    .strip_prefix(tag)
+            })
+            .map(|d| d.trim().to_owned())
+            .unwrap_or_else(|| panic!("no {tag} in {text}"))
+    };
+    assert_ne!(device("outer="), device("inner="), "{text}");
+    // Input is forwarded into the program's terminal; the run is recorded as usual.
+    let out = f
+        .command(&[
+            "session",
+            "exec",
+            &id,
+            "--tty",
+            "--",
+            "sh",
+            "-c",
+            "read x; echo got-$x",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(b"typed\n")?;
+            child.wait_with_output()
+        })
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("got-typed"));
+    assert_eq!(f.show(&id)["runs"][1]["exit_code"], 0);
+}
