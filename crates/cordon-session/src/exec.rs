@@ -42,7 +42,7 @@ impl Session {
         self.check_home_masked()?;
         let writer = match access {
             Access::ReadOnly => None,
-            Access::Write => Some(self.writer_lock(wait, WriterActivity::Exec)?),
+            Access::Write => Some(self.writer_lock(wait)?),
         };
         let started_at = record::now_text();
         let me = ProcessIdentity::current();
@@ -76,11 +76,7 @@ impl Session {
     }
 
     /// Takes the writer lock within `wait`, recording nothing.
-    pub(crate) fn writer_lock(
-        &self,
-        wait: Duration,
-        _activity: WriterActivity,
-    ) -> Result<FileLock, SessionError> {
+    pub(crate) fn writer_lock(&self, wait: Duration) -> Result<FileLock, SessionError> {
         let path = self.sessions.layout.writer_lock(&self.id);
         if let Some(lock) = FileLock::acquire_within(&path, wait)? {
             return Ok(lock);

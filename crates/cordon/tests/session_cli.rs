@@ -154,10 +154,16 @@ fn push_exec_pull_fast_forwards_the_checked_out_branch() {
     assert_eq!(report["session"]["base_commit"], base.as_str());
     // A second program, a second commit; the host repository is never visible inside.
     let repo = f.repo.path().display().to_string();
+    // Nor is the session's own state (cordon's home is masked: only the path to the tree is
+    // there), whatever the path tried.
+    let home = f.home.path().display().to_string();
+    let state = format!("{home}/sessions/{id}/state.json");
     f.agent(
         &id,
         &format!(
-            "test ! -e '{repo}/a.txt' && echo gamma > c.txt && git add c.txt && {AGENT_COMMIT} -m agent-2"
+            "test ! -e '{repo}/a.txt' && test ! -e ../state.json && ! cat '{state}' 2>/dev/null && \
+             test \"$(ls -A '{home}/sessions/{id}')\" = tree && \
+             echo gamma > c.txt && git add c.txt && {AGENT_COMMIT} -m agent-2"
         ),
     );
     assert_eq!(f.head("main"), base, "nothing reaches the host before pull");
