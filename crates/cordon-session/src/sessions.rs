@@ -357,7 +357,7 @@ impl Session {
         if rec.state == SessionStatus::Ended {
             return Ok(rec);
         }
-        crate::exec::stop_runs(&rec);
+        crate::exec::stop_runs(&rec, wait);
         let layout = &self.sessions.layout;
         let Some(_writer) = FileLock::acquire_within(&layout.writer_lock(&self.id), wait)? else {
             return Err(

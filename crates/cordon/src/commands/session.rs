@@ -538,7 +538,7 @@ fn exec(sessions: &Sessions, args: ExecArgs) -> Result<ExitCode, CliError> {
     let executed = super::run::execute(&request, &args.run, &tree);
     let (run_id, command, exit) = match &executed {
         Ok(e) => (e.run_id.clone(), e.command.clone(), Some(e.exit_code)),
-        Err(_) => (None, Vec::new(), None),
+        Err(_) => (None, Vec::new(), Some(CORDON_FAILED)),
     };
     if let Err(e) = lease.finish(run_id, command, exit) {
         eprintln!("cordon: warning: the session's record was not updated: {e}");
