@@ -348,6 +348,20 @@ impl Session {
         Ok(rec)
     }
 
+    /// Changes the review watcher's state and the round count under the state lock, written
+    /// atomically (for the review watcher: a crash leaves the state before or after, never
+    /// between). Also counts as activity.
+    pub fn update_review(
+        &self,
+        change: impl FnOnce(&mut ReviewState, &mut u32),
+    ) -> Result<SessionRecord, SessionError> {
+        self.active_record()?;
+        self.update(|rec| {
+            change(&mut rec.review, &mut rec.rounds);
+            rec.last_activity = record::now_text();
+        })
+    }
+
     /// Ends the session (`cordon session remove`): asks whatever runs in it to stop (SIGTERM
     /// to the cordon processes running its programs, which end their sandboxes), waits for
     /// the writer lock (at most `wait`), deletes its tree and marks it ended. Its record and

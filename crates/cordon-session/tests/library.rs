@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use cordon_runner::{Hooks, RunRequest};
 use cordon_session::{
-    Access, CreateRequest, PullOutcome, PullRequest, SessionErrorKind, SessionStatus, Sessions,
+    Access, CreateRequest, PullOutcome, PullRequest, ReviewPhase, SessionErrorKind, SessionStatus,
+    Sessions,
 };
 use pretty_assertions::assert_eq;
 
@@ -124,6 +125,18 @@ fn create_exec_review_pull_through_the_library() {
         runs.iter().map(|r| r.read_only).collect::<Vec<_>>(),
         [false, true, false]
     );
+
+    // The review watcher's state survives in the record.
+    session
+        .update_review(|review, rounds| {
+            review.phase = ReviewPhase::Round;
+            review.pending = vec!["c-1".into(), "c-2".into()];
+            *rounds += 1;
+        })
+        .unwrap();
+    let rec = session.record().unwrap();
+    assert_eq!((rec.review.phase, rec.rounds), (ReviewPhase::Round, 1));
+    assert_eq!(rec.review.pending, ["c-1", "c-2"]);
 
     let ended = session.remove(Duration::from_secs(5)).unwrap();
     assert_eq!(ended.state, SessionStatus::Ended);
