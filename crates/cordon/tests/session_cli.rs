@@ -862,3 +862,69 @@ fn tty_gives_the_program_a_terminal_of_cordons_own_never_the_users() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("got-typed"));
     assert_eq!(f.show(&id)["runs"][1]["exit_code"], 0);
 }
+
+#[test]
+fn kill_9_of_create_mid_way_leaves_a_readable_record_that_gc_collects() {
+    let f = Fixture::new();
+    // Enough files that the import takes a moment.
+    for d in 0..20 {
+        let dir = f.repo.path().join(format!("d{d}"));
+        std::fs::create_dir(&dir).unwrap();
+        for i in 0..100 {
+            std::fs::write(dir.join(format!("f{i}")), format!("{d} {i}\n").repeat(20)).unwrap();
+        }
+    }
+    git(f.repo.path(), &["add", "-A"]);
+    git(f.repo.path(), &["commit", "-qm", "many"]);
+    let sessions = f.home.path().join("sessions");
+    let mut child = f
+        .command(&["session", "create"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Killed the moment its record exists: whatever it had done by then.
+    let mut state = None;
+    support::wait_until("the record appears", Duration::from_secs(60), || {
+        state = std::fs::read_dir(&sessions)
+            .ok()
+            .and_then(|mut d| d.next())
+            .and_then(|e| e.ok())
+            .map(|e| e.path().join("state.json"))
+            .filter(|p| p.exists());
+        state.is_some() || child.try_wait().unwrap().is_some()
+    });
+    support::signal(child.id() as i32, libc::SIGKILL);
+    child.wait().unwrap();
+    let state = state.expect("the create wrote its record before it ended");
+    let id = state
+        .parent()
+        .unwrap()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    // Never a half-written record: show reads it. (Every session command first ends what a
+    // dead creator left half made, so `show` already finds such a session ended.)
+    let rec = f.show(&id);
+    match rec["state"].as_str().unwrap() {
+        "ended" => {
+            assert_eq!(rec["end_reason"], "creation_abandoned", "{rec}");
+            assert!(!f.home.path().join(format!("sessions/{id}/tree")).exists());
+        }
+        "active" => {}
+        other => panic!("state {other}: {rec}"),
+    }
+    let report = f.json(&["gc", "--json"]);
+    assert_eq!(
+        report["sessions"]["failures"],
+        serde_json::json!([]),
+        "{report}"
+    );
+    // Nothing of the host changed.
+    assert_eq!(git(f.repo.path(), &["status", "--porcelain"]), "");
+    assert_eq!(
+        git(f.repo.path(), &["for-each-ref", "--format=%(refname)"]),
+        "refs/heads/main\n"
+    );
+}
