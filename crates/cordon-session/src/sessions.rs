@@ -12,7 +12,7 @@ use crate::layout::Layout;
 use crate::lock::FileLock;
 use crate::record::{
     self, DEFAULT_IDLE_TIMEOUT_S, EndReason, ReviewState, SessionRecord, SessionRecordTag,
-    SessionStatus,
+    SessionStatus, WriterActivity, WriterInfo,
 };
 
 /// The default largest bundle that crosses the boundary: 1 GiB.
@@ -171,12 +171,19 @@ impl Sessions {
             transient: request.transient,
             shallow: request.depth.is_some(),
             created_at: now.clone(),
-            last_activity: now,
+            last_activity: now.clone(),
             idle_timeout_s: request.idle_timeout.as_secs().max(1),
             rounds: 0,
             owner_pid: owner.pid,
             owner_start_time: owner.start_time,
-            writer: None,
+            // The creator (this process; the owner may be another one): gc ends the creation
+            // once it is gone.
+            writer: Some(WriterInfo {
+                pid: std::process::id(),
+                start_time: ProcessIdentity::current().start_time,
+                activity: WriterActivity::Create,
+                since: now.clone(),
+            }),
             runs: Vec::new(),
             ended_at: None,
             end_reason: None,
@@ -190,6 +197,7 @@ impl Sessions {
             imported?;
             let _lock = FileLock::acquire(&self.layout.state_lock(&id))?;
             rec.state = SessionStatus::Active;
+            rec.writer = None;
             rec.last_activity = record::now_text();
             record::write(&self.layout.state(&id), &rec)
         })();
