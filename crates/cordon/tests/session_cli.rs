@@ -928,3 +928,50 @@ fn kill_9_of_create_mid_way_leaves_a_readable_record_that_gc_collects() {
         "refs/heads/main\n"
     );
 }
+
+#[test]
+fn the_bundle_size_limit_and_unsandboxed_execs_are_refused() {
+    if !support::sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let id = f.create(&[]);
+    f.agent(
+        &id,
+        &format!("head -c 100000 /dev/urandom > big && git add big && {AGENT_COMMIT} -m big"),
+    );
+    let before = f.host_snapshot();
+    let out = f.cordon(&["session", "pull", &id, "--max-bundle", "10KiB"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--max-bundle"), "{}", stderr(&out));
+    assert_eq!(f.host_snapshot(), before);
+    let out = f.cordon(&["session", "create", "--max-bundle", "10"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let list = f.json(&["session", "list", "--json"]);
+    assert_eq!(
+        list["sessions"].as_array().unwrap().len(),
+        1,
+        "a refused create leaves nothing"
+    );
+    // A session runs only sandboxed, and is its own workspace.
+    let out = f.cordon(&["session", "exec", &id, "--no-sandbox", "--", "true"]);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        stderr(&out).contains("a session runs only sandboxed"),
+        "{}",
+        stderr(&out)
+    );
+    let out = f.cordon(&[
+        "session",
+        "exec",
+        &id,
+        "--workspace",
+        "abcd2345",
+        "--",
+        "true",
+    ]);
+    assert_eq!(out.status.code(), Some(125));
+    // The limit allows what fits.
+    let pulled = f.json(&["session", "pull", &id, "--json"]);
+    assert_eq!(pulled["outcome"], "merged");
+}
