@@ -39,6 +39,7 @@ mod io;
 mod output;
 mod pid;
 mod process_tree;
+mod pty;
 mod runner;
 mod signals;
 mod spec;

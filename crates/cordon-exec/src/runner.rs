@@ -18,6 +18,9 @@ use crate::error::ExecError;
 use crate::io::{RunIo, Stream};
 use crate::output::StreamState;
 use crate::pid::ProcessId;
+
+/// A terminal's end-of-file character (Ctrl-D), written when cordon's input ends.
+const END_OF_FILE: u8 = 0x04;
 use crate::process_tree::{ActiveRun, Tree, become_subreaper};
 use crate::signals::signal_name;
 use crate::spec::{RunSpec, StdinMode};
@@ -83,7 +86,31 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
     }
     cmd.envs(spec.env.set.iter().map(|(k, v)| (k, v)));
     let mut forwarder = None;
+    let mut terminal_input = None;
+    let (out_r, out_w, err_w) = match spec.stdin {
+        StdinMode::Terminal => {
+            // A terminal of cordon's own is the program's input, output and error; what it
+            // writes is read from the primary side as stdout (the pipes above go unused).
+            drop((out_r, out_w, err_w));
+            let pty = crate::pty::Pty::open().map_err(ExecError::Pipe)?;
+            let clone = |fd: &std::os::fd::OwnedFd| fd.try_clone().map_err(ExecError::Pipe);
+            let into_terminal = clone(&pty.primary)?;
+            forwarder = Some(
+                crate::stdin::Forwarder::start_into(into_terminal, Some(END_OF_FILE))
+                    .map_err(ExecError::Pipe)?,
+            );
+            terminal_input = Some(clone(&pty.secondary)?);
+            let output = clone(&pty.secondary)?;
+            (pty.primary, output, pty.secondary)
+        }
+        StdinMode::Inherit | StdinMode::Null | StdinMode::Forward => (out_r, out_w, err_w),
+    };
     cmd.stdin(match spec.stdin {
+        StdinMode::Terminal => Stdio::from(
+            terminal_input
+                .take()
+                .expect("a terminal's input was opened above"),
+        ),
         StdinMode::Inherit => Stdio::inherit(),
         StdinMode::Null => Stdio::null(),
         StdinMode::Forward if !crate::stdin::stdin_is_terminal() => Stdio::inherit(),

@@ -77,6 +77,10 @@ pub enum StdinMode {
     /// no reads while in the background, no echo of what it prints); when it is not a
     /// terminal, it is passed as it is (nothing to protect, nothing to copy).
     Forward,
+    /// The program's input, output and error are a pseudo-terminal cordon owns (interactive
+    /// programs): cordon forwards its own input into it and reads what the program writes
+    /// (output and errors together, as stdout). The user's terminal is never the program's.
+    Terminal,
 }
 
 impl RunSpec {

@@ -30,14 +30,24 @@ impl Forwarder {
     /// Starts copying cordon's descriptor 0 into a new pipe.
     pub(crate) fn start() -> std::io::Result<Forwarder> {
         let (program_end, ours) = pipe_with(PipeFlags::CLOEXEC)?;
+        let mut forwarder = Self::start_into(ours, None)?;
+        forwarder.program_end = Some(program_end);
+        Ok(forwarder)
+    }
+
+    /// Starts copying cordon's descriptor 0 into `ours` (a pipe, or a pseudo-terminal's
+    /// primary side), until the input ends or the forwarder is dropped. At the end of the
+    /// input, `end_with` is written last (a terminal's end-of-file character: its reader then
+    /// reads end of file, as from a closed pipe).
+    pub(crate) fn start_into(ours: OwnedFd, end_with: Option<u8>) -> std::io::Result<Forwarder> {
         let (stop_r, stop_w) = pipe_with(PipeFlags::CLOEXEC)?;
         rustix::io::ioctl_fionbio(&ours, true)?;
         ignore_background_read_signal();
         let thread = std::thread::Builder::new()
             .name("cordon-stdin".into())
-            .spawn(move || forward(&ours, &stop_r))?;
+            .spawn(move || forward(&ours, &stop_r, end_with))?;
         Ok(Forwarder {
-            program_end: Some(program_end),
+            program_end: None,
             stop: Some(stop_w),
             thread: Some(thread),
         })
@@ -64,12 +74,16 @@ fn ignore_background_read_signal() {
     }
 }
 
-fn forward(out: &OwnedFd, stop: &OwnedFd) {
+fn forward(out: &OwnedFd, stop: &OwnedFd, end_with: Option<u8>) {
     let input = std::io::stdin();
     let input = input.as_fd();
     let mut buf = vec![0u8; 64 * 1024];
     let mut pending: Vec<u8> = Vec::new();
+    let mut ended = false;
     loop {
+        if ended && pending.is_empty() {
+            return;
+        }
         let mut fds = vec![PollFd::new(stop, PollFlags::IN)];
         if pending.is_empty() {
             fds.push(PollFd::new(&input, PollFlags::IN));
@@ -91,8 +105,15 @@ fn forward(out: &OwnedFd, stop: &OwnedFd) {
         }
         if pending.is_empty() {
             match rustix::io::read(input, &mut buf) {
-                // End of input: closing our end gives the program end of file.
-                Ok(0) => return,
+                // End of input: closing our end gives the program end of file (a terminal
+                // needs its end-of-file character first).
+                Ok(0) => match end_with {
+                    Some(byte) if !ended => {
+                        ended = true;
+                        pending.push(byte);
+                    }
+                    _ => return,
+                },
                 Ok(n) => pending.extend_from_slice(&buf[..n]),
                 Err(rustix::io::Errno::INTR | rustix::io::Errno::AGAIN) => {}
                 // In the background of the terminal: wait until in front again.

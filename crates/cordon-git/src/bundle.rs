@@ -263,8 +263,21 @@ impl Repo {
     /// Fetches `refspec` (`src:dst`, `+` to force) from the bundle at `path`, checking every
     /// object received; no tags, no `FETCH_HEAD`, no submodules.
     pub fn fetch_bundle(&self, path: &Path, refspec: &str) -> Result<(), GitError> {
+        self.fetch_bundle_checked(path, refspec, true)
+    }
+
+    /// [`Repo::fetch_bundle`], with the objects checked (`fsck`) only when `check_objects`:
+    /// a bundle cordon made from the user's own repository for a repository of cordon's own
+    /// brings nothing that is not already the user's.
+    pub fn fetch_bundle_checked(
+        &self,
+        path: &Path,
+        refspec: &str,
+        check_objects: bool,
+    ) -> Result<(), GitError> {
         let config: Vec<(String, String)> = FSCK_CONFIG
             .iter()
+            .filter(|_| check_objects)
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
         GitCommand::new(

@@ -42,7 +42,7 @@ impl Session {
         self.check_home_masked()?;
         let writer = match access {
             Access::ReadOnly => None,
-            Access::Write => Some(self.writer_lock(wait, WriterActivity::Exec)?),
+            Access::Write => Some(self.writer_lock(wait)?),
         };
         let started_at = record::now_text();
         let me = ProcessIdentity::current();
@@ -75,14 +75,12 @@ impl Session {
         })
     }
 
-    /// Takes the writer lock within `wait`, recording nothing.
-    pub(crate) fn writer_lock(
-        &self,
-        wait: Duration,
-        _activity: WriterActivity,
-    ) -> Result<FileLock, SessionError> {
+    /// Takes the writer lock within `wait`, recording nothing; the session must still be
+    /// active once it is held (gc or `remove` may have ended it meanwhile).
+    pub(crate) fn writer_lock(&self, wait: Duration) -> Result<FileLock, SessionError> {
         let path = self.sessions.layout.writer_lock(&self.id);
         if let Some(lock) = FileLock::acquire_within(&path, wait)? {
+            self.active_record()?;
             return Ok(lock);
         }
         let pid = self.record()?.writer.map_or(0, |w| w.pid);
@@ -179,10 +177,25 @@ impl ExecLease {
     }
 }
 
+/// Whether a process runs: alive (same start time) and not a zombie waiting for its parent.
+fn still_running(identity: &ProcessIdentity) -> bool {
+    if identity.liveness() != cordon_workspace::Liveness::Alive {
+        return false;
+    }
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", identity.pid)).unwrap_or_default();
+    let state = stat
+        .rfind(')')
+        .and_then(|at| stat[at + 1..].split_ascii_whitespace().next());
+    !matches!(state, Some("Z" | "X") | None)
+}
+
 /// Asks the cordon processes running programs in the session to stop (SIGTERM: each ends its
-/// program's whole sandbox and records the run as cancelled). Processes are recognised by
-/// pid and start time, so a reused pid is never signalled.
-pub(crate) fn stop_runs(rec: &SessionRecord) {
+/// program's whole sandbox and records the run as cancelled), and waits at most `wait` for
+/// them to be gone. Processes are recognised by pid and start time, so a reused pid is never
+/// signalled.
+pub(crate) fn stop_runs(rec: &SessionRecord, wait: Duration) {
+    let deadline = std::time::Instant::now() + wait;
+    let mut signalled = Vec::new();
     let writer = rec.writer.iter().map(|w| (w.pid, w.start_time));
     let running = rec
         .runs
@@ -197,6 +210,10 @@ pub(crate) fn stop_runs(rec: &SessionRecord) {
             && let Some(pid) = rustix::process::Pid::from_raw(pid as i32)
         {
             let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+            signalled.push(identity);
         }
+    }
+    while signalled.iter().any(still_running) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
     }
 }

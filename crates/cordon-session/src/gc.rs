@@ -129,7 +129,15 @@ fn verdict(rec: &SessionRecord) -> Option<EndReason> {
     match rec.state {
         SessionStatus::Ended => None,
         SessionStatus::Creating => {
-            (owner == Liveness::Gone).then_some(EndReason::CreationAbandoned)
+            // The creator is recorded as the writer (the owner may be another process).
+            let creator = rec.writer.as_ref().map_or(owner, |w| {
+                cordon_workspace::ProcessIdentity {
+                    pid: w.pid,
+                    start_time: w.start_time,
+                }
+                .liveness()
+            });
+            (creator == Liveness::Gone).then_some(EndReason::CreationAbandoned)
         }
         SessionStatus::Active => {
             if rec.transient && owner == Liveness::Gone {

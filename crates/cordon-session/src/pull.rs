@@ -57,7 +57,7 @@ impl Session {
             .clone()
             .unwrap_or_else(|| rec.host_branch.clone());
         cordon_git::check_branch_name(&into)?;
-        let _writer = self.writer_lock(request.wait, WriterActivity::Pull)?;
+        let _writer = self.writer_lock(request.wait)?;
         let me = ProcessIdentity::current();
         self.update(|r| {
             r.writer = Some(WriterInfo {

@@ -54,7 +54,7 @@ impl Session {
         let commit = host
             .ref_commit(&full)?
             .ok_or_else(|| SessionError::new(SessionErrorKind::NotABranch(branch.clone())))?;
-        let _writer = self.writer_lock(request.wait, WriterActivity::Push)?;
+        let _writer = self.writer_lock(request.wait)?;
         let me = ProcessIdentity::current();
         self.update(|r| {
             r.writer = Some(WriterInfo {

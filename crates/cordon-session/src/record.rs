@@ -53,6 +53,8 @@ pub enum EndReason {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum WriterActivity {
+    /// The session is being created.
+    Create,
     /// A program runs writable (`session exec` without `--read-only`).
     Exec,
     /// Commits from the host are imported (`session push --session`).

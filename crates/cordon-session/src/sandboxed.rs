@@ -67,7 +67,7 @@ impl SandboxedGit<'_> {
         options.binds = self
             .read_only_binds
             .into_iter()
-            .map(cordon_sandbox_bind)
+            .map(read_only_bind)
             .collect();
         request.isolation = Isolation::Sandboxed(options);
         request.env = cordon_git::HARDENING_ENV
@@ -101,7 +101,7 @@ impl SandboxedGit<'_> {
     }
 }
 
-fn cordon_sandbox_bind(path: PathBuf) -> cordon_sandbox::Bind {
+fn read_only_bind(path: PathBuf) -> cordon_sandbox::Bind {
     cordon_sandbox::Bind {
         path,
         access: cordon_sandbox::Access::ReadOnly,

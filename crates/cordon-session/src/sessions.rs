@@ -12,7 +12,7 @@ use crate::layout::Layout;
 use crate::lock::FileLock;
 use crate::record::{
     self, DEFAULT_IDLE_TIMEOUT_S, EndReason, ReviewState, SessionRecord, SessionRecordTag,
-    SessionStatus,
+    SessionStatus, WriterActivity, WriterInfo,
 };
 
 /// The default largest bundle that crosses the boundary: 1 GiB.
@@ -171,12 +171,19 @@ impl Sessions {
             transient: request.transient,
             shallow: request.depth.is_some(),
             created_at: now.clone(),
-            last_activity: now,
+            last_activity: now.clone(),
             idle_timeout_s: request.idle_timeout.as_secs().max(1),
             rounds: 0,
             owner_pid: owner.pid,
             owner_start_time: owner.start_time,
-            writer: None,
+            // The creator (this process; the owner may be another one): gc ends the creation
+            // once it is gone.
+            writer: Some(WriterInfo {
+                pid: std::process::id(),
+                start_time: ProcessIdentity::current().start_time,
+                activity: WriterActivity::Create,
+                since: now.clone(),
+            }),
             runs: Vec::new(),
             ended_at: None,
             end_reason: None,
@@ -190,6 +197,7 @@ impl Sessions {
             imported?;
             let _lock = FileLock::acquire(&self.layout.state_lock(&id))?;
             rec.state = SessionStatus::Active;
+            rec.writer = None;
             rec.last_activity = record::now_text();
             record::write(&self.layout.state(&id), &rec)
         })();
@@ -251,8 +259,10 @@ impl Sessions {
         session
             .verify_bundle(&bundle)
             .map_err(|e| refused(format!("git bundle verify: {e}")))?;
+        // The bundle is the host's own history, going into a repository cordon just made:
+        // there is nothing to check it against (what comes back is checked on pull).
         session
-            .fetch_bundle(&bundle, &format!("{full}:refs/heads/{}", rec.branch))
+            .fetch_bundle_checked(&bundle, &format!("{full}:refs/heads/{}", rec.branch), false)
             .map_err(|e| refused(format!("its objects: {e}")))?;
         session.checkout_head()?;
         Ok(())
@@ -346,6 +356,20 @@ impl Session {
         Ok(rec)
     }
 
+    /// Changes the review watcher's state and the round count under the state lock, written
+    /// atomically (for the review watcher: a crash leaves the state before or after, never
+    /// between). Also counts as activity.
+    pub fn update_review(
+        &self,
+        change: impl FnOnce(&mut ReviewState, &mut u32),
+    ) -> Result<SessionRecord, SessionError> {
+        self.active_record()?;
+        self.update(|rec| {
+            change(&mut rec.review, &mut rec.rounds);
+            rec.last_activity = record::now_text();
+        })
+    }
+
     /// Ends the session (`cordon session remove`): asks whatever runs in it to stop (SIGTERM
     /// to the cordon processes running its programs, which end their sandboxes), waits for
     /// the writer lock (at most `wait`), deletes its tree and marks it ended. Its record and
@@ -355,7 +379,7 @@ impl Session {
         if rec.state == SessionStatus::Ended {
             return Ok(rec);
         }
-        crate::exec::stop_runs(&rec);
+        crate::exec::stop_runs(&rec, wait);
         let layout = &self.sessions.layout;
         let Some(_writer) = FileLock::acquire_within(&layout.writer_lock(&self.id), wait)? else {
             return Err(

@@ -89,9 +89,10 @@ pub struct RunArgs {
     #[arg(long = "env", value_name = "NAME=VALUE", value_parser = parse_env_pair)]
     pub env: Vec<(String, String)>,
     /// What the program reads on standard input: `pipe` (cordon forwards its own input; a
-    /// terminal behind cordon never becomes the program's), `null` (nothing), or `inherit`
+    /// terminal behind cordon never becomes the program's), `null` (nothing), `inherit`
     /// (the program gets cordon's input itself — a terminal then too: it can change its
-    /// modes; cordon restores them when the program ends).
+    /// modes; cordon restores them when the program ends), or `tty` (a pseudo-terminal
+    /// cordon owns, proxied to yours).
     #[arg(long, value_enum, default_value_t = StdinArg::Pipe)]
     pub stdin: StdinArg,
     /// Print the result as one JSON document (cordon.run-result/v1) on stdout instead of
@@ -130,6 +131,10 @@ pub enum StdinArg {
     Inherit,
     /// The program reads nothing (/dev/null).
     Null,
+    /// The program's input, output and error are a pseudo-terminal cordon owns and proxies
+    /// to yours (interactive programs): it never holds your terminal itself, so it cannot
+    /// inject input into it (TIOCSTI) or change its modes; output and errors arrive together.
+    Tty,
 }
 
 /// Arguments of `cordon schema`.

@@ -154,10 +154,16 @@ fn push_exec_pull_fast_forwards_the_checked_out_branch() {
     assert_eq!(report["session"]["base_commit"], base.as_str());
     // A second program, a second commit; the host repository is never visible inside.
     let repo = f.repo.path().display().to_string();
+    // Nor is the session's own state (cordon's home is masked: only the path to the tree is
+    // there), whatever the path tried.
+    let home = f.home.path().display().to_string();
+    let state = format!("{home}/sessions/{id}/state.json");
     f.agent(
         &id,
         &format!(
-            "test ! -e '{repo}/a.txt' && echo gamma > c.txt && git add c.txt && {AGENT_COMMIT} -m agent-2"
+            "test ! -e '{repo}/a.txt' && test ! -e ../state.json && ! cat '{state}' 2>/dev/null && \
+             test \"$(ls -A '{home}/sessions/{id}')\" = tree && \
+             echo gamma > c.txt && git add c.txt && {AGENT_COMMIT} -m agent-2"
         ),
     );
     assert_eq!(f.head("main"), base, "nothing reaches the host before pull");
@@ -745,4 +751,227 @@ fn remove_stops_what_runs_deletes_the_tree_and_keeps_the_runs() {
         "{}",
         stderr(&out)
     );
+}
+
+#[test]
+fn concurrent_readers_never_lose_an_update_of_the_state() {
+    if !support::sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let id = f.create(&[]);
+    let readers: Vec<Child> = (0..8)
+        .map(|i| {
+            f.command(&[
+                "session",
+                "exec",
+                &id,
+                "--read-only",
+                "--",
+                "sh",
+                "-c",
+                &format!("git log -1 >/dev/null; exit {i}"),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+        })
+        .collect();
+    for (i, reader) in readers.into_iter().enumerate() {
+        let out = reader.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(i as i32), "{}", stderr(&out));
+    }
+    let rec = f.show(&id);
+    let mut codes: Vec<u64> = rec["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            assert_eq!(r["read_only"], true);
+            r["exit_code"].as_u64().unwrap()
+        })
+        .collect();
+    codes.sort_unstable();
+    assert_eq!(codes, (0..8).collect::<Vec<u64>>());
+    assert_eq!(rec["writer"], serde_json::Value::Null);
+}
+
+#[test]
+fn tty_gives_the_program_a_terminal_of_cordons_own_never_the_users() {
+    if !support::sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let id = f.create(&[]);
+    // Under `script` (a real terminal for cordon), the program gets a terminal on all three
+    // descriptors — another one than the user's, so nothing it does reaches the user's.
+    let inner = "for f in 0 1 2; do test -t \\$f || echo not-a-tty-\\$f; done; \
+                 stat -L -c inner=%t:%T /proc/self/fd/0; echo err-line >&2";
+    let outer = format!(
+        "stat -L -c outer=%t:%T /proc/self/fd/0; CORDON_HOME='{}' exec '{}' session exec {id} --tty -- sh -c \"{inner}\"",
+        f.home.path().display(),
+        env!("CARGO_BIN_EXE_cordon"),
+    );
+    let out = Command::new("script")
+        .args(["-qec", &format!("sh -c '{outer}'"), "/dev/null"])
+        .current_dir(f.repo.path())
+        .stdin(Stdio::null())
+        .output()
+        .expect("`script` (util-linux) runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(!text.contains("not-a-tty"), "{text}");
+    assert!(
+        text.contains("err-line"),
+        "errors come through the terminal too: {text}"
+    );
+    let device = |tag: &str| {
+        text.lines()
+            .find_map(|l| {
+                l.trim_start_matches(|c: char| !c.is_ascii_alphanumeric())
+                    .strip_prefix(tag)
+            })
+            .map(|d| d.trim().to_owned())
+            .unwrap_or_else(|| panic!("no {tag} in {text}"))
+    };
+    assert_ne!(device("outer="), device("inner="), "{text}");
+    // Input is forwarded into the program's terminal; the run is recorded as usual.
+    let out = f
+        .command(&[
+            "session",
+            "exec",
+            &id,
+            "--tty",
+            "--",
+            "sh",
+            "-c",
+            "read x; echo got-$x",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(b"typed\n")?;
+            child.wait_with_output()
+        })
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("got-typed"));
+    assert_eq!(f.show(&id)["runs"][1]["exit_code"], 0);
+}
+
+#[test]
+fn kill_9_of_create_mid_way_leaves_a_readable_record_that_gc_collects() {
+    let f = Fixture::new();
+    // Enough files that the import takes a moment.
+    for d in 0..20 {
+        let dir = f.repo.path().join(format!("d{d}"));
+        std::fs::create_dir(&dir).unwrap();
+        for i in 0..100 {
+            std::fs::write(dir.join(format!("f{i}")), format!("{d} {i}\n").repeat(20)).unwrap();
+        }
+    }
+    git(f.repo.path(), &["add", "-A"]);
+    git(f.repo.path(), &["commit", "-qm", "many"]);
+    let sessions = f.home.path().join("sessions");
+    let mut child = f
+        .command(&["session", "create"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Killed the moment its record exists: whatever it had done by then.
+    let mut state = None;
+    support::wait_until("the record appears", Duration::from_secs(60), || {
+        state = std::fs::read_dir(&sessions)
+            .ok()
+            .and_then(|mut d| d.next())
+            .and_then(|e| e.ok())
+            .map(|e| e.path().join("state.json"))
+            .filter(|p| p.exists());
+        state.is_some() || child.try_wait().unwrap().is_some()
+    });
+    support::signal(child.id() as i32, libc::SIGKILL);
+    child.wait().unwrap();
+    let state = state.expect("the create wrote its record before it ended");
+    let id = state
+        .parent()
+        .unwrap()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    // Never a half-written record: show reads it. (Every session command first ends what a
+    // dead creator left half made, so `show` already finds such a session ended.)
+    let rec = f.show(&id);
+    match rec["state"].as_str().unwrap() {
+        "ended" => {
+            assert_eq!(rec["end_reason"], "creation_abandoned", "{rec}");
+            assert!(!f.home.path().join(format!("sessions/{id}/tree")).exists());
+        }
+        "active" => {}
+        other => panic!("state {other}: {rec}"),
+    }
+    let report = f.json(&["gc", "--json"]);
+    assert_eq!(
+        report["sessions"]["failures"],
+        serde_json::json!([]),
+        "{report}"
+    );
+    // Nothing of the host changed.
+    assert_eq!(git(f.repo.path(), &["status", "--porcelain"]), "");
+    assert_eq!(
+        git(f.repo.path(), &["for-each-ref", "--format=%(refname)"]),
+        "refs/heads/main\n"
+    );
+}
+
+#[test]
+fn the_bundle_size_limit_and_unsandboxed_execs_are_refused() {
+    if !support::sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let id = f.create(&[]);
+    f.agent(
+        &id,
+        &format!("head -c 100000 /dev/urandom > big && git add big && {AGENT_COMMIT} -m big"),
+    );
+    let before = f.host_snapshot();
+    let out = f.cordon(&["session", "pull", &id, "--max-bundle", "10KiB"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--max-bundle"), "{}", stderr(&out));
+    assert_eq!(f.host_snapshot(), before);
+    let out = f.cordon(&["session", "create", "--max-bundle", "10"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let list = f.json(&["session", "list", "--json"]);
+    assert_eq!(
+        list["sessions"].as_array().unwrap().len(),
+        1,
+        "a refused create leaves nothing"
+    );
+    // A session runs only sandboxed, and is its own workspace.
+    let out = f.cordon(&["session", "exec", &id, "--no-sandbox", "--", "true"]);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        stderr(&out).contains("a session runs only sandboxed"),
+        "{}",
+        stderr(&out)
+    );
+    let out = f.cordon(&[
+        "session",
+        "exec",
+        &id,
+        "--workspace",
+        "abcd2345",
+        "--",
+        "true",
+    ]);
+    assert_eq!(out.status.code(), Some(125));
+    // The limit allows what fits.
+    let pulled = f.json(&["session", "pull", &id, "--json"]);
+    assert_eq!(pulled["outcome"], "merged");
 }

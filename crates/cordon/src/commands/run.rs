@@ -83,6 +83,7 @@ pub(crate) fn request_from(
             StdinArg::Pipe => StdinMode::Forward,
             StdinArg::Inherit => StdinMode::Inherit,
             StdinArg::Null => StdinMode::Null,
+            StdinArg::Tty => StdinMode::Terminal,
         },
         redact: Default::default(),
         exclusive_children: true,
@@ -141,9 +142,15 @@ pub(crate) fn execute(
     };
     // With `--stdin inherit`, the program may change the terminal's modes (echo off, raw):
     // they are put back when it ends, whatever it did.
-    let terminal = (args.stdin == StdinArg::Inherit)
+    let terminal = matches!(args.stdin, StdinArg::Inherit | StdinArg::Tty)
         .then(TerminalModes::save)
         .flatten();
+    // With `--stdin tty`, keystrokes go to the program's own terminal as they are typed.
+    if args.stdin == StdinArg::Tty
+        && let Some(saved) = &terminal
+    {
+        saved.make_raw();
+    }
     let ran = prepared.run(hooks);
     if let Some(terminal) = terminal {
         terminal.restore();
@@ -189,6 +196,17 @@ impl TerminalModes {
         rustix::termios::tcgetattr(std::io::stdin())
             .ok()
             .map(TerminalModes)
+    }
+
+    /// Puts the terminal in raw mode (restored by [`TerminalModes::restore`]).
+    fn make_raw(&self) {
+        let mut raw = self.0.clone();
+        raw.make_raw();
+        let _ = rustix::termios::tcsetattr(
+            std::io::stdin(),
+            rustix::termios::OptionalActions::Now,
+            &raw,
+        );
     }
 
     fn restore(self) {

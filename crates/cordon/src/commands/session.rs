@@ -178,6 +178,10 @@ pub struct ExecArgs {
     /// How long a writer waits for another writer (default: refuse at once).
     #[arg(long, value_name = "DUR", default_value = "0s", value_parser = parse_duration)]
     pub wait: Duration,
+    /// Give the program a pseudo-terminal cordon owns and proxies to yours (interactive
+    /// agents); the same as --stdin tty.
+    #[arg(long)]
+    pub tty: bool,
     /// The options of `cordon run`.
     #[command(flatten)]
     pub run: RunArgs,
@@ -481,6 +485,7 @@ fn push(sessions: &Sessions, args: PushArgs) -> Result<ExitCode, CliError> {
             id: report.session.id.to_string(),
             read_only: false,
             wait: args.wait,
+            tty: false,
             run,
         },
     )
@@ -496,6 +501,10 @@ fn exec(sessions: &Sessions, args: ExecArgs) -> Result<ExitCode, CliError> {
             CORDON_FAILED,
             "--workspace cannot be used with `session exec`: the session is the workspace",
         ));
+    }
+    let mut args = args;
+    if args.tty {
+        args.run.stdin = crate::args::StdinArg::Tty;
     }
     let session = sessions.open_str(&args.id).map_err(exec_fail)?;
     let here = std::env::current_dir()?;
@@ -529,7 +538,7 @@ fn exec(sessions: &Sessions, args: ExecArgs) -> Result<ExitCode, CliError> {
     let executed = super::run::execute(&request, &args.run, &tree);
     let (run_id, command, exit) = match &executed {
         Ok(e) => (e.run_id.clone(), e.command.clone(), Some(e.exit_code)),
-        Err(_) => (None, Vec::new(), None),
+        Err(_) => (None, Vec::new(), Some(CORDON_FAILED)),
     };
     if let Err(e) = lease.finish(run_id, command, exit) {
         eprintln!("cordon: warning: the session's record was not updated: {e}");
