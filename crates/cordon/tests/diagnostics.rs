@@ -686,6 +686,7 @@ fn explain_says_only_what_is_true() {
     // pytest is configured by test files under tests/, nothing else is.
     let python = Repo::new(&[
         ("pyproject.toml", "[project]\nname = \"x\"\n"),
+        ("x.py", "X = 1\n"),
         ("tests/test_x.py", "def test_x():\n    pass\n"),
     ]);
     let text = explain(&python);

@@ -425,7 +425,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             names(&detect(dir.path())),
-            vec![("python-compile", true), ("ruff", false), ("pytest", true)]
+            vec![("ruff", false), ("pytest", true)]
         );
         let empty = tempfile::tempdir().unwrap();
         let d = detect(empty.path());
