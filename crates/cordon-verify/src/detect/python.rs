@@ -114,7 +114,15 @@ fn pytest_configured(root: &Path, config: &PythonConfig) -> Option<&'static str>
     }
 }
 
-pub(super) fn detect(root: &Path, found: &mut Detected, host: &Installed) {
+/// The file that makes `root` a Python project: `pyproject.toml`, else `setup.py` or
+/// `setup.cfg` (older packages).
+pub(super) fn marker(root: &Path) -> Option<&'static str> {
+    ["pyproject.toml", "setup.py", "setup.cfg"]
+        .into_iter()
+        .find(|m| root.join(m).is_file())
+}
+
+pub(super) fn detect(root: &Path, marker: &str, found: &mut Detected, host: &Installed) {
     let config = PythonConfig::read(root);
     let sources = package_sources(root);
     if !sources.is_empty() {
@@ -171,7 +179,7 @@ pub(super) fn detect(root: &Path, found: &mut Detected, host: &Installed) {
         missing(found, "pytest", "pytest", host.python_module("pytest"));
     }
     found.reasons.push(format!(
-        "pyproject.toml: {}tools configured: {}; no setup stage (declare one in cordon.toml to install dependencies)",
+        "{marker}: {}tools configured: {}; no setup stage (declare one in cordon.toml to install dependencies)",
         if sources.is_empty() {
             String::new()
         } else {
@@ -200,7 +208,8 @@ mod tests {
             std::fs::write(path, text).unwrap();
         }
         let mut found = Detected::default();
-        detect(dir.path(), &mut found, host);
+        let marker = marker(dir.path()).expect("a Python project");
+        detect(dir.path(), marker, &mut found, host);
         found
     }
 
@@ -244,6 +253,21 @@ mod tests {
             &host,
         );
         assert_eq!(names(&d), ["mypy"]);
+    }
+
+    #[test]
+    fn an_older_package_with_setup_cfg_only_is_python_too() {
+        let host = Installed::from_host();
+        let d = detect_in(
+            &[
+                ("setup.cfg", "[tool:pytest]\nminversion = 2.2.0\n"),
+                ("six.py", ""),
+                ("test_six.py", ""),
+            ],
+            &host,
+        );
+        assert_eq!(names(&d), ["python-compile", "pytest"]);
+        assert!(d.reasons[0].starts_with("setup.cfg: "), "{:?}", d.reasons);
     }
 
     #[test]
