@@ -46,6 +46,9 @@ pub enum Tool {
     Unknown,
 }
 
+/// How many scripts deep `npm run a` → `npm run b` is followed.
+const MAX_SCRIPT_DEPTH: u8 = 3;
+
 /// Most bytes of a `package.json` read to find a script.
 const MAX_MANIFEST: u64 = 1 << 20;
 
@@ -61,7 +64,8 @@ impl Tool {
         let mut args: Vec<&str> = argv.iter().map(String::as_str).collect();
         loop {
             match args.first().map(|a| program(a)) {
-                Some("env" | "npx" | "exec") => {
+                // Wrappers that run the real tool: environment setters, runners, coverage.
+                Some("env" | "npx" | "exec" | "cross-env" | "nyc" | "c8") => {
                     args.remove(0);
                     while args.first().is_some_and(|a| a.starts_with('-')) {
                         args.remove(0);
@@ -121,7 +125,10 @@ impl Tool {
                 Some("build" | "install") => Tool::GoBuild,
                 _ => Tool::Unknown,
             },
-            "npm" | "pnpm" | "yarn" | "bun" if depth == 0 => script_tool(rest, cwd, depth),
+            // A script may run another (`"test": "npm run tests-only"`): followed twice.
+            "npm" | "pnpm" | "yarn" | "bun" if depth < MAX_SCRIPT_DEPTH => {
+                script_tool(rest, cwd, depth)
+            }
             _ => Tool::Unknown,
         }
     }
@@ -274,5 +281,13 @@ mod tests {
         assert_eq!(at(&["npm", "run", "lint"]), Tool::Eslint);
         assert_eq!(at(&["npm", "run", "missing"]), Tool::Unknown);
         assert_eq!(at(&["npm", "ci"]), Tool::Unknown);
+        // minimist 1.2.8: "test": "npm run tests-only", "tests-only": "nyc tape 'test/**/*.js'".
+        std::fs::write(
+            dir.path().join("package.json"),
+            r#"{"scripts":{"test":"npm run tests-only","tests-only":"nyc tape 'test/**/*.js'","loop":"npm run loop"}}"#,
+        )
+        .unwrap();
+        assert_eq!(at(&["npm", "test"]), Tool::Tap);
+        assert_eq!(at(&["npm", "run", "loop"]), Tool::Unknown, "a loop ends");
     }
 }
