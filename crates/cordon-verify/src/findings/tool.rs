@@ -14,6 +14,8 @@ pub enum Tool {
     /// `cargo build` / `check` / `clippy` / `rustc`: rustc's and clippy's diagnostics (human
     /// or `--message-format=json`).
     Rustc,
+    /// `cargo fmt --check` / `rustfmt --check`.
+    Rustfmt,
     /// `pytest` / `python -m pytest`.
     Pytest,
     /// `python -m compileall` / `py_compile`: syntax errors.
@@ -92,10 +94,12 @@ impl Tool {
                     Some("test" | "t") => Tool::CargoTest,
                     Some("nextest") => Tool::CargoNextest,
                     Some("build" | "b" | "check" | "c" | "clippy" | "rustc") => Tool::Rustc,
+                    Some("fmt") => Tool::Rustfmt,
                     _ => Tool::Unknown,
                 }
             }
             "rustc" | "clippy-driver" => Tool::Rustc,
+            "rustfmt" => Tool::Rustfmt,
             "pytest" | "py.test" => Tool::Pytest,
             p if p.starts_with("python") => {
                 match rest
@@ -150,6 +154,7 @@ impl Tool {
                 super::rustc::parse(text, sink);
                 super::rustc_json::parse(text, sink);
             }
+            Tool::Rustfmt => super::rustfmt::parse(text, sink),
             Tool::Pytest => super::pytest::parse(text, sink),
             Tool::PythonCompile => super::python_syntax::parse(text, sink),
             Tool::Tap => super::tap::parse(text, sink),
@@ -239,7 +244,8 @@ mod tests {
         );
         assert_eq!(tool(&["cargo", "+nightly", "clippy"]), Tool::Rustc);
         assert_eq!(tool(&["cargo", "nextest", "run"]), Tool::CargoNextest);
-        assert_eq!(tool(&["cargo", "fmt", "--check"]), Tool::Unknown);
+        assert_eq!(tool(&["cargo", "fmt", "--all", "--check"]), Tool::Rustfmt);
+        assert_eq!(tool(&["cargo", "metadata"]), Tool::Unknown);
         assert_eq!(tool(&["python3", "-m", "pytest", "-q"]), Tool::Pytest);
         assert_eq!(
             tool(&["/usr/bin/python3", "-m", "compileall", "-q", "."]),
