@@ -494,12 +494,16 @@ fn assemble(input: AssembleInput<'_>, plan: &Plan, stages: Vec<StageResult>) -> 
                 reason: f.reason.clone(),
             }
         });
+    // A required stage this host cannot run (its tool is missing) is the host's failure too.
     let infra = stages.iter().any(|s| {
         s.required
             && s.failure
                 .as_ref()
                 .is_some_and(|f| f.category == StageFailureCategory::Infra)
-    });
+    }) || plan
+        .stages
+        .iter()
+        .any(|p| p.stage.required && matches!(p.skip, Some(PlannedSkip::NotInstalled(_))));
     let overall = if input.cancelled || infra {
         Overall::Error
     } else if blocking.is_empty() {

@@ -686,6 +686,7 @@ fn explain_says_only_what_is_true() {
     // pytest is configured by test files under tests/, nothing else is.
     let python = Repo::new(&[
         ("pyproject.toml", "[project]\nname = \"x\"\n"),
+        ("x.py", "X = 1\n"),
         ("tests/test_x.py", "def test_x():\n    pass\n"),
     ]);
     let text = explain(&python);
@@ -720,4 +721,45 @@ fn a_declared_stage_whose_program_is_missing_says_so_in_verifys_terms() {
         "{reason}"
     );
     assert!(!reason.contains("--ro"), "verify has no --ro: {reason}");
+}
+
+#[test]
+fn a_required_tool_this_host_lacks_is_an_infrastructure_error_that_names_it() {
+    let repo = Repo::new(&[
+        ("package.json", NODE_PACKAGE),
+        ("bun.lock", "{}\n"),
+        ("index.js", "exports.add = (a, b) => a + b;\n"),
+    ]);
+    // A host whose PATH has git and nothing else: bun and node are not installed.
+    let bin = TestDir::new();
+    let git_path = std::process::Command::new("sh")
+        .args(["-c", "command -v git"])
+        .output()
+        .unwrap();
+    let git_path = String::from_utf8(git_path.stdout).unwrap();
+    std::os::unix::fs::symlink(git_path.trim(), bin.path().join("git")).unwrap();
+    let out = cordon()
+        .env("CORDON_HOME", repo.home.path())
+        .env("PATH", bin.path())
+        .args(["verify", "--json", "--repo"])
+        .arg(repo.path())
+        .output()
+        .unwrap();
+    let report: RunReport = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(out.status.code(), Some(3), "{report:#?}");
+    assert_eq!(report.overall, Overall::Error);
+    let install = report
+        .stages
+        .iter()
+        .find(|s| s.name == "bun-install")
+        .unwrap();
+    assert_eq!(
+        install.skip_reason.as_deref(),
+        Some("bun is not installed on this host")
+    );
+    assert_eq!(
+        report.failure.as_ref().unwrap().reason,
+        "a required stage did not run: bun is not installed on this host"
+    );
 }

@@ -48,7 +48,7 @@ pub enum Ecosystem {
     Node,
     /// `go.mod`.
     Go,
-    /// `pyproject.toml`.
+    /// `pyproject.toml`, `setup.py` or `setup.cfg`.
     Python,
 }
 
@@ -71,8 +71,8 @@ pub fn detect_on(root: &Path, host: &Installed) -> Detected {
     if root.join("go.mod").is_file() {
         go(&mut found);
     }
-    if root.join("pyproject.toml").is_file() {
-        python::detect(root, &mut found, host);
+    if let Some(marker) = python::marker(root) {
+        python::detect(root, marker, &mut found, host);
     }
     for stage in &found.stages {
         let Some(program) = stage.run.first() else {
@@ -87,7 +87,7 @@ pub fn detect_on(root: &Path, host: &Installed) -> Detected {
     }
     if found.stages.is_empty() {
         found.reasons.push(
-            "no Cargo.toml, package.json, go.mod or pyproject.toml at the repository root, and no cordon.toml"
+            "no Cargo.toml, package.json, go.mod, pyproject.toml, setup.py or setup.cfg at the repository root, and no cordon.toml"
                 .into(),
         );
     }
@@ -425,7 +425,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             names(&detect(dir.path())),
-            vec![("python-compile", true), ("ruff", false), ("pytest", true)]
+            vec![("ruff", false), ("pytest", true)]
         );
         let empty = tempfile::tempdir().unwrap();
         let d = detect(empty.path());

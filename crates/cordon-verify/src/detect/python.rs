@@ -11,6 +11,42 @@ use super::{Detected, Installed, Missing, stage};
 /// built trees.
 const NOT_COMPILED: &str = r"(^|/)(\.[^/]+|venv|env|node_modules|build|dist|__pycache__)/";
 
+/// What `compileall` checks: the package's own sources — the top-level modules and package
+/// directories (with `__init__.py`), at the root or under `src/` — never the tests, whose data
+/// may hold files that are broken on purpose. Paths start with `./` (never an option).
+fn package_sources(root: &Path) -> Vec<String> {
+    let mut sources = Vec::new();
+    for base in ["", "src"] {
+        let Ok(entries) = std::fs::read_dir(root.join(base)) else {
+            continue;
+        };
+        let mut names: Vec<(String, bool)> = entries
+            .flatten()
+            .take(10_000)
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                let dir = e.file_type().ok()?.is_dir();
+                Some((name, dir))
+            })
+            .collect();
+        names.sort();
+        for (name, dir) in names {
+            let hidden_or_tests =
+                name.starts_with('.') || matches!(name.as_str(), "tests" | "test");
+            let wanted = if dir {
+                !hidden_or_tests && root.join(base).join(&name).join("__init__.py").is_file()
+            } else {
+                base.is_empty() && name.ends_with(".py") && !name.starts_with('.')
+            };
+            if wanted {
+                let path = Path::new(".").join(base).join(&name);
+                sources.push(path.display().to_string());
+            }
+        }
+    }
+    sources
+}
+
 /// The project's configuration files: `pyproject.toml` (parsed), `setup.cfg`, `tox.ini`.
 struct PythonConfig {
     pyproject: toml::Table,
@@ -78,14 +114,24 @@ fn pytest_configured(root: &Path, config: &PythonConfig) -> Option<&'static str>
     }
 }
 
-pub(super) fn detect(root: &Path, found: &mut Detected, host: &Installed) {
+/// The file that makes `root` a Python project: `pyproject.toml`, else `setup.py` or
+/// `setup.cfg` (older packages).
+pub(super) fn marker(root: &Path) -> Option<&'static str> {
+    ["pyproject.toml", "setup.py", "setup.cfg"]
+        .into_iter()
+        .find(|m| root.join(m).is_file())
+}
+
+pub(super) fn detect(root: &Path, marker: &str, found: &mut Detected, host: &Installed) {
     let config = PythonConfig::read(root);
-    found.stages.push(stage(
-        "python-compile",
-        StageCategory::Compile,
-        &["python3", "-m", "compileall", "-q", "-x", NOT_COMPILED, "."],
-        true,
-    ));
+    let sources = package_sources(root);
+    if !sources.is_empty() {
+        let mut run = vec!["python3", "-m", "compileall", "-q", "-x", NOT_COMPILED];
+        run.extend(sources.iter().map(String::as_str));
+        found
+            .stages
+            .push(stage("python-compile", StageCategory::Compile, &run, true));
+    }
     let mut configured: Vec<String> = Vec::new();
     let missing = |found: &mut Detected, name: &str, tool: &str, there: bool| {
         if !there {
@@ -133,7 +179,15 @@ pub(super) fn detect(root: &Path, found: &mut Detected, host: &Installed) {
         missing(found, "pytest", "pytest", host.python_module("pytest"));
     }
     found.reasons.push(format!(
-        "pyproject.toml: `python3 -m compileall` (compile) finds syntax errors first; tools configured: {}; no setup stage (declare one in cordon.toml to install dependencies)",
+        "{marker}: {}tools configured: {}; no setup stage (declare one in cordon.toml to install dependencies)",
+        if sources.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "`python3 -m compileall` (compile) over {} finds syntax errors first; ",
+                sources.join(" ")
+            )
+        },
         if configured.is_empty() {
             "none".to_owned()
         } else {
@@ -154,7 +208,8 @@ mod tests {
             std::fs::write(path, text).unwrap();
         }
         let mut found = Detected::default();
-        detect(dir.path(), &mut found, host);
+        let marker = marker(dir.path()).expect("a Python project");
+        detect(dir.path(), marker, &mut found, host);
         found
     }
 
@@ -165,7 +220,10 @@ mod tests {
     #[test]
     fn only_configured_tools_run() {
         let host = Installed::from_host();
-        let d = detect_in(&[("pyproject.toml", "[project]\nname='x'\n")], &host);
+        let d = detect_in(
+            &[("pyproject.toml", "[project]\nname='x'\n"), ("x.py", "")],
+            &host,
+        );
         assert_eq!(names(&d), ["python-compile"]);
         assert!(
             d.reasons[0].contains("tools configured: none"),
@@ -174,7 +232,7 @@ mod tests {
         );
         // A `tests/` dir without test files configures nothing.
         let d = detect_in(&[("pyproject.toml", ""), ("tests/data.txt", "")], &host);
-        assert_eq!(names(&d), ["python-compile"]);
+        assert!(names(&d).is_empty(), "no sources, no tests: nothing to run");
         for files in [
             &[("pyproject.toml", ""), ("pytest.ini", "[pytest]\n")][..],
             &[
@@ -185,7 +243,7 @@ mod tests {
             &[("pyproject.toml", ""), ("tests/unit/test_x.py", "")],
         ] {
             let d = detect_in(files, &host);
-            assert_eq!(names(&d), ["python-compile", "pytest"], "{files:?}");
+            assert_eq!(names(&d), ["pytest"], "{files:?}");
         }
         let d = detect_in(
             &[
@@ -194,7 +252,43 @@ mod tests {
             ],
             &host,
         );
-        assert_eq!(names(&d), ["python-compile", "mypy"]);
+        assert_eq!(names(&d), ["mypy"]);
+    }
+
+    #[test]
+    fn an_older_package_with_setup_cfg_only_is_python_too() {
+        let host = Installed::from_host();
+        let d = detect_in(
+            &[
+                ("setup.cfg", "[tool:pytest]\nminversion = 2.2.0\n"),
+                ("six.py", ""),
+                ("test_six.py", ""),
+            ],
+            &host,
+        );
+        assert_eq!(names(&d), ["python-compile", "pytest"]);
+        assert!(d.reasons[0].starts_with("setup.cfg: "), "{:?}", d.reasons);
+    }
+
+    #[test]
+    fn compileall_checks_the_package_not_the_tests() {
+        let host = Installed::from_host();
+        let d = detect_in(
+            &[
+                ("pyproject.toml", ""),
+                ("setup.py", ""),
+                ("demo/__init__.py", ""),
+                ("src/other/__init__.py", ""),
+                ("scripts/tool.py", ""),
+                ("tests/data/broken_on_purpose.py", "def ("),
+                ("tests/test_x.py", ""),
+            ],
+            &host,
+        );
+        assert_eq!(
+            d.stages[0].run[6..],
+            ["./demo", "./setup.py", "./src/other"]
+        );
     }
 
     #[test]
@@ -207,7 +301,7 @@ mod tests {
             )],
             &nothing,
         );
-        assert_eq!(names(&d), ["python-compile", "ruff", "mypy", "pytest"]);
+        assert_eq!(names(&d), ["ruff", "mypy", "pytest"]);
         let missing: Vec<(&str, &str)> = d
             .missing
             .iter()

@@ -25,6 +25,7 @@ mod python_syntax;
 mod ruff;
 mod rustc;
 mod rustc_json;
+mod rustfmt;
 mod tap;
 mod tool;
 mod tsc;

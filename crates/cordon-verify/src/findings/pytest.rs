@@ -14,16 +14,28 @@ struct Section<'a> {
 }
 
 impl Section<'_> {
-    /// The last `file.py:LINE: ...` line: where the test failed.
+    /// Where the test failed: the last `file.py:LINE: ...` frame in the project's own files
+    /// (pytest prints those relative to its root), else the last frame (the standard library's,
+    /// absolute).
     fn place(&self) -> Option<(String, u32)> {
-        self.lines.iter().rev().find_map(|l| {
-            let (file, rest) = l.split_once(".py:")?;
-            if file.contains(' ') || file.is_empty() {
-                return None;
-            }
-            let (line, _) = rest.split_once(": ")?;
-            Some((format!("{file}.py"), number(line)?))
-        })
+        let frames: Vec<(String, u32)> = self
+            .lines
+            .iter()
+            .filter_map(|l| {
+                let (file, rest) = l.split_once(".py:")?;
+                if file.contains(' ') || file.is_empty() {
+                    return None;
+                }
+                let (line, _) = rest.split_once(": ")?;
+                Some((format!("{file}.py"), number(line)?))
+            })
+            .collect();
+        frames
+            .iter()
+            .rev()
+            .find(|(file, _)| !file.starts_with('/'))
+            .or_else(|| frames.last())
+            .cloned()
     }
 
     /// The `E   ` lines: the assertion and what it compared.

@@ -14,6 +14,8 @@ pub enum Tool {
     /// `cargo build` / `check` / `clippy` / `rustc`: rustc's and clippy's diagnostics (human
     /// or `--message-format=json`).
     Rustc,
+    /// `cargo fmt --check` / `rustfmt --check`.
+    Rustfmt,
     /// `pytest` / `python -m pytest`.
     Pytest,
     /// `python -m compileall` / `py_compile`: syntax errors.
@@ -46,6 +48,9 @@ pub enum Tool {
     Unknown,
 }
 
+/// How many scripts deep `npm run a` → `npm run b` is followed.
+const MAX_SCRIPT_DEPTH: u8 = 3;
+
 /// Most bytes of a `package.json` read to find a script.
 const MAX_MANIFEST: u64 = 1 << 20;
 
@@ -61,7 +66,8 @@ impl Tool {
         let mut args: Vec<&str> = argv.iter().map(String::as_str).collect();
         loop {
             match args.first().map(|a| program(a)) {
-                Some("env" | "npx" | "exec") => {
+                // Wrappers that run the real tool: environment setters, runners, coverage.
+                Some("env" | "npx" | "exec" | "cross-env" | "nyc" | "c8") => {
                     args.remove(0);
                     while args.first().is_some_and(|a| a.starts_with('-')) {
                         args.remove(0);
@@ -88,10 +94,12 @@ impl Tool {
                     Some("test" | "t") => Tool::CargoTest,
                     Some("nextest") => Tool::CargoNextest,
                     Some("build" | "b" | "check" | "c" | "clippy" | "rustc") => Tool::Rustc,
+                    Some("fmt") => Tool::Rustfmt,
                     _ => Tool::Unknown,
                 }
             }
             "rustc" | "clippy-driver" => Tool::Rustc,
+            "rustfmt" => Tool::Rustfmt,
             "pytest" | "py.test" => Tool::Pytest,
             p if p.starts_with("python") => {
                 match rest
@@ -121,7 +129,10 @@ impl Tool {
                 Some("build" | "install") => Tool::GoBuild,
                 _ => Tool::Unknown,
             },
-            "npm" | "pnpm" | "yarn" | "bun" if depth == 0 => script_tool(rest, cwd, depth),
+            // A script may run another (`"test": "npm run tests-only"`): followed twice.
+            "npm" | "pnpm" | "yarn" | "bun" if depth < MAX_SCRIPT_DEPTH => {
+                script_tool(rest, cwd, depth)
+            }
             _ => Tool::Unknown,
         }
     }
@@ -143,6 +154,7 @@ impl Tool {
                 super::rustc::parse(text, sink);
                 super::rustc_json::parse(text, sink);
             }
+            Tool::Rustfmt => super::rustfmt::parse(text, sink),
             Tool::Pytest => super::pytest::parse(text, sink),
             Tool::PythonCompile => super::python_syntax::parse(text, sink),
             Tool::Tap => super::tap::parse(text, sink),
@@ -232,7 +244,8 @@ mod tests {
         );
         assert_eq!(tool(&["cargo", "+nightly", "clippy"]), Tool::Rustc);
         assert_eq!(tool(&["cargo", "nextest", "run"]), Tool::CargoNextest);
-        assert_eq!(tool(&["cargo", "fmt", "--check"]), Tool::Unknown);
+        assert_eq!(tool(&["cargo", "fmt", "--all", "--check"]), Tool::Rustfmt);
+        assert_eq!(tool(&["cargo", "metadata"]), Tool::Unknown);
         assert_eq!(tool(&["python3", "-m", "pytest", "-q"]), Tool::Pytest);
         assert_eq!(
             tool(&["/usr/bin/python3", "-m", "compileall", "-q", "."]),
@@ -274,5 +287,13 @@ mod tests {
         assert_eq!(at(&["npm", "run", "lint"]), Tool::Eslint);
         assert_eq!(at(&["npm", "run", "missing"]), Tool::Unknown);
         assert_eq!(at(&["npm", "ci"]), Tool::Unknown);
+        // minimist 1.2.8: "test": "npm run tests-only", "tests-only": "nyc tape 'test/**/*.js'".
+        std::fs::write(
+            dir.path().join("package.json"),
+            r#"{"scripts":{"test":"npm run tests-only","tests-only":"nyc tape 'test/**/*.js'","loop":"npm run loop"}}"#,
+        )
+        .unwrap();
+        assert_eq!(at(&["npm", "test"]), Tool::Tap);
+        assert_eq!(at(&["npm", "run", "loop"]), Tool::Unknown, "a loop ends");
     }
 }

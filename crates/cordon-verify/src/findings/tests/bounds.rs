@@ -137,6 +137,7 @@ mod hostile {
         Tool::CargoTest,
         Tool::CargoNextest,
         Tool::Rustc,
+        Tool::Rustfmt,
         Tool::Pytest,
         Tool::PythonCompile,
         Tool::Tap,

@@ -108,3 +108,30 @@ fn mypy_errors_with_codes() {
         "Incompatible return value type (got \"int\", expected \"str\")"
     );
 }
+
+#[test]
+fn pytest_places_a_failure_in_the_project_not_in_the_standard_library() {
+    // six 1.16.0 from PyPI, with a patch that breaks `six.b` (test_b), on a Python built
+    // without `_dbm` (test_move_items[dbm_ndbm] fails inside the standard library, called from
+    // six.py:87: the deepest frame in the project is the place).
+    let found = findings(
+        Tool::Pytest,
+        include_str!("testdata/pytest-six.stdout"),
+        "sixpkg/six-1.16.0",
+    );
+    assert_eq!(
+        summary(&found),
+        vec![
+            (
+                s("test_six.py::test_move_items[dbm_ndbm]"),
+                s("six.py:87"),
+                "ModuleNotFoundError: No module named '_dbm'".into()
+            ),
+            (
+                s("test_six.py::test_b"),
+                s("test_six.py:479"),
+                "AssertionError: assert 2 == 1".into()
+            ),
+        ]
+    );
+}

@@ -130,3 +130,28 @@ fn clippy_lints_carry_their_code() {
             .all(|f| f.kind == FindingKind::Lint && f.tool == "clippy")
     );
 }
+
+#[test]
+fn rustfmt_names_each_file_to_format() {
+    // Captured with its colours (SGR and `ESC ( B` charset designations).
+    let found = findings(
+        Tool::Rustfmt,
+        include_str!("testdata/cargo-fmt.stdout"),
+        "rs",
+    );
+    assert_eq!(
+        summary(&found),
+        vec![(
+            None,
+            s("src/lib.rs:1"),
+            "not formatted as rustfmt formats it (`cargo fmt` fixes it)".into()
+        )]
+    );
+    assert_eq!(found[0].kind, FindingKind::Lint);
+    let older = findings(
+        Tool::Rustfmt,
+        "Diff in /tmp/cap/rs/src/main.rs at line 7:\n",
+        "rs",
+    );
+    assert_eq!(older[0].location().as_deref(), Some("src/main.rs:7"));
+}
