@@ -57,6 +57,18 @@ impl Recorder {
         command: &[String],
         transcript_limit: u64,
     ) -> Result<Self, RecordError> {
+        Self::begin_in(kind, repo, None, command, transcript_limit)
+    }
+
+    /// [`Recorder::begin`] for a run made in a session: the record carries the session's id
+    /// (`cordon runs list --session ID`).
+    pub fn begin_in(
+        kind: RunKind,
+        repo: Option<&Path>,
+        session: Option<&str>,
+        command: &[String],
+        transcript_limit: u64,
+    ) -> Result<Self, RecordError> {
         let store =
             Store::open_default().map_err(|e| RecordError::new("open the run history", e))?;
         store
@@ -71,6 +83,7 @@ impl Recorder {
                         .display()
                         .to_string()
                 }),
+                session: session.map(str::to_owned),
                 command: serde_json::json!(command),
             })
             .map_err(|e| RecordError::new("record the run", e))?;

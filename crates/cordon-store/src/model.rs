@@ -191,6 +191,8 @@ pub struct NewRun {
     pub kind: RunKind,
     /// The repository or directory the run is about (canonical path), if any.
     pub repo: Option<String>,
+    /// The session it ran in, if any.
+    pub session: Option<String>,
     /// The command line (already redacted), as JSON (usually an array of strings).
     pub command: serde_json::Value,
 }
@@ -207,6 +209,9 @@ pub struct RunSummary {
     pub status: RunState,
     /// The repository or directory it was about.
     pub repo: Option<String>,
+    /// The session it ran in (`cordon session exec`), if any.
+    #[serde(default)]
+    pub session: Option<String>,
     /// The command line, as given when it began.
     pub command: serde_json::Value,
     /// When it began (milliseconds since the Unix epoch).
@@ -230,6 +235,8 @@ pub struct RunFilter {
     pub status: Option<RunState>,
     /// Only runs about this repository (compared as text: pass the canonical path).
     pub repo: Option<String>,
+    /// Only runs made in this session.
+    pub session: Option<String>,
 }
 
 impl Default for RunFilter {
@@ -238,6 +245,7 @@ impl Default for RunFilter {
             limit: 20,
             status: None,
             repo: None,
+            session: None,
         }
     }
 }

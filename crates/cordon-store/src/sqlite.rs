@@ -19,11 +19,18 @@ use crate::model::{
 use crate::owner::Owner;
 
 /// The migrations of the SQLite backend, embedded: (version, description, SQL).
-const MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "runs, stages, transcript chunks",
-    include_str!("../migrations/sqlite/0001_init.sql"),
-)];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "runs, stages, transcript chunks",
+        include_str!("../migrations/sqlite/0001_init.sql"),
+    ),
+    (
+        2,
+        "runs carry their session",
+        include_str!("../migrations/sqlite/0002_runs_session.sql"),
+    ),
+];
 
 /// The tables a cordon SQLite store may hold.
 const OUR_TABLES: &[&str] = &["cordon_migrations", "runs", "stages", "transcript_chunks"];
@@ -203,8 +210,8 @@ impl Backend for SqliteBackend {
     ) -> Result<bool, StoreErrorKind> {
         let result = sqlx::query(
             "INSERT INTO runs (id, kind, status, repo, command, started_at_ms, owner_pid, \
-             owner_start_time, owner_boot_id, host) VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?) \
-             ON CONFLICT (id) DO NOTHING",
+             owner_start_time, owner_boot_id, host, session) \
+             VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
         )
         .bind(id.as_str())
         .bind(kind_str(run.kind))
@@ -215,6 +222,7 @@ impl Backend for SqliteBackend {
         .bind(owner.start_time)
         .bind(owner.boot_id.as_deref())
         .bind(&owner.host)
+        .bind(run.session.as_deref())
         .execute(&self.pool)
         .await?;
         Ok(result.rows_affected() == 1)
@@ -324,11 +332,13 @@ impl Backend for SqliteBackend {
     async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, StoreErrorKind> {
         let rows = sqlx::query(&format!(
             "SELECT {SUMMARY_COLUMNS} FROM runs WHERE (?1 IS NULL OR status = ?1) \
-             AND (?2 IS NULL OR repo = ?2) ORDER BY started_at_ms DESC, rowid DESC LIMIT ?3"
+             AND (?2 IS NULL OR repo = ?2) AND (?4 IS NULL OR session = ?4) \
+             ORDER BY started_at_ms DESC, rowid DESC LIMIT ?3"
         ))
         .bind(filter.status.map(RunState::as_str))
         .bind(filter.repo.as_deref())
         .bind(i64::from(filter.limit))
+        .bind(filter.session.as_deref())
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(summary_from_row).collect()
@@ -462,8 +472,8 @@ impl Backend for SqliteBackend {
     }
 }
 
-const SUMMARY_COLUMNS: &str = "id, kind, status, repo, command, started_at_ms, finished_at_ms, \
-                               duration_ms, host, owner_pid";
+const SUMMARY_COLUMNS: &str = "id, kind, status, repo, session, command, started_at_ms, \
+                               finished_at_ms, duration_ms, host, owner_pid";
 
 fn summary_from_row(row: &SqliteRow) -> Result<RunSummary, StoreErrorKind> {
     let kind: String = row.try_get("kind")?;
@@ -476,6 +486,7 @@ fn summary_from_row(row: &SqliteRow) -> Result<RunSummary, StoreErrorKind> {
         },
         status: parse_state(&row.try_get::<String, _>("status")?)?,
         repo: row.try_get("repo")?,
+        session: row.try_get("session")?,
         command: parse_json(&row.try_get::<String, _>("command")?, "command")?,
         started_at_ms: row.try_get("started_at_ms")?,
         finished_at_ms: row.try_get("finished_at_ms")?,

@@ -26,6 +26,7 @@ fn new_run(command: &[&str]) -> NewRun {
     NewRun {
         kind: RunKind::Run,
         repo: Some("/src/project".to_owned()),
+        session: None,
         command: json!(command),
     }
 }
@@ -146,6 +147,7 @@ fn runs_stages_and_documents_round_trip() {
         .begin_run(&NewRun {
             kind: RunKind::Verify,
             repo: None,
+            session: None,
             command: json!(["cordon", "verify"]),
         })
         .expect("begin");
@@ -629,14 +631,49 @@ fn a_foreign_or_newer_database_is_refused_clearly() {
     assert!(
         matches!(
             error.kind,
-            StoreErrorKind::TooNew {
-                found: 99,
-                known: 1
-            }
+            StoreErrorKind::TooNew { found: 99, known } if known < 99
         ),
         "{error:?}"
     );
     assert!(error.hint().expect("hint").contains("newer cordon"));
+}
+
+/// A store written by the first schema (no session column) is migrated in place on open:
+/// its runs are kept, and new runs can name their session.
+#[test]
+fn a_version_1_store_is_migrated_and_keeps_its_runs() {
+    let (dir, _) = temp_db();
+    let db = dir.path().join("v1.db");
+    raw_sql(&db, include_str!("../migrations/sqlite/0001_init.sql"));
+    raw_sql(
+        &db,
+        "CREATE TABLE cordon_migrations (version INTEGER PRIMARY KEY NOT NULL, \
+         description TEXT NOT NULL, applied_at_ms INTEGER NOT NULL); \
+         INSERT INTO cordon_migrations VALUES (1, 'runs, stages, transcript chunks', 0); \
+         INSERT INTO runs (id, kind, status, repo, command, started_at_ms, owner_pid, host) \
+         VALUES ('r-aaaaaaaaaa', 'run', 'pass', '/src/old', '[\"true\"]', 1, 1, 'h')",
+    );
+    let store = Store::open_sqlite(&db).expect("migrated");
+    let runs = store.list_runs(&RunFilter::default()).unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].repo.as_deref(), Some("/src/old"));
+    assert_eq!(runs[0].session, None);
+    let id = store
+        .begin_run(&NewRun {
+            kind: RunKind::Run,
+            repo: None,
+            session: Some("abcd2345".into()),
+            command: serde_json::json!(["true"]),
+        })
+        .unwrap();
+    let in_session = store
+        .list_runs(&RunFilter {
+            session: Some("abcd2345".into()),
+            ..RunFilter::default()
+        })
+        .unwrap();
+    assert_eq!(in_session.len(), 1);
+    assert_eq!(in_session[0].id, id);
 }
 
 /// Runs SQL on a database file with a plain sqlx connection.

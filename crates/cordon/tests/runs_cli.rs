@@ -58,6 +58,7 @@ fn fixture() -> Fixture {
         .begin_run(&NewRun {
             kind: RunKind::Run,
             repo: Some("/src/project".to_owned()),
+            session: None,
             command: json!(["cargo", "test"]),
         })
         .expect("begin");
@@ -80,6 +81,7 @@ fn fixture() -> Fixture {
         .begin_run(&NewRun {
             kind: RunKind::Verify,
             repo: Some("/src/other".to_owned()),
+            session: None,
             command: json!(["cordon", "verify"]),
         })
         .expect("begin");
@@ -168,6 +170,7 @@ fn runs_list_filters_by_canonical_repo() {
         .begin_run(&NewRun {
             kind: RunKind::Run,
             repo: Some(canonical.display().to_string()),
+            session: None,
             command: json!(["true"]),
         })
         .expect("begin");
@@ -175,6 +178,7 @@ fn runs_list_filters_by_canonical_repo() {
         .begin_run(&NewRun {
             kind: RunKind::Run,
             repo: None,
+            session: None,
             command: json!(["false"]),
         })
         .expect("begin");

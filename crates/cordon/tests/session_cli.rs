@@ -198,7 +198,16 @@ fn push_exec_pull_fast_forwards_the_checked_out_branch() {
         let run_id = run["run_id"].as_str().unwrap();
         let shown = f.json(&["runs", "show", run_id, "--json"]);
         assert_eq!(shown["run"]["repo"], rec["path"]);
+        assert_eq!(
+            shown["run"]["session"],
+            id.as_str(),
+            "the run record names its session"
+        );
     }
+    let listed = f.json(&["runs", "list", "--session", &id, "--json"]);
+    assert_eq!(listed["runs"].as_array().unwrap().len(), 2, "{listed:#}");
+    let none = f.json(&["runs", "list", "--session", "zzzzzzzz", "--json"]);
+    assert_eq!(none["runs"].as_array().unwrap().len(), 0, "{none:#}");
 }
 
 #[test]

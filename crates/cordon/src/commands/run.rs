@@ -54,7 +54,7 @@ pub(crate) fn run(args: RunArgs, argv: &[OsString]) -> Result<ExitCode, CliError
         read_only: false,
     });
     let request = request_from(&args, cwd, workspace, isolation);
-    let executed = execute(&request, &args, &request.cwd)?;
+    let executed = execute(&request, &args, &request.cwd, None)?;
     Ok(ExitCode::from(executed.exit_code))
 }
 
@@ -101,11 +101,13 @@ pub(crate) struct Executed {
 }
 
 /// Runs `request` the way `cordon run` does with `args`' output, recording and stdin
-/// options: recorded under `record_repo`, output passed through or one JSON result.
+/// options: recorded under `record_repo` (and `session`, when it runs in one), output passed
+/// through or one JSON result.
 pub(crate) fn execute(
     request: &RunRequest,
     args: &RunArgs,
     record_repo: &Path,
+    session: Option<&str>,
 ) -> Result<Executed, CliError> {
     let prepared = cordon_runner::prepare(request).map_err(run_error)?;
     for warning in prepared.warnings() {
@@ -116,9 +118,10 @@ pub(crate) fn execute(
         None
     } else {
         Some(
-            Recorder::begin(
+            Recorder::begin_in(
                 cordon_store::RunKind::Run,
                 Some(record_repo),
+                session,
                 prepared.shown_command(),
                 args.transcript_limit,
             )

@@ -51,6 +51,9 @@ pub struct ListArgs {
     /// Only runs about this repository or directory.
     #[arg(long, value_name = "DIR")]
     pub repo: Option<PathBuf>,
+    /// Only runs made in this session (`cordon session exec`).
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
     /// Print one JSON document (cordon.run-list/v1).
     #[arg(long)]
     pub json: bool,
@@ -174,6 +177,7 @@ fn list_runs(store: &Store, args: &ListArgs) -> Result<ExitCode, CliError> {
             limit: args.limit,
             status: args.status,
             repo,
+            session: args.session.clone(),
         })
         .map_err(store_error)?;
     let mut out = std::io::stdout().lock();
@@ -434,6 +438,7 @@ mod tests {
             kind,
             status,
             repo: Some("/src/app".into()),
+            session: None,
             command: serde_json::json!(["verify"]),
             started_at_ms: 1_700_000_000_000,
             finished_at_ms: Some(1_700_000_001_000),

@@ -535,7 +535,8 @@ fn exec(sessions: &Sessions, args: ExecArgs) -> Result<ExitCode, CliError> {
         Isolation::Sandboxed(options),
     );
     let tree = lease.tree().to_owned();
-    let executed = super::run::execute(&request, &args.run, &tree);
+    let session_id = session.id().to_string();
+    let executed = super::run::execute(&request, &args.run, &tree, Some(&session_id));
     let (run_id, command, exit) = match &executed {
         Ok(e) => (e.run_id.clone(), e.command.clone(), Some(e.exit_code)),
         Err(_) => (None, Vec::new(), Some(CORDON_FAILED)),
