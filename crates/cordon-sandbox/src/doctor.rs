@@ -41,6 +41,10 @@ pub struct DoctorReport {
     pub cgroup: CgroupReport,
     /// cordon needs no bubblewrap, setuid helper or daemon.
     pub bwrap_free: bool,
+    /// The executable that builds each sandbox: the dedicated `cordon-sandbox-init` beside
+    /// cordon (faster to start), or cordon itself (its `__sandbox-init` entry point).
+    #[serde(default)]
+    pub helper: Option<String>,
     /// What `cordon run` will enforce.
     pub enforce: EnforcementPreview,
 }
@@ -180,6 +184,11 @@ pub fn doctor() -> DoctorReport {
         overlayfs_userns,
         cgroup,
         bwrap_free: true,
+        helper: std::env::current_exe().ok().map(|exe| {
+            crate::prepare::helper_executable(&exe)
+                .display()
+                .to_string()
+        }),
         enforce: EnforcementPreview {
             namespaces: ["user", "mount", "pid", "ipc", "uts", "cgroup", "net"]
                 .map(String::from)

@@ -260,6 +260,12 @@ fn doctor_reports_truthfully() {
         assert_eq!(d["landlock_abi"], 0, "{d}");
     }
     assert_eq!(d["bwrap_free"], true);
+    assert!(
+        d["helper"]
+            .as_str()
+            .is_some_and(|h| h.ends_with("/cordon-sandbox-init")),
+        "{d:#}"
+    );
     let human = helpers::cordon().arg("doctor").output().unwrap();
     let text = String::from_utf8_lossy(&human.stdout);
     assert!(
