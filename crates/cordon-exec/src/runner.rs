@@ -430,6 +430,7 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
         leaked,
         sandbox,
         run_id: None,
+        network: None,
     };
     Ok(RunOutcome {
         result,
@@ -526,6 +527,7 @@ fn not_started(
             leaked: LeakReport::default(),
             sandbox: spec.sandbox.clone().unwrap_or_default(),
             run_id: None,
+            network: None,
         },
         exit_code: verdict.exit_code,
         ready: false,
