@@ -2,7 +2,7 @@
 //!
 //! With `--network allow=HOST,...` the program's network namespace stays private (loopback
 //! only, no route out, no DNS resolver). The sandbox helper makes a listening TCP socket
-//! inside that namespace (`127.0.0.1:`[`PROXY_PORT`]) and sends it to cordon over an inherited
+//! inside that namespace (`127.0.0.1:3128`) and sends it to cordon over an inherited
 //! Unix socket ([`cordon_types::CHILD_NETWORK_FD`]); this crate's proxy, a few threads in
 //! cordon living exactly as long as the run ([`start`] … [`ProxyHandle::finish`]), accepts
 //! the program's connections there and dials out from the host's namespace.
@@ -48,7 +48,3 @@ pub use server::{Notice, ProxyHandle, describe, start};
 pub use settings::{
     DEFAULT_MAX_BYTES, DEFAULT_MAX_CONNECTIONS, MAX_OPEN_CONNECTIONS, ProxySettings,
 };
-
-/// The port the proxy listens on inside the sandbox (`127.0.0.1:3128`); a fresh network
-/// namespace has nothing bound, so it is always free.
-pub const PROXY_PORT: u16 = 3128;

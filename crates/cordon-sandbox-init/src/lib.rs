@@ -46,6 +46,7 @@ mod pid1;
 mod pinned;
 mod plan;
 pub mod probe;
+mod proxy_socket;
 mod seccomp;
 mod status;
 mod sys;

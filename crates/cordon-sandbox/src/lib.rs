@@ -54,5 +54,5 @@ pub use policy::{
     Access, Bind, CacheLayer, DEFAULT_TMPFS_BYTES, Degradation, EnvVar, Limits, Replacement,
     SandboxPolicy,
 };
-pub use prepare::{PreparedCommand, prepare};
+pub use prepare::{PROXY_PORT, PreparedCommand, prepare, proxy_env};
 pub use secrets::{is_secret_path, secret_paths};

@@ -246,6 +246,7 @@ pub(crate) fn run_stage(
             recorder,
             stage: Some(&stage.name),
         }),
+        network_notice: None,
     };
     match cordon_runner::run(&run, hooks) {
         Ok(ran) => {

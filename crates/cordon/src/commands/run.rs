@@ -130,6 +130,18 @@ pub(crate) fn execute(
     let run_id = recorder.as_ref().map(|r| r.id().to_owned());
     let cancel = signals::cancel_on_signals()?;
     let mut passthrough = Passthrough::new();
+    // One line per refused connection on cordon's own stderr (the JSON result lists them
+    // all).
+    let json = args.json;
+    let network_notice = move |denied: &cordon_types::DeniedConnection| {
+        if !json {
+            eprintln!(
+                "cordon: network: denied {} — {}",
+                cordon_proxy::describe(denied),
+                denied.reason
+            );
+        }
+    };
     let hooks = Hooks {
         sink: (!args.json).then_some(&mut passthrough as &mut dyn cordon_exec::OutputSink),
         cancel: Some(&cancel),
@@ -138,6 +150,7 @@ pub(crate) fn execute(
             recorder,
             stage: None,
         }),
+        network_notice: Some(&network_notice),
     };
     // With `--stdin inherit`, the program may change the terminal's modes (echo off, raw):
     // they are put back when it ends, whatever it did.
