@@ -25,17 +25,30 @@ pub(crate) struct Budget<'a, 'env> {
 }
 
 impl Budget<'_, '_> {
-    /// Takes `n` bytes from the budget: `false` (and the limit recorded) when they would
-    /// exceed it; then nothing more may move.
-    pub(crate) fn charge(&self, n: usize) -> bool {
-        let n = n as u64;
+    /// Takes up to `n` bytes from the budget and returns how many it granted; fewer than
+    /// `n` means the budget is spent (the limit is recorded): what was granted may still
+    /// move, then the connection ends.
+    pub(crate) fn take(&self, n: usize) -> usize {
         let max = self.shared.settings.max_bytes;
-        let before = self.shared.bytes.fetch_add(n, Ordering::Relaxed);
-        if before.saturating_add(n) > max {
-            self.shared.limit(NetworkLimit::Bytes);
-            return false;
+        let bytes = &self.shared.bytes;
+        let mut used = bytes.load(Ordering::Relaxed);
+        loop {
+            let grant = (n as u64).min(max.saturating_sub(used));
+            match bytes.compare_exchange_weak(
+                used,
+                used + grant,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => {
+                    if grant < n as u64 {
+                        self.shared.limit(NetworkLimit::Bytes);
+                    }
+                    return grant as usize;
+                }
+                Err(now) => used = now,
+            }
         }
-        true
     }
 }
 
@@ -116,9 +129,7 @@ fn pump(
     if n == 0 {
         return Some(0);
     }
-    if !budget.charge(n) {
-        return None;
-    }
-    to.write_all(&buf[..n]).ok()?;
-    Some(n as u64)
+    let granted = budget.take(n);
+    to.write_all(&buf[..granted]).ok()?;
+    (granted == n).then_some(n as u64)
 }

@@ -270,11 +270,13 @@ fn handle(shared: &Shared<'_>, mut client: TcpStream) {
     let budget = Budget { shared };
     let mut moved = relay::Moved::default();
     if !first.is_empty() {
-        if !budget.charge(first.len()) || upstream.write_all(&first).is_err() {
-            shared.traffic(&name, port, |t| t.bytes_up += first.len() as u64);
+        let granted = budget.take(first.len());
+        let sent = upstream.write_all(&first[..granted]).is_ok();
+        if !sent || granted < first.len() {
+            shared.traffic(&name, port, |t| t.bytes_up += granted as u64);
             return;
         }
-        moved.up += first.len() as u64;
+        moved.up += granted as u64;
     }
     relay::relay(&budget, &client, &upstream, &mut moved);
     shared.traffic(&name, port, |t| {

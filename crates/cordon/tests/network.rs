@@ -1,0 +1,345 @@
+//! Network by allowlist (issue 18), through the real `cordon run` and the real sandbox: the
+//! program reaches listed hosts through cordon's proxy and nothing else.
+//!
+//! The "internet" here is a server on the host's loopback. Two test-only hooks make that
+//! possible (`cordon-proxy/src/hooks.rs`): names resolved without DNS, and loopback
+//! destinations permitted. They exist only in test builds and only with
+//! `CORDON_TEST_NETWORK_HOOKS` in cordon's own environment.
+
+#[path = "sandbox_helpers/mod.rs"]
+mod helpers;
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+
+use cordon_types::{NetworkLimit, NetworkMode};
+use helpers::{Ran, Work};
+
+/// An HTTP origin on the host's loopback serving `files` (path -> body), one request per
+/// connection; remembers the request lines it saw.
+struct Origin {
+    port: u16,
+    seen: Arc<Mutex<Vec<String>>>,
+}
+
+impl Origin {
+    fn serve(files: HashMap<String, Vec<u8>>) -> Origin {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    match stream.read(&mut byte) {
+                        Ok(1) => head.push(byte[0]),
+                        _ => break,
+                    }
+                }
+                let head = String::from_utf8_lossy(&head).into_owned();
+                let line = head.lines().next().unwrap_or_default().to_owned();
+                log.lock().unwrap().push(line.clone());
+                let path = line.split(' ').nth(1).unwrap_or_default();
+                let answer = match files.get(path) {
+                    Some(body) => {
+                        let kind = if path.ends_with('/') {
+                            "text/html"
+                        } else {
+                            "application/octet-stream"
+                        };
+                        let mut a = format!(
+                            "HTTP/1.1 200 OK\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                            body.len()
+                        )
+                        .into_bytes();
+                        a.extend_from_slice(body);
+                        a
+                    }
+                    None => {
+                        b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                            .to_vec()
+                    }
+                };
+                let _ = stream.write_all(&answer);
+            }
+        });
+        Origin { port, seen }
+    }
+
+    fn requests(&self) -> Vec<String> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+fn hooks(names: &[(&str, &str)]) -> String {
+    let mut text = String::from("loopback");
+    for (name, ip) in names {
+        text.push_str(&format!(";{name}={ip}"));
+    }
+    text
+}
+
+fn run(flags: &[&str], script: &str, names: &[(&str, &str)]) -> Ran {
+    let w = Work::new();
+    let hooks = hooks(names);
+    w.run_env(flags, script, &[("CORDON_TEST_NETWORK_HOOKS", &hooks)])
+}
+
+fn files(entries: &[(&str, &[u8])]) -> HashMap<String, Vec<u8>> {
+    entries
+        .iter()
+        .map(|(p, b)| (p.to_string(), b.to_vec()))
+        .collect()
+}
+
+#[test]
+fn an_allowed_host_is_reached_by_plain_http_and_by_connect() {
+    require_sandbox!();
+    let o = Origin::serve(files(&[("/hello", b"hello from origin")]));
+    let allow = format!("--network=allow=origin.test:{}", o.port);
+    let script = format!(
+        "curl -sS http://origin.test:{0}/hello; echo; curl -sS --proxytunnel http://origin.test:{0}/hello",
+        o.port
+    );
+    let ran = run(&[&allow], &script, &[("origin.test", "127.0.0.1")]);
+    helpers::assert_passed(&ran);
+    assert_eq!(
+        ran.stdout(),
+        "hello from origin\nhello from origin",
+        "{ran:#?}"
+    );
+    assert_eq!(o.requests(), ["GET /hello HTTP/1.1", "GET /hello HTTP/1.1"]);
+    assert_eq!(ran.result.sandbox.network, NetworkMode::Allowlist);
+    assert!(ran.result.sandbox.namespaces.contains(&"net".to_string()));
+    let network = ran.result.network.expect("a network report");
+    assert_eq!(network.mode, NetworkMode::Allowlist);
+    assert_eq!(network.allow, [format!("origin.test:{}", o.port)]);
+    assert!(network.denied.is_empty(), "{network:?}");
+    assert_eq!(network.allowed.len(), 1);
+    let t = &network.allowed[0];
+    assert_eq!(
+        (t.host.as_str(), t.port, t.connections),
+        ("origin.test", o.port, 2)
+    );
+    assert!(t.bytes_up > 0 && t.bytes_down > 2 * 17, "{t:?}");
+}
+
+#[test]
+fn other_hosts_ip_literals_and_names_resolving_inside_are_denied_with_reasons() {
+    require_sandbox!();
+    let o = Origin::serve(files(&[("/secret", b"internal data")]));
+    let p = o.port;
+    let allow = format!("--network=allow=origin.test:{p},rebind.test:{p},meta.test");
+    let script = format!(
+        "for url in http://evil.test:{p}/secret http://127.0.0.1:{p}/secret \
+         http://rebind.test:{p}/secret http://meta.test/latest/meta-data/; do \
+         curl -sS -o /dev/null -w '%{{http_code}} ' $url; done; \
+         curl -sS -o /dev/null -w '%{{http_code}}' --proxytunnel https://evil.test/ 2>/dev/null; true"
+    );
+    let names = [
+        ("evil.test", "127.0.0.1"),
+        ("rebind.test", "10.0.0.1"),
+        ("meta.test", "169.254.169.254"),
+    ];
+    let ran = run(&[&allow], &script, &names);
+    helpers::assert_passed(&ran);
+    assert!(ran.stdout().starts_with("403 403 403 403 "), "{ran:#?}");
+    assert!(o.requests().is_empty(), "nothing reached the origin");
+    let network = ran.result.network.expect("a network report");
+    assert!(network.allowed.is_empty(), "{network:?}");
+    let denied: Vec<(String, Option<u16>, String)> = network
+        .denied
+        .into_iter()
+        .map(|d| (d.host, d.port, d.reason))
+        .collect();
+    assert_eq!(
+        denied,
+        [
+            ("evil.test".into(), Some(p), "not in the allowlist".into()),
+            (
+                "127.0.0.1".into(),
+                Some(p),
+                "an IP address, not a host name (the allowlist names hosts)".into()
+            ),
+            (
+                "rebind.test".into(),
+                Some(p),
+                "resolves to a private address (10.0.0.0/8): 10.0.0.1".into()
+            ),
+            (
+                "meta.test".into(),
+                Some(80),
+                "resolves to a link-local address (169.254.0.0/16, cloud metadata): 169.254.169.254"
+                    .into()
+            ),
+            ("evil.test".into(), Some(443), "not in the allowlist".into()),
+        ]
+    );
+}
+
+#[test]
+fn a_denied_connection_prints_one_notice_line_on_the_terminal_view() {
+    require_sandbox!();
+    let w = Work::new();
+    let out = helpers::cordon()
+        .env("CORDON_TEST_NETWORK_HOOKS", hooks(&[]))
+        .args([
+            "run",
+            "--no-record",
+            "--network",
+            "allow=origin.test",
+            "--cwd",
+        ])
+        .arg(w.path())
+        .args(["--", "curl", "-sS", "-o", "/dev/null", "http://evil.test/"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let notices: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("cordon: network:"))
+        .collect();
+    assert_eq!(
+        notices,
+        ["cordon: network: denied evil.test:80 — not in the allowlist"],
+        "{stderr}"
+    );
+}
+
+#[test]
+fn raw_connections_and_dns_have_no_way_out() {
+    require_sandbox!();
+    let o = Origin::serve(files(&[("/x", b"x")]));
+    let script = format!(
+        r#"python3 - <<'EOF'
+import socket
+def attempt(what, f):
+    try:
+        f()
+        print(what, "REACHED")
+    except OSError as e:
+        print(what, "blocked:", e.errno)
+def tcp(addr):
+    s = socket.create_connection(addr, timeout=3)
+    s.close()
+attempt("tcp-public", lambda: tcp(("1.1.1.1", 443)))
+attempt("tcp-host-loopback", lambda: tcp(("127.0.0.1", {port})))
+attempt("tcp-private", lambda: tcp(("10.0.0.1", 80)))
+attempt("udp-dns", lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", ("8.8.8.8", 53)))
+attempt("resolve", lambda: socket.getaddrinfo("example.com", 443))
+EOF"#,
+        port = o.port
+    );
+    let allow = format!("--network=allow=origin.test:{}", o.port);
+    let ran = run(&[&allow], &script, &[("origin.test", "127.0.0.1")]);
+    helpers::assert_passed(&ran);
+    let out = ran.stdout();
+    assert!(!out.contains("REACHED"), "{out}");
+    assert_eq!(out.lines().count(), 5, "{out}");
+    // No route (ENETUNREACH) for the outside; refused on the sandbox's own loopback.
+    assert!(out.contains("tcp-public blocked: 101"), "{out}");
+    assert!(out.contains("tcp-host-loopback blocked: 111"), "{out}");
+    assert!(out.contains("tcp-private blocked: 101"), "{out}");
+    assert!(out.contains("udp-dns blocked: 101"), "{out}");
+    assert!(out.contains("resolve blocked:"), "{out}");
+    assert!(o.requests().is_empty());
+}
+
+#[test]
+fn the_byte_budget_cuts_the_download() {
+    require_sandbox!();
+    let big = vec![b'z'; 4 << 20];
+    let o = Origin::serve(files(&[("/big", &big)]));
+    let allow = format!("--network=allow=origin.test:{}", o.port);
+    let script = format!(
+        "curl -sS -o big http://origin.test:{}/big; echo curl=$?; wc -c < big",
+        o.port
+    );
+    let ran = run(
+        &[&allow, "--network-bytes", "64KiB"],
+        &script,
+        &[("origin.test", "127.0.0.1")],
+    );
+    let network = ran.result.network.clone().expect("a network report");
+    assert_eq!(network.limits_hit, [NetworkLimit::Bytes], "{ran:#?}");
+    let got: u64 = ran
+        .stdout()
+        .lines()
+        .last()
+        .and_then(|l| l.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{ran:#?}"));
+    assert!(got > 0 && got < 64 * 1024, "{got} bytes got through");
+    assert!(
+        ran.stdout().starts_with("curl=18\n"),
+        "a partial transfer: {ran:#?}"
+    );
+    let t = &network.allowed[0];
+    assert!(t.bytes_up + t.bytes_down <= 64 * 1024, "{t:?}");
+}
+
+#[test]
+fn pip_downloads_from_a_local_index_through_the_proxy() {
+    require_sandbox!();
+    let wheel = tiny_wheel();
+    let index = b"<html><body><a href=\"/files/tinypkg-1.0-py3-none-any.whl\">tinypkg-1.0-py3-none-any.whl</a></body></html>";
+    let o = Origin::serve(files(&[
+        ("/simple/tinypkg/", index),
+        ("/files/tinypkg-1.0-py3-none-any.whl", &wheel),
+    ]));
+    let allow = format!("--network=allow=pypi.test:{}", o.port);
+    let script = format!(
+        "python3 -m pip download --no-cache-dir --no-deps --disable-pip-version-check \
+         --index-url http://pypi.test:{0}/simple/ --trusted-host pypi.test:{0} -d out tinypkg \
+         >/dev/null 2>pip.err || cat pip.err; ls out",
+        o.port
+    );
+    let ran = run(&[&allow], &script, &[("pypi.test", "127.0.0.1")]);
+    helpers::assert_passed(&ran);
+    assert_eq!(ran.stdout(), "tinypkg-1.0-py3-none-any.whl\n", "{ran:#?}");
+    let network = ran.result.network.expect("a network report");
+    assert!(network.denied.is_empty(), "{network:?}");
+    assert_eq!(network.allowed[0].host, "pypi.test");
+    assert!(network.allowed[0].bytes_down as usize > wheel.len());
+}
+
+/// A minimal pure-Python wheel, built by `python3`'s zipfile on the host.
+fn tiny_wheel() -> Vec<u8> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tinypkg-1.0-py3-none-any.whl");
+    let script = r#"
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[1], "w") as z:
+    z.writestr("tinypkg/__init__.py", "VALUE = 1\n")
+    z.writestr("tinypkg-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: tinypkg\nVersion: 1.0\n")
+    z.writestr("tinypkg-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: cordon-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+    z.writestr("tinypkg-1.0.dist-info/RECORD", "")
+"#;
+    let status = std::process::Command::new("python3")
+        .args(["-c", script])
+        .arg(&path)
+        .status()
+        .expect("python3 runs on the host");
+    assert!(status.success());
+    std::fs::read(path).unwrap()
+}
+
+#[test]
+fn the_program_holds_neither_the_listener_nor_the_channel() {
+    require_sandbox!();
+    // Only the standard descriptors (plus the one `ls` opens to read the directory).
+    let script = "ls /proc/self/fd | tr '\\n' ' '; \
+                  python3 -c 'import socket; s=socket.socket(); s.bind((\"127.0.0.1\", 3128))' 2>&1 | tail -1";
+    let ran = run(&["--network=allow=origin.test"], script, &[]);
+    helpers::assert_passed(&ran);
+    assert_eq!(
+        ran.stdout(),
+        "0 1 2 3 OSError: [Errno 98] Address already in use\n",
+        "{ran:#?}"
+    );
+}
