@@ -33,6 +33,7 @@ mod allowlist;
 mod error;
 mod hooks;
 mod host;
+mod registry;
 mod relay;
 mod request;
 mod server;
@@ -42,6 +43,7 @@ pub use address::refusal as address_refusal;
 pub use allowlist::{Allowlist, AllowlistError, DEFAULT_PORTS, HostRule};
 pub use error::ProxyError;
 pub use hooks::{HOOKS_ENV, TestHooks};
+pub use registry::{ClientConfig, Ecosystem, registry_allowlist, registry_hosts, url_host};
 #[cfg(feature = "test-hooks")]
 pub use server::start_for_tests;
 pub use server::{Notice, ProxyHandle, describe, start};

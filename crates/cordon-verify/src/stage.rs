@@ -9,8 +9,8 @@ use cordon_runner::{
 };
 use cordon_sandbox::CacheLayer;
 use cordon_types::{
-    CapturedOutput, FailureCategory, LimitKind, NetworkMode, ResourceUsage, RunResult, RunStatus,
-    Severity, StageCategory, StageFailure, StageFailureCategory, StageResult, StageStatus,
+    CapturedOutput, FailureCategory, LimitKind, ResourceUsage, RunResult, RunStatus, Severity,
+    StageCategory, StageFailure, StageFailureCategory, StageResult, StageStatus,
 };
 
 use crate::config::{
@@ -111,10 +111,25 @@ fn stage_sandbox(stage: &StageConfig, scratch: &Path) -> SandboxOptions {
             writable: stage.writable_caches,
         });
     }
-    options.network = match stage.network {
-        Some(NetworkSetting::Host) => NetworkMode::Host,
-        Some(NetworkSetting::None) | None => NetworkMode::None,
-    };
+    options.network = NetworkSetting::mode(stage.network.as_ref());
+    match &stage.network {
+        Some(NetworkSetting::Registry) => {
+            let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+            let env = |name: &str| std::env::var(name).ok();
+            let config = cordon_proxy::ClientConfig {
+                home: home.as_deref(),
+                env: &env,
+            };
+            // Entries the allowlist cannot hold (an index given by IP address) stay out.
+            (options.proxy.allow, _) =
+                cordon_proxy::registry_allowlist(&cordon_proxy::Ecosystem::ALL, &config);
+        }
+        Some(NetworkSetting::Allow(entries)) => {
+            // Checked when the configuration was loaded.
+            options.proxy.allow = cordon_proxy::Allowlist::parse(entries).unwrap_or_default();
+        }
+        Some(NetworkSetting::None | NetworkSetting::Host) | None => {}
+    }
     options.limits.memory_bytes = stage.memory;
     options.limits.pids = stage.pids;
     options

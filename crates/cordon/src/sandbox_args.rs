@@ -36,8 +36,9 @@ pub struct SandboxArgs {
     pub no_toolchains: bool,
     /// The network the program can reach: `none` (a private network namespace with only
     /// loopback), `allow=HOST[:PORT][,HOST...]` (loopback, plus cordon's filtering proxy to
-    /// these host names only; `*.example.org` wildcards; without a port 80 and 443) or `host`
-    /// (the host's network, unrestricted).
+    /// these host names only; `*.example.org` wildcards; without a port 80 and 443),
+    /// `registry` (the same, to the package registries your cargo, npm, pip and Go clients
+    /// are configured to use) or `host` (the host's network, unrestricted).
     #[arg(long, value_name = "MODE", value_parser = parse_network, default_value = "none", help_heading = "Sandbox")]
     pub network: NetworkArg,
     /// Most bytes (sent and received together) the program may move through the network
@@ -96,17 +97,20 @@ pub enum NetworkArg {
     Host,
     /// Loopback plus cordon's proxy to these hosts.
     Allow(Allowlist),
+    /// Loopback plus cordon's proxy to the configured package registries.
+    Registry,
 }
 
 fn parse_network(text: &str) -> Result<NetworkArg, String> {
     match text {
         "none" => Ok(NetworkArg::None),
         "host" => Ok(NetworkArg::Host),
+        "registry" => Ok(NetworkArg::Registry),
         _ => match text.strip_prefix("allow=") {
             Some(list) => Allowlist::parse(list.split(',').filter(|e| !e.trim().is_empty()))
                 .map(NetworkArg::Allow)
                 .map_err(|e| e.to_string()),
-            None => Err("expected none, host or allow=HOST[:PORT][,HOST...]".into()),
+            None => Err("expected none, registry, host or allow=HOST[:PORT][,HOST...]".into()),
         },
     }
 }
@@ -187,6 +191,21 @@ impl SandboxArgs {
             NetworkArg::Host => NetworkMode::Host,
             NetworkArg::Allow(list) => {
                 policy.proxy.allow = list.clone();
+                NetworkMode::Allowlist
+            }
+            NetworkArg::Registry => {
+                let home = std::env::var_os("HOME").map(PathBuf::from);
+                let env = |name: &str| std::env::var(name).ok();
+                let config = cordon_proxy::ClientConfig {
+                    home: home.as_deref(),
+                    env: &env,
+                };
+                let (list, skipped) =
+                    cordon_proxy::registry_allowlist(&cordon_proxy::Ecosystem::ALL, &config);
+                for entry in skipped {
+                    eprintln!("cordon: warning: --network registry leaves out {entry}");
+                }
+                policy.proxy.allow = list;
                 NetworkMode::Allowlist
             }
         };

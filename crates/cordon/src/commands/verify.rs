@@ -288,10 +288,10 @@ fn print_explain(plan: &Plan, changed: &[String], json: bool) -> anyhow::Result<
     writeln!(out, "Stages:")?;
     for (i, p) in plan.stages.iter().enumerate() {
         let s = &p.stage;
-        let network = if s.network == Some(cordon_verify::config::NetworkSetting::Host) {
-            "network"
-        } else {
-            "offline"
+        let network = match cordon_verify::config::NetworkSetting::mode(s.network.as_ref()) {
+            cordon_types::NetworkMode::Host => "network",
+            cordon_types::NetworkMode::Allowlist => "allowlisted network",
+            cordon_types::NetworkMode::None => "offline",
         };
         writeln!(
             out,
