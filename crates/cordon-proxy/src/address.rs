@@ -1,6 +1,10 @@
 //! Which destination addresses the proxy refuses, whatever name led there: loopback,
 //! private, shared (CGNAT), link-local (the cloud metadata address among them), multicast,
-//! unspecified, reserved and documentation ranges, and IPv6 forms embedding those.
+//! unspecified and reserved ranges, and IPv6 forms embedding those.
+//!
+//! The documentation ranges (192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24, 2001:db8::/32)
+//! are not refused: they are no one's internal network, and intercepting network set-ups
+//! (the CI machines cordon is tested on among them) answer public names with them.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -22,7 +26,6 @@ fn refusal_v4(ip: Ipv4Addr) -> Option<&'static str> {
         (169, 254, _) => "a link-local address (169.254.0.0/16, cloud metadata)",
         (172, 16..=31, _) => "a private address (172.16.0.0/12)",
         (192, 0, 0) => "a reserved address (192.0.0.0/24)",
-        (192, 0, 2) | (198, 51, 100) | (203, 0, 113) => "a documentation address",
         (192, 168, _) => "a private address (192.168.0.0/16)",
         (198, 18..=19, _) => "a benchmarking address (198.18.0.0/15)",
         (224..=239, _, _) => "a multicast address (224.0.0.0/4)",
@@ -58,7 +61,6 @@ fn refusal_v6(ip: Ipv6Addr) -> Option<&'static str> {
         0xfe80..=0xfebf => "a link-local address (fe80::/10)",
         0xfec0..=0xfeff => "a site-local address (fec0::/10)",
         0xff00..=0xffff => "a multicast address (ff00::/8)",
-        0x2001 if seg[1] == 0x0db8 => "a documentation address (2001:db8::/32)",
         0x0100 if seg[1..4] == [0, 0, 0] => "a discard address (100::/64)",
         _ => return None,
     })
@@ -113,6 +115,7 @@ mod tests {
             "172.15.0.1",
             "172.32.0.1",
             "151.101.1.1",
+            "203.0.113.80",
             "2606:4700::1111",
             "2a04:4e42::223",
             "::ffff:8.8.8.8",
