@@ -57,6 +57,7 @@ pub(crate) fn skipped(planned: &PlannedStage, ws_path: &Path, reason: String) ->
         tests: None,
         findings: Vec::new(),
         findings_omitted: 0,
+        network: None,
     }
 }
 
@@ -410,6 +411,7 @@ fn stage_result(
         tests,
         findings: Vec::new(),
         findings_omitted: 0,
+        network: run.network,
     }
 }
 

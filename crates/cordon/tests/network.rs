@@ -343,3 +343,102 @@ fn the_program_holds_neither_the_listener_nor_the_channel() {
         "{ran:#?}"
     );
 }
+
+/// A git repository holding `cordon.toml` and nothing else.
+fn repo_with_plan(plan: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("cordon.toml"), plan).unwrap();
+    for args in [
+        &["init", "-q", "-b", "main"][..],
+        &["add", "-A"],
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "plan",
+        ],
+    ] {
+        let ok = std::process::Command::new("git")
+            .args(args)
+            .current_dir(dir.path())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "git {args:?}");
+    }
+    dir
+}
+
+#[test]
+fn a_verify_stage_with_an_allowlist_reaches_only_its_hosts_and_the_report_says_so() {
+    require_sandbox!();
+    let o = Origin::serve(files(&[("/dep", b"dependency")]));
+    let p = o.port;
+    let plan = format!(
+        r#"[[stage]]
+name = "fetch"
+category = "setup"
+run = ["sh", "-c", "curl -fsS -o /dev/null http://origin.test:{p}/dep && curl -sS -o /dev/null -w '%{{http_code}}' http://evil.test:{p}/dep"]
+network = {{ allow = ["origin.test:{p}"] }}
+"#
+    );
+    let repo = repo_with_plan(&plan);
+    let home = tempfile::tempdir().unwrap();
+    let out = helpers::cordon()
+        .env("CORDON_HOME", home.path())
+        .env(
+            "CORDON_TEST_NETWORK_HOOKS",
+            hooks(&[("origin.test", "127.0.0.1"), ("evil.test", "127.0.0.1")]),
+        )
+        .args(["verify", "--json", "--repo"])
+        .arg(repo.path())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let report: cordon_types::RunReport =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("no report ({e}): {stderr}"));
+    let stage = &report.stages[0];
+    assert_eq!(stage.stdout.head, "403", "{stage:#?}");
+    let network = stage.network.as_ref().expect("the stage's network report");
+    assert_eq!(network.allowed.len(), 1, "{network:?}");
+    assert_eq!(
+        (
+            network.allowed[0].host.as_str(),
+            network.allowed[0].connections
+        ),
+        ("origin.test", 1)
+    );
+    assert_eq!(network.denied.len(), 1, "{network:?}");
+    assert_eq!(network.denied[0].host, "evil.test");
+    assert_eq!(o.requests(), ["GET /dep HTTP/1.1"]);
+    assert!(
+        stderr.contains(&format!(
+            "network: denied evil.test:{p} — not in the allowlist"
+        )),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn an_invalid_allowlist_in_cordon_toml_is_refused_before_anything_runs() {
+    let repo = repo_with_plan(
+        "[[stage]]\nname = \"fetch\"\ncategory = \"setup\"\nrun = [\"true\"]\nnetwork = { allow = [\"10.0.0.1\"] }\n",
+    );
+    let home = tempfile::tempdir().unwrap();
+    let out = helpers::cordon()
+        .env("CORDON_HOME", home.path())
+        .args(["verify", "--repo"])
+        .arg(repo.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("invalid network allowlist entry \"10.0.0.1\": an IP address"),
+        "{stderr}"
+    );
+}

@@ -402,6 +402,21 @@ impl VerifyObserver for TerminalView {
                 None => eprintln!("{line}"),
             },
         }
+        // One line per connection the stage's network proxy refused (the report lists them).
+        let denied = result.network.iter().flat_map(|n| &n.denied);
+        for d in denied {
+            let notice = format!(
+                "  network: denied {} — {}",
+                shown(&cordon_proxy::describe(d)),
+                shown(&d.reason)
+            );
+            match &self.multi {
+                Some(multi) => {
+                    let _ = multi.println(notice);
+                }
+                None => eprintln!("{notice}"),
+            }
+        }
     }
 }
 
