@@ -370,3 +370,46 @@ fn the_connection_budget_refuses_later_connections() {
         "connection limit reached (3 per run)"
     );
 }
+
+#[test]
+fn a_name_with_internal_and_permitted_answers_is_pinned_to_the_permitted_one() {
+    let o = origin(b"pinned".to_vec());
+    let settings = allowing(&[format!("mixed.test:{}", o.port)]);
+    let hooks = TestHooks {
+        allow_loopback: true,
+        resolve: vec![(
+            "mixed.test".into(),
+            vec!["10.0.0.1".parse().unwrap(), "127.0.0.1".parse().unwrap()],
+        )],
+    };
+    let (report, _) = with_proxy(settings, hooks, |p| {
+        let req = format!("GET http://mixed.test:{}/ HTTP/1.1\r\n\r\n", o.port);
+        assert!(exchange(p, req.as_bytes()).ends_with("pinned"));
+    });
+    assert!(report.denied.is_empty(), "{report:?}");
+    assert_eq!(report.allowed[0].connections, 1);
+}
+
+#[test]
+fn connections_beyond_the_open_bound_are_refused_until_one_ends() {
+    let settings = allowing(&["origin.test".into()]);
+    let (report, _) = with_proxy(settings, TestHooks::default(), |p| {
+        // Each holds its connection open with an unfinished request head.
+        let held: Vec<TcpStream> = (0..cordon_proxy::MAX_OPEN_CONNECTIONS)
+            .map(|_| {
+                let mut s = TcpStream::connect(p).unwrap();
+                s.write_all(b"CONNECT origin.test:443 HTTP/1.1\r\n")
+                    .unwrap();
+                s
+            })
+            .collect();
+        let answer = exchange(p, b"CONNECT origin.test:443 HTTP/1.1\r\n\r\n");
+        assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+        drop(held);
+    });
+    let reasons: Vec<&str> = report.denied.iter().map(|d| d.reason.as_str()).collect();
+    assert!(
+        reasons.contains(&"too many open connections (at most 64)"),
+        "{reasons:?}"
+    );
+}
