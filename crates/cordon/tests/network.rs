@@ -26,8 +26,14 @@ struct Origin {
 
 impl Origin {
     fn serve(files: HashMap<String, Vec<u8>>) -> Origin {
+        Origin::serve_for(|_| files)
+    }
+
+    /// Like [`Origin::serve`], with content that names the origin's port.
+    fn serve_for(make: impl FnOnce(u16) -> HashMap<String, Vec<u8>>) -> Origin {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
+        let files = make(port);
         let seen = Arc::new(Mutex::new(Vec::new()));
         let log = seen.clone();
         std::thread::spawn(move || {
@@ -441,4 +447,85 @@ fn an_invalid_allowlist_in_cordon_toml_is_refused_before_anything_runs() {
         stderr.contains("invalid network allowlist entry \"10.0.0.1\": an IP address"),
         "{stderr}"
     );
+}
+
+#[test]
+fn cargo_fetches_from_a_local_sparse_registry_through_the_proxy() {
+    require_sandbox!();
+    let (crate_file, cksum) = tiny_crate();
+    let o = Origin::serve_for(|port| {
+        let config =
+            format!(r#"{{"dl":"http://crates.test:{port}/dl/{{crate}}-{{version}}.crate"}}"#);
+        let entry = format!(
+            r#"{{"name":"tinydep","vers":"1.0.0","deps":[],"cksum":"{cksum}","features":{{}},"yanked":false}}"#
+        );
+        files(&[
+            ("/config.json", config.as_bytes()),
+            ("/ti/ny/tinydep", entry.as_bytes()),
+            ("/dl/tinydep-1.0.0.crate", &crate_file),
+        ])
+    });
+    let w = Work::new();
+    std::fs::create_dir_all(w.path().join("src")).unwrap();
+    std::fs::create_dir_all(w.path().join(".cargo")).unwrap();
+    std::fs::write(w.path().join("src/lib.rs"), "").unwrap();
+    std::fs::write(
+        w.path().join("Cargo.toml"),
+        "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\ntinydep = { version = \"1\", registry = \"local\" }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        w.path().join(".cargo/config.toml"),
+        format!(
+            "[registries.local]\nindex = \"sparse+http://crates.test:{}/\"\n",
+            o.port
+        ),
+    )
+    .unwrap();
+    let allow = format!("--network=allow=crates.test:{}", o.port);
+    let hooks = hooks(&[("crates.test", "127.0.0.1")]);
+    let ran = helpers::run_in(
+        &w.path(),
+        &[&allow, "--env", "CARGO_HOME=/tmp/cargo-home"],
+        &["cargo", "fetch"],
+        &[("CORDON_TEST_NETWORK_HOOKS", &hooks)],
+    );
+    helpers::assert_passed(&ran);
+    assert_eq!(
+        o.requests(),
+        [
+            "GET /config.json HTTP/1.1",
+            "GET /ti/ny/tinydep HTTP/1.1",
+            "GET /dl/tinydep-1.0.0.crate HTTP/1.1"
+        ],
+        "{ran:#?}"
+    );
+    let lock = std::fs::read_to_string(w.path().join("Cargo.lock")).unwrap();
+    assert!(lock.contains(&cksum), "{lock}");
+    assert!(ran.result.network.unwrap().denied.is_empty());
+}
+
+/// A `.crate` (gzipped tar of `tinydep-1.0.0/`) and its SHA-256, made by the host's
+/// `python3`.
+fn tiny_crate() -> (Vec<u8>, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tinydep-1.0.0.crate");
+    let script = r#"
+import hashlib, io, sys, tarfile
+with tarfile.open(sys.argv[1], "w:gz") as t:
+    for name, text in [("Cargo.toml", '[package]\nname = "tinydep"\nversion = "1.0.0"\nedition = "2021"\n'), ("src/lib.rs", "pub const X: u8 = 1;\n")]:
+        data = text.encode()
+        info = tarfile.TarInfo("tinydep-1.0.0/" + name)
+        info.size = len(data)
+        t.addfile(info, io.BytesIO(data))
+print(hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest())
+"#;
+    let out = std::process::Command::new("python3")
+        .args(["-c", script])
+        .arg(&path)
+        .output()
+        .expect("python3 runs on the host");
+    assert!(out.status.success());
+    let cksum = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    (std::fs::read(path).unwrap(), cksum)
 }
