@@ -529,3 +529,86 @@ print(hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest())
     let cksum = String::from_utf8(out.stdout).unwrap().trim().to_owned();
     (std::fs::read(path).unwrap(), cksum)
 }
+
+#[test]
+fn npm_installs_from_a_local_registry_through_the_proxy() {
+    require_sandbox!();
+    let (tarball, sha1, integrity) = tiny_npm_package();
+    let o = Origin::serve_for(|port| {
+        let packument = format!(
+            r#"{{"name":"tinypkg","dist-tags":{{"latest":"1.0.0"}},"versions":{{"1.0.0":{{"name":"tinypkg","version":"1.0.0","dist":{{"tarball":"http://npm.test:{port}/tinypkg/-/tinypkg-1.0.0.tgz","shasum":"{sha1}","integrity":"{integrity}"}}}}}}}}"#
+        );
+        files(&[
+            ("/tinypkg", packument.as_bytes()),
+            ("/tinypkg/-/tinypkg-1.0.0.tgz", &tarball),
+        ])
+    });
+    let w = Work::new();
+    std::fs::write(
+        w.path().join("package.json"),
+        r#"{"name":"app","version":"1.0.0","dependencies":{"tinypkg":"1.0.0"}}"#,
+    )
+    .unwrap();
+    let allow = format!("--network=allow=npm.test:{}", o.port);
+    let registry = format!("--registry=http://npm.test:{}/", o.port);
+    let hooks = hooks(&[("npm.test", "127.0.0.1")]);
+    let ran = helpers::run_in(
+        &w.path(),
+        &[&allow],
+        &[
+            "npm",
+            "install",
+            "--no-audit",
+            "--no-fund",
+            "--ignore-scripts",
+            &registry,
+        ],
+        &[("CORDON_TEST_NETWORK_HOOKS", &hooks)],
+    );
+    helpers::assert_passed(&ran);
+    let installed = w.path().join("node_modules/tinypkg/index.js");
+    assert_eq!(
+        std::fs::read_to_string(installed).unwrap(),
+        "module.exports = 1;\n"
+    );
+    assert_eq!(
+        o.requests(),
+        [
+            "GET /tinypkg HTTP/1.1",
+            "GET /tinypkg/-/tinypkg-1.0.0.tgz HTTP/1.1"
+        ],
+        "{ran:#?}"
+    );
+    assert!(ran.result.network.unwrap().denied.is_empty());
+}
+
+/// An npm package tarball (`package/package.json`, `package/index.js`), its SHA-1 and its
+/// SHA-512 integrity string, made by the host's `python3`.
+fn tiny_npm_package() -> (Vec<u8>, String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tinypkg-1.0.0.tgz");
+    let script = r#"
+import base64, hashlib, io, sys, tarfile
+with tarfile.open(sys.argv[1], "w:gz") as t:
+    for name, text in [("package.json", '{"name":"tinypkg","version":"1.0.0","main":"index.js"}\n'), ("index.js", "module.exports = 1;\n")]:
+        data = text.encode()
+        info = tarfile.TarInfo("package/" + name)
+        info.size = len(data)
+        t.addfile(info, io.BytesIO(data))
+data = open(sys.argv[1], "rb").read()
+print(hashlib.sha1(data).hexdigest(), "sha512-" + base64.b64encode(hashlib.sha512(data).digest()).decode())
+"#;
+    let out = std::process::Command::new("python3")
+        .args(["-c", script])
+        .arg(&path)
+        .output()
+        .expect("python3 runs on the host");
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let (sha1, integrity) = text.trim().split_once(' ').unwrap();
+    (
+        std::fs::read(path).unwrap(),
+        sha1.to_owned(),
+        integrity.to_owned(),
+    )
+}
