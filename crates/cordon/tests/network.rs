@@ -618,3 +618,59 @@ print(hashlib.sha1(data).hexdigest(), "sha512-" + base64.b64encode(hashlib.sha51
         integrity.to_owned(),
     )
 }
+
+#[test]
+fn a_flood_of_refusals_is_bounded_in_the_terminal_and_counted_in_the_result() {
+    require_sandbox!();
+    let w = Work::new();
+    let script = r#"
+import socket
+for i in range(130):
+    s = socket.create_connection(("127.0.0.1", 3128))
+    s.sendall(b"CONNECT evil%d.test:443 HTTP/1.1\r\n\r\n" % i)
+    assert s.recv(100).startswith(b"HTTP/1.1 403")
+    s.close()
+"#;
+    let out = helpers::cordon()
+        .env("CORDON_TEST_NETWORK_HOOKS", hooks(&[]))
+        .args([
+            "run",
+            "--no-record",
+            "--network",
+            "allow=origin.test",
+            "--cwd",
+        ])
+        .arg(w.path())
+        .args(["--", "python3", "-c", script])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let notices: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("cordon: network:"))
+        .collect();
+    assert_eq!(notices.len(), 101, "{stderr}");
+    assert_eq!(
+        notices[0],
+        "cordon: network: denied evil0.test:443 — not in the allowlist"
+    );
+    assert_eq!(
+        notices[100],
+        "cordon: network: further refusals are counted in the result, not shown"
+    );
+    let hooks = hooks(&[]);
+    let ran = helpers::run_in(
+        &w.path(),
+        &["--network=allow=origin.test"],
+        &["python3", "-c", script],
+        &[("CORDON_TEST_NETWORK_HOOKS", &hooks)],
+    );
+    let network = ran.result.network.clone().expect("a network report");
+    assert_eq!(
+        (network.denied.len(), network.denied_omitted),
+        (100, 30),
+        "{ran:#?}"
+    );
+}
