@@ -413,3 +413,41 @@ fn connections_beyond_the_open_bound_are_refused_until_one_ends() {
         "{reasons:?}"
     );
 }
+
+/// The test hooks must never reach a binary built for use: cargo's normal (non-test) build of
+/// the CLI resolves `cordon-proxy` without the `test-hooks` feature.
+#[test]
+fn the_cli_built_for_use_has_no_test_hooks() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let tree = |edges: &str| {
+        let out = std::process::Command::new(&cargo)
+            .args([
+                "tree",
+                "--offline",
+                "-p",
+                "cordon",
+                "-i",
+                "cordon-proxy",
+                "-e",
+                edges,
+            ])
+            .current_dir(&workspace)
+            .output()
+            .expect("cargo runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let normal = tree("normal,features");
+    assert!(
+        normal.contains("cordon-proxy feature \"default\""),
+        "{normal}"
+    );
+    assert!(!normal.contains("test-hooks"), "{normal}");
+    // ... while the tests' build has them (so this check checks something).
+    assert!(tree("normal,dev,features").contains("test-hooks"));
+}
