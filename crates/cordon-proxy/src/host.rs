@@ -69,17 +69,11 @@ pub fn split_authority(authority: &str, default_port: Option<u16>) -> Option<(&s
 }
 
 /// `text` made safe to show and record: printable ASCII only (others become `?`), at most
-/// 255 bytes.
+/// 255 bytes; the case is kept (redaction matches secrets as they are spelled).
 pub fn shown(text: &str) -> String {
     text.chars()
         .take(255)
-        .map(|c| {
-            if c.is_ascii_graphic() {
-                c.to_ascii_lowercase()
-            } else {
-                '?'
-            }
-        })
+        .map(|c| if c.is_ascii_graphic() { c } else { '?' })
         .collect()
 }
 

@@ -236,24 +236,29 @@ fn handle(shared: &Shared<'_>, mut client: TcpStream) {
             return;
         }
     };
+    // Judged (lowercase) for the decision, recorded as the program wrote it: a secret spelled
+    // into a host name must stay recognisable to the redaction of the result.
+    let recorded = host::shown(host_text.strip_suffix('.').unwrap_or(host_text));
     if !settings.allow.allows(&name, port) {
-        refuse(
-            shared,
-            &client,
-            Some(&name),
-            Some(port),
-            "not in the allowlist",
-            403,
-        );
+        let reason = "not in the allowlist";
+        refuse(shared, &client, Some(&recorded), Some(port), reason, 403);
         return;
     }
     let mut upstream = match connect(shared, &name, port) {
         Ok(stream) => stream,
         Err((reason, status)) => {
-            refuse(shared, &client, Some(&name), Some(port), &reason, status);
+            refuse(
+                shared,
+                &client,
+                Some(&recorded),
+                Some(port),
+                &reason,
+                status,
+            );
             return;
         }
     };
+    let name = recorded;
     shared.traffic(&name, port, |t| t.connections += 1);
     let is_connect = upstream_head.is_empty();
     if is_connect

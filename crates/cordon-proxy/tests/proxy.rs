@@ -137,7 +137,7 @@ fn plain_http_to_an_allowed_host_is_relayed_in_origin_form_and_accounted() {
     let t = &report.allowed[0];
     assert_eq!(
         (t.host.as_str(), t.port, t.connections),
-        ("origin.test", o.port, 1)
+        ("Origin.Test", o.port, 1)
     );
     assert_eq!(t.bytes_up, seen[0].len() as u64);
     assert_eq!(t.bytes_down, 38 + 5);

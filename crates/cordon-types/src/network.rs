@@ -35,7 +35,7 @@ pub const MAX_DENIALS_REPORTED: usize = 100;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HostTraffic {
-    /// The host name as the program asked for it (lowercase).
+    /// The host name as the program wrote it (its case kept; without a trailing dot).
     pub host: String,
     /// The destination port.
     pub port: u16,

