@@ -451,3 +451,25 @@ fn the_cli_built_for_use_has_no_test_hooks() {
     // ... while the tests' build has them (so this check checks something).
     assert!(tree("normal,dev,features").contains("test-hooks"));
 }
+
+#[test]
+fn a_pipelined_request_for_another_host_never_leaves_the_allowed_connection() {
+    let allowed = origin(b"allowed".to_vec());
+    let other = origin(b"other".to_vec());
+    let settings = allowing(&[format!("origin.test:{}", allowed.port)]);
+    let names = [("origin.test", "127.0.0.1"), ("other.test", "127.0.0.1")];
+    let (report, _) = with_proxy(settings, hooks(&names, true), |p| {
+        let req = format!(
+            "GET http://origin.test:{0}/a HTTP/1.1\r\n\r\nGET http://other.test:{1}/b HTTP/1.1\r\nHost: other.test:{1}\r\n\r\n",
+            allowed.port, other.port
+        );
+        let answer = exchange(p, req.as_bytes());
+        assert!(answer.ends_with("allowed"), "{answer}");
+    });
+    assert!(
+        other.seen.lock().unwrap().is_empty(),
+        "the other host got nothing"
+    );
+    assert_eq!(report.allowed.len(), 1);
+    assert_eq!(report.allowed[0].host, "origin.test");
+}
