@@ -71,4 +71,8 @@ pub struct RunIo<'a> {
     pub ready: Option<&'a mut dyn ReadyProbe>,
     /// Ends the run when a watched resource exceeds its limit.
     pub guard: Option<&'a mut dyn LimitGuard>,
+    /// A descriptor the supervisor inherits at [`cordon_types::CHILD_NETWORK_FD`] (the
+    /// socket on which the sandbox helper hands over the proxy's listener); supervised runs
+    /// only. cordon's copy is closed once the supervisor is spawned.
+    pub network_fd: Option<std::os::fd::OwnedFd>,
 }

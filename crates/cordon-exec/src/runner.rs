@@ -6,7 +6,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 use cordon_types::{
-    CHILD_REPORT_FD, LeakReport, LimitKind, ResourceUsage, RunResult, RunResultTag,
+    CHILD_NETWORK_FD, CHILD_REPORT_FD, LeakReport, LimitKind, ResourceUsage, RunResult,
+    RunResultTag,
 };
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 use rustix::pipe::{PipeFlags, pipe_with};
@@ -126,10 +127,16 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
     });
     cmd.stdout(Stdio::from(out_w)).stderr(Stdio::from(err_w));
     let report_w_raw = report_pipe.as_ref().map(|(_, w)| w.as_raw_fd());
+    let network_fd = if spec.supervised {
+        io.network_fd.take()
+    } else {
+        None
+    };
+    let network_raw = network_fd.as_ref().map(|fd| fd.as_raw_fd());
     // SAFETY: the closure only makes async-signal-safe system calls (setsid, prctl, dup2,
     // fcntl) and allocates nothing.
     unsafe {
-        cmd.pre_exec(move || child_setup(report_w_raw));
+        cmd.pre_exec(move || child_setup(report_w_raw, network_raw));
     }
 
     let children_before = children_rusage();
@@ -138,6 +145,7 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
     // Dropping the command closes the parent's copies of the pipes' write ends (and of the
     // forwarded input's read end).
     drop(cmd);
+    drop(network_fd);
     let report_r = report_pipe.map(|(r, _w)| r);
     let child = match spawned {
         Ok(child) => child,
@@ -457,6 +465,7 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
         leaked,
         sandbox,
         run_id: None,
+        network: None,
     };
     Ok(RunOutcome {
         result,
@@ -474,7 +483,7 @@ enum Slot {
 }
 
 /// In the child, between fork and exec: only async-signal-safe calls.
-fn child_setup(report_fd: Option<i32>) -> std::io::Result<()> {
+fn child_setup(report_fd: Option<i32>, network_fd: Option<i32>) -> std::io::Result<()> {
     // A session of its own: the run's processes share a session id cordon can recognise,
     // and the terminal's job-control signals do not reach them.
     rustix::process::setsid()?;
@@ -488,10 +497,21 @@ fn child_setup(report_fd: Option<i32>) -> std::io::Result<()> {
     }
     // Descriptors cordon inherited from its own parent stay out of the program: mark every one
     // above the standard ones (and the report pipe) close-on-exec. Best effort on old kernels.
-    let first_private = if report_fd.is_some() {
+    let first_private = if network_fd.is_some() {
+        CHILD_NETWORK_FD as libc::c_uint + 1
+    } else if report_fd.is_some() {
         CHILD_REPORT_FD as libc::c_uint + 1
     } else {
         3
+    };
+    // Out of the way of the fixed numbers first (the report pipe may be moved onto it).
+    let network_fd = match network_fd {
+        // SAFETY: fcntl on a descriptor this process owns; async-signal-safe.
+        Some(fd) => match unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 10) } {
+            -1 => return Err(std::io::Error::last_os_error()),
+            moved => Some(moved),
+        },
+        None => None,
     };
     // SAFETY: close_range with integer arguments; only sets close-on-exec flags.
     unsafe {
@@ -513,6 +533,12 @@ fn child_setup(report_fd: Option<i32>) -> std::io::Result<()> {
             } else if libc::dup2(fd, CHILD_REPORT_FD) < 0 {
                 return Err(std::io::Error::last_os_error());
             }
+        }
+    }
+    if let Some(fd) = network_fd {
+        // SAFETY: dup2 onto the fixed number (which clears close-on-exec there).
+        if unsafe { libc::dup2(fd, CHILD_NETWORK_FD) } < 0 {
+            return Err(std::io::Error::last_os_error());
         }
     }
     Ok(())
@@ -553,6 +579,7 @@ fn not_started(
             leaked: LeakReport::default(),
             sandbox: spec.sandbox.clone().unwrap_or_default(),
             run_id: None,
+            network: None,
         },
         exit_code: verdict.exit_code,
         ready: false,

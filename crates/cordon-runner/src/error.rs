@@ -62,6 +62,10 @@ pub enum RunErrorKind {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// The network proxy of an allowlisted run could not be started (the run does not
+    /// happen without it).
+    #[error(transparent)]
+    Proxy(#[from] cordon_proxy::ProxyError),
 }
 
 /// The three ways a run can fail to happen, for callers that map them to exit codes or
@@ -97,7 +101,9 @@ impl RunError {
             | RunErrorKind::MissingSecret(_)
             | RunErrorKind::Redaction(_) => RunErrorClass::Usage,
             RunErrorKind::Sandbox(_) => RunErrorClass::Unenforceable,
-            RunErrorKind::Supervise(_) | RunErrorKind::GitData { .. } => RunErrorClass::Infra,
+            RunErrorKind::Supervise(_) | RunErrorKind::GitData { .. } | RunErrorKind::Proxy(_) => {
+                RunErrorClass::Infra
+            }
         }
     }
 
@@ -122,7 +128,8 @@ impl RunError {
             | RunErrorKind::BadCwd(_)
             | RunErrorKind::OutsideWorkspace { .. }
             | RunErrorKind::Home(_)
-            | RunErrorKind::Supervise(_) => None,
+            | RunErrorKind::Supervise(_)
+            | RunErrorKind::Proxy(_) => None,
         }
     }
 }

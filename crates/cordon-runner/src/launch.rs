@@ -4,9 +4,12 @@
 use std::path::{Path, PathBuf};
 
 use cordon_exec::{CancelHandle, EnvSpec, OutputSink, ReadyProbe, RunIo, RunSpec, Stream};
+use cordon_proxy::ProxySettings;
 use cordon_redact::Redactor;
 use cordon_sandbox::{Access, Bind, EnvVar, Replacement, SandboxPolicy};
-use cordon_types::{HomeError, RunResult, SandboxSummary};
+use cordon_types::{
+    DeniedConnection, HomeError, NetworkMode, NetworkReport, RunResult, SandboxSummary,
+};
 
 use crate::env::{host_env, program_env};
 use crate::error::{RunError, RunErrorKind};
@@ -25,6 +28,9 @@ pub struct Hooks<'a> {
     pub ready: Option<&'a mut dyn ReadyProbe>,
     /// Where the transcript goes in the run history.
     pub transcript: Option<TranscriptTarget<'a>>,
+    /// Told of every connection the network proxy refuses, as it happens (already
+    /// redacted): the terminal's notice line. Called from the proxy's threads.
+    pub network_notice: Option<&'a (dyn Fn(&DeniedConnection) + Sync)>,
 }
 
 /// A recorded run's transcript: the run's own output, or one stage's of a verification.
@@ -58,6 +64,8 @@ pub struct PreparedRun {
     _scrubbed: Vec<tempfile::TempPath>,
     /// The tree whose disk use is bounded, and the bound.
     disk: Option<(PathBuf, u64)>,
+    /// The network proxy's settings, when the network is an allowlist.
+    proxy: Option<ProxySettings>,
 }
 
 impl std::fmt::Debug for PreparedRun {
@@ -119,6 +127,10 @@ pub fn prepare(request: &RunRequest) -> Result<PreparedRun, RunError> {
         .map(|a| String::from_utf8_lossy(&redactor.redact_all(a.as_encoded_bytes())).into_owned())
         .collect();
     let mut scrubbed = Vec::new();
+    let proxy = match &request.isolation {
+        Isolation::Sandboxed(o) if o.network == NetworkMode::Allowlist => Some(o.proxy.clone()),
+        Isolation::Sandboxed(_) | Isolation::Unsandboxed => None,
+    };
     let (mut spec, summary) = match &request.isolation {
         Isolation::Unsandboxed => {
             let mut spec = RunSpec::new(program, rest);
@@ -169,6 +181,7 @@ pub fn prepare(request: &RunRequest) -> Result<PreparedRun, RunError> {
         .as_ref()
         .map_or_else(|| request.cwd.clone(), |ws| ws.root.clone());
     Ok(PreparedRun {
+        proxy,
         _scrubbed: scrubbed,
         disk: request.bounds.disk.map(|limit| (disk_root, limit)),
         spec,
@@ -212,6 +225,7 @@ impl PreparedRun {
             cancel,
             ready,
             transcript,
+            network_notice,
         } = hooks;
         let mut filter = cordon_redact::ExecFilter::new(&self.redactor);
         let mut tee = Tee { sink, transcript };
@@ -219,7 +233,7 @@ impl PreparedRun {
             .disk
             .as_ref()
             .map(|(root, limit)| cordon_exec::DiskGuard::new(root, *limit));
-        let io = RunIo {
+        let mut io = RunIo {
             guard: disk.as_mut().map(|g| g as &mut dyn cordon_exec::LimitGuard),
             sink: Some(&mut tee),
             filter: (!self.redactor.is_empty())
@@ -229,9 +243,35 @@ impl PreparedRun {
                 Some(probe) => Some(probe as &mut dyn ReadyProbe),
                 None => None,
             },
+            network_fd: None,
         };
-        let outcome = cordon_exec::run(&self.spec, io)?;
+        let (outcome, network) = match &self.proxy {
+            None => (cordon_exec::run(&self.spec, io)?, None),
+            Some(settings) => {
+                let notice = |denied: &DeniedConnection| {
+                    if let Some(notice) = network_notice {
+                        notice(&self.redact_denial(denied));
+                    }
+                };
+                let (outcome, report) = std::thread::scope(|scope| {
+                    let (ours, theirs) = std::os::unix::net::UnixStream::pair()
+                        .map_err(|source| cordon_proxy::ProxyError {
+                            what: "create the socket that carries its listener",
+                            source,
+                        })
+                        .map_err(RunError::from)?;
+                    let proxy = cordon_proxy::start(scope, settings, ours, Some(&notice))?;
+                    io.network_fd = Some(theirs.into());
+                    let outcome = cordon_exec::run(&self.spec, io);
+                    // The proxy lives exactly as long as the run.
+                    let report = proxy.finish();
+                    Ok::<_, RunError>((outcome?, report))
+                })?;
+                (outcome, Some(self.redact_report(report)))
+            }
+        };
         let mut result = outcome.result;
+        result.network = network;
         result.command = self.shown_command.clone();
         // Reasons quote the program name, paths, set-up errors: redacted like everything else.
         if let Some(failure) = &mut result.failure {
@@ -244,6 +284,27 @@ impl PreparedRun {
             exit_code: outcome.exit_code,
             ready: outcome.ready,
         })
+    }
+
+    /// A refusal as shown and kept: a host name can carry a secret (`TOKEN.evil.example`).
+    fn redact_denial(&self, denied: &DeniedConnection) -> DeniedConnection {
+        DeniedConnection {
+            host: self.redact_bytes(&denied.host),
+            port: denied.port,
+            reason: self.redact_bytes(&denied.reason),
+        }
+    }
+
+    fn redact_report(&self, mut report: NetworkReport) -> NetworkReport {
+        report.denied = report
+            .denied
+            .iter()
+            .map(|d| self.redact_denial(d))
+            .collect();
+        for t in &mut report.allowed {
+            t.host = self.redact_bytes(&t.host);
+        }
+        report
     }
 
     fn redact_bytes(&self, text: &str) -> String {

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use cordon_exec::StdinMode;
+use cordon_proxy::ProxySettings;
 use cordon_sandbox::{Bind, CacheLayer, Degradation, Limits};
 use cordon_types::NetworkMode;
 
@@ -75,6 +76,10 @@ pub struct WorkspaceMount {
 
 /// The kernel sandbox, or bounds only.
 #[derive(Debug, Clone)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one per request, never stored in bulk"
+)]
 pub enum Isolation {
     /// Namespaces, a constructed root, Landlock, seccomp, limits.
     Sandboxed(SandboxOptions),
@@ -92,6 +97,8 @@ pub struct SandboxOptions {
     pub toolchains: bool,
     /// The network the program reaches.
     pub network: NetworkMode,
+    /// With [`NetworkMode::Allowlist`]: what cordon's proxy allows, and its bounds.
+    pub proxy: ProxySettings,
     /// When non-empty, only these executables may run (Landlock).
     pub allow_exec: Vec<PathBuf>,
     /// Resource limits.
@@ -108,6 +115,7 @@ impl Default for SandboxOptions {
             binds: Vec::new(),
             toolchains: true,
             network: NetworkMode::None,
+            proxy: ProxySettings::default(),
             allow_exec: Vec::new(),
             limits: Limits::default(),
             allow_degraded: Vec::new(),

@@ -10,7 +10,9 @@
 //!   writes its uid/gid maps, waits, reads the cgroup counters, removes the cgroups and
 //!   writes the [`cordon_types::ChildReport`] to descriptor
 //!   [`cordon_types::CHILD_REPORT_FD`];
-//! - **PID 1** (new namespaces): builds the root and pivots into it, forks the program, reaps
+//! - **PID 1** (new namespaces): builds the root and pivots into it, brings loopback up and,
+//!   with a network allowlist, makes the proxy's listening socket on loopback and sends it to
+//!   cordon over descriptor [`cordon_types::CHILD_NETWORK_FD`]; forks the program, reaps
 //!   every orphan, forwards termination signals, and when the program ends kills and counts
 //!   what it left behind;
 //! - **the program's process**: rlimits, `no_new_privs`, no capabilities, Landlock, the
@@ -46,6 +48,7 @@ mod pid1;
 mod pinned;
 mod plan;
 pub mod probe;
+mod proxy_socket;
 mod seccomp;
 mod status;
 mod sys;

@@ -74,6 +74,10 @@ pub fn run() -> Setup<ChildReport> {
         .ok_or("clone returned an impossible process id")?;
     sys::close(sync_r);
     sys::close(status_w);
+    if prepared.plan.proxy_port.is_some() {
+        // PID 1 sends the proxy's listener on it; cordon must see the end once it has.
+        sys::close(cordon_types::CHILD_NETWORK_FD);
+    }
     let placed = place(pid, &prepared.plan, cgroups.as_ref());
     if let Err(e) = placed {
         let _ = pid.signal(Signal::KILL);

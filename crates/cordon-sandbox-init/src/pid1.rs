@@ -72,6 +72,9 @@ fn setup(p: &Prepared, sync_fd: i32) -> Setup<()> {
     if p.plan.private_network {
         loopback_up()?;
     }
+    if let Some(port) = p.plan.proxy_port {
+        crate::proxy_socket::hand_over(port)?;
+    }
     let name = mounts::HOSTNAME.as_bytes();
     // SAFETY: valid buffer of the given length.
     let r = unsafe { libc::sethostname(name.as_ptr().cast(), name.len()) };

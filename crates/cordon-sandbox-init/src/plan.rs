@@ -53,6 +53,11 @@ pub struct InitPlan {
     /// `execve` nor the dynamic loader's `mmap(PROT_EXEC)` can run a file from there.
     #[serde(default)]
     pub noexec: Vec<PathBuf>,
+    /// With a filtering proxy (`--network allow=...`): the loopback port inside the private
+    /// network namespace where PID 1 makes the proxy's listening socket, which it sends to
+    /// cordon over [`cordon_types::CHILD_NETWORK_FD`] before the program starts.
+    #[serde(default)]
+    pub proxy_port: Option<u16>,
 }
 
 /// One mount step, executed after `pivot_root` into a fresh tmpfs; sources are host paths
@@ -299,6 +304,7 @@ mod tests {
             uid: 1000,
             gid: 1000,
             noexec: vec!["/tmp".into()],
+            proxy_port: Some(3128),
         };
         let text = serde_json::to_string(&plan).unwrap();
         assert!(text.contains(r#""resource":"core""#), "{text}");

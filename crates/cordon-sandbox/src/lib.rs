@@ -54,5 +54,7 @@ pub use policy::{
     Access, Bind, CacheLayer, DEFAULT_TMPFS_BYTES, Degradation, EnvVar, Limits, Replacement,
     SandboxPolicy,
 };
-pub use prepare::{HELPER_NAME, PreparedCommand, helper_executable, prepare};
+pub use prepare::{
+    HELPER_NAME, PROXY_PORT, PreparedCommand, helper_executable, prepare, proxy_env,
+};
 pub use secrets::{is_secret_path, secret_paths};

@@ -112,7 +112,7 @@ pub(crate) fn prepare_with(
     let init = InitPlan {
         mounts,
         workdir: policy.workdir.clone(),
-        private_network: policy.network == NetworkMode::None,
+        private_network: policy.network != NetworkMode::Host,
         landlock,
         seccomp: host.seccomp,
         rlimits,
@@ -120,6 +120,7 @@ pub(crate) fn prepare_with(
         uid: rustix::process::getuid().as_raw(),
         gid: rustix::process::getgid().as_raw(),
         noexec,
+        proxy_port: (policy.network == NetworkMode::Allowlist).then_some(PROXY_PORT),
     };
     let mut env = program_env(&policy, &toolchains.env);
     let plan_json = serde_json::to_string(&init).expect("the plan serializes");
@@ -211,6 +212,45 @@ fn program_env(
             set(&var.name, &var.value);
         }
     }
+    if policy.network == NetworkMode::Allowlist {
+        // Last: the program's own settings cannot route around the proxy (there is no other
+        // way out anyway; this only spares tools a failing direct attempt).
+        for (k, v) in proxy_env() {
+            set(&k, &v);
+        }
+    }
+    env
+}
+
+/// The loopback port, inside the sandbox's private network namespace, where cordon's
+/// filtering proxy listens (`--network allow=...`); a fresh namespace has nothing bound.
+pub const PROXY_PORT: u16 = 3128;
+
+/// The variables that point programs at the proxy: the conventional `HTTP_PROXY`,
+/// `HTTPS_PROXY`, `ALL_PROXY` (both cases) and the tools' own settings (cargo, npm, pip,
+/// git); `NO_PROXY` is cleared so that no destination is exempt.
+pub fn proxy_env() -> Vec<(String, String)> {
+    let url = format!("http://127.0.0.1:{PROXY_PORT}");
+    let mut env: Vec<(String, String)> = Vec::new();
+    for name in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"] {
+        env.push((name.into(), url.clone()));
+        env.push((name.to_ascii_lowercase(), url.clone()));
+    }
+    for name in ["NO_PROXY", "no_proxy"] {
+        env.push((name.into(), String::new()));
+    }
+    for name in [
+        "CARGO_HTTP_PROXY",
+        "npm_config_proxy",
+        "npm_config_https_proxy",
+        "PIP_PROXY",
+    ] {
+        env.push((name.into(), url.clone()));
+    }
+    // git reads `http.proxy` from these (in addition to any configuration file).
+    env.push(("GIT_CONFIG_COUNT".into(), "1".into()));
+    env.push(("GIT_CONFIG_KEY_0".into(), "http.proxy".into()));
+    env.push(("GIT_CONFIG_VALUE_0".into(), url));
     env
 }
 

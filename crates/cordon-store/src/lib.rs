@@ -29,6 +29,7 @@
 //! let id = store.begin_run(&NewRun {
 //!     kind: RunKind::Run,
 //!     repo: None,
+//!     session: None,
 //!     command: serde_json::json!(["cargo", "test"]),
 //! })?;
 //! let transcript = store.transcript(&id)?;

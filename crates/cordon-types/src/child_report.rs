@@ -13,6 +13,12 @@ use crate::run_result::LimitKind;
 /// The descriptor number on which a supervisor finds its report pipe.
 pub const CHILD_REPORT_FD: i32 = 3;
 
+/// The descriptor number on which a supervisor finds the Unix socket that carries the
+/// sandbox's proxy listener back to cordon (`--network allow=...`): the helper creates the
+/// listening socket inside the sandbox's network namespace and sends it over this socket
+/// (`SCM_RIGHTS`); cordon's proxy accepts on it.
+pub const CHILD_NETWORK_FD: i32 = 4;
+
 /// What a supervisor knows about the program it ran.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ChildReport {

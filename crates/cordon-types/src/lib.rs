@@ -17,6 +17,7 @@
 mod child_report;
 mod finding;
 mod home;
+mod network;
 mod run_report;
 mod run_result;
 mod sandbox;
@@ -24,9 +25,12 @@ mod stream;
 mod tag;
 pub mod text;
 
-pub use child_report::{CHILD_REPORT_FD, ChildReport, ChildRusage};
+pub use child_report::{CHILD_NETWORK_FD, CHILD_REPORT_FD, ChildReport, ChildRusage};
 pub use finding::{Finding, FindingKind, MAX_FINDING_MESSAGE_BYTES, MAX_FINDINGS, Severity};
 pub use home::{HomeError, cordon_home, cordon_home_from};
+pub use network::{
+    DeniedConnection, HostTraffic, MAX_DENIALS_REPORTED, NetworkLimit, NetworkReport,
+};
 pub use run_report::{
     Overall, PlanInfo, PlanOrigin, PlanSource, Promotion, RUN_REPORT_REVISION, ReportFailure,
     RunReport, RunReportTag, StageCategory, StageFailure, StageFailureCategory, StageResult,

@@ -15,13 +15,13 @@ crate::schema_tag!(
 /// The revision of `cordon.run-report/v1` these types describe. A revision adds optional fields
 /// only (a reader of an older revision ignores nothing it knew; a document of an older revision
 /// still parses): revision 2 added `stages[].findings`, `stages[].findings_omitted` and
-/// `stages[].tests.subtests_passed` / `subtests_failed`.
-pub const RUN_REPORT_REVISION: u32 = 2;
+/// `stages[].tests.subtests_passed` / `subtests_failed`; revision 3 added `stages[].network`.
+pub const RUN_REPORT_REVISION: u32 = 3;
 
 /// What happened when a candidate change was verified stage by stage.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-#[schemars(extend("x-revision" = 2))]
+#[schemars(extend("x-revision" = 3))]
 pub struct RunReport {
     /// Always `cordon.run-report/v1`.
     pub schema: RunReportTag,
@@ -126,6 +126,10 @@ pub struct StageResult {
     /// How many findings were left out beyond the 50 kept (revision 2).
     #[serde(default)]
     pub findings_omitted: u64,
+    /// What the stage reached through cordon's network proxy and what it was refused, when
+    /// its network was an allowlist (a detected setup stage's `registry`; revision 3).
+    #[serde(default)]
+    pub network: Option<crate::NetworkReport>,
 }
 
 /// How many tests a stage ran, as its test runner reported.

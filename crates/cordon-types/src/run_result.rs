@@ -3,6 +3,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::network::NetworkReport;
 use crate::sandbox::SandboxSummary;
 
 /// The value of [`RunResult::schema`].
@@ -51,6 +52,10 @@ pub struct RunResult {
     /// The run's id in the run history (`cordon runs show ID`), when it was recorded.
     #[serde(default)]
     pub run_id: Option<String>,
+    /// What the program reached through cordon's filtering proxy and what it was refused;
+    /// present when the network was an allowlist (`--network allow=...`).
+    #[serde(default)]
+    pub network: Option<NetworkReport>,
 }
 
 /// The overall outcome of a run.

@@ -44,6 +44,9 @@ pub enum NetworkMode {
     /// The host's network, unrestricted.
     #[default]
     Host,
+    /// A private network namespace with only loopback, where the one way out is cordon's
+    /// filtering proxy (HTTP CONNECT and plain HTTP to the allowed host names only).
+    Allowlist,
 }
 
 /// Which mechanism enforced each limit.

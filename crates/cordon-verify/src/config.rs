@@ -60,7 +60,8 @@ pub struct StageConfig {
     /// Maximum number of processes and threads.
     #[serde(default)]
     pub pids: Option<u64>,
-    /// `"none"` (default; `"host"` for setup stages of detected plans) or `"host"`.
+    /// `"none"` (default), `"registry"` (the default of detected setup stages),
+    /// `{ allow = ["HOST[:PORT]", ...] }` or `"host"`.
     #[serde(default)]
     pub network: Option<NetworkSetting>,
     /// Extra environment variables.
@@ -86,14 +87,34 @@ pub struct StageConfig {
     pub writable_caches: bool,
 }
 
-/// `network = "none" | "host"`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+/// `network = "none" | "registry" | "host"` or `network = { allow = ["HOST[:PORT]", ...] }`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum NetworkSetting {
     /// A private network namespace with only loopback.
     None,
+    /// Loopback, plus cordon's filtering proxy to the package registries the user's clients
+    /// are configured to use (cargo, npm, pip, Go; read from the user's configuration, never
+    /// the project's).
+    Registry,
+    /// Loopback, plus cordon's filtering proxy to these host names only (`HOST[:PORT]`,
+    /// `*.example.org`).
+    Allow(Vec<String>),
     /// The host's network.
     Host,
+}
+
+impl NetworkSetting {
+    /// The network mode of a stage with this setting (`None`: no network).
+    pub fn mode(setting: Option<&NetworkSetting>) -> cordon_types::NetworkMode {
+        match setting {
+            Some(NetworkSetting::Host) => cordon_types::NetworkMode::Host,
+            Some(NetworkSetting::Registry | NetworkSetting::Allow(_)) => {
+                cordon_types::NetworkMode::Allowlist
+            }
+            Some(NetworkSetting::None) | None => cordon_types::NetworkMode::None,
+        }
+    }
 }
 
 /// `ready = { stdout = "regex" }` or `ready = { tcp = 8080 }`.
@@ -192,6 +213,11 @@ impl Config {
                     &stage.name,
                     format!("stage name `{}` is used twice", stage.name),
                 );
+            }
+            if let Some(NetworkSetting::Allow(entries)) = &stage.network
+                && let Err(e) = cordon_proxy::Allowlist::parse(entries)
+            {
+                return fail(&stage.name, format!("stage `{}`: {e}", stage.name));
             }
             if stage.run.is_empty() || stage.run[0].is_empty() {
                 return fail(

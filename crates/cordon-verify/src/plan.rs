@@ -133,10 +133,7 @@ impl Plan {
                     category: p.stage.category,
                     required: p.stage.required,
                     command: p.stage.run.clone(),
-                    network: match p.stage.network {
-                        Some(NetworkSetting::Host) => NetworkMode::Host,
-                        Some(NetworkSetting::None) | None => NetworkMode::None,
-                    },
+                    network: NetworkSetting::mode(p.stage.network.as_ref()),
                     runs: p.skip.is_none(),
                     skip_reason: p.skip_reason(),
                     targeting: p.targeting.clone(),

@@ -9,8 +9,8 @@ use cordon_runner::{
 };
 use cordon_sandbox::CacheLayer;
 use cordon_types::{
-    CapturedOutput, FailureCategory, LimitKind, NetworkMode, ResourceUsage, RunResult, RunStatus,
-    Severity, StageCategory, StageFailure, StageFailureCategory, StageResult, StageStatus,
+    CapturedOutput, FailureCategory, LimitKind, ResourceUsage, RunResult, RunStatus, Severity,
+    StageCategory, StageFailure, StageFailureCategory, StageResult, StageStatus,
 };
 
 use crate::config::{
@@ -57,6 +57,7 @@ pub(crate) fn skipped(planned: &PlannedStage, ws_path: &Path, reason: String) ->
         tests: None,
         findings: Vec::new(),
         findings_omitted: 0,
+        network: None,
     }
 }
 
@@ -111,13 +112,46 @@ fn stage_sandbox(stage: &StageConfig, scratch: &Path) -> SandboxOptions {
             writable: stage.writable_caches,
         });
     }
-    options.network = match stage.network {
-        Some(NetworkSetting::Host) => NetworkMode::Host,
-        Some(NetworkSetting::None) | None => NetworkMode::None,
-    };
+    options.network = NetworkSetting::mode(stage.network.as_ref());
+    match &stage.network {
+        Some(NetworkSetting::Registry) => {
+            let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+            let env = |name: &str| std::env::var(name).ok();
+            let config = cordon_proxy::ClientConfig {
+                home: home.as_deref(),
+                env: &env,
+            };
+            // Entries the allowlist cannot hold (an index given by IP address) stay out.
+            (options.proxy.allow, _) =
+                cordon_proxy::registry_allowlist(&stage_ecosystems(stage), &config);
+        }
+        Some(NetworkSetting::Allow(entries)) => {
+            // Checked when the configuration was loaded.
+            options.proxy.allow = cordon_proxy::Allowlist::parse(entries).unwrap_or_default();
+        }
+        Some(NetworkSetting::None | NetworkSetting::Host) | None => {}
+    }
     options.limits.memory_bytes = stage.memory;
     options.limits.pids = stage.pids;
     options
+}
+
+/// The ecosystems whose registries a stage's `registry` network allows: the one its program
+/// belongs to (`cargo`, `npm`/`pnpm`/`yarn`/`bun`, `pip`/`python3`, `go`), else all.
+fn stage_ecosystems(stage: &StageConfig) -> Vec<cordon_proxy::Ecosystem> {
+    use cordon_proxy::Ecosystem;
+    let program = stage
+        .run
+        .first()
+        .map(|p| p.rsplit('/').next().unwrap_or(p))
+        .unwrap_or_default();
+    match program {
+        "cargo" => vec![Ecosystem::Cargo],
+        "npm" | "npx" | "pnpm" | "yarn" | "bun" => vec![Ecosystem::Npm],
+        "pip" | "pip3" | "python" | "python3" | "uv" | "poetry" => vec![Ecosystem::Pip],
+        "go" => vec![Ecosystem::Go],
+        _ => Ecosystem::ALL.to_vec(),
+    }
 }
 
 /// The readiness probe of a smoke stage, if any.
@@ -246,6 +280,7 @@ pub(crate) fn run_stage(
             recorder,
             stage: Some(&stage.name),
         }),
+        network_notice: None,
     };
     match cordon_runner::run(&run, hooks) {
         Ok(ran) => {
@@ -394,6 +429,7 @@ fn stage_result(
         tests,
         findings: Vec::new(),
         findings_omitted: 0,
+        network: run.network,
     }
 }
 
@@ -424,5 +460,34 @@ fn attach_findings(result: &mut StageResult, tool: Tool, paths: &PathContext) {
             n => format!(" (and {} more)", n - 1),
         };
         failure.reason = format!("{}{more}", first.headline());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use cordon_proxy::Ecosystem;
+    use cordon_types::StageCategory;
+
+    use super::stage_ecosystems;
+
+    #[test]
+    fn a_setup_stage_allows_its_own_ecosystems_registries() {
+        let of = |run: &[&str]| {
+            stage_ecosystems(&crate::detect::stage(
+                "setup",
+                StageCategory::Setup,
+                run,
+                true,
+            ))
+        };
+        assert_eq!(of(&["cargo", "fetch"]), [Ecosystem::Cargo]);
+        assert_eq!(of(&["/usr/bin/npm", "ci"]), [Ecosystem::Npm]);
+        assert_eq!(of(&["pnpm", "install"]), [Ecosystem::Npm]);
+        assert_eq!(
+            of(&["python3", "-m", "pip", "install", "."]),
+            [Ecosystem::Pip]
+        );
+        assert_eq!(of(&["go", "mod", "download"]), [Ecosystem::Go]);
+        assert_eq!(of(&["sh", "-c", "make deps"]), Ecosystem::ALL);
     }
 }

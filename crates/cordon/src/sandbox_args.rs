@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use anyhow::bail;
 use clap::{Args, ValueEnum};
+use cordon_proxy::Allowlist;
 use cordon_runner::SandboxOptions;
 use cordon_sandbox::{Access, Bind, Degradation, Limits};
 use cordon_types::NetworkMode;
@@ -34,9 +35,16 @@ pub struct SandboxArgs {
     #[arg(long, overrides_with = "toolchains", help_heading = "Sandbox")]
     pub no_toolchains: bool,
     /// The network the program can reach: `none` (a private network namespace with only
-    /// loopback) or `host` (the host's network, unrestricted).
-    #[arg(long, value_enum, value_name = "MODE", default_value_t = NetworkArg::None, help_heading = "Sandbox")]
+    /// loopback), `allow=HOST[:PORT][,HOST...]` (loopback, plus cordon's filtering proxy to
+    /// these host names only; `*.example.org` wildcards; without a port 80 and 443),
+    /// `registry` (the same, to the package registries your cargo, npm, pip and Go clients
+    /// are configured to use) or `host` (the host's network, unrestricted).
+    #[arg(long, value_name = "MODE", value_parser = parse_network, default_value = "none", help_heading = "Sandbox")]
     pub network: NetworkArg,
+    /// Most bytes (sent and received together) the program may move through the network
+    /// proxy; past it its connections are cut (`network.limits_hit: ["bytes"]`).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, help_heading = "Sandbox")]
+    pub network_bytes: Option<u64>,
     /// Allow executing only these programs (repeatable; a bare name is looked up in PATH);
     /// everything else, in the whole process tree, is refused by Landlock. The dynamic loader
     /// and script interpreters they name are allowed too. Without it, anything visible may
@@ -80,13 +88,31 @@ pub struct SandboxArgs {
 }
 
 /// `--network` values.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum NetworkArg {
     /// A private network namespace with only loopback.
     #[default]
     None,
     /// The host's network.
     Host,
+    /// Loopback plus cordon's proxy to these hosts.
+    Allow(Allowlist),
+    /// Loopback plus cordon's proxy to the configured package registries.
+    Registry,
+}
+
+fn parse_network(text: &str) -> Result<NetworkArg, String> {
+    match text {
+        "none" => Ok(NetworkArg::None),
+        "host" => Ok(NetworkArg::Host),
+        "registry" => Ok(NetworkArg::Registry),
+        _ => match text.strip_prefix("allow=") {
+            Some(list) => Allowlist::parse(list.split(',').filter(|e| !e.trim().is_empty()))
+                .map(NetworkArg::Allow)
+                .map_err(|e| e.to_string()),
+            None => Err("expected none, registry, host or allow=HOST[:PORT][,HOST...]".into()),
+        },
+    }
 }
 
 /// `--allow-degraded` values.
@@ -120,6 +146,7 @@ impl SandboxArgs {
         flag(!self.ro.is_empty(), "--ro");
         flag(!self.rw.is_empty(), "--rw");
         flag(self.network != NetworkArg::None, "--network");
+        flag(self.network_bytes.is_some(), "--network-bytes");
         flag(!self.allow_exec.is_empty(), "--allow-exec");
         flag(self.memory.is_some(), "--memory");
         flag(self.pids.is_some(), "--pids");
@@ -159,10 +186,35 @@ impl SandboxArgs {
             toolchains: !self.no_toolchains,
             ..SandboxOptions::default()
         };
-        policy.network = match self.network {
+        policy.network = match &self.network {
             NetworkArg::None => NetworkMode::None,
             NetworkArg::Host => NetworkMode::Host,
+            NetworkArg::Allow(list) => {
+                policy.proxy.allow = list.clone();
+                NetworkMode::Allowlist
+            }
+            NetworkArg::Registry => {
+                let home = std::env::var_os("HOME").map(PathBuf::from);
+                let env = |name: &str| std::env::var(name).ok();
+                let config = cordon_proxy::ClientConfig {
+                    home: home.as_deref(),
+                    env: &env,
+                };
+                let (list, skipped) =
+                    cordon_proxy::registry_allowlist(&cordon_proxy::Ecosystem::ALL, &config);
+                for entry in skipped {
+                    eprintln!("cordon: warning: --network registry leaves out {entry}");
+                }
+                policy.proxy.allow = list;
+                NetworkMode::Allowlist
+            }
         };
+        if let Some(bytes) = self.network_bytes {
+            if policy.network != NetworkMode::Allowlist {
+                bail!("--network-bytes bounds the network proxy: it needs --network allow=...");
+            }
+            policy.proxy.max_bytes = bytes;
+        }
         let binds = self
             .ro
             .iter()

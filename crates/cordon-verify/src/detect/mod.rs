@@ -120,7 +120,9 @@ pub(crate) fn stage(
 
 fn setup(name: &str, run: &[&str]) -> StageConfig {
     let mut s = stage(name, StageCategory::Setup, run, true);
-    s.network = Some(NetworkSetting::Host);
+    // The package registries the user's clients use, through cordon's proxy: a build script
+    // or install hook of the candidate reaches nothing else.
+    s.network = Some(NetworkSetting::Registry);
     s.writable_caches = true;
     s
 }
@@ -377,7 +379,7 @@ mod tests {
                 ("cargo-clippy", false)
             ]
         );
-        assert_eq!(d.stages[0].network, Some(NetworkSetting::Host));
+        assert_eq!(d.stages[0].network, Some(NetworkSetting::Registry));
         assert_eq!(d.stages[3].network, None);
     }
 

@@ -134,6 +134,26 @@ pub(crate) fn execute(
     let run_id = recorder.as_ref().map(|r| r.id().to_owned());
     let cancel = signals::cancel_on_signals()?;
     let mut passthrough = Passthrough::new();
+    // One line per refused connection on cordon's own stderr (the JSON result lists them
+    // all).
+    // At most as many lines as the result lists; one more says the rest is only counted.
+    let json = args.json;
+    let shown_notices = std::sync::atomic::AtomicUsize::new(0);
+    let network_notice = move |denied: &cordon_types::DeniedConnection| {
+        let n = shown_notices.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if json || n > cordon_types::MAX_DENIALS_REPORTED {
+            return;
+        }
+        if n == cordon_types::MAX_DENIALS_REPORTED {
+            eprintln!("cordon: network: further refusals are counted in the result, not shown");
+            return;
+        }
+        eprintln!(
+            "cordon: network: denied {} — {}",
+            cordon_proxy::describe(denied),
+            denied.reason
+        );
+    };
     let hooks = Hooks {
         sink: (!args.json).then_some(&mut passthrough as &mut dyn cordon_exec::OutputSink),
         cancel: Some(&cancel),
@@ -142,6 +162,7 @@ pub(crate) fn execute(
             recorder,
             stage: None,
         }),
+        network_notice: Some(&network_notice),
     };
     // With `--stdin inherit`, the program may change the terminal's modes (echo off, raw):
     // they are put back when it ends, whatever it did.

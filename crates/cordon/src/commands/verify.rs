@@ -288,10 +288,10 @@ fn print_explain(plan: &Plan, changed: &[String], json: bool) -> anyhow::Result<
     writeln!(out, "Stages:")?;
     for (i, p) in plan.stages.iter().enumerate() {
         let s = &p.stage;
-        let network = if s.network == Some(cordon_verify::config::NetworkSetting::Host) {
-            "network"
-        } else {
-            "offline"
+        let network = match cordon_verify::config::NetworkSetting::mode(s.network.as_ref()) {
+            cordon_types::NetworkMode::Host => "network",
+            cordon_types::NetworkMode::Allowlist => "allowlisted network",
+            cordon_types::NetworkMode::None => "offline",
         };
         writeln!(
             out,
@@ -401,6 +401,21 @@ impl VerifyObserver for TerminalView {
                 }
                 None => eprintln!("{line}"),
             },
+        }
+        // One line per connection the stage's network proxy refused (the report lists them).
+        let denied = result.network.iter().flat_map(|n| &n.denied);
+        for d in denied {
+            let notice = format!(
+                "  network: denied {} — {}",
+                shown(&cordon_proxy::describe(d)),
+                shown(&d.reason)
+            );
+            match &self.multi {
+                Some(multi) => {
+                    let _ = multi.println(notice);
+                }
+                None => eprintln!("{notice}"),
+            }
         }
     }
 }
