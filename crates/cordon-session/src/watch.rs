@@ -1,0 +1,900 @@
+//! The review watcher: [`Session::watch`] feeds review comments to a fixer in rounds, with
+//! backoff polling between them, until the change is merged or closed, a round limit is
+//! reached, or nobody acts for the idle timeout.
+//!
+//! Everything it must not lose lives in the session's state file ([`ReviewState`]), changed
+//! under the state lock and written atomically: the pending items (with their bodies), the
+//! handled and failed ids, the round that runs, the backoff, the last progress. So `kill -9`
+//! of the watcher at any moment loses nothing: the next watcher runs a round that was
+//! running again with the same items, and an item of a completed round is never given to
+//! the fixer again.
+//!
+//! ```text
+//! loop:
+//!   session ended under us           -> end (session_ended)
+//!   a round was running              -> run it again, same items
+//!   reviews due (start, after a round) -> reviewers (read-only), their items pending at once
+//!   items pending                    -> round limit reached? end (max_rounds, exit 1)
+//!                                       else a round: the fixer (writable) on them
+//!   poll the source                  -> merged/closed: remove the session, end
+//!                                       new items: backoff reset, go on
+//!   idle past the timeout            -> --on-timeout, remove the session, end
+//!   wait the backoff (a poke wakes at once), doubling up to the maximum
+//! ```
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime};
+
+use cordon_exec::{OutputSink, ReadyProbe, Stream};
+use cordon_runner::{Bounds, Hooks, Isolation, Ran, Recorder, RunRequest, SandboxOptions};
+use cordon_sandbox::Bind;
+use cordon_workspace::ProcessIdentity;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::backoff::Backoff;
+use crate::error::{SessionError, SessionErrorKind};
+use crate::exec::Access;
+use crate::lock::FileLock;
+use crate::record::{
+    self, ItemOrigin, MAX_ITEM_TRIES, ReviewItem, ReviewPhase, ReviewRound, ReviewState,
+    SessionStatus, WatcherInfo,
+};
+use crate::review_items::{Line, LineSink, MAX_BODY_BYTES, REVIEW_COMPLETE, SourceState};
+use crate::sessions::Session;
+use crate::watch_events::{
+    ReviewEvent, ReviewEventKind, ReviewEventTag, ReviewerCompletion, WatchEndReason,
+};
+
+/// Bytes of each run's output kept in its transcript.
+const TRANSCRIPT_LIMIT: u64 = 64 << 20;
+/// How often a waiting watcher looks for a poke.
+const POKE_CHECK: Duration = Duration::from_millis(25);
+/// Bad lines reported one by one per run; the rest are counted.
+const MAX_LINE_WARNINGS: usize = 10;
+/// How long the watcher waits for the session's writer before the fixer runs.
+const WRITER_WAIT: Duration = Duration::from_secs(600);
+/// How long the removal at the end waits for what runs in the session.
+const REMOVE_WAIT: Duration = Duration::from_secs(30);
+
+/// What a watch runs and within which bounds. Recorded in the session's state so that
+/// `cordon session resume` runs the same watch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct WatchSettings {
+    /// The source: a shell command (`sh -c`) run outside the session's sandbox, with the
+    /// bounds of `cordon run`, that prints review items and the change's state as JSON lines.
+    pub source: String,
+    /// The fixer: a shell command run in the session, writable, with the pending items in
+    /// `$CORDON_REVIEW_ITEMS` and on standard input.
+    pub fixer: String,
+    /// The reviewers: shell commands run in the session read-only before each round.
+    pub reviewers: Vec<String>,
+    /// Items still pending after this many rounds end the watch (exit 1).
+    pub max_rounds: u32,
+    /// The first polling interval, in milliseconds.
+    pub backoff_min_ms: u64,
+    /// The longest polling interval, in milliseconds.
+    pub backoff_max_ms: u64,
+    /// No new item and no round for this long ends the watch, in milliseconds.
+    pub idle_timeout_ms: u64,
+    /// A shell command run (like the source) when the idle timeout ends the watch.
+    pub on_timeout: Option<String>,
+    /// Variables of cordon's environment passed to the source and `on_timeout` as secrets
+    /// (redacted wherever output goes).
+    pub secrets: Vec<String>,
+    /// The source's (and `on_timeout`'s) time limit, in milliseconds.
+    pub source_timeout_ms: u64,
+    /// A reviewer's time limit, in milliseconds (then its review is complete, with a
+    /// warning).
+    pub reviewer_timeout_ms: u64,
+    /// The fixer's time limit, in milliseconds (then it failed: its items stay pending).
+    pub fixer_timeout_ms: u64,
+    /// Where the source and `on_timeout` run.
+    pub cwd: PathBuf,
+    /// Whether every run is recorded in the run history.
+    pub record: bool,
+    /// The command-line options that started the watch (what `cordon session resume` runs
+    /// again); empty for library callers.
+    pub cli_args: Vec<String>,
+}
+
+impl WatchSettings {
+    /// A watch with the defaults: 10 rounds, backoff 5 s to 5 min, idle timeout 24 h,
+    /// source 5 min, reviewers and fixer 1 h each, every run recorded.
+    pub fn new(
+        source: impl Into<String>,
+        fixer: impl Into<String>,
+        cwd: impl Into<PathBuf>,
+    ) -> Self {
+        WatchSettings {
+            source: source.into(),
+            fixer: fixer.into(),
+            reviewers: Vec::new(),
+            max_rounds: 10,
+            backoff_min_ms: 5_000,
+            backoff_max_ms: 300_000,
+            idle_timeout_ms: 24 * 3600 * 1000,
+            on_timeout: None,
+            secrets: Vec::new(),
+            source_timeout_ms: 300_000,
+            reviewer_timeout_ms: 3_600_000,
+            fixer_timeout_ms: 3_600_000,
+            cwd: cwd.into(),
+            record: true,
+            cli_args: Vec::new(),
+        }
+    }
+
+    fn backoff(&self) -> Backoff {
+        Backoff {
+            min: Duration::from_millis(self.backoff_min_ms),
+            max: Duration::from_millis(self.backoff_max_ms),
+        }
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+impl Session {
+    /// Watches the session until the change is merged or closed (the session is removed),
+    /// a round limit is reached (the session is kept) or the idle timeout runs out
+    /// (`on_timeout` runs, the session is removed). Reviewers and the fixer run sandboxed
+    /// with `agents`; `on_event` sees every event as it happens. One watcher per session:
+    /// a live one makes a second fail with [`SessionErrorKind::WatcherBusy`].
+    pub fn watch(
+        &self,
+        settings: WatchSettings,
+        agents: SandboxOptions,
+        on_event: &mut dyn FnMut(&ReviewEvent),
+    ) -> Result<WatchEndReason, SessionError> {
+        self.active_record()?;
+        let path = self.sessions.layout.watcher_lock(&self.id);
+        let Some(_lock) = FileLock::try_acquire(&path)? else {
+            let pid = self.record()?.review.watcher.map_or(0, |w| w.pid);
+            return Err(SessionError::new(SessionErrorKind::WatcherBusy { pid }).with_id(&self.id));
+        };
+        let me = ProcessIdentity::current();
+        let mut resumed = false;
+        let rec = self.update_review(|review, _| {
+            resumed = review.current_round.is_some() || review.phase == ReviewPhase::Reviewing;
+            if review.settings.is_none() || review.phase == ReviewPhase::Idle {
+                review.reviews_due = true;
+            }
+            review.last_progress.get_or_insert_with(record::now_text);
+            review.watcher = Some(WatcherInfo {
+                pid: me.pid,
+                start_time: me.start_time,
+                since: record::now_text(),
+            });
+            review.settings = Some(settings.clone());
+            if review.phase == ReviewPhase::Idle || review.phase == ReviewPhase::Done {
+                review.phase = ReviewPhase::Polling;
+            }
+        })?;
+        let mut watch = Watcher {
+            session: self,
+            repo: rec.repo.clone(),
+            settings,
+            agents,
+            on_event,
+            pokes: rec.review.pokes,
+        };
+        watch.emit(ReviewEventKind::Started {
+            resumed,
+            rounds: rec.rounds,
+            pending: rec.review.pending.len(),
+        });
+        watch.run()
+    }
+
+    /// Asks the watcher to poll at once and resets its backoff; with `comment`, adds it as a
+    /// review item (it waits in the state when no watcher runs). Returns the item's id.
+    pub fn poke(&self, comment: Option<&str>) -> Result<Option<String>, SessionError> {
+        let mut id = None;
+        self.update_review(|review, _| {
+            review.pokes += 1;
+            review.backoff_ms = None;
+            if let Some(text) = comment {
+                let item_id = format!("poke-{}", review.pokes);
+                review.pending.push(ReviewItem {
+                    id: item_id.clone(),
+                    body: cut(text, MAX_BODY_BYTES),
+                    author: None,
+                    url: None,
+                    origin: ItemOrigin::Poke,
+                    tries: 0,
+                });
+                review.last_progress = Some(record::now_text());
+                id = Some(item_id);
+            }
+        })?;
+        Ok(id)
+    }
+
+    /// Adds the items not seen before (pending, handled or failed) to the pending queue;
+    /// returns their ids. New items reset the backoff and count as progress.
+    fn add_items(&self, items: Vec<ReviewItem>) -> Result<Vec<String>, SessionError> {
+        if items.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut added = Vec::new();
+        self.update_review(|review, _| {
+            let mut seen: HashSet<String> = review
+                .handled
+                .iter()
+                .chain(&review.failed)
+                .chain(review.pending.iter().map(|i| &i.id))
+                .cloned()
+                .collect();
+            for item in items {
+                if seen.insert(item.id.clone()) {
+                    added.push(item.id.clone());
+                    review.pending.push(item);
+                }
+            }
+            if !added.is_empty() {
+                review.backoff_ms = None;
+                review.last_progress = Some(record::now_text());
+            }
+        })?;
+        Ok(added)
+    }
+}
+
+fn cut(text: &str, max: usize) -> String {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_owned()
+}
+
+struct Watcher<'a> {
+    session: &'a Session,
+    repo: PathBuf,
+    settings: WatchSettings,
+    agents: SandboxOptions,
+    on_event: &'a mut dyn FnMut(&ReviewEvent),
+    pokes: u64,
+}
+
+/// What one program run did.
+struct Launched {
+    ran: Ran,
+    run_id: Option<String>,
+}
+
+impl Watcher<'_> {
+    fn emit(&mut self, event: ReviewEventKind) {
+        let now = SystemTime::now();
+        (self.on_event)(&ReviewEvent {
+            schema: ReviewEventTag,
+            session: self.session.id.clone(),
+            at: humantime::format_rfc3339_millis(now).to_string(),
+            at_ms: now.duration_since(SystemTime::UNIX_EPOCH).map_or(0, millis),
+            event,
+        });
+    }
+
+    fn warn(&mut self, message: impl Into<String>) {
+        self.emit(ReviewEventKind::Warning {
+            message: message.into(),
+        });
+    }
+
+    fn run(&mut self) -> Result<WatchEndReason, SessionError> {
+        loop {
+            let rec = self.session.record()?;
+            if rec.state != SessionStatus::Active {
+                return self.end(WatchEndReason::SessionEnded);
+            }
+            let review = &rec.review;
+            if review.current_round.is_some() {
+                self.round()?;
+                continue;
+            }
+            if review.reviews_due {
+                if !self.settings.reviewers.is_empty() {
+                    self.reviews(rec.rounds + 1)?;
+                }
+                self.session.update_review(|r, _| r.reviews_due = false)?;
+                continue;
+            }
+            if !review.pending.is_empty() {
+                if rec.rounds >= self.settings.max_rounds {
+                    return self.end(WatchEndReason::MaxRounds);
+                }
+                self.round()?;
+                continue;
+            }
+            let (state, new) = self.poll()?;
+            match state {
+                Some(SourceState::Merged) => return self.end(WatchEndReason::Merged),
+                Some(SourceState::Closed) => return self.end(WatchEndReason::Closed),
+                Some(SourceState::Open) | None => {}
+            }
+            if new > 0 {
+                continue;
+            }
+            let rec = self.session.record()?;
+            if !rec.review.pending.is_empty() {
+                continue;
+            }
+            let idle_timeout = Duration::from_millis(self.settings.idle_timeout_ms);
+            let idle = idle_for(&rec.review);
+            if idle >= idle_timeout {
+                return self.end(WatchEndReason::IdleTimeout);
+            }
+            let delay = self
+                .settings
+                .backoff()
+                .next(rec.review.backoff_ms.map(Duration::from_millis));
+            self.session
+                .update_review(|r, _| r.backoff_ms = Some(millis(delay)))?;
+            let delay = delay.min(idle_timeout - idle);
+            self.emit(ReviewEventKind::Backoff {
+                delay_ms: millis(delay),
+            });
+            self.wait(delay)?;
+        }
+    }
+
+    /// Sleeps `delay`, or until a poke (or the session's end).
+    fn wait(&mut self, delay: Duration) -> Result<(), SessionError> {
+        let deadline = Instant::now() + delay;
+        loop {
+            let rec = self.session.record()?;
+            if rec.review.pokes != self.pokes {
+                self.pokes = rec.review.pokes;
+                self.emit(ReviewEventKind::Poke);
+                return Ok(());
+            }
+            let now = Instant::now();
+            if now >= deadline || rec.state != SessionStatus::Active {
+                return Ok(());
+            }
+            std::thread::sleep(POKE_CHECK.min(deadline - now));
+        }
+    }
+
+    fn end(&mut self, reason: WatchEndReason) -> Result<WatchEndReason, SessionError> {
+        if reason == WatchEndReason::IdleTimeout
+            && let Some(command) = self.settings.on_timeout.clone()
+        {
+            let mut request = self.trusted_request(&command);
+            request
+                .env
+                .push(("CORDON_REVIEW_END".to_owned(), "idle_timeout".to_owned()));
+            request.env.push((
+                "CORDON_IDLE_TIMEOUT_S".to_owned(),
+                (self.settings.idle_timeout_ms / 1000).to_string(),
+            ));
+            match self.launch(&request, &mut Discard, None) {
+                Ok(l) if l.ran.exit_code == 0 => {}
+                Ok(l) => self.warn(format!("--on-timeout exited {}", l.ran.exit_code)),
+                Err(e) => self.warn(format!("--on-timeout could not run: {e}")),
+            }
+        }
+        if self.session.record()?.state == SessionStatus::Active {
+            self.session.update_review(|r, _| {
+                r.phase = ReviewPhase::Done;
+                r.watcher = None;
+            })?;
+        }
+        if matches!(
+            reason,
+            WatchEndReason::Merged | WatchEndReason::Closed | WatchEndReason::IdleTimeout
+        ) {
+            self.session.remove(REMOVE_WAIT)?;
+        }
+        self.emit(ReviewEventKind::Ended {
+            reason,
+            exit_code: reason.exit_code(),
+        });
+        Ok(reason)
+    }
+
+    /// A request for the operator's trusted commands (source, on-timeout): outside the
+    /// session's sandbox, with the bounds of `cordon run` and the named secrets.
+    fn trusted_request(&self, command: &str) -> RunRequest {
+        let mut request = RunRequest::new(["/bin/sh", "-c", command], &self.settings.cwd);
+        request.isolation = Isolation::Unsandboxed;
+        request.secrets = self.settings.secrets.clone();
+        request.bounds = Bounds {
+            timeout: Duration::from_millis(self.settings.source_timeout_ms),
+            ..Bounds::default()
+        };
+        request
+            .env
+            .push(("CORDON_SESSION_ID".to_owned(), self.session.id.to_string()));
+        request
+    }
+
+    /// Runs the source; returns the state it reported and how many new items it brought.
+    fn poll(&mut self) -> Result<(Option<SourceState>, usize), SessionError> {
+        self.session
+            .update_review(|r, _| r.phase = ReviewPhase::Polling)?;
+        let request = self.trusted_request(&self.settings.source);
+        let mut lines = Vec::new();
+        let mut sink = LineSink::new(ItemOrigin::Source, |l| lines.push(l));
+        let launched = self.launch(&request, &mut sink, None);
+        sink.finish();
+        let launched = match launched {
+            Ok(launched) => launched,
+            Err(e) => {
+                self.warn(format!("the source could not run: {e}"));
+                self.emit(ReviewEventKind::Poll {
+                    run_id: None,
+                    exit_code: 125,
+                    new_items: 0,
+                    state: None,
+                });
+                return Ok((None, 0));
+            }
+        };
+        let exit_code = launched.ran.exit_code;
+        let (items, state) = self.sort_lines(lines, "the source");
+        // A state from a source that failed is not trusted (merged/closed remove the session).
+        let state = if exit_code == 0 { state } else { None };
+        if exit_code != 0 {
+            self.warn(format!(
+                "the source exited {exit_code}; its items are taken, its state is not"
+            ));
+        }
+        let new = self.session.add_items(items)?;
+        self.emit(ReviewEventKind::Poll {
+            run_id: launched.run_id,
+            exit_code,
+            new_items: new.len(),
+            state,
+        });
+        let count = new.len();
+        if !new.is_empty() {
+            self.emit(ReviewEventKind::Items {
+                origin: ItemOrigin::Source,
+                ids: new,
+            });
+        }
+        Ok((state, count))
+    }
+
+    /// Splits parsed lines into items (duplicates in one run taken once) and the last state,
+    /// warning about bad lines.
+    fn sort_lines(
+        &mut self,
+        lines: Vec<Line>,
+        who: &str,
+    ) -> (Vec<ReviewItem>, Option<SourceState>) {
+        let mut items = Vec::new();
+        let mut state = None;
+        let mut bad = 0;
+        for line in lines {
+            match line {
+                Line::Item(item) => items.push(item),
+                Line::State(s) => state = Some(s),
+                Line::Bad(why) => {
+                    bad += 1;
+                    if bad <= MAX_LINE_WARNINGS {
+                        self.warn(format!("{who}: a line was ignored: {why}"));
+                    }
+                }
+            }
+        }
+        if bad > MAX_LINE_WARNINGS {
+            self.warn(format!(
+                "{who}: {} more lines were ignored",
+                bad - MAX_LINE_WARNINGS
+            ));
+        }
+        (items, state)
+    }
+
+    /// Runs `request` through the one run path, recorded when the settings say so.
+    fn launch(
+        &self,
+        request: &RunRequest,
+        sink: &mut dyn OutputSink,
+        ready: Option<&mut dyn ReadyProbe>,
+    ) -> Result<Launched, SessionError> {
+        launch(&self.repo, self.settings.record, request, sink, ready)
+    }
+
+    /// A request for an agent (reviewer, fixer) in the session.
+    fn agent_request(&self, command: &str, round: u32, timeout_ms: u64) -> RunRequest {
+        let mut request = RunRequest::new(["/bin/sh", "-c", command], "");
+        request.isolation = Isolation::Sandboxed(self.agents.clone());
+        request.bounds = Bounds {
+            timeout: Duration::from_millis(timeout_ms),
+            ..Bounds::default()
+        };
+        request
+            .env
+            .push(("CORDON_SESSION_ID".to_owned(), self.session.id.to_string()));
+        request
+            .env
+            .push(("CORDON_REVIEW_ROUND".to_owned(), round.to_string()));
+        request
+    }
+
+    /// Runs every reviewer at once, read-only; the items they print go to the pending
+    /// queue as they come.
+    fn reviews(&mut self, round: u32) -> Result<(), SessionError> {
+        self.session
+            .update_review(|r, _| r.phase = ReviewPhase::Reviewing)?;
+        let (tx, rx) = std::sync::mpsc::channel::<ReviewEventKind>();
+        let jobs: Vec<(usize, String, RunRequest)> = self
+            .settings
+            .reviewers
+            .iter()
+            .enumerate()
+            .map(|(index, command)| {
+                let request = self.agent_request(command, round, self.settings.reviewer_timeout_ms);
+                (index, command.clone(), request)
+            })
+            .collect();
+        let session = self.session;
+        let repo = self.repo.clone();
+        let record = self.settings.record;
+        std::thread::scope(|scope| {
+            let mut handles = Vec::new();
+            for (index, command, request) in jobs {
+                let tx = tx.clone();
+                let repo = &repo;
+                handles.push(scope.spawn(move || {
+                    review_once(session, repo, record, index, &command, request, &tx)
+                }));
+            }
+            drop(tx);
+            for event in rx {
+                self.emit(event);
+            }
+            for handle in handles {
+                let _ = handle.join();
+            }
+        });
+        Ok(())
+    }
+
+    /// Runs the round that is recorded as running, or starts one with every pending item.
+    fn round(&mut self) -> Result<(), SessionError> {
+        let mut current = None;
+        let mut resumed = false;
+        let rec = self.session.update_review(|review, rounds| {
+            if let Some(round) = &review.current_round {
+                resumed = true;
+                current = Some(round.clone());
+            } else {
+                *rounds += 1;
+                let round = ReviewRound {
+                    number: *rounds,
+                    items: review.pending.iter().map(|i| i.id.clone()).collect(),
+                    started_at: record::now_text(),
+                    finished_at: None,
+                    fixer_run_id: None,
+                    exit_code: None,
+                    handled: Vec::new(),
+                    dropped: Vec::new(),
+                };
+                review.current_round = Some(round.clone());
+                current = Some(round);
+            }
+            review.phase = ReviewPhase::Round;
+            review.last_progress = Some(record::now_text());
+        })?;
+        let Some(round) = current else {
+            return Ok(());
+        };
+        let items: Vec<&ReviewItem> = rec
+            .review
+            .pending
+            .iter()
+            .filter(|i| round.items.contains(&i.id))
+            .collect();
+        self.emit(ReviewEventKind::RoundStarted {
+            round: round.number,
+            items: round.items.clone(),
+            resumed,
+        });
+        let launched = self.fix(&round, &items);
+        let (exit_code, run_id) = match &launched {
+            Ok(l) => (l.ran.exit_code, l.run_id.clone()),
+            Err(e) => {
+                self.warn(format!("the fixer could not run: {e}"));
+                (125, None)
+            }
+        };
+        let mut finished = round.clone();
+        let mut retry = Vec::new();
+        self.session.update_review(|review, _| {
+            let ids: HashSet<&String> = round.items.iter().collect();
+            if exit_code == 0 {
+                review.pending.retain(|i| !ids.contains(&i.id));
+                finished.handled = round.items.clone();
+                review.handled.extend(round.items.iter().cloned());
+            } else {
+                for item in review.pending.iter_mut().filter(|i| ids.contains(&i.id)) {
+                    item.tries += 1;
+                    if item.tries >= MAX_ITEM_TRIES {
+                        finished.dropped.push(item.id.clone());
+                    } else {
+                        retry.push(item.id.clone());
+                    }
+                }
+                let dropped: HashSet<&String> = finished.dropped.iter().collect();
+                review.pending.retain(|i| !dropped.contains(&i.id));
+                review.failed.extend(finished.dropped.iter().cloned());
+            }
+            finished.finished_at = Some(record::now_text());
+            finished.fixer_run_id = run_id.clone();
+            finished.exit_code = Some(exit_code);
+            review.history.push(finished.clone());
+            review.current_round = None;
+            review.phase = ReviewPhase::Polling;
+            review.reviews_due = true;
+            review.last_progress = Some(record::now_text());
+        })?;
+        self.emit(ReviewEventKind::RoundFinished {
+            round: round.number,
+            run_id,
+            exit_code,
+            handled: finished.handled,
+            retry,
+            dropped: finished.dropped,
+        });
+        Ok(())
+    }
+
+    /// Runs the fixer on `items`: writable, the items as a JSON array in the file named by
+    /// `$CORDON_REVIEW_ITEMS` (a private directory bound read-only) and on standard input.
+    fn fix(&self, round: &ReviewRound, items: &[&ReviewItem]) -> Result<Launched, SessionError> {
+        let dir = tempfile::Builder::new()
+            .prefix("cordon-review-")
+            .tempdir()
+            .map_err(|e| SessionError::io(std::env::temp_dir(), e))?;
+        let file = dir.path().join("items.json");
+        let json =
+            serde_json::to_vec(items).map_err(|e| SessionError::new(SessionErrorKind::State(e)))?;
+        std::fs::write(&file, json).map_err(|e| SessionError::io(&file, e))?;
+        let script = format!("exec < \"$CORDON_REVIEW_ITEMS\"\n{}", self.settings.fixer);
+        let mut request = self.agent_request(&script, round.number, self.settings.fixer_timeout_ms);
+        request
+            .env
+            .push(("CORDON_REVIEW_ITEMS".to_owned(), file.display().to_string()));
+        if let Isolation::Sandboxed(options) = &mut request.isolation {
+            options.binds.push(Bind {
+                path: dir.path().to_owned(),
+                access: cordon_sandbox::Access::ReadOnly,
+            });
+        }
+        in_session(
+            self.session,
+            &self.repo,
+            self.settings.record,
+            Access::Write,
+            WRITER_WAIT,
+            request,
+            &mut Discard,
+            None,
+        )
+    }
+}
+
+/// How long the watch has seen no progress (no new item, no round).
+fn idle_for(review: &ReviewState) -> Duration {
+    review
+        .last_progress
+        .as_deref()
+        .and_then(|t| humantime::parse_rfc3339(t).ok())
+        .and_then(|t| SystemTime::now().duration_since(t).ok())
+        .unwrap_or_default()
+}
+
+/// One reviewer's review: its items go to the pending queue as it prints them.
+fn review_once(
+    session: &Session,
+    repo: &Path,
+    record: bool,
+    index: usize,
+    command: &str,
+    request: RunRequest,
+    events: &std::sync::mpsc::Sender<ReviewEventKind>,
+) {
+    let complete = Arc::new(AtomicBool::new(false));
+    let marker = complete.clone();
+    let warn = |message: String| {
+        let _ = events.send(ReviewEventKind::Warning { message });
+    };
+    let mut bad = 0usize;
+    let mut sink = LineSink::new(ItemOrigin::Reviewer, |line| match line {
+        Line::Item(mut item) => {
+            if item.body.contains(REVIEW_COMPLETE) {
+                marker.store(true, Ordering::SeqCst);
+                if item.body.replace(REVIEW_COMPLETE, "").trim().is_empty() {
+                    return;
+                }
+            }
+            // A reviewer's ids live in their own space: an agent cannot claim (and so
+            // silence) an id the source will bring.
+            item.id = format!("reviewer-{}:{}", index + 1, item.id);
+            match session.add_items(vec![item]) {
+                Ok(ids) if !ids.is_empty() => {
+                    let _ = events.send(ReviewEventKind::Items {
+                        origin: ItemOrigin::Reviewer,
+                        ids,
+                    });
+                }
+                Ok(_) => {}
+                Err(e) => warn(format!("reviewer {}: an item was not kept: {e}", index + 1)),
+            }
+        }
+        Line::State(_) => warn(format!(
+            "reviewer {}: a state line was ignored (only the source says it)",
+            index + 1
+        )),
+        Line::Bad(why) => {
+            bad += 1;
+            if bad <= MAX_LINE_WARNINGS {
+                warn(format!("reviewer {}: a line was ignored: {why}", index + 1));
+            }
+        }
+    });
+    let mut probe = MarkerProbe(complete.clone());
+    let launched = in_session(
+        session,
+        repo,
+        record,
+        Access::ReadOnly,
+        Duration::ZERO,
+        request,
+        &mut sink,
+        Some(&mut probe),
+    );
+    sink.finish();
+    match launched {
+        Ok(l) => {
+            let exit_code = l.ran.exit_code;
+            let completion = if l.ran.ready || complete.load(Ordering::SeqCst) {
+                ReviewerCompletion::Marker
+            } else if l.ran.result.status == cordon_types::RunStatus::Timeout {
+                ReviewerCompletion::TimedOut
+            } else if exit_code == 0 {
+                ReviewerCompletion::Exited
+            } else {
+                ReviewerCompletion::Crashed
+            };
+            if matches!(
+                completion,
+                ReviewerCompletion::TimedOut | ReviewerCompletion::Crashed
+            ) {
+                warn(format!(
+                    "reviewer {} {} (exit {exit_code}); the round goes on with what it posted",
+                    index + 1,
+                    if completion == ReviewerCompletion::TimedOut {
+                        "timed out"
+                    } else {
+                        "failed"
+                    }
+                ));
+            }
+            let _ = events.send(ReviewEventKind::Reviewer {
+                command: command.to_owned(),
+                run_id: l.run_id,
+                exit_code,
+                completion,
+            });
+        }
+        Err(e) => {
+            warn(format!("reviewer {} could not run: {e}", index + 1));
+            let _ = events.send(ReviewEventKind::Reviewer {
+                command: command.to_owned(),
+                run_id: None,
+                exit_code: 125,
+                completion: ReviewerCompletion::Crashed,
+            });
+        }
+    }
+}
+
+/// Ends a reviewer's run once it printed the completion marker.
+struct MarkerProbe(Arc<AtomicBool>);
+
+impl ReadyProbe for MarkerProbe {
+    fn is_ready(&mut self, _root_pid: i32) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// A sink that keeps nothing (the transcript has the output).
+struct Discard;
+
+impl OutputSink for Discard {
+    fn write(&mut self, _stream: Stream, _bytes: &[u8]) {}
+}
+
+/// Runs `request` in the session (entered in its record as a run) with `access`.
+#[expect(clippy::too_many_arguments, reason = "one private call path")]
+fn in_session(
+    session: &Session,
+    repo: &Path,
+    record: bool,
+    access: Access,
+    wait: Duration,
+    mut request: RunRequest,
+    sink: &mut dyn OutputSink,
+    ready: Option<&mut dyn ReadyProbe>,
+) -> Result<Launched, SessionError> {
+    let lease = session.begin_exec(access, wait)?;
+    lease.apply(&mut request);
+    let command: Vec<String> = request
+        .argv
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let launched = launch(repo, record, &request, sink, ready);
+    let (run_id, exit) = match &launched {
+        Ok(l) => (l.run_id.clone(), Some(l.ran.exit_code)),
+        Err(_) => (None, Some(125)),
+    };
+    lease.finish(run_id, command, exit)?;
+    launched
+}
+
+/// Runs `request` through the one run path, recorded (under `repo`) when `record`.
+fn launch(
+    repo: &Path,
+    record: bool,
+    request: &RunRequest,
+    sink: &mut dyn OutputSink,
+    ready: Option<&mut dyn ReadyProbe>,
+) -> Result<Launched, SessionError> {
+    let prepared = cordon_runner::prepare(request)?;
+    let recorder = if record {
+        Some(
+            Recorder::begin(
+                cordon_store::RunKind::Run,
+                Some(repo),
+                prepared.shown_command(),
+                TRANSCRIPT_LIMIT,
+            )
+            .map_err(|e| SessionError::new(SessionErrorKind::Record(Box::new(e))))?,
+        )
+    } else {
+        None
+    };
+    let run_id = recorder.as_ref().map(|r| r.id().to_owned());
+    let hooks = Hooks {
+        sink: Some(&mut *sink),
+        cancel: None,
+        ready: match ready {
+            Some(probe) => Some(probe as &mut dyn ReadyProbe),
+            None => None,
+        },
+        transcript: recorder
+            .as_ref()
+            .map(|recorder| cordon_runner::TranscriptTarget {
+                recorder,
+                stage: None,
+            }),
+    };
+    match prepared.run(hooks) {
+        Ok(ran) => {
+            if let Some(recorder) = recorder {
+                let _ =
+                    recorder.finish(cordon_store::RunState::from(ran.result.status), &ran.result);
+            }
+            Ok(Launched { ran, run_id })
+        }
+        Err(e) => {
+            if let Some(recorder) = recorder {
+                let document = serde_json::json!({ "error": e.to_string() });
+                let _ = recorder.finish(cordon_store::RunState::Error, &document);
+            }
+            Err(e.into())
+        }
+    }
+}
