@@ -61,6 +61,8 @@ mod sandboxed;
 mod sessions;
 mod watch;
 mod watch_events;
+mod watch_runs;
+mod watch_settings;
 
 pub use backoff::Backoff;
 pub use error::{SessionError, SessionErrorClass, SessionErrorKind};
@@ -81,7 +83,7 @@ pub use review_items::{
     MAX_BODY_BYTES, MAX_ID_BYTES, MAX_LINE_BYTES, REVIEW_COMPLETE, SourceState,
 };
 pub use sessions::{CreateRequest, DEFAULT_MAX_BUNDLE_BYTES, Session, Sessions, check_bundle_file};
-pub use watch::WatchSettings;
 pub use watch_events::{
     ReviewEvent, ReviewEventKind, ReviewEventTag, ReviewerCompletion, WatchEndReason,
 };
+pub use watch_settings::WatchSettings;

@@ -147,7 +147,7 @@ pub struct ReviewState {
     pub watcher: Option<WatcherInfo>,
     /// The watcher's settings, for `cordon session resume`.
     #[serde(default)]
-    pub settings: Option<crate::watch::WatchSettings>,
+    pub settings: Option<crate::watch_settings::WatchSettings>,
 }
 
 /// How many fixer runs may fail on one item before it is dropped (reported as failed).

@@ -23,19 +23,14 @@
 //! ```
 
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
 
-use cordon_exec::{OutputSink, ReadyProbe, Stream};
-use cordon_runner::{Bounds, Hooks, Isolation, Ran, Recorder, RunRequest, SandboxOptions};
+use cordon_exec::{OutputSink, ReadyProbe};
+use cordon_runner::{Bounds, Isolation, RunRequest, SandboxOptions};
 use cordon_sandbox::Bind;
 use cordon_workspace::ProcessIdentity;
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 
-use crate::backoff::Backoff;
 use crate::error::{SessionError, SessionErrorKind};
 use crate::exec::Access;
 use crate::lock::FileLock;
@@ -43,100 +38,20 @@ use crate::record::{
     self, ItemOrigin, MAX_ITEM_TRIES, ReviewItem, ReviewPhase, ReviewRound, ReviewState,
     SessionStatus, WatcherInfo,
 };
-use crate::review_items::{Line, LineSink, MAX_BODY_BYTES, REVIEW_COMPLETE, SourceState};
+use crate::review_items::{Line, LineSink, MAX_BODY_BYTES, SourceState};
 use crate::sessions::Session;
-use crate::watch_events::{
-    ReviewEvent, ReviewEventKind, ReviewEventTag, ReviewerCompletion, WatchEndReason,
-};
+use crate::watch_events::{ReviewEvent, ReviewEventKind, ReviewEventTag, WatchEndReason};
+use crate::watch_runs::{Discard, Launched, MAX_LINE_WARNINGS, in_session, launch, review_once};
+use crate::watch_settings::WatchSettings;
 
-/// Bytes of each run's output kept in its transcript.
-const TRANSCRIPT_LIMIT: u64 = 64 << 20;
 /// How often a waiting watcher looks for a poke.
 const POKE_CHECK: Duration = Duration::from_millis(25);
-/// Bad lines reported one by one per run; the rest are counted.
-const MAX_LINE_WARNINGS: usize = 10;
 /// How long the watcher waits for the session's writer before the fixer runs.
 const WRITER_WAIT: Duration = Duration::from_secs(600);
 /// How long the removal at the end waits for what runs in the session.
 const REMOVE_WAIT: Duration = Duration::from_secs(30);
 
-/// What a watch runs and within which bounds. Recorded in the session's state so that
-/// `cordon session resume` runs the same watch.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct WatchSettings {
-    /// The source: a shell command (`sh -c`) run outside the session's sandbox, with the
-    /// bounds of `cordon run`, that prints review items and the change's state as JSON lines.
-    pub source: String,
-    /// The fixer: a shell command run in the session, writable, with the pending items in
-    /// `$CORDON_REVIEW_ITEMS` and on standard input.
-    pub fixer: String,
-    /// The reviewers: shell commands run in the session read-only before each round.
-    pub reviewers: Vec<String>,
-    /// Items still pending after this many rounds end the watch (exit 1).
-    pub max_rounds: u32,
-    /// The first polling interval, in milliseconds.
-    pub backoff_min_ms: u64,
-    /// The longest polling interval, in milliseconds.
-    pub backoff_max_ms: u64,
-    /// No new item and no round for this long ends the watch, in milliseconds.
-    pub idle_timeout_ms: u64,
-    /// A shell command run (like the source) when the idle timeout ends the watch.
-    pub on_timeout: Option<String>,
-    /// Variables of cordon's environment passed to the source and `on_timeout` as secrets
-    /// (redacted wherever output goes).
-    pub secrets: Vec<String>,
-    /// The source's (and `on_timeout`'s) time limit, in milliseconds.
-    pub source_timeout_ms: u64,
-    /// A reviewer's time limit, in milliseconds (then its review is complete, with a
-    /// warning).
-    pub reviewer_timeout_ms: u64,
-    /// The fixer's time limit, in milliseconds (then it failed: its items stay pending).
-    pub fixer_timeout_ms: u64,
-    /// Where the source and `on_timeout` run.
-    pub cwd: PathBuf,
-    /// Whether every run is recorded in the run history.
-    pub record: bool,
-    /// The command-line options that started the watch (what `cordon session resume` runs
-    /// again); empty for library callers.
-    pub cli_args: Vec<String>,
-}
-
-impl WatchSettings {
-    /// A watch with the defaults: 10 rounds, backoff 5 s to 5 min, idle timeout 24 h,
-    /// source 5 min, reviewers and fixer 1 h each, every run recorded.
-    pub fn new(
-        source: impl Into<String>,
-        fixer: impl Into<String>,
-        cwd: impl Into<PathBuf>,
-    ) -> Self {
-        WatchSettings {
-            source: source.into(),
-            fixer: fixer.into(),
-            reviewers: Vec::new(),
-            max_rounds: 10,
-            backoff_min_ms: 5_000,
-            backoff_max_ms: 300_000,
-            idle_timeout_ms: 24 * 3600 * 1000,
-            on_timeout: None,
-            secrets: Vec::new(),
-            source_timeout_ms: 300_000,
-            reviewer_timeout_ms: 3_600_000,
-            fixer_timeout_ms: 3_600_000,
-            cwd: cwd.into(),
-            record: true,
-            cli_args: Vec::new(),
-        }
-    }
-
-    fn backoff(&self) -> Backoff {
-        Backoff {
-            min: Duration::from_millis(self.backoff_min_ms),
-            max: Duration::from_millis(self.backoff_max_ms),
-        }
-    }
-}
-
-fn millis(d: Duration) -> u64 {
+pub(crate) fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
@@ -218,7 +133,7 @@ impl Session {
 
     /// Adds the items not seen before (pending, handled or failed) to the pending queue;
     /// returns their ids. New items reset the backoff and count as progress.
-    fn add_items(&self, items: Vec<ReviewItem>) -> Result<Vec<String>, SessionError> {
+    pub(crate) fn add_items(&self, items: Vec<ReviewItem>) -> Result<Vec<String>, SessionError> {
         if items.is_empty() {
             return Ok(Vec::new());
         }
@@ -261,12 +176,6 @@ struct Watcher<'a> {
     agents: SandboxOptions,
     on_event: &'a mut dyn FnMut(&ReviewEvent),
     pokes: u64,
-}
-
-/// What one program run did.
-struct Launched {
-    ran: Ran,
-    run_id: Option<String>,
 }
 
 impl Watcher<'_> {
@@ -692,209 +601,4 @@ fn idle_for(review: &ReviewState) -> Duration {
         .and_then(|t| humantime::parse_rfc3339(t).ok())
         .and_then(|t| SystemTime::now().duration_since(t).ok())
         .unwrap_or_default()
-}
-
-/// One reviewer's review: its items go to the pending queue as it prints them.
-fn review_once(
-    session: &Session,
-    repo: &Path,
-    record: bool,
-    index: usize,
-    command: &str,
-    request: RunRequest,
-    events: &std::sync::mpsc::Sender<ReviewEventKind>,
-) {
-    let complete = Arc::new(AtomicBool::new(false));
-    let marker = complete.clone();
-    let warn = |message: String| {
-        let _ = events.send(ReviewEventKind::Warning { message });
-    };
-    let mut bad = 0usize;
-    let mut sink = LineSink::new(ItemOrigin::Reviewer, |line| match line {
-        Line::Item(mut item) => {
-            if item.body.contains(REVIEW_COMPLETE) {
-                marker.store(true, Ordering::SeqCst);
-                if item.body.replace(REVIEW_COMPLETE, "").trim().is_empty() {
-                    return;
-                }
-            }
-            // A reviewer's ids live in their own space: an agent cannot claim (and so
-            // silence) an id the source will bring.
-            item.id = format!("reviewer-{}:{}", index + 1, item.id);
-            match session.add_items(vec![item]) {
-                Ok(ids) if !ids.is_empty() => {
-                    let _ = events.send(ReviewEventKind::Items {
-                        origin: ItemOrigin::Reviewer,
-                        ids,
-                    });
-                }
-                Ok(_) => {}
-                Err(e) => warn(format!("reviewer {}: an item was not kept: {e}", index + 1)),
-            }
-        }
-        Line::State(_) => warn(format!(
-            "reviewer {}: a state line was ignored (only the source says it)",
-            index + 1
-        )),
-        Line::Bad(why) => {
-            bad += 1;
-            if bad <= MAX_LINE_WARNINGS {
-                warn(format!("reviewer {}: a line was ignored: {why}", index + 1));
-            }
-        }
-    });
-    let mut probe = MarkerProbe(complete.clone());
-    let launched = in_session(
-        session,
-        repo,
-        record,
-        Access::ReadOnly,
-        Duration::ZERO,
-        request,
-        &mut sink,
-        Some(&mut probe),
-    );
-    sink.finish();
-    match launched {
-        Ok(l) => {
-            let exit_code = l.ran.exit_code;
-            let completion = if l.ran.ready || complete.load(Ordering::SeqCst) {
-                ReviewerCompletion::Marker
-            } else if l.ran.result.status == cordon_types::RunStatus::Timeout {
-                ReviewerCompletion::TimedOut
-            } else if exit_code == 0 {
-                ReviewerCompletion::Exited
-            } else {
-                ReviewerCompletion::Crashed
-            };
-            if matches!(
-                completion,
-                ReviewerCompletion::TimedOut | ReviewerCompletion::Crashed
-            ) {
-                warn(format!(
-                    "reviewer {} {} (exit {exit_code}); the round goes on with what it posted",
-                    index + 1,
-                    if completion == ReviewerCompletion::TimedOut {
-                        "timed out"
-                    } else {
-                        "failed"
-                    }
-                ));
-            }
-            let _ = events.send(ReviewEventKind::Reviewer {
-                command: command.to_owned(),
-                run_id: l.run_id,
-                exit_code,
-                completion,
-            });
-        }
-        Err(e) => {
-            warn(format!("reviewer {} could not run: {e}", index + 1));
-            let _ = events.send(ReviewEventKind::Reviewer {
-                command: command.to_owned(),
-                run_id: None,
-                exit_code: 125,
-                completion: ReviewerCompletion::Crashed,
-            });
-        }
-    }
-}
-
-/// Ends a reviewer's run once it printed the completion marker.
-struct MarkerProbe(Arc<AtomicBool>);
-
-impl ReadyProbe for MarkerProbe {
-    fn is_ready(&mut self, _root_pid: i32) -> bool {
-        self.0.load(Ordering::SeqCst)
-    }
-}
-
-/// A sink that keeps nothing (the transcript has the output).
-struct Discard;
-
-impl OutputSink for Discard {
-    fn write(&mut self, _stream: Stream, _bytes: &[u8]) {}
-}
-
-/// Runs `request` in the session (entered in its record as a run) with `access`.
-#[expect(clippy::too_many_arguments, reason = "one private call path")]
-fn in_session(
-    session: &Session,
-    repo: &Path,
-    record: bool,
-    access: Access,
-    wait: Duration,
-    mut request: RunRequest,
-    sink: &mut dyn OutputSink,
-    ready: Option<&mut dyn ReadyProbe>,
-) -> Result<Launched, SessionError> {
-    let lease = session.begin_exec(access, wait)?;
-    lease.apply(&mut request);
-    let command: Vec<String> = request
-        .argv
-        .iter()
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect();
-    let launched = launch(repo, record, &request, sink, ready);
-    let (run_id, exit) = match &launched {
-        Ok(l) => (l.run_id.clone(), Some(l.ran.exit_code)),
-        Err(_) => (None, Some(125)),
-    };
-    lease.finish(run_id, command, exit)?;
-    launched
-}
-
-/// Runs `request` through the one run path, recorded (under `repo`) when `record`.
-fn launch(
-    repo: &Path,
-    record: bool,
-    request: &RunRequest,
-    sink: &mut dyn OutputSink,
-    ready: Option<&mut dyn ReadyProbe>,
-) -> Result<Launched, SessionError> {
-    let prepared = cordon_runner::prepare(request)?;
-    let recorder = if record {
-        Some(
-            Recorder::begin(
-                cordon_store::RunKind::Run,
-                Some(repo),
-                prepared.shown_command(),
-                TRANSCRIPT_LIMIT,
-            )
-            .map_err(|e| SessionError::new(SessionErrorKind::Record(Box::new(e))))?,
-        )
-    } else {
-        None
-    };
-    let run_id = recorder.as_ref().map(|r| r.id().to_owned());
-    let hooks = Hooks {
-        sink: Some(&mut *sink),
-        cancel: None,
-        ready: match ready {
-            Some(probe) => Some(probe as &mut dyn ReadyProbe),
-            None => None,
-        },
-        transcript: recorder
-            .as_ref()
-            .map(|recorder| cordon_runner::TranscriptTarget {
-                recorder,
-                stage: None,
-            }),
-    };
-    match prepared.run(hooks) {
-        Ok(ran) => {
-            if let Some(recorder) = recorder {
-                let _ =
-                    recorder.finish(cordon_store::RunState::from(ran.result.status), &ran.result);
-            }
-            Ok(Launched { ran, run_id })
-        }
-        Err(e) => {
-            if let Some(recorder) = recorder {
-                let document = serde_json::json!({ "error": e.to_string() });
-                let _ = recorder.finish(cordon_store::RunState::Error, &document);
-            }
-            Err(e.into())
-        }
-    }
 }
