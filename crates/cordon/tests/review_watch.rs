@@ -609,3 +609,100 @@ fn an_item_is_dropped_after_three_failed_tries() {
     std::fs::write(f.at("merge"), "").unwrap();
     assert_eq!(w.finish(), 0);
 }
+
+/// The example GitHub adapter (`examples/review-sources/github-pr.sh`) as a real source, with
+/// a `gh` that answers from files (no network): its comments reach the fixer (the ignored
+/// author's do not, a second page counts), then the pull request's `merged` ends the watch.
+#[test]
+fn the_github_example_adapter_feeds_a_watch() {
+    if !support::sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let id = f.create();
+    let d = f.dir.path().display();
+    let api = f.dir.path().join("api");
+    std::fs::create_dir(&api).unwrap();
+    let comment = |id: u64, login: &str, body: &str| {
+        serde_json::json!({"id": id, "body": body, "user": {"login": login},
+            "html_url": format!("https://github.com/o/r/pull/7#c{id}")})
+    };
+    // Two pages of inline comments (gh --paginate prints one array per page).
+    std::fs::write(
+        api.join("repos_o_r_pulls_7_comments"),
+        format!(
+            "{}{}",
+            serde_json::json!([comment(1, "ann", "rename x"), comment(2, "bot", "done")]),
+            serde_json::json!([comment(3, "bob", "add a test")])
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        api.join("repos_o_r_issues_7_comments"),
+        serde_json::json!([comment(4, "cy", "also the docs")]).to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        api.join("repos_o_r_pulls_7_reviews"),
+        serde_json::json!([comment(5, "ann", ""), comment(6, "dee", "looks wrong")]).to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        api.join("repos_o_r_pulls_7"),
+        serde_json::json!({"state": "open", "merged": false}).to_string(),
+    )
+    .unwrap();
+    let bin = f.dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let gh = bin.join("gh");
+    std::fs::write(
+        &gh,
+        format!(
+            "#!/bin/sh\nfor a; do case \"$a\" in repos/*) p=$a;; esac; done\n\
+             exec cat {d}/api/$(printf %s \"$p\" | tr / _)\n"
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&gh, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let adapter = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/review-sources/github-pr.sh")
+        .canonicalize()
+        .unwrap();
+    let source = format!(
+        "PATH={}:$PATH IGNORE_AUTHORS=bot {} o/r 7",
+        bin.display(),
+        adapter.display()
+    );
+    let fixer = f.fixer();
+    let mut w = f.watch(
+        &id,
+        &[
+            "--source",
+            &source,
+            "--fixer",
+            &fixer,
+            "--backoff-min",
+            "50ms",
+        ],
+    );
+    let round = w.next("round_started");
+    assert_eq!(
+        ids(&round["event"]["items"]),
+        ["rc-1", "rc-3", "ic-4", "rv-6"]
+    );
+    w.next("round_finished");
+    assert_eq!(
+        lines_of(&f.tree(&id).join("fixed.log")),
+        ["rc-1", "rc-3", "ic-4", "rv-6"]
+    );
+    w.next("backoff");
+    std::fs::write(
+        api.join("repos_o_r_pulls_7"),
+        serde_json::json!({"state": "closed", "merged": true}).to_string(),
+    )
+    .unwrap();
+    let ended = w.next("ended");
+    assert_eq!(ended["event"]["reason"], "merged");
+    assert_eq!(w.finish(), 0);
+}
