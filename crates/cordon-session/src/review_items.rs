@@ -55,7 +55,7 @@ fn text(value: Option<serde_json::Value>) -> Option<String> {
 }
 
 /// Cuts `text` to at most `max` bytes at a character boundary.
-fn cut(mut text: String, max: usize) -> String {
+pub(crate) fn cut(mut text: String, max: usize) -> String {
     if text.len() > max {
         let mut end = max;
         while !text.is_char_boundary(end) {

@@ -38,7 +38,7 @@ use crate::record::{
     self, ItemOrigin, MAX_ITEM_TRIES, ReviewItem, ReviewPhase, ReviewRound, ReviewState,
     SessionStatus, WatcherInfo,
 };
-use crate::review_items::{Line, LineSink, MAX_BODY_BYTES, SourceState};
+use crate::review_items::{Line, LineSink, MAX_BODY_BYTES, SourceState, cut};
 use crate::sessions::Session;
 use crate::watch_events::{ReviewEvent, ReviewEventKind, ReviewEventTag, WatchEndReason};
 use crate::watch_runs::{Discard, Launched, MAX_LINE_WARNINGS, in_session, launch, review_once};
@@ -118,7 +118,7 @@ impl Session {
                 let item_id = format!("poke-{}", review.pokes);
                 review.pending.push(ReviewItem {
                     id: item_id.clone(),
-                    body: cut(text, MAX_BODY_BYTES),
+                    body: cut(text.to_owned(), MAX_BODY_BYTES),
                     author: None,
                     url: None,
                     origin: ItemOrigin::Poke,
@@ -159,14 +159,6 @@ impl Session {
         })?;
         Ok(added)
     }
-}
-
-fn cut(text: &str, max: usize) -> String {
-    let mut end = text.len().min(max);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text[..end].to_owned()
 }
 
 struct Watcher<'a> {

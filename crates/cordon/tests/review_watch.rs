@@ -262,7 +262,7 @@ fn counts(lines: &[String]) -> BTreeMap<String, usize> {
 /// duplicates, a huge body) are refused or bounded; every item reaches the fixer exactly
 /// once; `merged` removes the session and exits 0.
 #[test]
-fn items_flow_to_the_fixer_exactly_once_until_merged() {
+fn watch_items_flow_to_the_fixer_exactly_once_until_merged() {
     if !support::sandbox_available() {
         return;
     }
@@ -354,7 +354,7 @@ fn items_flow_to_the_fixer_exactly_once_until_merged() {
 /// watch resumed continues: the interrupted round runs again with the same items, no item is
 /// handled twice, none is lost. A second watcher is refused with the first one's pid.
 #[test]
-fn a_watcher_killed_mid_round_and_mid_poll_resumes_without_loss_or_repeat() {
+fn watch_a_watcher_killed_mid_round_and_mid_poll_resumes_without_loss_or_repeat() {
     if !support::sandbox_available() {
         return;
     }
@@ -443,7 +443,7 @@ fn a_watcher_killed_mid_round_and_mid_poll_resumes_without_loss_or_repeat() {
 /// timestamps), a poke with a comment wakes the watcher at once, injects the comment and
 /// resets the backoff; then the idle timeout runs `--on-timeout` and removes the session.
 #[test]
-fn backoff_doubles_poke_resets_it_and_the_idle_timeout_ends_the_watch() {
+fn watch_backoff_doubles_poke_resets_it_and_the_idle_timeout_ends_the_watch() {
     if !support::sandbox_available() {
         return;
     }
@@ -504,7 +504,7 @@ fn backoff_doubles_poke_resets_it_and_the_idle_timeout_ends_the_watch() {
 /// warnings); a fixer that hangs is bounded too and its items stay pending; the round limit
 /// ends the watch with exit 1 and keeps the session.
 #[test]
-fn failing_agents_are_bounded_and_the_round_limit_keeps_the_session() {
+fn watch_failing_agents_are_bounded_and_the_round_limit_keeps_the_session() {
     if !support::sandbox_available() {
         return;
     }
@@ -571,7 +571,7 @@ fn failing_agents_are_bounded_and_the_round_limit_keeps_the_session() {
 /// An item the fixer keeps failing on is dropped after 3 tries and reported; the source
 /// bringing it again does not bring it back.
 #[test]
-fn an_item_is_dropped_after_three_failed_tries() {
+fn watch_an_item_is_dropped_after_three_failed_tries() {
     if !support::sandbox_available() {
         return;
     }
@@ -614,7 +614,7 @@ fn an_item_is_dropped_after_three_failed_tries() {
 /// a `gh` that answers from files (no network): its comments reach the fixer (the ignored
 /// author's do not, a second page counts), then the pull request's `merged` ends the watch.
 #[test]
-fn the_github_example_adapter_feeds_a_watch() {
+fn watch_the_github_example_adapter_feeds_a_watch() {
     if !support::sandbox_available() {
         return;
     }
@@ -705,4 +705,51 @@ fn the_github_example_adapter_feeds_a_watch() {
     let ended = w.next("ended");
     assert_eq!(ended["event"]["reason"], "merged");
     assert_eq!(w.finish(), 0);
+}
+
+/// The source's secrets (`--secret`) are redacted from what it prints before any item keeps
+/// it; `resume` without a recorded watch is a usage error; `--max-rounds 0` keeps the items.
+#[test]
+fn watch_source_secrets_are_redacted_from_items() {
+    if !support::sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let id = f.create();
+    let none = f.cordon(&["session", "resume", &id]);
+    assert_eq!(none.status.code(), Some(2), "{none:?}");
+    assert!(String::from_utf8_lossy(&none.stderr).contains("no recorded"));
+    let secret = "s3cr3t-review-token-4711";
+    let source = r#"printf '{"id":"t1","body":"token is %s"}\n' "$REVIEW_TOKEN""#;
+    let out = f
+        .command(&[
+            "session",
+            "watch",
+            &id,
+            "--source",
+            source,
+            "--fixer",
+            "true",
+            "--secret",
+            "REVIEW_TOKEN",
+            "--max-rounds",
+            "0",
+            "--json-events",
+        ])
+        .env("REVIEW_TOKEN", secret)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let events = String::from_utf8(out.stdout).unwrap();
+    assert!(events.contains("\"max_rounds\""), "{events}");
+    let rec = f.show(&id);
+    let body = rec["review"]["pending"][0]["body"].as_str().unwrap();
+    assert!(
+        body.starts_with("token is ") && !body.contains(secret),
+        "{body}"
+    );
+    let state =
+        std::fs::read_to_string(f.home.path().join("sessions").join(&id).join("state.json"))
+            .unwrap();
+    assert!(!state.contains(secret));
 }
