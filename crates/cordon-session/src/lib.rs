@@ -83,6 +83,7 @@ pub use review_items::{
     MAX_BODY_BYTES, MAX_ID_BYTES, MAX_LINE_BYTES, REVIEW_COMPLETE, SourceState,
 };
 pub use sessions::{CreateRequest, DEFAULT_MAX_BUNDLE_BYTES, Session, Sessions, check_bundle_file};
+pub use watch::MAX_PENDING;
 pub use watch_events::{
     ReviewEvent, ReviewEventKind, ReviewEventTag, ReviewerCompletion, WatchEndReason,
 };

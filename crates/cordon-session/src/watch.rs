@@ -44,6 +44,9 @@ use crate::watch_events::{ReviewEvent, ReviewEventKind, ReviewEventTag, WatchEnd
 use crate::watch_runs::{Discard, Launched, MAX_LINE_WARNINGS, in_session, launch, review_once};
 use crate::watch_settings::WatchSettings;
 
+/// The most items pending at once; more wait (the source's) or are dropped (a reviewer's),
+/// with a warning.
+pub const MAX_PENDING: usize = 1000;
 /// How often a waiting watcher looks for a poke.
 const POKE_CHECK: Duration = Duration::from_millis(25);
 /// How long the watcher waits for the session's writer before the fixer runs.
@@ -131,13 +134,19 @@ impl Session {
         Ok(id)
     }
 
-    /// Adds the items not seen before (pending, handled or failed) to the pending queue;
-    /// returns their ids. New items reset the backoff and count as progress.
-    pub(crate) fn add_items(&self, items: Vec<ReviewItem>) -> Result<Vec<String>, SessionError> {
+    /// Adds the items not seen before (pending, handled or failed) to the pending queue, as
+    /// long as it holds fewer than [`MAX_PENDING`] items; returns the ids added and how many
+    /// new items found the queue full (they are not remembered: a source brings them again).
+    /// New items reset the backoff and count as progress.
+    pub(crate) fn add_items(
+        &self,
+        items: Vec<ReviewItem>,
+    ) -> Result<(Vec<String>, usize), SessionError> {
         if items.is_empty() {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), 0));
         }
         let mut added = Vec::new();
+        let mut full = 0;
         self.update_review(|review, _| {
             let mut seen: HashSet<String> = review
                 .handled
@@ -147,17 +156,23 @@ impl Session {
                 .cloned()
                 .collect();
             for item in items {
-                if seen.insert(item.id.clone()) {
-                    added.push(item.id.clone());
-                    review.pending.push(item);
+                if seen.contains(&item.id) {
+                    continue;
                 }
+                if review.pending.len() >= MAX_PENDING {
+                    full += 1;
+                    continue;
+                }
+                seen.insert(item.id.clone());
+                added.push(item.id.clone());
+                review.pending.push(item);
             }
             if !added.is_empty() {
                 review.backoff_ms = None;
                 review.last_progress = Some(record::now_text());
             }
         })?;
-        Ok(added)
+        Ok((added, full))
     }
 }
 
@@ -347,7 +362,12 @@ impl Watcher<'_> {
                 "the source exited {exit_code}; its items are taken, its state is not"
             ));
         }
-        let new = self.session.add_items(items)?;
+        let (new, full) = self.session.add_items(items)?;
+        if full > 0 {
+            self.warn(format!(
+                "the pending queue is full ({MAX_PENDING} items): {full} new item(s) of the source wait for a later poll"
+            ));
+        }
         self.emit(ReviewEventKind::Poll {
             run_id: launched.run_id,
             exit_code,

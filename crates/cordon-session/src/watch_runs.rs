@@ -1,6 +1,7 @@
 //! The programs the review watcher runs: one reviewer's review ([`review_once`]), a run in
 //! the session ([`in_session`]) and the recorded run through the one run path ([`launch`]).
 
+use std::cell::RefCell;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -11,7 +12,7 @@ use cordon_runner::{Hooks, Ran, Recorder, RunRequest};
 
 use crate::error::{SessionError, SessionErrorKind};
 use crate::exec::Access;
-use crate::record::ItemOrigin;
+use crate::record::{ItemOrigin, ReviewItem};
 use crate::review_items::{Line, LineSink, REVIEW_COMPLETE};
 use crate::sessions::Session;
 use crate::watch_events::{ReviewEventKind, ReviewerCompletion};
@@ -45,7 +46,8 @@ pub(crate) fn review_once(
         let _ = events.send(ReviewEventKind::Warning { message });
     };
     let mut bad = 0usize;
-    let mut sink = LineSink::new(ItemOrigin::Reviewer, |line| match line {
+    let batch = RefCell::new(Vec::new());
+    let parser = LineSink::new(ItemOrigin::Reviewer, |line| match line {
         Line::Item(mut item) => {
             if item.body.contains(REVIEW_COMPLETE) {
                 marker.store(true, Ordering::SeqCst);
@@ -56,16 +58,7 @@ pub(crate) fn review_once(
             // A reviewer's ids live in their own space: an agent cannot claim (and so
             // silence) an id the source will bring.
             item.id = format!("reviewer-{}:{}", index + 1, item.id);
-            match session.add_items(vec![item]) {
-                Ok(ids) if !ids.is_empty() => {
-                    let _ = events.send(ReviewEventKind::Items {
-                        origin: ItemOrigin::Reviewer,
-                        ids,
-                    });
-                }
-                Ok(_) => {}
-                Err(e) => warn(format!("reviewer {}: an item was not kept: {e}", index + 1)),
-            }
+            batch.borrow_mut().push(item);
         }
         Line::State(_) => warn(format!(
             "reviewer {}: a state line was ignored (only the source says it)",
@@ -78,6 +71,37 @@ pub(crate) fn review_once(
             }
         }
     });
+    // Once the pending queue is full, a reviewer's further items are dropped unread (a
+    // flood costs no more state writes).
+    let mut full_seen = false;
+    let mut flush = |items: Vec<ReviewItem>| {
+        if full_seen {
+            return;
+        }
+        match session.add_items(items) {
+            Ok((ids, full)) => {
+                if full > 0 {
+                    full_seen = true;
+                    warn(format!(
+                        "reviewer {}: the pending queue is full; its further items are dropped",
+                        index + 1
+                    ));
+                }
+                if !ids.is_empty() {
+                    let _ = events.send(ReviewEventKind::Items {
+                        origin: ItemOrigin::Reviewer,
+                        ids,
+                    });
+                }
+            }
+            Err(e) => warn(format!("reviewer {}: items were not kept: {e}", index + 1)),
+        }
+    };
+    let mut sink = ReviewerSink {
+        parser,
+        batch: &batch,
+        flush: &mut flush,
+    };
     let mut probe = MarkerProbe(complete.clone());
     let launched = in_session(
         session,
@@ -132,6 +156,40 @@ pub(crate) fn review_once(
                 completion: ReviewerCompletion::Crashed,
             });
         }
+    }
+}
+
+/// A reviewer's output: lines parsed as they come; the items of each chunk of output go to
+/// the pending queue together (one state write per chunk, not per line).
+struct ReviewerSink<'a, F: FnMut(Line)> {
+    parser: LineSink<F>,
+    batch: &'a RefCell<Vec<ReviewItem>>,
+    flush: &'a mut dyn FnMut(Vec<ReviewItem>),
+}
+
+impl<F: FnMut(Line)> ReviewerSink<'_, F> {
+    fn send(&mut self) {
+        let items = std::mem::take(&mut *self.batch.borrow_mut());
+        if !items.is_empty() {
+            (self.flush)(items);
+        }
+    }
+
+    /// Takes a last line without a newline, and sends what is left.
+    fn finish(self) {
+        let parser = self.parser;
+        parser.finish();
+        let items = std::mem::take(&mut *self.batch.borrow_mut());
+        if !items.is_empty() {
+            (self.flush)(items);
+        }
+    }
+}
+
+impl<F: FnMut(Line)> OutputSink for ReviewerSink<'_, F> {
+    fn write(&mut self, stream: Stream, bytes: &[u8]) {
+        self.parser.write(stream, bytes);
+        self.send();
     }
 }
 

@@ -753,3 +753,57 @@ fn watch_source_secrets_are_redacted_from_items() {
             .unwrap();
     assert!(!state.contains(secret));
 }
+
+/// A source flooding the watcher fills the pending queue up to its bound (the rest waits for
+/// a later poll, with a warning); a reviewer flooding it is cut off the same way.
+#[test]
+fn watch_floods_are_bounded_by_the_pending_queue() {
+    if !support::sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let flood = |prefix: &str| {
+        format!(
+            r#"i=0; while [ $i -lt 1200 ]; do printf '{{"id":"{prefix}%d","body":"b"}}\n' $i; i=$((i+1)); done"#
+        )
+    };
+    let watch = |id: &str, extra: &[&str]| {
+        let mut args = vec![
+            "session",
+            "watch",
+            id,
+            "--fixer",
+            "true",
+            "--max-rounds",
+            "0",
+            "--json-events",
+        ];
+        args.extend_from_slice(extra);
+        let out = f.cordon(&args);
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let source = flood("f");
+    let id = f.create();
+    let events = watch(&id, &["--source", &source]);
+    assert!(
+        events.contains("the pending queue is full (1000 items): 200 new item(s)"),
+        "{events}"
+    );
+    let pending = f.show(&id)["review"]["pending"].clone();
+    assert_eq!(
+        pending.as_array().unwrap().len(),
+        cordon_session::MAX_PENDING
+    );
+    assert_eq!(pending[999]["id"], "f999");
+    let reviewer = flood("r");
+    let id = f.create();
+    let events = watch(&id, &["--source", "true", "--reviewer", &reviewer]);
+    assert!(events.contains("its further items are dropped"), "{events}");
+    let pending = f.show(&id)["review"]["pending"].clone();
+    assert_eq!(
+        pending.as_array().unwrap().len(),
+        cordon_session::MAX_PENDING
+    );
+    assert_eq!(pending[999]["id"], "reviewer-1:r999");
+}
