@@ -64,6 +64,21 @@ impl Session {
     /// (`on_timeout` runs, the session is removed). Reviewers and the fixer run sandboxed
     /// with `agents`; `on_event` sees every event as it happens. One watcher per session:
     /// a live one makes a second fail with [`SessionErrorKind::WatcherBusy`].
+    ///
+    /// ```no_run
+    /// use cordon_runner::SandboxOptions;
+    /// use cordon_session::{Sessions, WatchSettings};
+    ///
+    /// # fn main() -> Result<(), cordon_session::SessionError> {
+    /// let session = Sessions::from_env()?.open_str("abcd2345")?;
+    /// let mut settings = WatchSettings::new("./comments.sh", "./fix.sh", "/path/to/project");
+    /// settings.reviewers.push("./ai-review.sh".to_owned());
+    /// let end = session.watch(settings, SandboxOptions::default(), &mut |event| {
+    ///     println!("{}", serde_json::to_string(event).unwrap_or_default());
+    /// })?;
+    /// std::process::exit(end.exit_code().into());
+    /// # }
+    /// ```
     pub fn watch(
         &self,
         settings: WatchSettings,
