@@ -133,6 +133,10 @@ pub struct ReviewState {
     /// The finished rounds, oldest first.
     #[serde(default)]
     pub history: Vec<ReviewRound>,
+    /// The reviewers' runs (in the run history) since the last round; the next round takes
+    /// them.
+    #[serde(default)]
+    pub reviewer_runs: Vec<String>,
     /// Whether the reviewers run before the next round (at the start, and after each round).
     #[serde(default)]
     pub reviews_due: bool,
@@ -202,6 +206,9 @@ pub struct ReviewRound {
     pub handled: Vec<String>,
     /// The items dropped after their last try.
     pub dropped: Vec<String>,
+    /// The reviewers' runs (in the run history) whose items led to this round.
+    #[serde(default)]
+    pub reviewer_run_ids: Vec<String>,
 }
 
 /// The process that watches a session.

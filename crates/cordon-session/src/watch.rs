@@ -474,6 +474,7 @@ impl Watcher<'_> {
             })
             .collect();
         let session = self.session;
+        let mut run_ids = Vec::new();
         let repo = self.repo.clone();
         let record = self.settings.record;
         std::thread::scope(|scope| {
@@ -490,9 +491,15 @@ impl Watcher<'_> {
                 self.emit(event);
             }
             for handle in handles {
-                let _ = handle.join();
+                if let Ok(Some(run_id)) = handle.join() {
+                    run_ids.push(run_id);
+                }
             }
         });
+        if !run_ids.is_empty() {
+            self.session
+                .update_review(|r, _| r.reviewer_runs.extend(run_ids))?;
+        }
         Ok(())
     }
 
@@ -515,6 +522,7 @@ impl Watcher<'_> {
                     exit_code: None,
                     handled: Vec::new(),
                     dropped: Vec::new(),
+                    reviewer_run_ids: std::mem::take(&mut review.reviewer_runs),
                 };
                 review.current_round = Some(round.clone());
                 current = Some(round);

@@ -30,7 +30,8 @@ pub(crate) struct Launched {
     pub(crate) run_id: Option<String>,
 }
 
-/// One reviewer's review: its items go to the pending queue as it prints them.
+/// One reviewer's review: its items go to the pending queue as it prints them. Returns its
+/// run id in the run history, when recorded.
 pub(crate) fn review_once(
     session: &Session,
     repo: &Path,
@@ -39,7 +40,7 @@ pub(crate) fn review_once(
     command: &str,
     request: RunRequest,
     events: &std::sync::mpsc::Sender<ReviewEventKind>,
-) {
+) -> Option<String> {
     let complete = Arc::new(AtomicBool::new(false));
     let marker = complete.clone();
     let warn = |message: String| {
@@ -142,10 +143,11 @@ pub(crate) fn review_once(
             }
             let _ = events.send(ReviewEventKind::Reviewer {
                 command: command.to_owned(),
-                run_id: l.run_id,
+                run_id: l.run_id.clone(),
                 exit_code,
                 completion,
             });
+            l.run_id
         }
         Err(e) => {
             warn(format!("reviewer {} could not run: {e}", index + 1));
@@ -155,6 +157,7 @@ pub(crate) fn review_once(
                 exit_code: 125,
                 completion: ReviewerCompletion::Crashed,
             });
+            None
         }
     }
 }

@@ -348,6 +348,20 @@ fn watch_items_flow_to_the_fixer_exactly_once_until_merged() {
     let runs = rec["runs"].as_array().unwrap();
     assert!(runs.iter().all(|r| r["run_id"].is_string()), "{runs:#?}");
     assert!(runs.iter().any(|r| r["read_only"] == true));
+    // Each round names its reviewers' and its fixer's runs; polls name theirs in the events.
+    let first = &rec["review"]["history"][0];
+    let reviewer_runs = ids(&first["reviewer_run_ids"]);
+    assert_eq!(reviewer_runs.len(), 1, "{first}");
+    let logs = |run: &str| String::from_utf8(f.ok(&["runs", "logs", run]).stdout).unwrap();
+    assert!(logs(&reviewer_runs[0]).contains("nit: spacing"));
+    let fixer_run = first["fixer_run_id"].as_str().unwrap();
+    assert!(
+        f.ok(&["runs", "show", fixer_run, "--json"])
+            .status
+            .success()
+    );
+    let poll = w.kinds("poll")[0]["run_id"].as_str().unwrap().to_owned();
+    assert!(logs(&poll).contains("rename foo"));
 }
 
 /// `kill -9` of the watcher in the middle of a round and in the middle of a poll; the same

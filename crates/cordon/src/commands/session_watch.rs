@@ -303,9 +303,14 @@ pub(crate) fn show_rounds(rec: &cordon_session::SessionRecord) {
     );
     for round in review.history.iter().chain(&review.current_round) {
         println!(
-            "  round {}  {}  fixer {}  exit {}  items {}  handled {}  dropped {}",
+            "  round {}  {}  reviewers {}  fixer {}  exit {}  items {}  handled {}  dropped {}",
             round.number,
             round.started_at,
+            if round.reviewer_run_ids.is_empty() {
+                "-".to_owned()
+            } else {
+                round.reviewer_run_ids.join(",")
+            },
             round.fixer_run_id.as_deref().unwrap_or("-"),
             round.exit_code.map_or("?".to_owned(), |c| c.to_string()),
             round.items.join(","),
