@@ -821,3 +821,55 @@ fn watch_floods_are_bounded_by_the_pending_queue() {
     );
     assert_eq!(pending[999]["id"], "reviewer-1:r999");
 }
+
+/// A reviewer's items reach the state while it still runs: `kill -9` of the watcher during
+/// the review loses none of them, and the resumed watch (which reviews again) takes each once.
+#[test]
+fn watch_killed_during_a_review_keeps_what_the_reviewer_posted() {
+    if !support::sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let id = f.create();
+    let reviewer =
+        r#"echo '{"id":"r1","body":"one"}'; echo '{"id":"r2","body":"two"}'; exec sleep 1000"#;
+    let source = f.source();
+    let fixer = f.fixer();
+    let args = [
+        "--source",
+        &source,
+        "--fixer",
+        &fixer,
+        "--reviewer",
+        reviewer,
+        "--reviewer-timeout",
+        "2s",
+        "--backoff-min",
+        "50ms",
+    ];
+    let mut w = f.watch(&id, &args);
+    let items = w.next("items");
+    assert_eq!(
+        ids(&items["event"]["ids"]),
+        ["reviewer-1:r1", "reviewer-1:r2"]
+    );
+    w.kill9();
+    let rec = f.show(&id);
+    assert_eq!(rec["review"]["phase"], "reviewing");
+    assert_eq!(rec["review"]["pending"].as_array().unwrap().len(), 2);
+    let mut w = f.spawn(&["session", "resume", &id, "--json-events"]);
+    assert_eq!(w.next("started")["event"]["resumed"], true);
+    let round = w.next("round_started");
+    assert_eq!(
+        ids(&round["event"]["items"]),
+        ["reviewer-1:r1", "reviewer-1:r2"]
+    );
+    assert!(w.kinds("items").is_empty(), "taken again: {:#?}", w.seen);
+    w.next("round_finished");
+    assert_eq!(
+        lines_of(&f.tree(&id).join("fixed.log")),
+        ["reviewer-1:r1", "reviewer-1:r2"]
+    );
+    std::fs::write(f.at("merge"), "").unwrap();
+    assert_eq!(w.finish(), 0);
+}
