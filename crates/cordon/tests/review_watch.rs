@@ -124,8 +124,14 @@ impl Fixture {
     }
 
     fn spawn(&self, args: &[&str]) -> Watcher {
+        self.spawn_in(self.repo.path(), args)
+    }
+
+    /// Starts `cordon ARGS` in `dir`, following its events.
+    fn spawn_in(&self, dir: &Path, args: &[&str]) -> Watcher {
         let mut child = self
             .command(args)
+            .current_dir(dir)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -381,11 +387,16 @@ fn watch_a_watcher_killed_mid_round_and_mid_poll_resumes_without_loss_or_repeat(
         "if [ ! -f .hung ]; then touch .hung; echo started > .started; exec sleep 1000; fi; {}",
         f.fixer()
     );
-    // The source blocks while `block` exists, saying so in `blocked`.
-    let source = format!(
-        "if [ -f {d}/block ]; then echo $$ > {d}/blocked.tmp; mv {d}/blocked.tmp {d}/blocked; exec sleep 1000; fi; {}",
-        f.source()
+    // The source blocks while `block` exists, saying so in `blocked`. It is named relative
+    // to where the watch starts (resume goes back there).
+    f.repo.write(
+        "poll.sh",
+        &format!(
+            "if [ -f {d}/block ]; then echo $$ > {d}/blocked.tmp; mv {d}/blocked.tmp {d}/blocked; exec sleep 1000; fi; {}",
+            f.source()
+        ),
     );
+    let source = "sh ./poll.sh".to_owned();
     let args = [
         "--source",
         &source,
@@ -434,7 +445,7 @@ fn watch_a_watcher_killed_mid_round_and_mid_poll_resumes_without_loss_or_repeat(
     support::signal(blocked, libc::SIGKILL);
     std::fs::remove_file(f.at("block")).unwrap();
     f.add_items(&[item("a3", "three")]);
-    let mut w = f.spawn(&["session", "resume", &id, "--json-events"]);
+    let mut w = f.spawn_in(Path::new("/"), &["session", "resume", &id, "--json-events"]);
     let round = w.next("round_started");
     assert_eq!(ids(&round["event"]["items"]), ["a3"]);
     w.next("round_finished");
@@ -848,11 +859,11 @@ fn watch_killed_during_a_review_keeps_what_the_reviewer_posted() {
         "50ms",
     ];
     let mut w = f.watch(&id, &args);
-    let items = w.next("items");
-    assert_eq!(
-        ids(&items["event"]["ids"]),
-        ["reviewer-1:r1", "reviewer-1:r2"]
-    );
+    // Each item is in the state as soon as an `items` event names it.
+    w.next("items");
+    support::wait_until("both items pending", HANG, || {
+        f.show(&id)["review"]["pending"].as_array().unwrap().len() == 2
+    });
     w.kill9();
     let rec = f.show(&id);
     assert_eq!(rec["review"]["phase"], "reviewing");

@@ -137,7 +137,8 @@ pub(crate) fn watch(
     Ok(ExitCode::from(reason.exit_code()))
 }
 
-/// `cordon session resume ID`: the watch recorded in the session, run again.
+/// `cordon session resume ID`: the watch recorded in the session, run again (in the
+/// directory it was started in).
 pub(crate) fn resume(
     sessions: &Sessions,
     id: &str,
@@ -151,9 +152,9 @@ pub(crate) fn resume(
         .review
         .settings
         .as_ref()
-        .map(|s| s.cli_args.clone())
-        .filter(|a| !a.is_empty());
-    let Some(mut options) = recorded else {
+        .map(|s| (s.cli_args.clone(), s.cwd.clone()))
+        .filter(|(a, _)| !a.is_empty());
+    let Some((mut options, cwd)) = recorded else {
         return Err(CliError::msg(
             USAGE,
             format_args!("session {id} has no recorded `cordon session watch` to resume"),
@@ -163,6 +164,13 @@ pub(crate) fn resume(
     if json_events && !options.iter().any(|o| o == "--json-events") {
         options.push("--json-events".to_owned());
     }
+    // The recorded options may name paths relative to where the watch was started.
+    std::env::set_current_dir(&cwd).map_err(|e| {
+        CliError::new(USAGE, e).context(format!(
+            "the watch was started in {}, which cannot be entered",
+            cwd.display()
+        ))
+    })?;
     let mut argv = vec![
         "cordon".to_owned(),
         "session".to_owned(),
@@ -182,7 +190,9 @@ pub(crate) fn resume(
 
 /// The options after `cordon … session watch` in this process's command line.
 pub(crate) fn own_watch_args() -> Vec<String> {
-    let argv: Vec<String> = std::env::args().collect();
+    let argv: Vec<String> = std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
     argv.windows(2)
         .position(|w| w[0] == "session" && w[1] == "watch")
         .map(|at| argv[at + 2..].to_vec())
