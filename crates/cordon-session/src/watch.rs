@@ -277,7 +277,8 @@ impl Watcher<'_> {
 
     /// Sleeps `delay`, or until a poke (or the session's end).
     fn wait(&mut self, delay: Duration) -> Result<(), SessionError> {
-        let deadline = Instant::now() + delay;
+        // A delay past what the clock can count is a wait that only a poke or the end stops.
+        let deadline = Instant::now().checked_add(delay);
         loop {
             let rec = self.session.record()?;
             if rec.review.pokes != self.pokes {
@@ -286,10 +287,11 @@ impl Watcher<'_> {
                 return Ok(());
             }
             let now = Instant::now();
-            if now >= deadline || rec.state != SessionStatus::Active {
+            let left = deadline.map_or(POKE_CHECK, |d| d.saturating_duration_since(now));
+            if left.is_zero() || rec.state != SessionStatus::Active {
                 return Ok(());
             }
-            std::thread::sleep(POKE_CHECK.min(deadline - now));
+            std::thread::sleep(POKE_CHECK.min(left));
         }
     }
 
