@@ -446,6 +446,7 @@ impl Watcher<'_> {
     fn agent_request(&self, command: &str, round: u32, timeout_ms: u64) -> RunRequest {
         let mut request = RunRequest::new(["/bin/sh", "-c", command], "");
         request.isolation = Isolation::Sandboxed(self.agents.clone());
+        request.secrets = self.settings.agent_secrets.clone();
         request.bounds = Bounds {
             timeout: Duration::from_millis(timeout_ms),
             ..Bounds::default()

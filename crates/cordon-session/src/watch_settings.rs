@@ -33,6 +33,10 @@ pub struct WatchSettings {
     /// Variables of cordon's environment passed to the source and `on_timeout` as secrets
     /// (redacted wherever output goes).
     pub secrets: Vec<String>,
+    /// Variables of cordon's environment passed to the reviewers and the fixer (in their
+    /// sandbox) as secrets, e.g. an agent's API key; redacted from their output.
+    #[serde(default)]
+    pub agent_secrets: Vec<String>,
     /// The source's (and `on_timeout`'s) time limit, in milliseconds.
     pub source_timeout_ms: u64,
     /// A reviewer's time limit, in milliseconds (then its review is complete, with a
@@ -67,6 +71,7 @@ impl WatchSettings {
             idle_timeout_ms: 24 * 3600 * 1000,
             on_timeout: None,
             secrets: Vec::new(),
+            agent_secrets: Vec::new(),
             source_timeout_ms: 300_000,
             reviewer_timeout_ms: 3_600_000,
             fixer_timeout_ms: 3_600_000,

@@ -129,30 +129,35 @@ impl Fixture {
 
     /// Starts `cordon ARGS` in `dir`, following its events.
     fn spawn_in(&self, dir: &Path, args: &[&str]) -> Watcher {
-        let mut child = self
-            .command(args)
-            .current_dir(dir)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                let event: Value = serde_json::from_str(&line)
-                    .unwrap_or_else(|e| panic!("not an event ({e}): {line}"));
-                if tx.send(event).is_err() {
-                    break;
-                }
+        let mut command = self.command(args);
+        command.current_dir(dir);
+        follow(command)
+    }
+}
+
+/// Starts `command`, following the events it prints.
+fn follow(mut command: Command) -> Watcher {
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            let event: Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("not an event ({e}): {line}"));
+            if tx.send(event).is_err() {
+                break;
             }
-        });
-        Watcher {
-            child,
-            events: rx,
-            seen: Vec::new(),
         }
+    });
+    Watcher {
+        child,
+        events: rx,
+        seen: Vec::new(),
     }
 }
 
@@ -881,6 +886,44 @@ fn watch_killed_during_a_review_keeps_what_the_reviewer_posted() {
         lines_of(&f.tree(&id).join("fixed.log")),
         ["reviewer-1:r1", "reviewer-1:r2"]
     );
+    std::fs::write(f.at("merge"), "").unwrap();
+    assert_eq!(w.finish(), 0);
+}
+
+/// `--agent-secret` gives the fixer (in its sandbox) a variable of cordon's environment,
+/// redacted from its recorded output.
+#[test]
+fn watch_agent_secrets_reach_the_fixer_redacted() {
+    if !support::sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let id = f.create();
+    f.add_items(&[item("k1", "use the key")]);
+    let secret = "agent-api-key-0815-abcdef";
+    let source = f.source();
+    let fixer = format!("test \"$AGENT_KEY\" = {secret} || exit 7; echo \"key: $AGENT_KEY\"");
+    let mut command = f.command(&[
+        "session",
+        "watch",
+        &id,
+        "--source",
+        &source,
+        "--fixer",
+        &fixer,
+        "--agent-secret",
+        "AGENT_KEY",
+        "--backoff-min",
+        "50ms",
+        "--json-events",
+    ]);
+    command.env("AGENT_KEY", secret);
+    let mut w = follow(command);
+    let finished = w.next("round_finished");
+    assert_eq!(finished["event"]["exit_code"], 0, "{finished}");
+    let run = finished["event"]["run_id"].as_str().unwrap().to_owned();
+    let logs = String::from_utf8(f.ok(&["runs", "logs", &run]).stdout).unwrap();
+    assert!(logs.contains("key: ") && !logs.contains(secret), "{logs}");
     std::fs::write(f.at("merge"), "").unwrap();
     assert_eq!(w.finish(), 0);
 }

@@ -56,6 +56,10 @@ pub struct WatchArgs {
     /// secret (redacted everywhere; repeatable).
     #[arg(long = "secret", value_name = "NAME")]
     pub secrets: Vec<String>,
+    /// Pass the variable NAME of cordon's environment to the reviewers and the fixer (e.g.
+    /// their model's API key), as a secret (redacted everywhere; repeatable).
+    #[arg(long = "agent-secret", value_name = "NAME")]
+    pub agent_secrets: Vec<String>,
     /// The source's (and --on-timeout's) time limit.
     #[arg(long, value_name = "DUR", default_value = "5m", value_parser = parse_duration)]
     pub source_timeout: Duration,
@@ -112,6 +116,7 @@ pub(crate) fn watch(
         idle_timeout_ms: ms(args.idle_timeout),
         on_timeout: args.on_timeout,
         secrets: args.secrets,
+        agent_secrets: args.agent_secrets,
         source_timeout_ms: ms(args.source_timeout),
         reviewer_timeout_ms: ms(args.reviewer_timeout),
         fixer_timeout_ms: ms(args.fixer_timeout),
