@@ -72,6 +72,15 @@ pub enum SessionErrorKind {
         /// The process holding the writer lock, as recorded.
         pid: u32,
     },
+    /// Another review watcher watches the session.
+    #[error("another review watcher watches the session (pid {pid})")]
+    WatcherBusy {
+        /// The watcher, as recorded.
+        pid: u32,
+    },
+    /// A run could not be recorded in the run history.
+    #[error(transparent)]
+    Record(Box<cordon_runner::RecordError>),
     /// A bounded wait for the session's writer ran out.
     #[error("a writer still runs in the session after waiting {waited:?}")]
     WaitTimedOut {
@@ -174,6 +183,7 @@ impl SessionError {
                 SessionErrorClass::Usage
             }
             K::WriterBusy { .. }
+            | K::WatcherBusy { .. }
             | K::Diverged { .. }
             | K::CheckedOutElsewhere { .. }
             | K::DirtyCheckout { .. }
@@ -186,6 +196,7 @@ impl SessionError {
             K::HomeUnknown(_)
             | K::Git(_)
             | K::Run(_)
+            | K::Record(_)
             | K::SandboxedGit { .. }
             | K::State(_)
             | K::Io(_) => SessionErrorClass::Infra,
@@ -213,6 +224,10 @@ impl SessionError {
                 Some("commit or stash your changes, then pull again".to_owned())
             }
             K::NotABranch(_) => Some("pass --ref BRANCH".to_owned()),
+            K::WatcherBusy { .. } => Some(
+                "one watcher per session: `cordon session poke ID` wakes the one that runs".to_owned(),
+            ),
+            K::Record(e) => Some(e.hint()),
             K::Run(e) => e.hint(),
             _ => None,
         }

@@ -7,6 +7,7 @@
 //!   state.lock     flock around every read-modify-write of the record
 //!   writer.lock    flock held by the one writer (an exec without --read-only, a push import,
 //!                  a pull's export); released by the kernel when its holder dies
+//!   watcher.lock   flock held by the one review watcher (`session watch`)
 //!   tree/          the session's own repository (work tree + .git), the sandbox's workspace
 //!   transfer-*/    cordon's scratch for one bundle on its way in or out; removed after use
 //! ```
@@ -47,6 +48,10 @@ impl Layout {
 
     pub(crate) fn writer_lock(&self, id: &SessionId) -> PathBuf {
         self.dir(id).join("writer.lock")
+    }
+
+    pub(crate) fn watcher_lock(&self, id: &SessionId) -> PathBuf {
+        self.dir(id).join("watcher.lock")
     }
 
     pub(crate) fn tree(&self, id: &SessionId) -> PathBuf {

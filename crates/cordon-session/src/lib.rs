@@ -10,7 +10,10 @@
 //! - [`Session`] is one of them: [`push`](Session::push) new host commits in,
 //!   [`exec`](Session::exec) a program (or [`begin_exec`](Session::begin_exec) for callers
 //!   that run it themselves through `cordon_runner`) writable or [`Access::ReadOnly`],
-//!   [`pull`](Session::pull) its branch back as a fast-forward, [`remove`](Session::remove).
+//!   [`pull`](Session::pull) its branch back as a fast-forward, [`remove`](Session::remove),
+//!   [`watch`](Session::watch) it: review comments fed to a fixer in rounds until the change
+//!   is merged or closed ([`WatchSettings`], [`ReviewEvent`]), [`poke`](Session::poke) the
+//!   watcher.
 //! - [`SessionRecord`] (`cordon.session/v1`) is its state file,
 //!   `$CORDON_HOME/sessions/<id>/state.json`: written atomically (temp file, fsync, rename)
 //!   under a lock, so `kill -9` at any moment leaves the old state or the new one. One
@@ -42,6 +45,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod backoff;
 mod error;
 mod exec;
 mod gc;
@@ -52,20 +56,35 @@ mod pull;
 mod push;
 mod record;
 mod reports;
+mod review_items;
 mod sandboxed;
 mod sessions;
+mod watch;
+mod watch_events;
+mod watch_runs;
+mod watch_settings;
 
+pub use backoff::Backoff;
 pub use error::{SessionError, SessionErrorClass, SessionErrorKind};
 pub use exec::{Access, ExecLease};
 pub use id::SessionId;
 pub use pull::{DEFAULT_PULL_WAIT, PullRequest, import_into_host};
 pub use push::PushRequest;
 pub use record::{
-    DEFAULT_IDLE_TIMEOUT_S, EndReason, ReviewPhase, ReviewState, SessionRecord, SessionRecordTag,
-    SessionRun, SessionStatus, WriterActivity, WriterInfo,
+    DEFAULT_IDLE_TIMEOUT_S, EndReason, ItemOrigin, MAX_ITEM_TRIES, ReviewItem, ReviewPhase,
+    ReviewRound, ReviewState, SessionRecord, SessionRecordTag, SessionRun, SessionStatus,
+    WatcherInfo, WriterActivity, WriterInfo,
 };
 pub use reports::{
     PullOutcome, PullReport, PullReportTag, PushReport, PushReportTag, SessionGcEntry,
     SessionGcFailure, SessionGcReport, SessionList, SessionListTag,
 };
+pub use review_items::{
+    MAX_BODY_BYTES, MAX_ID_BYTES, MAX_LINE_BYTES, REVIEW_COMPLETE, SourceState,
+};
 pub use sessions::{CreateRequest, DEFAULT_MAX_BUNDLE_BYTES, Session, Sessions, check_bundle_file};
+pub use watch::MAX_PENDING;
+pub use watch_events::{
+    ReviewEvent, ReviewEventKind, ReviewEventTag, ReviewerCompletion, WatchEndReason,
+};
+pub use watch_settings::WatchSettings;

@@ -109,18 +109,117 @@ pub struct SessionRun {
     pub exit_code: Option<u8>,
 }
 
-/// What the review watcher keeps between rounds (issue 12). Sessions without a watcher
-/// keep the defaults.
+/// What the review watcher keeps between rounds (issue 12): everything it needs to continue
+/// where it stopped after a crash. Sessions without a watcher keep the defaults.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ReviewState {
     /// The watcher's phase (`idle` when none ever ran).
     pub phase: ReviewPhase,
-    /// Review items waiting for the fixer, by id.
-    pub pending: Vec<String>,
+    /// Review items waiting for the fixer, oldest first.
+    #[serde(default)]
+    pub pending: Vec<ReviewItem>,
     /// Review items the fixer handled, by id.
+    #[serde(default)]
     pub handled: Vec<String>,
-    /// The current polling interval, in milliseconds, when the watcher backs off.
+    /// Review items dropped after [`MAX_ITEM_TRIES`] failed fixer runs, by id.
+    #[serde(default)]
+    pub failed: Vec<String>,
+    /// The last polling interval, in milliseconds (`None`: the next wait is the minimum).
     pub backoff_ms: Option<u64>,
+    /// The round that runs (or ran when the watcher died: it is run again with the same
+    /// items).
+    #[serde(default)]
+    pub current_round: Option<ReviewRound>,
+    /// The finished rounds, oldest first.
+    #[serde(default)]
+    pub history: Vec<ReviewRound>,
+    /// The reviewers' runs (in the run history) since the last round; the next round takes
+    /// them.
+    #[serde(default)]
+    pub reviewer_runs: Vec<String>,
+    /// Whether the reviewers run before the next round (at the start, and after each round).
+    #[serde(default)]
+    pub reviews_due: bool,
+    /// When something last happened for the review: a new item or a round (RFC 3339, UTC).
+    #[serde(default)]
+    pub last_progress: Option<String>,
+    /// How many times `cordon session poke` asked the watcher to poll at once.
+    #[serde(default)]
+    pub pokes: u64,
+    /// The watcher process, as last recorded (alive only while it holds the watcher lock).
+    #[serde(default)]
+    pub watcher: Option<WatcherInfo>,
+    /// The watcher's settings, for `cordon session resume`.
+    #[serde(default)]
+    pub settings: Option<crate::watch_settings::WatchSettings>,
+}
+
+/// How many fixer runs may fail on one item before it is dropped (reported as failed).
+pub const MAX_ITEM_TRIES: u32 = 3;
+
+/// One review comment for the fixer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ReviewItem {
+    /// Its id at its origin (unique: an id seen once is never taken again).
+    pub id: String,
+    /// The comment (redacted; cut at 256 KiB).
+    pub body: String,
+    /// Who wrote it, when known.
+    pub author: Option<String>,
+    /// Where it is, when known.
+    pub url: Option<String>,
+    /// Where it came from.
+    pub origin: ItemOrigin,
+    /// Fixer runs that failed with it so far.
+    #[serde(default)]
+    pub tries: u32,
+}
+
+/// Where a review item came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ItemOrigin {
+    /// The `--source` command.
+    Source,
+    /// A `--reviewer` run in the session.
+    Reviewer,
+    /// `cordon session poke --comment`.
+    Poke,
+}
+
+/// One round: the fixer run on the pending items.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ReviewRound {
+    /// Its number (1 for the first).
+    pub number: u32,
+    /// The ids of the items given to the fixer.
+    pub items: Vec<String>,
+    /// When it started (RFC 3339, UTC).
+    pub started_at: String,
+    /// When it finished.
+    pub finished_at: Option<String>,
+    /// The fixer's run in the run history.
+    pub fixer_run_id: Option<String>,
+    /// The fixer's exit code.
+    pub exit_code: Option<u8>,
+    /// The items handled (the fixer exited 0).
+    pub handled: Vec<String>,
+    /// The items dropped after their last try.
+    pub dropped: Vec<String>,
+    /// The reviewers' runs (in the run history) whose items led to this round.
+    #[serde(default)]
+    pub reviewer_run_ids: Vec<String>,
+}
+
+/// The process that watches a session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct WatcherInfo {
+    /// Its pid.
+    pub pid: u32,
+    /// Its start time, against pid reuse.
+    pub start_time: Option<u64>,
+    /// Since when it watches (RFC 3339, UTC).
+    pub since: String,
 }
 
 /// Where the review watcher is.
@@ -132,8 +231,12 @@ pub enum ReviewPhase {
     Idle,
     /// Polling the source for items.
     Polling,
-    /// Running a round (reviewers, then the fixer).
+    /// Running the reviewers.
+    Reviewing,
+    /// Running a round (the fixer).
     Round,
+    /// The watcher ended (merged, closed, round limit, idle timeout).
+    Done,
 }
 
 /// The state of one session (`$CORDON_HOME/sessions/<id>/state.json`), printed by

@@ -130,13 +130,13 @@ fn create_exec_review_pull_through_the_library() {
     session
         .update_review(|review, rounds| {
             review.phase = ReviewPhase::Round;
-            review.pending = vec!["c-1".into(), "c-2".into()];
+            review.handled = vec!["c-1".into(), "c-2".into()];
             *rounds += 1;
         })
         .unwrap();
     let rec = session.record().unwrap();
     assert_eq!((rec.review.phase, rec.rounds), (ReviewPhase::Round, 1));
-    assert_eq!(rec.review.pending, ["c-1", "c-2"]);
+    assert_eq!(rec.review.handled, ["c-1", "c-2"]);
 
     let ended = session.remove(Duration::from_secs(5)).unwrap();
     assert_eq!(ended.state, SessionStatus::Ended);

@@ -186,6 +186,8 @@ pub enum SchemaDocument {
     SessionPush,
     /// cordon.session-pull/v1, printed by `cordon session pull --json`.
     SessionPull,
+    /// cordon.review-event/v1, printed by `cordon session watch --json-events`, one a line.
+    ReviewEvent,
     /// cordon.verify-error/v1, printed by `cordon verify --json` when no verdict was reached.
     VerifyError,
 }

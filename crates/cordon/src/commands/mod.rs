@@ -5,6 +5,7 @@ mod run;
 pub(crate) mod runs;
 mod schema;
 pub(crate) mod session;
+mod session_watch;
 pub(crate) mod verify;
 pub(crate) mod workspace;
 

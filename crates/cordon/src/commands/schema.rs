@@ -36,6 +36,7 @@ pub(crate) fn run(args: &SchemaArgs) -> Result<ExitCode, crate::exit::CliError> 
         SchemaDocument::SessionList => cordon_types::schema_json::<cordon_session::SessionList>(),
         SchemaDocument::SessionPush => cordon_types::schema_json::<cordon_session::PushReport>(),
         SchemaDocument::SessionPull => cordon_types::schema_json::<cordon_session::PullReport>(),
+        SchemaDocument::ReviewEvent => cordon_types::schema_json::<cordon_session::ReviewEvent>(),
         SchemaDocument::VerifyError => cordon_types::schema_json::<crate::documents::VerifyError>(),
     };
     std::io::stdout().lock().write_all(text.as_bytes())?;

@@ -4,7 +4,7 @@
 //! already up to date for `pull`), 1 refused (diverged, a writer in the session, a hostile
 //! bundle; nothing changed), 2 usage (bad id, bad branch, ended session), 3 infrastructure,
 //! 124 a `--wait` ran out. `exec` exits like `cordon run` (the program's own code; 125 when
-//! cordon could not run it).
+//! cordon could not run it). `watch`, `resume` and `poke`: see `session_watch`.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -145,6 +145,32 @@ pub enum SessionCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Watch the session's review: poll a source for review comments (with backoff),
+    /// run reviewers read-only and a fixer writable in rounds, until the change is merged
+    /// or closed (session removed, exit 0), --max-rounds is reached (exit 1, session kept)
+    /// or nothing happens for --idle-timeout (--on-timeout runs, session removed, exit 0).
+    /// Survives its own crash: run it again, or `cordon session resume ID`.
+    Watch(Box<super::session_watch::WatchArgs>),
+    /// Run the watch recorded in the session again (after its watcher died).
+    Resume {
+        /// The session id.
+        id: String,
+        /// Print one JSON line per event (cordon.review-event/v1) on stdout.
+        #[arg(long)]
+        json_events: bool,
+    },
+    /// Make the session's watcher poll at once and reset its backoff; with --comment, add a
+    /// review item (it waits in the session's state when no watcher runs).
+    Poke {
+        /// The session id.
+        id: String,
+        /// A comment for the fixer.
+        #[arg(long, value_name = "TEXT")]
+        comment: Option<String>,
+        /// Print {session, item, watcher_pid} as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Show one session.
     Show {
         /// The session id.
@@ -203,7 +229,7 @@ fn print_json<T: Serialize>(value: &T) -> Result<(), CliError> {
 }
 
 /// Maps a session error to its exit code, with its hint.
-fn fail(error: SessionError) -> CliError {
+pub(super) fn fail(error: SessionError) -> CliError {
     let code = match error.class() {
         SessionErrorClass::Refused => FAILED,
         SessionErrorClass::Usage => USAGE,
@@ -294,6 +320,15 @@ pub(crate) fn run(args: SessionArgs) -> Result<ExitCode, CliError> {
             },
         ),
         SessionCommand::Exec(args) => exec(&sessions, *args),
+        SessionCommand::Watch(args) => {
+            super::session_watch::watch(&sessions, *args, super::session_watch::own_watch_args())
+        }
+        SessionCommand::Resume { id, json_events } => {
+            super::session_watch::resume(&sessions, &id, json_events)
+        }
+        SessionCommand::Poke { id, comment, json } => {
+            super::session_watch::poke(&sessions, &id, comment.as_deref(), json)
+        }
         SessionCommand::Pull {
             id,
             repo,
@@ -372,6 +407,7 @@ pub(crate) fn run(args: SessionArgs) -> Result<ExitCode, CliError> {
                         run.command.join(" ")
                     );
                 }
+                super::session_watch::show_rounds(&rec);
             }
             Ok(ExitCode::SUCCESS)
         }
