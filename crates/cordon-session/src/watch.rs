@@ -439,7 +439,15 @@ impl Watcher<'_> {
         sink: &mut dyn OutputSink,
         ready: Option<&mut dyn ReadyProbe>,
     ) -> Result<Launched, SessionError> {
-        launch(&self.repo, self.settings.record, request, sink, ready)
+        let id = self.session.id().to_string();
+        launch(
+            &self.repo,
+            Some(&id),
+            self.settings.record,
+            request,
+            sink,
+            ready,
+        )
     }
 
     /// A request for an agent (reviewer, fixer) in the session.

@@ -231,7 +231,8 @@ pub(crate) fn in_session(
         .iter()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
-    let launched = launch(repo, record, &request, sink, ready);
+    let id = session.id().to_string();
+    let launched = launch(repo, Some(&id), record, &request, sink, ready);
     let (run_id, exit) = match &launched {
         Ok(l) => (l.run_id.clone(), Some(l.ran.exit_code)),
         Err(_) => (None, Some(125)),
@@ -240,9 +241,11 @@ pub(crate) fn in_session(
     launched
 }
 
-/// Runs `request` through the one run path, recorded (under `repo`) when `record`.
+/// Runs `request` through the one run path, recorded (under `repo`, and the session) when
+/// `record`.
 pub(crate) fn launch(
     repo: &Path,
+    session: Option<&str>,
     record: bool,
     request: &RunRequest,
     sink: &mut dyn OutputSink,
@@ -251,9 +254,10 @@ pub(crate) fn launch(
     let prepared = cordon_runner::prepare(request)?;
     let recorder = if record {
         Some(
-            Recorder::begin(
+            Recorder::begin_in(
                 cordon_store::RunKind::Run,
                 Some(repo),
+                session,
                 prepared.shown_command(),
                 TRANSCRIPT_LIMIT,
             )
@@ -276,6 +280,7 @@ pub(crate) fn launch(
                 recorder,
                 stage: None,
             }),
+        network_notice: None,
     };
     match prepared.run(hooks) {
         Ok(ran) => {
