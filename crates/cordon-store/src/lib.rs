@@ -43,13 +43,19 @@
 
 mod backend;
 mod error;
+mod jobs;
 mod model;
 mod owner;
 mod sqlite;
+mod sqlite_jobs;
 mod store;
 mod transcript;
 
 pub use error::{StoreError, StoreErrorKind};
+pub use jobs::{
+    AttemptEnd, InvalidJobId, JobEvent, JobFilter, JobId, JobRow, JobState, NewJob, Recovered,
+    TokenRow,
+};
 pub use model::{
     Chunk, ChunkBody, ChunkFilter, ExportedBody, ExportedChunk, InvalidRunId, NewRun, RunExport,
     RunExportTag, RunFilter, RunId, RunKind, RunList, RunListTag, RunRecord, RunRecordTag,

@@ -30,10 +30,25 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "runs carry their session",
         include_str!("../migrations/sqlite/0002_runs_session.sql"),
     ),
+    (
+        3,
+        "jobs, attempts, job events, api tokens, audit",
+        include_str!("../migrations/sqlite/0003_jobs.sql"),
+    ),
 ];
 
 /// The tables a cordon SQLite store may hold.
-const OUR_TABLES: &[&str] = &["cordon_migrations", "runs", "stages", "transcript_chunks"];
+const OUR_TABLES: &[&str] = &[
+    "api_tokens",
+    "audit",
+    "cordon_migrations",
+    "job_attempts",
+    "job_events",
+    "jobs",
+    "runs",
+    "stages",
+    "transcript_chunks",
+];
 
 /// What an SQLite database file starts with.
 const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
@@ -44,7 +59,7 @@ const OPEN_PATIENCE: Duration = Duration::from_secs(10);
 /// A cordon store in one SQLite file.
 #[derive(Debug)]
 pub(crate) struct SqliteBackend {
-    pool: SqlitePool,
+    pub(crate) pool: SqlitePool,
 }
 
 impl SqliteBackend {

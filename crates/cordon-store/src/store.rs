@@ -336,6 +336,11 @@ impl Store {
             .map_err(|kind| StoreError::new(&self.inner.location, operation, kind))
     }
 
+    /// The backend (for the job queue's methods).
+    pub(crate) fn backend(&self) -> &AnyBackend {
+        &self.inner.backend
+    }
+
     /// Appends encoded chunks (for the transcript writer).
     pub(crate) fn append_chunks(
         &self,
