@@ -262,31 +262,29 @@ pub struct Recovered {
     pub interrupted: Vec<JobId>,
 }
 
-macro_rules! sqlite {
-    ($store:expr) => {
-        match $store.backend() {
-            AnyBackend::Sqlite(b) => b,
-        }
-    };
+/// The backend that holds the queue (a PostgreSQL variant adds its own arm here).
+fn queue(store: &Store) -> &crate::sqlite::SqliteBackend {
+    let AnyBackend::Sqlite(b) = store.backend();
+    b
 }
 
 impl Store {
     /// Enqueues a job. With an idempotency key already used in the project, returns the
     /// existing job and `false` (nothing new is queued); else the new job and `true`.
     pub fn insert_job(&self, job: &NewJob) -> Result<(JobRow, bool), StoreError> {
-        let b = sqlite!(self);
+        let b = queue(self);
         self.call("enqueue a job", b.insert_job(job, now_ms()))
     }
 
     /// One job, or `None`.
     pub fn get_job(&self, id: &JobId) -> Result<Option<JobRow>, StoreError> {
-        let b = sqlite!(self);
+        let b = queue(self);
         self.call("read a job", b.get_job(id))
     }
 
     /// Jobs matching `filter`, newest first.
     pub fn list_jobs(&self, filter: &JobFilter) -> Result<Vec<JobRow>, StoreError> {
-        let b = sqlite!(self);
+        let b = queue(self);
         self.call("list jobs", b.list_jobs(filter))
     }
 
@@ -301,7 +299,7 @@ impl Store {
         workers: u32,
         concurrency: &(dyn Fn(&str) -> u32 + Sync),
     ) -> Result<Option<JobRow>, StoreError> {
-        let b = sqlite!(self);
+        let b = queue(self);
         self.call("claim a job", b.claim_job(workers, concurrency, now_ms()))
     }
 
@@ -313,7 +311,7 @@ impl Store {
         attempt: u32,
         end: &AttemptEnd,
     ) -> Result<bool, StoreError> {
-        let b = sqlite!(self);
+        let b = queue(self);
         self.call(
             "end a job attempt",
             b.end_attempt(id, attempt, end, now_ms()),
@@ -324,7 +322,7 @@ impl Store {
     /// (its worker ends it) and stays `running`. Returns the state after, `None` when there
     /// is no such job.
     pub fn cancel_job(&self, id: &JobId) -> Result<Option<JobState>, StoreError> {
-        let b = sqlite!(self);
+        let b = queue(self);
         self.call("cancel a job", b.cancel_job(id, now_ms()))
     }
 
@@ -332,7 +330,7 @@ impl Store {
     /// it has an attempt left (its attempt recorded as interrupted), else marked
     /// `interrupted`. Nothing accepted is lost; nothing runs twice at once.
     pub fn recover_jobs(&self) -> Result<Recovered, StoreError> {
-        let b = sqlite!(self);
+        let b = queue(self);
         self.call("recover running jobs", b.recover_jobs(now_ms()))
     }
 
@@ -343,7 +341,7 @@ impl Store {
         kind: &str,
         data: &serde_json::Value,
     ) -> Result<u64, StoreError> {
-        let b = sqlite!(self);
+        let b = queue(self);
         self.call(
             "log a job event",
             b.append_job_event(id, kind, data, now_ms()),
@@ -357,14 +355,14 @@ impl Store {
         after_seq: u64,
         limit: u32,
     ) -> Result<Vec<JobEvent>, StoreError> {
-        let b = sqlite!(self);
+        let b = queue(self);
         self.call("read job events", b.job_events(id, after_seq, limit))
     }
 
     /// The wall-clock milliseconds a project's attempts used since `since_ms` (running ones
     /// counted up to now).
     pub fn project_wall_ms(&self, project: &str, since_ms: i64) -> Result<u64, StoreError> {
-        let b = sqlite!(self);
+        let b = queue(self);
         self.call(
             "sum a project's usage",
             b.project_wall_ms(project, since_ms, now_ms()),
@@ -373,13 +371,13 @@ impl Store {
 
     /// Running jobs per project.
     pub fn running_per_project(&self) -> Result<Vec<(String, u32)>, StoreError> {
-        let b = sqlite!(self);
+        let b = queue(self);
         self.call("count running jobs", b.running_per_project())
     }
 
     /// Jobs per state.
     pub fn jobs_per_state(&self) -> Result<Vec<(JobState, u64)>, StoreError> {
-        let b = sqlite!(self);
+        let b = queue(self);
         self.call("count jobs", b.jobs_per_state())
     }
 
@@ -391,7 +389,7 @@ impl Store {
         scopes: &[String],
         expires_at_ms: Option<i64>,
     ) -> Result<String, StoreError> {
-        let b = sqlite!(self);
+        let b = queue(self);
         let id = random_name("t-");
         self.call(
             "create a token",
@@ -402,19 +400,19 @@ impl Store {
 
     /// The live (not revoked, not expired) token with this hash.
     pub fn find_token(&self, hash: &str) -> Result<Option<TokenRow>, StoreError> {
-        let b = sqlite!(self);
+        let b = queue(self);
         self.call("look a token up", b.find_token(hash, now_ms()))
     }
 
     /// Every token, newest first.
     pub fn list_tokens(&self) -> Result<Vec<TokenRow>, StoreError> {
-        let b = sqlite!(self);
+        let b = queue(self);
         self.call("list tokens", b.list_tokens())
     }
 
     /// Revokes a token; `false` when there is no such live token.
     pub fn revoke_token(&self, id: &str) -> Result<bool, StoreError> {
-        let b = sqlite!(self);
+        let b = queue(self);
         self.call("revoke a token", b.revoke_token(id, now_ms()))
     }
 
@@ -426,13 +424,13 @@ impl Store {
         target: &str,
         detail: &serde_json::Value,
     ) -> Result<(), StoreError> {
-        let b = sqlite!(self);
+        let b = queue(self);
         self.call("audit", b.audit(actor, action, target, detail, now_ms()))
     }
 
     /// The audit trail, oldest first: `(at_ms, actor, action, target)`.
     pub fn audit_log(&self) -> Result<Vec<(i64, String, String, String)>, StoreError> {
-        let b = sqlite!(self);
+        let b = queue(self);
         self.call("read the audit trail", b.audit_log())
     }
 }

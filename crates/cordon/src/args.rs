@@ -45,6 +45,11 @@ pub enum Command {
     Doctor(crate::commands::doctor::DoctorArgs),
     /// Print the JSON Schema of one of cordon's documents.
     Schema(SchemaArgs),
+    /// Serve the job service: jobs over HTTP under a per-project policy, a persistent
+    /// queue, live logs. Prints `cordon serve: listening on http://ADDR` once ready.
+    Serve(crate::commands::serve::ServeArgs),
+    /// API tokens of the job service.
+    Token(crate::commands::serve::TokenArgs),
 }
 
 const RUN_EXAMPLES: &str = "\
@@ -192,11 +197,11 @@ pub enum SchemaDocument {
     VerifyError,
 }
 
-fn parse_duration(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     cordon_exec::units::parse_duration(text)
 }
 
-fn parse_size(text: &str) -> Result<usize, String> {
+pub(crate) fn parse_size(text: &str) -> Result<usize, String> {
     let bytes = cordon_exec::units::parse_size(text)?;
     usize::try_from(bytes).map_err(|_| format!("size {text:?} is too large"))
 }

@@ -4,6 +4,7 @@ pub(crate) mod doctor;
 mod run;
 pub(crate) mod runs;
 mod schema;
+pub(crate) mod serve;
 pub(crate) mod session;
 mod session_watch;
 pub(crate) mod verify;
@@ -25,5 +26,7 @@ pub(crate) fn dispatch(cli: Cli, argv: &[std::ffi::OsString]) -> Result<ExitCode
         Command::Gc(args) => workspace::gc(&args),
         Command::Runs(args) => runs::run(&args),
         Command::Schema(args) => schema::run(&args),
+        Command::Serve(args) => serve::serve(&args),
+        Command::Token(args) => serve::token(&args),
     }
 }

@@ -1,0 +1,296 @@
+//! The wire contract: what clients send and what the service answers, every document tagged
+//! with its schema.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use cordon_store::{JobRow, JobState};
+
+cordon_types::schema_tag!(
+    /// The tag of a job document: `cordon.job/v1`.
+    JobTag,
+    "cordon.job/v1"
+);
+cordon_types::schema_tag!(
+    /// The tag of a job listing: `cordon.job-list/v1`.
+    JobListTag,
+    "cordon.job-list/v1"
+);
+cordon_types::schema_tag!(
+    /// The tag of an error answer: `cordon.api-error/v1`.
+    ApiErrorTag,
+    "cordon.api-error/v1"
+);
+cordon_types::schema_tag!(
+    /// The tag of a job submission: `cordon.job-request/v1` (optional on input).
+    JobRequestTag,
+    "cordon.job-request/v1"
+);
+
+/// A job type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum JobType {
+    /// One program in the sandbox; the result is a `cordon.run-result/v1`.
+    #[serde(rename = "run")]
+    Run,
+    /// A staged verification; the result is a `cordon.run-report/v1`.
+    #[serde(rename = "verify")]
+    Verify,
+    /// A clone of a repository into a server-side workspace; the result is
+    /// `{workspace, commit}`.
+    #[serde(rename = "repo.clone")]
+    RepoClone,
+}
+
+impl JobType {
+    /// The type's name on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobType::Run => "run",
+            JobType::Verify => "verify",
+            JobType::RepoClone => "repo.clone",
+        }
+    }
+
+    /// Parses a stored type name.
+    pub fn parse(text: &str) -> Option<Self> {
+        [JobType::Run, JobType::Verify, JobType::RepoClone]
+            .into_iter()
+            .find(|t| t.as_str() == text)
+    }
+}
+
+/// `POST /v1/jobs`: a job to run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct JobRequest {
+    /// Optional tag `cordon.job-request/v1`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<JobRequestTag>,
+    /// The project (the token must belong to it).
+    pub project: String,
+    /// The job type.
+    #[serde(rename = "type")]
+    pub job_type: JobType,
+    /// The type's inputs (see [`RunInputs`], [`VerifyInputs`], [`CloneInputs`]).
+    pub inputs: serde_json::Value,
+    /// Time limit per attempt (`"90s"`, `"10m"`); at most the project's `max_timeout`.
+    #[serde(default)]
+    pub timeout: Option<String>,
+    /// The same key in the same project returns the existing job instead of a new one.
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+    /// Names of secrets the job's programs get (values stay on the server, redacted).
+    #[serde(default)]
+    pub secrets: Vec<String>,
+    /// Names of variables of the server's environment passed on.
+    #[serde(default)]
+    pub env_keys: Vec<String>,
+    /// Higher runs first within the project.
+    #[serde(default)]
+    pub priority: i64,
+}
+
+/// A reference to an earlier job's output.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FromJob {
+    /// The job (of the same project) whose `workspace` output is used.
+    pub from_job: String,
+}
+
+/// Inputs of a `run` job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunInputs {
+    /// The program and its arguments.
+    pub argv: Vec<String>,
+    /// Where it runs: an earlier `repo.clone` job's workspace; a fresh empty directory when
+    /// absent.
+    #[serde(default)]
+    pub workspace: Option<FromJob>,
+}
+
+/// Inputs of a `verify` job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VerifyInputs {
+    /// The repository: an earlier `repo.clone` job's workspace.
+    pub workspace: FromJob,
+    /// The ref to verify (default: the cloned commit).
+    #[serde(default, rename = "ref")]
+    pub rev: Option<String>,
+    /// A patch (unified diff) applied first, all or nothing.
+    #[serde(default)]
+    pub patch: Option<String>,
+    /// Only these stages.
+    #[serde(default)]
+    pub stages: Option<Vec<String>>,
+}
+
+/// Inputs of a `repo.clone` job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CloneInputs {
+    /// A local path or a git URL the server can reach.
+    pub url: String,
+    /// The ref to check out (default `HEAD`).
+    #[serde(default, rename = "ref")]
+    pub rev: Option<String>,
+    /// A shallow clone of this depth.
+    #[serde(default)]
+    pub depth: Option<u32>,
+}
+
+/// Why a job failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct JobFailure {
+    /// `timeout`, `infra`, `resource`, `setup` (retryable); `exit`, `test`, `compile`,
+    /// `lint`, `policy`, `usage`, `cancelled`, …
+    pub category: String,
+    /// What happened.
+    pub reason: String,
+}
+
+impl JobFailure {
+    /// Whether another attempt may succeed.
+    pub fn retryable(&self) -> bool {
+        matches!(
+            self.category.as_str(),
+            "timeout" | "infra" | "resource" | "setup"
+        )
+    }
+}
+
+/// The state of a job, on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WireState {
+    /// Waiting for a worker.
+    Queued,
+    /// Running.
+    Running,
+    /// Did its work (a verify: the gate passed).
+    Succeeded,
+    /// Did not.
+    Failed,
+    /// Cancelled.
+    Cancelled,
+    /// Its server died while it ran and no attempt was left.
+    Interrupted,
+}
+
+impl From<JobState> for WireState {
+    fn from(state: JobState) -> Self {
+        match state {
+            JobState::Queued => WireState::Queued,
+            JobState::Running => WireState::Running,
+            JobState::Succeeded => WireState::Succeeded,
+            JobState::Failed => WireState::Failed,
+            JobState::Cancelled => WireState::Cancelled,
+            JobState::Interrupted => WireState::Interrupted,
+        }
+    }
+}
+
+/// A job: `cordon.job/v1`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct JobDocument {
+    /// `cordon.job/v1`.
+    pub schema: JobTag,
+    /// The job's id (`j-…`).
+    pub id: String,
+    /// Its project.
+    pub project: String,
+    /// Its type.
+    #[serde(rename = "type")]
+    pub job_type: String,
+    /// Its state.
+    pub state: WireState,
+    /// Attempts started.
+    pub attempt: u32,
+    /// Attempts allowed.
+    pub max_attempts: u32,
+    /// Priority within the project.
+    pub priority: i64,
+    /// Time limit per attempt, milliseconds.
+    pub timeout_ms: u64,
+    /// The client's idempotency key.
+    pub idempotency_key: Option<String>,
+    /// Submitted (RFC 3339).
+    pub created_at: String,
+    /// Latest attempt started.
+    pub started_at: Option<String>,
+    /// Reached its final state.
+    pub finished_at: Option<String>,
+    /// The inputs as submitted, plus `secrets` and `env_keys` by name only.
+    pub inputs: serde_json::Value,
+    /// The type's output document.
+    pub result: Option<serde_json::Value>,
+    /// Why it failed (or why the last attempt failed, while a retry waits).
+    pub failure: Option<JobFailure>,
+}
+
+fn rfc3339(ms: i64) -> String {
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64);
+    humantime::format_rfc3339_millis(at).to_string()
+}
+
+impl From<&JobRow> for JobDocument {
+    fn from(row: &JobRow) -> Self {
+        JobDocument {
+            schema: JobTag,
+            id: row.id.to_string(),
+            project: row.project.clone(),
+            job_type: row.job_type.clone(),
+            state: row.state.into(),
+            attempt: row.attempt,
+            max_attempts: row.max_attempts,
+            priority: row.priority,
+            timeout_ms: row.timeout_ms,
+            idempotency_key: row.idempotency_key.clone(),
+            created_at: rfc3339(row.created_at_ms),
+            started_at: row.started_at_ms.map(rfc3339),
+            finished_at: row.finished_at_ms.map(rfc3339),
+            inputs: row.inputs.clone(),
+            result: row.result.clone(),
+            failure: row
+                .failure
+                .clone()
+                .and_then(|f| serde_json::from_value(f).ok()),
+        }
+    }
+}
+
+/// `GET /v1/jobs`: a page of jobs, newest first: `cordon.job-list/v1`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct JobList {
+    /// `cordon.job-list/v1`.
+    pub schema: JobListTag,
+    /// The jobs.
+    pub jobs: Vec<JobDocument>,
+    /// Pass as `cursor` for the next page; `None` on the last.
+    pub next_cursor: Option<String>,
+}
+
+/// An error answer: `cordon.api-error/v1`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApiError {
+    /// `cordon.api-error/v1`.
+    pub schema: ApiErrorTag,
+    /// A stable code: `unauthorized`, `forbidden`, `not_found`, `bad_request`,
+    /// `policy`, `budget`, `too_large`, `internal`.
+    pub error: String,
+    /// What is wrong, for people.
+    pub message: String,
+    /// The policy rule that refused the request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    /// When the budget resets (RFC 3339), for `budget`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resets_at: Option<String>,
+}

@@ -1,0 +1,304 @@
+//! The HTTP layer (axum): routes, authentication, error mapping, live logs over SSE. Every
+//! store call runs on a blocking thread (the store blocks).
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use cordon_store::{JobFilter, JobId, JobState, TokenRow};
+use serde::Deserialize;
+
+use crate::api::{ApiError, ApiErrorTag, JobDocument, JobList, JobListTag, JobRequest};
+use crate::service::{RequestError, Service, require};
+
+/// How often a live log looks for new events.
+const EVENT_POLL: Duration = Duration::from_millis(100);
+
+/// The service's routes, with request bodies bounded to `max_body` bytes (413 beyond).
+pub fn router(service: Arc<Service>, max_body: usize) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/openapi.json", get(openapi))
+        .route("/metrics", get(metrics))
+        .route("/v1/jobs", post(submit).get(list))
+        .route("/v1/jobs/{id}", get(show))
+        .route("/v1/jobs/{id}/cancel", post(cancel))
+        .route("/v1/jobs/{id}/events", get(events))
+        .route("/v1/jobs/{id}/transcript", get(transcript))
+        .layer(DefaultBodyLimit::max(max_body))
+        .with_state(service)
+}
+
+impl IntoResponse for RequestError {
+    fn into_response(self) -> Response {
+        let (status, code) = match &self {
+            RequestError::Unauthorized => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            RequestError::Scope(_) => (StatusCode::FORBIDDEN, "forbidden"),
+            RequestError::NotFound => (StatusCode::NOT_FOUND, "not_found"),
+            RequestError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
+            RequestError::Policy { .. } => (StatusCode::FORBIDDEN, "policy"),
+            RequestError::Budget { .. } => (StatusCode::TOO_MANY_REQUESTS, "budget"),
+            RequestError::Store(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        };
+        let body = ApiError {
+            schema: ApiErrorTag,
+            error: code.into(),
+            message: self.to_string(),
+            rule: match &self {
+                RequestError::Policy { rule, .. } => Some(rule.clone()),
+                _ => None,
+            },
+            resets_at: match &self {
+                RequestError::Budget { resets_at_ms } => Some(
+                    humantime::format_rfc3339_seconds(
+                        std::time::UNIX_EPOCH
+                            + Duration::from_millis(u64::try_from(*resets_at_ms).unwrap_or(0)),
+                    )
+                    .to_string(),
+                ),
+                _ => None,
+            },
+        };
+        (status, axum::Json(body)).into_response()
+    }
+}
+
+/// Runs `f` on a blocking thread.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, RequestError> + Send + 'static,
+) -> Result<T, RequestError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .unwrap_or_else(|e| Err(RequestError::BadRequest(format!("the request failed: {e}"))))
+}
+
+fn bearer(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+}
+
+async fn authenticate(
+    service: &Arc<Service>,
+    headers: &HeaderMap,
+) -> Result<TokenRow, RequestError> {
+    let service = Arc::clone(service);
+    let header = bearer(headers);
+    blocking(move || service.authenticate(header.as_deref())).await
+}
+
+async fn openapi() -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        crate::openapi::document(),
+    )
+}
+
+async fn submit(
+    State(service): State<Arc<Service>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, RequestError> {
+    let token = authenticate(&service, &headers).await?;
+    let request: JobRequest = serde_json::from_slice(&body)
+        .map_err(|e| RequestError::BadRequest(format!("invalid job request: {e}")))?;
+    let (job, created) = blocking(move || service.submit(&token, &request)).await?;
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, axum::Json(JobDocument::from(&job))).into_response())
+}
+
+async fn show(
+    State(service): State<Arc<Service>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<axum::Json<JobDocument>, RequestError> {
+    let token = authenticate(&service, &headers).await?;
+    let job = blocking(move || service.visible_job(&token, &id)).await?;
+    Ok(axum::Json(JobDocument::from(&job)))
+}
+
+/// The query of `GET /v1/jobs`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    project: Option<String>,
+    state: Option<String>,
+    limit: Option<u32>,
+    cursor: Option<String>,
+}
+
+async fn list(
+    State(service): State<Arc<Service>>,
+    headers: HeaderMap,
+    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<axum::Json<JobList>, RequestError> {
+    let Query(query) = query.map_err(|e| RequestError::BadRequest(e.body_text()))?;
+    let token = authenticate(&service, &headers).await?;
+    require(&token, "read")?;
+    if query.project.as_ref().is_some_and(|p| *p != token.project) {
+        // Another project's jobs are invisible, not forbidden.
+        return Ok(axum::Json(JobList {
+            schema: JobListTag,
+            jobs: Vec::new(),
+            next_cursor: None,
+        }));
+    }
+    let state = query
+        .state
+        .map(|s| s.parse::<JobState>().map_err(RequestError::BadRequest))
+        .transpose()?;
+    let before = query
+        .cursor
+        .map(|c| {
+            c.split_once('.')
+                .and_then(|(at, id)| Some((at.parse::<i64>().ok()?, id.to_owned())))
+                .ok_or_else(|| RequestError::BadRequest(format!("cursor {c:?} is invalid")))
+        })
+        .transpose()?;
+    let limit = query.limit.unwrap_or(50).clamp(1, 500);
+    let filter = JobFilter {
+        projects: vec![token.project.clone()],
+        state,
+        before,
+        limit,
+    };
+    let jobs = blocking(move || Ok(service.store.list_jobs(&filter)?)).await?;
+    let next_cursor = (jobs.len() == limit as usize)
+        .then(|| jobs.last().map(|j| format!("{}.{}", j.created_at_ms, j.id)))
+        .flatten();
+    Ok(axum::Json(JobList {
+        schema: JobListTag,
+        jobs: jobs.iter().map(JobDocument::from).collect(),
+        next_cursor,
+    }))
+}
+
+async fn cancel(
+    State(service): State<Arc<Service>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<axum::Json<JobDocument>, RequestError> {
+    let token = authenticate(&service, &headers).await?;
+    let job = blocking(move || service.cancel(&token, &id)).await?;
+    Ok(axum::Json(JobDocument::from(&job)))
+}
+
+async fn transcript(
+    State(service): State<Arc<Service>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Response, RequestError> {
+    let token = authenticate(&service, &headers).await?;
+    let text = blocking(move || {
+        let job = service.visible_job(&token, &id)?;
+        let mut text = String::new();
+        let mut after = 0;
+        loop {
+            let page = service.store.job_events(&job.id, after, 1000)?;
+            let Some(last) = page.last() else { break };
+            after = last.seq;
+            for event in page.iter().filter(|e| e.kind == "output") {
+                text.push_str(
+                    event
+                        .data
+                        .get("text")
+                        .and_then(|t| t.as_str())
+                        .unwrap_or(""),
+                );
+            }
+        }
+        Ok(text)
+    })
+    .await?;
+    Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response())
+}
+
+async fn events(
+    State(service): State<Arc<Service>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Response, RequestError> {
+    let token = authenticate(&service, &headers).await?;
+    let job = {
+        let service = Arc::clone(&service);
+        blocking(move || service.visible_job(&token, &id)).await?
+    };
+    let after: u64 = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    let stream = futures_util::stream::unfold(
+        (service, job.id, after, Vec::new(), false),
+        |(service, id, mut after, mut buffered, mut ended): (
+            Arc<Service>,
+            JobId,
+            u64,
+            Vec<cordon_store::JobEvent>,
+            bool,
+        )| async move {
+            loop {
+                if let Some(event) = (!buffered.is_empty()).then(|| buffered.remove(0)) {
+                    after = event.seq;
+                    ended |= event.kind == "end";
+                    let sse = Event::default()
+                        .id(event.seq.to_string())
+                        .event(event.kind.clone())
+                        .data(event.data.to_string());
+                    return Some((
+                        Ok::<_, Infallible>(sse),
+                        (service, id, after, buffered, ended),
+                    ));
+                }
+                if ended {
+                    return None;
+                }
+                let page = {
+                    let (service, id) = (Arc::clone(&service), id.clone());
+                    tokio::task::spawn_blocking(move || service.store.job_events(&id, after, 256))
+                        .await
+                };
+                match page {
+                    Ok(Ok(page)) if !page.is_empty() => buffered = page,
+                    Ok(Ok(_)) => tokio::time::sleep(EVENT_POLL).await,
+                    _ => return None,
+                }
+            }
+        },
+    );
+    Ok(Sse::new(stream)
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+        .into_response())
+}
+
+async fn metrics(State(service): State<Arc<Service>>) -> Result<Response, RequestError> {
+    let text = blocking(move || {
+        let mut out = String::new();
+        out.push_str("# HELP cordon_jobs Jobs in the store by state.\n# TYPE cordon_jobs gauge\n");
+        for (state, n) in service.store.jobs_per_state()? {
+            out.push_str(&format!("cordon_jobs{{state=\"{}\"}} {n}\n", state.as_str()));
+        }
+        out.push_str(
+            "# HELP cordon_jobs_running Running jobs per project.\n# TYPE cordon_jobs_running gauge\n",
+        );
+        for (project, n) in service.store.running_per_project()? {
+            let project = project.replace('\\', "\\\\").replace('"', "\\\"");
+            out.push_str(&format!("cordon_jobs_running{{project=\"{project}\"}} {n}\n"));
+        }
+        Ok(out)
+    })
+    .await?;
+    Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response())
+}

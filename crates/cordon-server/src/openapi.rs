@@ -1,0 +1,116 @@
+//! The OpenAPI 3.1 document of the service, generated from the wire types (committed as
+//! `schema/openapi.json`; a test fails when they disagree).
+
+use schemars::generate::SchemaSettings;
+use serde_json::{Value, json};
+
+use crate::api::{
+    ApiError, CloneInputs, JobDocument, JobList, JobRequest, RunInputs, VerifyInputs,
+};
+use crate::policy::Policy;
+
+/// The document, pretty-printed with a final newline.
+pub fn document() -> String {
+    let mut generator = SchemaSettings::draft2020_12()
+        .with(|s| s.definitions_path = "/components/schemas".into())
+        .into_generator();
+    let mut refs = serde_json::Map::new();
+    macro_rules! component {
+        ($($t:ty),*) => {$(
+            let schema = generator.subschema_for::<$t>();
+            refs.insert(stringify!($t).to_owned(), schema.to_value());
+        )*};
+    }
+    component!(
+        JobRequest,
+        JobDocument,
+        JobList,
+        ApiError,
+        RunInputs,
+        VerifyInputs,
+        CloneInputs,
+        Policy
+    );
+    let mut schemas = generator.take_definitions(true);
+    for (name, reference) in &refs {
+        if !schemas.contains_key(name) {
+            schemas.insert(name.clone(), reference.clone());
+        }
+    }
+    let r = |name: &str| json!({"$ref": format!("#/components/schemas/{name}")});
+    let error = |what: &str| json!({"description": what, "content": {"application/json": {"schema": r("ApiError")}}});
+    let job = |what: &str| json!({"description": what, "content": {"application/json": {"schema": r("JobDocument")}}});
+    let id = json!({"name": "id", "in": "path", "required": true, "schema": {"type": "string", "pattern": "^j-[a-z2-7]{10}$"}});
+    let auth_errors = |mut responses: Value| {
+        responses["401"] = error("no valid bearer token");
+        responses["403"] = error("the token lacks the scope, or policy refuses");
+        responses
+    };
+    let doc = json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "cordon job service",
+            "version": "1",
+            "description": "Jobs (run, verify, repo.clone) under a per-project policy, queued \
+                            persistently, with live logs over Server-Sent Events."
+        },
+        "servers": [{"url": "http://127.0.0.1:7878"}],
+        "security": [{"bearer": []}],
+        "paths": {
+            "/healthz": {"get": {"security": [], "operationId": "healthz",
+                "responses": {"200": {"description": "the server is up", "content": {"text/plain": {"schema": {"type": "string"}}}}}}},
+            "/metrics": {"get": {"security": [], "operationId": "metrics",
+                "responses": {"200": {"description": "Prometheus text", "content": {"text/plain": {"schema": {"type": "string"}}}}}}},
+            "/openapi.json": {"get": {"security": [], "operationId": "openapi",
+                "responses": {"200": {"description": "this document", "content": {"application/json": {"schema": {"type": "object"}}}}}}},
+            "/v1/jobs": {
+                "post": {
+                    "operationId": "submitJob",
+                    "requestBody": {"required": true, "content": {"application/json": {"schema": r("JobRequest")}}},
+                    "responses": auth_errors(json!({
+                        "201": job("queued"),
+                        "200": job("the job this idempotency key already names"),
+                        "400": error("malformed request (the field is named)"),
+                        "413": {"description": "the body is too large"},
+                        "429": error("the project's daily budget is spent (resets_at says when it resets)")
+                    }))
+                },
+                "get": {
+                    "operationId": "listJobs",
+                    "parameters": [
+                        {"name": "project", "in": "query", "schema": {"type": "string"}},
+                        {"name": "state", "in": "query", "schema": {"type": "string", "enum": ["queued", "running", "succeeded", "failed", "cancelled", "interrupted"]}},
+                        {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 500}},
+                        {"name": "cursor", "in": "query", "schema": {"type": "string"}}
+                    ],
+                    "responses": auth_errors(json!({
+                        "200": {"description": "newest first", "content": {"application/json": {"schema": r("JobList")}}},
+                        "400": error("bad query")
+                    }))
+                }
+            },
+            "/v1/jobs/{id}": {"get": {"operationId": "getJob", "parameters": [id.clone()],
+                "responses": auth_errors(json!({"200": job("the job"), "404": error("no such job visible to this token")}))}},
+            "/v1/jobs/{id}/cancel": {"post": {"operationId": "cancelJob", "parameters": [id.clone()],
+                "responses": auth_errors(json!({"200": job("the job after the cancel"), "404": error("no such job visible to this token")}))}},
+            "/v1/jobs/{id}/events": {"get": {"operationId": "jobEvents",
+                "parameters": [id.clone(), {"name": "Last-Event-ID", "in": "header", "schema": {"type": "string"}}],
+                "responses": auth_errors(json!({
+                    "200": {"description": "Server-Sent Events: state, stage, output (redacted), end", "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+                    "404": error("no such job visible to this token")
+                }))}},
+            "/v1/jobs/{id}/transcript": {"get": {"operationId": "jobTranscript", "parameters": [id],
+                "responses": auth_errors(json!({
+                    "200": {"description": "the job's output so far (redacted)", "content": {"text/plain": {"schema": {"type": "string"}}}},
+                    "404": error("no such job visible to this token")
+                }))}}
+        },
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "schemas": Value::Object(schemas)
+        }
+    });
+    let mut text = serde_json::to_string_pretty(&doc).expect("the document serializes");
+    text.push('\n');
+    text
+}

@@ -1,0 +1,379 @@
+//! The service's decisions, transport-free: authenticate, check policy and budgets, enqueue,
+//! cancel. Blocking (the store blocks): the HTTP layer calls these from blocking tasks.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::time::Duration;
+
+use cordon_exec::CancelHandle;
+use cordon_store::{JobId, JobRow, JobState, NewJob, Store, TokenRow};
+use sha2::{Digest, Sha256};
+
+use crate::api::{CloneInputs, JobRequest, JobType, RunInputs, VerifyInputs};
+use crate::policy::{Policy, parse_duration};
+
+/// What may go wrong serving a request; the HTTP layer maps each to a status.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RequestError {
+    /// No token, or an unknown, expired or revoked one.
+    #[error("a valid bearer token is required")]
+    Unauthorized,
+    /// The token lacks the scope.
+    #[error("the token lacks the `{0}` scope")]
+    Scope(&'static str),
+    /// Nothing the token may see has this id.
+    #[error("no such job")]
+    NotFound,
+    /// The request is malformed.
+    #[error("{0}")]
+    BadRequest(String),
+    /// Policy refuses it.
+    #[error("{reason}")]
+    Policy {
+        /// The rule that refused.
+        rule: String,
+        /// Why.
+        reason: String,
+    },
+    /// The project's daily budget is spent.
+    #[error("the project's daily budget is spent")]
+    Budget {
+        /// When it resets (Unix epoch ms).
+        resets_at_ms: i64,
+    },
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] cordon_store::StoreError),
+}
+
+/// The scopes a token may carry.
+pub const SCOPES: &[&str] = &["submit", "read", "admin"];
+
+/// Everything the request handlers and the workers share.
+#[derive(Debug)]
+pub struct Service {
+    /// The store: queue, events, tokens, audit.
+    pub store: Store,
+    /// The policy in force (replaced on reload).
+    pub policy: RwLock<Arc<Policy>>,
+    /// Where the policy comes from (`None`: built in).
+    pub policy_path: Option<PathBuf>,
+    /// Where workspaces of `repo.clone` jobs live.
+    pub data_dir: PathBuf,
+    /// The first retry waits this long; each next one twice as long.
+    pub retry_backoff: Duration,
+    /// Cancel handles of the jobs running here.
+    pub running: Mutex<HashMap<JobId, Arc<CancelHandle>>>,
+    /// Wakes idle workers (a job was queued or a slot freed).
+    pub wake: (Mutex<u64>, Condvar),
+    /// Set when the server stops: running jobs are ended and requeued, not cancelled.
+    pub shutting_down: std::sync::atomic::AtomicBool,
+}
+
+/// The SHA-256 of a token, hex (what the store keeps).
+pub fn token_hash(token: &str) -> String {
+    Sha256::digest(token.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Creates a token for `project` with `scopes`: returns `(id, secret)`. The secret is shown
+/// once; the store keeps only its hash.
+pub fn create_token(
+    store: &Store,
+    project: &str,
+    scopes: &[String],
+    expires: Option<Duration>,
+) -> Result<(String, String), RequestError> {
+    if let Some(bad) = scopes.iter().find(|s| !SCOPES.contains(&s.as_str())) {
+        return Err(RequestError::BadRequest(format!(
+            "unknown scope {bad:?} (known: submit, read, admin)"
+        )));
+    }
+    if project.is_empty() {
+        return Err(RequestError::BadRequest("the project is empty".into()));
+    }
+    let mut bytes = [0u8; 24];
+    getrandom::fill(&mut bytes).map_err(|e| RequestError::BadRequest(e.to_string()))?;
+    let secret: String = std::iter::once("cdn_".to_owned())
+        .chain(bytes.iter().map(|b| format!("{b:02x}")))
+        .collect();
+    let expires_at = expires.map(|d| now_ms() + i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let id = store.create_token(&token_hash(&secret), project, scopes, expires_at)?;
+    store.audit(
+        "cli",
+        "token.create",
+        &id,
+        &serde_json::json!({"project": project, "scopes": scopes}),
+    )?;
+    Ok((id, secret))
+}
+
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+const DAY_MS: i64 = 86_400_000;
+
+impl Service {
+    /// The policy in force.
+    pub fn policy(&self) -> Arc<Policy> {
+        Arc::clone(&self.policy.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Re-reads the policy file (SIGHUP); keeps the old policy when the new one is invalid.
+    pub fn reload_policy(&self) -> Result<(), crate::policy::PolicyError> {
+        if let Some(path) = &self.policy_path {
+            let fresh = Policy::load(path)?;
+            *self.policy.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(fresh);
+            self.notify();
+        }
+        Ok(())
+    }
+
+    /// Wakes the workers.
+    pub fn notify(&self) {
+        let (lock, cvar) = &self.wake;
+        *lock.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        cvar.notify_all();
+    }
+
+    /// The token behind an `Authorization` header value.
+    pub fn authenticate(&self, header: Option<&str>) -> Result<TokenRow, RequestError> {
+        let secret = header
+            .and_then(|h| h.strip_prefix("Bearer "))
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .ok_or(RequestError::Unauthorized)?;
+        self.store
+            .find_token(&token_hash(secret))?
+            .ok_or(RequestError::Unauthorized)
+    }
+
+    /// A job the token may see (another project's job is "not found").
+    pub fn visible_job(&self, token: &TokenRow, id: &str) -> Result<JobRow, RequestError> {
+        require(token, "read")?;
+        let id: JobId = id.parse().map_err(|_| RequestError::NotFound)?;
+        match self.store.get_job(&id)? {
+            Some(job) if job.project == token.project => Ok(job),
+            _ => Err(RequestError::NotFound),
+        }
+    }
+
+    /// Checks a submission against the token, the policy and the budget, then enqueues it
+    /// (or finds the job its idempotency key names). Returns the job and whether it is new.
+    pub fn submit(
+        &self,
+        token: &TokenRow,
+        request: &JobRequest,
+    ) -> Result<(JobRow, bool), RequestError> {
+        require(token, "submit")?;
+        if request.project != token.project {
+            return Err(RequestError::Policy {
+                rule: "token.project".into(),
+                reason: format!(
+                    "this token acts for project {:?}, not {:?}",
+                    token.project, request.project
+                ),
+            });
+        }
+        let policy = self.policy();
+        let Some((key, rules)) = policy.project(&request.project) else {
+            return Err(RequestError::Policy {
+                rule: "projects".into(),
+                reason: format!(
+                    "no rules for project {:?} and no `*` rules",
+                    request.project
+                ),
+            });
+        };
+        if !rules
+            .job_types
+            .iter()
+            .any(|t| t == request.job_type.as_str())
+        {
+            return Err(RequestError::Policy {
+                rule: format!("projects.{key}.job_types"),
+                reason: format!("job type {} is not allowed", request.job_type.as_str()),
+            });
+        }
+        for (names, allowed, what) in [
+            (&request.secrets, &rules.secrets, "secrets"),
+            (&request.env_keys, &rules.env_keys, "env_keys"),
+        ] {
+            if let Some(name) = names.iter().find(|n| !allowed.contains(n)) {
+                return Err(RequestError::Policy {
+                    rule: format!("projects.{key}.{what}"),
+                    reason: format!("{what} {name:?} is not allowed for this project"),
+                });
+            }
+        }
+        let max = rules.max_timeout();
+        let timeout = match &request.timeout {
+            Some(text) => parse_duration(text)
+                .map_err(|e| RequestError::BadRequest(format!("timeout: {e}")))?,
+            None => max,
+        };
+        if timeout > max || timeout.is_zero() {
+            return Err(RequestError::Policy {
+                rule: format!("projects.{key}.max_timeout"),
+                reason: format!(
+                    "timeout {} is not within (0, {}]",
+                    humantime::format_duration(timeout),
+                    rules.max_timeout
+                ),
+            });
+        }
+        self.check_inputs(request, key, rules)?;
+        if let Some(budget) = rules.daily_wall() {
+            let now = now_ms();
+            let day_start = now - now.rem_euclid(DAY_MS);
+            let used = self.store.project_wall_ms(&request.project, day_start)?;
+            if u128::from(used) >= budget.as_millis() {
+                return Err(RequestError::Budget {
+                    resets_at_ms: day_start + DAY_MS,
+                });
+            }
+        }
+        let mut inputs = request.inputs.clone();
+        if let Some(map) = inputs.as_object_mut() {
+            map.insert("secrets".into(), serde_json::json!(request.secrets));
+            map.insert("env_keys".into(), serde_json::json!(request.env_keys));
+        }
+        let (job, created) = self.store.insert_job(&NewJob {
+            project: request.project.clone(),
+            job_type: request.job_type.as_str().into(),
+            priority: request.priority,
+            max_attempts: rules.max_attempts,
+            timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+            idempotency_key: request.idempotency_key.clone(),
+            inputs,
+            submitted_by: token.id.clone(),
+        })?;
+        if created {
+            self.store.audit(
+                &token.id,
+                "job.submit",
+                job.id.as_str(),
+                &serde_json::json!({"project": job.project, "type": job.job_type}),
+            )?;
+            self.store.append_job_event(
+                &job.id,
+                "state",
+                &serde_json::json!({"state": "queued", "attempt": 0}),
+            )?;
+            self.notify();
+        }
+        Ok((job, created))
+    }
+
+    /// Parses the type's inputs (400 with the field) and checks commands against policy.
+    fn check_inputs(
+        &self,
+        request: &JobRequest,
+        key: &str,
+        rules: &crate::policy::ProjectPolicy,
+    ) -> Result<(), RequestError> {
+        let bad = |e: serde_json::Error| RequestError::BadRequest(format!("inputs: {e}"));
+        let refused = |r: crate::policy::Refusal| RequestError::Policy {
+            rule: r.rule,
+            reason: r.reason,
+        };
+        let from_job = |f: &crate::api::FromJob| -> Result<(), RequestError> {
+            let id: JobId = f
+                .from_job
+                .parse()
+                .map_err(|e| RequestError::BadRequest(format!("inputs.workspace.from_job: {e}")))?;
+            match self.store.get_job(&id)? {
+                Some(job) if job.project == request.project && job.job_type == "repo.clone" => {
+                    Ok(())
+                }
+                _ => Err(RequestError::BadRequest(format!(
+                    "inputs.workspace.from_job: no repo.clone job {id} in this project"
+                ))),
+            }
+        };
+        match request.job_type {
+            JobType::Run => {
+                let inputs: RunInputs =
+                    serde_json::from_value(request.inputs.clone()).map_err(bad)?;
+                if inputs.argv.is_empty() {
+                    return Err(RequestError::BadRequest("inputs.argv is empty".into()));
+                }
+                rules.check_command(key, &inputs.argv).map_err(refused)?;
+                inputs.workspace.as_ref().map(from_job).transpose()?;
+            }
+            JobType::Verify => {
+                let inputs: VerifyInputs =
+                    serde_json::from_value(request.inputs.clone()).map_err(bad)?;
+                from_job(&inputs.workspace)?;
+            }
+            JobType::RepoClone => {
+                let inputs: CloneInputs =
+                    serde_json::from_value(request.inputs.clone()).map_err(bad)?;
+                if inputs.url.is_empty() || inputs.url.starts_with('-') {
+                    return Err(RequestError::BadRequest("inputs.url is invalid".into()));
+                }
+                rules
+                    .check_command(key, &["git".into(), "clone".into(), inputs.url])
+                    .map_err(refused)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Cancels a job the token may see: queued ones at once, running ones by killing their
+    /// process tree. Returns the job after.
+    pub fn cancel(&self, token: &TokenRow, id: &str) -> Result<JobRow, RequestError> {
+        let job = self.visible_job(token, id)?;
+        require(token, "submit")?;
+        let after = self.store.cancel_job(&job.id)?;
+        self.store.audit(
+            &token.id,
+            "job.cancel",
+            job.id.as_str(),
+            &serde_json::json!({}),
+        )?;
+        match after {
+            Some(JobState::Cancelled) if job.state == JobState::Queued => {
+                self.store.append_job_event(
+                    &job.id,
+                    "state",
+                    &serde_json::json!({"state": "cancelled", "attempt": job.attempt}),
+                )?;
+                self.store.append_job_event(
+                    &job.id,
+                    "end",
+                    &serde_json::json!({"state": "cancelled"}),
+                )?;
+            }
+            Some(JobState::Running) => {
+                let handle = self
+                    .running
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get(&job.id)
+                    .cloned();
+                if let Some(handle) = handle {
+                    handle.cancel();
+                }
+            }
+            _ => {}
+        }
+        self.store.get_job(&job.id)?.ok_or(RequestError::NotFound)
+    }
+}
+
+/// Fails unless the token carries `scope` (or `admin`).
+pub fn require(token: &TokenRow, scope: &'static str) -> Result<(), RequestError> {
+    if token.scopes.iter().any(|s| s == scope || s == "admin") {
+        Ok(())
+    } else {
+        Err(RequestError::Scope(scope))
+    }
+}

@@ -1,0 +1,182 @@
+//! Workers: long-lived threads that claim jobs from the store (within the global and
+//! per-project limits), run them, and record how each attempt ended — retried with
+//! exponential backoff when its failure category says another attempt may succeed.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use cordon_exec::CancelHandle;
+use cordon_store::{AttemptEnd, JobRow, JobState};
+
+use crate::api::JobFailure;
+use crate::execute::{Outcome, execute};
+use crate::service::{Service, now_ms};
+
+/// How long an idle worker waits for a wake-up before it looks at the queue again (retries
+/// whose backoff ended, jobs queued by another process).
+const IDLE_POLL: Duration = Duration::from_millis(250);
+
+/// Starts `count` worker threads; they stop once `stop` is set and they are idle.
+pub fn start(
+    service: &Arc<Service>,
+    count: u32,
+    stop: &Arc<AtomicBool>,
+) -> Vec<std::thread::JoinHandle<()>> {
+    (0..count)
+        .map(|n| {
+            let service = Arc::clone(service);
+            let stop = Arc::clone(stop);
+            std::thread::Builder::new()
+                .name(format!("cordon-worker-{n}"))
+                .spawn(move || work(&service, &stop))
+                .expect("a worker thread starts")
+        })
+        .collect()
+}
+
+fn work(service: &Service, stop: &AtomicBool) {
+    while !stop.load(Ordering::SeqCst) {
+        let seen = *service.wake.0.lock().unwrap_or_else(|e| e.into_inner());
+        let policy = service.policy();
+        let claimed = service
+            .store
+            .claim_job(policy.workers, &|project| policy.concurrency(project));
+        match claimed {
+            Ok(Some(job)) => {
+                run_attempt(service, job);
+                service.notify();
+            }
+            Ok(None) => {
+                let (lock, cvar) = &service.wake;
+                let guard = lock.lock().unwrap_or_else(|e| e.into_inner());
+                if *guard == seen {
+                    let _ = cvar.wait_timeout(guard, IDLE_POLL);
+                }
+            }
+            Err(error) => {
+                eprintln!("cordon serve: cannot claim a job: {error}");
+                let (lock, cvar) = &service.wake;
+                let guard = lock.lock().unwrap_or_else(|e| e.into_inner());
+                let _ = cvar.wait_timeout(guard, IDLE_POLL);
+            }
+        }
+    }
+}
+
+fn run_attempt(service: &Service, job: JobRow) {
+    let store = &service.store;
+    let log = |kind: &str, data: serde_json::Value| {
+        if let Err(error) = store.append_job_event(&job.id, kind, &data) {
+            eprintln!("cordon serve: job {}: cannot log an event: {error}", job.id);
+        }
+    };
+    log(
+        "state",
+        serde_json::json!({"state": "running", "attempt": job.attempt}),
+    );
+    let cancel = match CancelHandle::new() {
+        Ok(handle) => Arc::new(handle),
+        Err(error) => {
+            finish(
+                service,
+                &job,
+                Outcome::failed("infra", format!("cannot create a cancel handle: {error}")),
+            );
+            return;
+        }
+    };
+    service
+        .running
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(job.id.clone(), Arc::clone(&cancel));
+    // A cancel asked for between the claim and now.
+    if matches!(store.get_job(&job.id), Ok(Some(j)) if j.cancel_requested) {
+        cancel.cancel();
+    }
+    let outcome = execute(service, &job, &cancel);
+    service
+        .running
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&job.id);
+    finish(service, &job, outcome);
+}
+
+fn finish(service: &Service, job: &JobRow, outcome: Outcome) {
+    let store = &service.store;
+    let shut_down = service.shutting_down.load(Ordering::SeqCst)
+        && outcome.state == JobState::Cancelled
+        && !matches!(store.get_job(&job.id), Ok(Some(j)) if j.cancel_requested);
+    let outcome = if shut_down {
+        // The server stopped, not the client: the job goes back to the queue.
+        Outcome::failed("infra", "the server stopped while the job ran")
+    } else {
+        outcome
+    };
+    let retry = outcome.state == JobState::Failed
+        && (job.attempt < job.max_attempts || shut_down)
+        && outcome.failure.as_ref().is_some_and(JobFailure::retryable);
+    let failure_json = outcome
+        .failure
+        .as_ref()
+        .map(|f| serde_json::to_value(f).unwrap_or_default());
+    let end = if retry {
+        let backoff = service
+            .retry_backoff
+            .saturating_mul(1 << (job.attempt.saturating_sub(1)).min(10));
+        AttemptEnd::Retry {
+            not_before_ms: now_ms() + i64::try_from(backoff.as_millis()).unwrap_or(i64::MAX),
+            failure: failure_json.clone().unwrap_or_default(),
+        }
+    } else {
+        AttemptEnd::Final {
+            state: outcome.state,
+            result: outcome.result.clone(),
+            failure: failure_json.clone(),
+        }
+    };
+    match store.end_attempt(&job.id, job.attempt, &end) {
+        Ok(true) => {}
+        Ok(false) => {
+            eprintln!(
+                "cordon serve: job {} attempt {}: no longer running it; result dropped",
+                job.id, job.attempt
+            );
+            return;
+        }
+        Err(error) => {
+            eprintln!(
+                "cordon serve: job {}: cannot record its end: {error}",
+                job.id
+            );
+            return;
+        }
+    }
+    let state = if retry {
+        "queued"
+    } else {
+        outcome.state.as_str()
+    };
+    let events = [
+        (
+            "state",
+            serde_json::json!({
+                "state": state,
+                "attempt": job.attempt,
+                "failure": failure_json,
+                "retry": retry,
+            }),
+        ),
+        (
+            "end",
+            serde_json::json!({"state": state, "result": outcome.result}),
+        ),
+    ];
+    for (kind, data) in events.into_iter().take(if retry { 1 } else { 2 }) {
+        if let Err(error) = store.append_job_event(&job.id, kind, &data) {
+            eprintln!("cordon serve: job {}: cannot log an event: {error}", job.id);
+        }
+    }
+}
