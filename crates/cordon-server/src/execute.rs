@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use cordon_exec::{CancelHandle, OutputSink, Stream};
 use cordon_runner::{Bounds, Hooks, Isolation, RunRequest, SandboxOptions, WorkspaceMount};
@@ -115,14 +115,13 @@ fn workspace_of(service: &Service, job: &JobRow, from: &str) -> Result<PathBuf, 
     Ok(path)
 }
 
-/// Writes a job's live output to its event log in batches (at most every 100 ms or 16 KiB).
+/// Writes a job's live output to its event log as it arrives.
 struct EventSink<'a> {
     store: &'a Store,
     job: &'a JobId,
     stage: Option<String>,
     pending: Vec<(Stream, Vec<u8>)>,
     pending_bytes: usize,
-    last_flush: Instant,
 }
 
 impl<'a> EventSink<'a> {
@@ -133,7 +132,6 @@ impl<'a> EventSink<'a> {
             stage: None,
             pending: Vec::new(),
             pending_bytes: 0,
-            last_flush: Instant::now(),
         }
     }
 
@@ -143,11 +141,9 @@ impl<'a> EventSink<'a> {
             _ => self.pending.push((stream, bytes.to_vec())),
         }
         self.pending_bytes += bytes.len();
-        if self.pending_bytes >= 16 * 1024
-            || self.last_flush.elapsed() >= Duration::from_millis(100)
-        {
-            self.flush();
-        }
+        // Written at once: a live log must not hold back the last line of a quiet program
+        // (the executor hands over output as it reads it, so writes are already batched).
+        self.flush();
     }
 
     fn flush(&mut self) {
@@ -162,7 +158,6 @@ impl<'a> EventSink<'a> {
             }
         }
         self.pending_bytes = 0;
-        self.last_flush = Instant::now();
     }
 
     fn event(&mut self, kind: &str, data: serde_json::Value) {

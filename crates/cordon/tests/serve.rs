@@ -1,0 +1,802 @@
+//! `cordon serve` end to end: a real server on a loopback ephemeral port (its ready line is
+//! the synchronisation point), a real SQLite store in a temp home, jobs in the real sandbox,
+//! real git repositories; the live log (SSE) is how tests wait for jobs.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Barrier};
+
+use serde_json::{Value, json};
+use support::{TestDir, git};
+
+const POLICY: &str = r#"
+workers = 3
+
+[projects.a]
+concurrency = 1
+max_timeout = "60s"
+max_attempts = 3
+allow = [["sh", "*"], ["cat", "*"], ["git", "clone", "*"]]
+deny = [{ argv = ["sh", "-c", "rm -rf /"], reason = "never" }]
+secrets = ["SERVE_TEST_SECRET"]
+
+[projects.b]
+concurrency = 2
+job_types = ["run"]
+allow = [["sh", "*"]]
+
+[projects.tight]
+max_timeout = "10s"
+max_attempts = 2
+daily_budget = { wall = "1s" }
+allow = [["sh", "*"]]
+"#;
+
+/// A running `cordon serve` with its own home (store, workspaces).
+struct Server {
+    child: Child,
+    url: String,
+    home: PathBuf,
+    policy: PathBuf,
+    _dir: Arc<TestDir>,
+}
+
+impl Server {
+    fn start() -> Self {
+        let dir = Arc::new(TestDir::new());
+        let policy = dir.write("cordon-server.toml", POLICY);
+        Self::start_in(dir, policy)
+    }
+
+    fn start_in(dir: Arc<TestDir>, policy: PathBuf) -> Self {
+        let home = dir.path().join("home");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_cordon"))
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--retry-backoff",
+                "50ms",
+            ])
+            .arg("--config")
+            .arg(&policy)
+            .env("CORDON_HOME", &home)
+            .env("SERVE_TEST_SECRET", "hunter2-very-secret")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("cordon serve starts");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let url = line
+            .trim()
+            .strip_prefix("cordon serve: listening on http://")
+            .unwrap_or_else(|| panic!("no ready line: {line:?}"))
+            .to_owned();
+        Server {
+            child,
+            url,
+            home,
+            policy,
+            _dir: dir,
+        }
+    }
+
+    /// Kills the server with SIGKILL and starts a new one on the same home.
+    fn kill9_and_restart(mut self) -> Self {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+        let dir = Arc::clone(&self._dir);
+        let policy = self.policy.clone();
+        drop(self);
+        Self::start_in(dir, policy)
+    }
+
+    fn token(&self, project: &str, scopes: &str) -> String {
+        let out = Command::new(env!("CARGO_BIN_EXE_cordon"))
+            .args(["token", "create", "--project", project, "--scope", scopes])
+            .env("CORDON_HOME", &self.home)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    }
+
+    /// One HTTP/1.1 request; returns (status, headers, body).
+    fn request(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        extra: &[(&str, &str)],
+        body: &[u8],
+    ) -> (u16, String, Vec<u8>) {
+        let mut stream = TcpStream::connect(&self.url).unwrap();
+        let mut head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Length: {}\r\n",
+            self.url,
+            body.len()
+        );
+        if let Some(token) = token {
+            head.push_str(&format!("Authorization: Bearer {token}\r\n"));
+        }
+        if !body.is_empty() {
+            head.push_str("Content-Type: application/json\r\n");
+        }
+        for (k, v) in extra {
+            head.push_str(&format!("{k}: {v}\r\n"));
+        }
+        head.push_str("\r\n");
+        stream.write_all(head.as_bytes()).unwrap();
+        // The server may answer (413) before reading a large body.
+        let _ = stream.write_all(body);
+        let mut raw = Vec::new();
+        let _ = stream.read_to_end(&mut raw);
+        let split = raw
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .unwrap_or_else(|| panic!("no response: {}", String::from_utf8_lossy(&raw)));
+        let headers = String::from_utf8_lossy(&raw[..split]).into_owned();
+        let status = headers[9..12].parse().unwrap();
+        let mut body = raw[split + 4..].to_vec();
+        if headers
+            .to_ascii_lowercase()
+            .contains("transfer-encoding: chunked")
+        {
+            body = dechunk(&body);
+        }
+        (status, headers, body)
+    }
+
+    fn json(&self, method: &str, path: &str, token: &str, body: &Value) -> (u16, Value) {
+        let bytes = if body.is_null() {
+            Vec::new()
+        } else {
+            body.to_string().into_bytes()
+        };
+        let (status, _, body) = self.request(method, path, Some(token), &[], &bytes);
+        let value = serde_json::from_slice(&body).unwrap_or_else(|e| {
+            panic!(
+                "{method} {path}: {status} {e}: {}",
+                String::from_utf8_lossy(&body)
+            )
+        });
+        (status, value)
+    }
+
+    fn submit(&self, token: &str, body: &Value) -> (u16, Value) {
+        self.json("POST", "/v1/jobs", token, body)
+    }
+
+    /// The job's live log from `after` until its `end` event: (id, event, data) each.
+    fn events(&self, token: &str, id: &str, after: Option<u64>) -> Vec<(u64, String, Value)> {
+        let mut events = Vec::new();
+        self.follow(token, id, after, |e| {
+            events.push(e.clone());
+            e.1 != "end"
+        });
+        events
+    }
+
+    /// Feeds SSE events to `each` until it returns false or the stream ends.
+    fn follow(
+        &self,
+        token: &str,
+        id: &str,
+        after: Option<u64>,
+        mut each: impl FnMut(&(u64, String, Value)) -> bool,
+    ) {
+        let mut stream = TcpStream::connect(&self.url).unwrap();
+        let resume = after.map_or(String::new(), |a| format!("Last-Event-ID: {a}\r\n"));
+        write!(
+            stream,
+            "GET /v1/jobs/{id}/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n{resume}Connection: close\r\n\r\n"
+        )
+        .unwrap();
+        let reader = BufReader::new(stream);
+        let (mut seq, mut name, mut data) = (0, String::new(), String::new());
+        for line in reader.lines() {
+            let Ok(line) = line else { break };
+            // Chunked framing lines (sizes) are not SSE fields; skip them.
+            if let Some(v) = line.strip_prefix("id: ") {
+                seq = v.trim().parse().unwrap();
+            } else if let Some(v) = line.strip_prefix("event: ") {
+                name = v.trim().to_owned();
+            } else if let Some(v) = line.strip_prefix("data: ") {
+                data = v.to_owned();
+            } else if line.is_empty() && !name.is_empty() {
+                let event = (
+                    seq,
+                    std::mem::take(&mut name),
+                    serde_json::from_str(&data).unwrap(),
+                );
+                if !each(&event) {
+                    return;
+                }
+            }
+        }
+    }
+
+    fn job(&self, token: &str, id: &str) -> Value {
+        let (status, job) = self.json("GET", &format!("/v1/jobs/{id}"), token, &Value::Null);
+        assert_eq!(status, 200, "{job}");
+        job
+    }
+
+    /// Submits a job and follows it to its end; returns the final job document.
+    fn run_to_end(&self, token: &str, body: &Value) -> Value {
+        let (status, job) = self.submit(token, body);
+        assert_eq!(status, 201, "{job}");
+        let id = job["id"].as_str().unwrap().to_owned();
+        let events = self.events(token, &id, None);
+        assert_eq!(events.last().unwrap().1, "end", "{events:?}");
+        self.job(token, &id)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn dechunk(mut body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let Some(eol) = body.windows(2).position(|w| w == b"\r\n") else {
+            return out;
+        };
+        let size = usize::from_str_radix(std::str::from_utf8(&body[..eol]).unwrap().trim(), 16)
+            .unwrap_or(0);
+        if size == 0 {
+            return out;
+        }
+        out.extend_from_slice(&body[eol + 2..eol + 2 + size]);
+        body = &body[eol + 2 + size + 2..];
+    }
+}
+
+fn run_job(project: &str, script: &str) -> Value {
+    json!({"project": project, "type": "run", "inputs": {"argv": ["sh", "-c", script]}})
+}
+
+fn outputs(events: &[(u64, String, Value)]) -> String {
+    events
+        .iter()
+        .filter(|e| e.1 == "output")
+        .map(|e| e.2["text"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn serve_runs_a_job_in_the_sandbox_with_live_redacted_logs() {
+    let server = Server::start();
+    let token = server.token("a", "submit,read");
+    let (status, job) = server.submit(
+        &token,
+        &json!({"project": "a", "type": "run", "secrets": ["SERVE_TEST_SECRET"],
+                "inputs": {"argv": ["sh", "-c", "echo hello; echo \"s=$SERVE_TEST_SECRET\" >&2; test ! -e /etc/shadow-not-here"]}}),
+    );
+    assert_eq!(status, 201, "{job}");
+    assert_eq!(job["schema"], "cordon.job/v1");
+    assert_eq!(job["state"], "queued");
+    assert_eq!(job["inputs"]["secrets"], json!(["SERVE_TEST_SECRET"]));
+    let id = job["id"].as_str().unwrap();
+    let events = server.events(&token, id, None);
+    let kinds: Vec<&str> = events.iter().map(|e| e.1.as_str()).collect();
+    assert_eq!(kinds.first(), Some(&"state"));
+    assert_eq!(kinds.last(), Some(&"end"));
+    let seqs: Vec<u64> = events.iter().map(|e| e.0).collect();
+    assert_eq!(
+        seqs,
+        (1..=seqs.len() as u64).collect::<Vec<_>>(),
+        "ids in order"
+    );
+    let text = outputs(&events);
+    assert!(text.contains("hello\n"), "{text}");
+    assert!(!text.contains("hunter2"), "the secret is redacted: {text}");
+    let job = server.job(&token, id);
+    assert_eq!(job["state"], "succeeded", "{job}");
+    assert_eq!(job["attempt"], 1);
+    assert_eq!(job["result"]["schema"], "cordon.run-result/v1");
+    assert_eq!(job["result"]["sandbox"]["enabled"], true, "{job}");
+    assert!(!job.to_string().contains("hunter2"));
+    let (status, _, transcript) = server.request(
+        "GET",
+        &format!("/v1/jobs/{id}/transcript"),
+        Some(&token),
+        &[],
+        b"",
+    );
+    assert_eq!(status, 200);
+    let transcript = String::from_utf8(transcript).unwrap();
+    assert!(
+        transcript.contains("hello") && !transcript.contains("hunter2"),
+        "{transcript}"
+    );
+    // The listing and the metrics see it.
+    let (status, list) = server.json("GET", "/v1/jobs?state=succeeded", &token, &Value::Null);
+    assert_eq!(status, 200);
+    assert_eq!(list["schema"], "cordon.job-list/v1");
+    assert_eq!(list["jobs"][0]["id"], id);
+    let (_, _, metrics) = server.request("GET", "/metrics", None, &[], b"");
+    assert!(
+        String::from_utf8(metrics)
+            .unwrap()
+            .contains("cordon_jobs{state=\"succeeded\"} 1")
+    );
+}
+
+#[test]
+fn serve_refuses_bad_tokens_and_hides_other_projects_jobs() {
+    let server = Server::start();
+    let a = server.token("a", "submit,read");
+    let b = server.token("b", "submit,read");
+    let read_only = server.token("a", "read");
+    let body = run_job("a", "true").to_string();
+    for auth in [None, Some("cdn_nope"), Some("")] {
+        let (status, _, answer) = server.request("POST", "/v1/jobs", auth, &[], body.as_bytes());
+        assert_eq!(status, 401, "{}", String::from_utf8_lossy(&answer));
+        let answer: Value = serde_json::from_slice(&answer).unwrap();
+        assert_eq!(answer["schema"], "cordon.api-error/v1");
+    }
+    let (status, answer) = server.submit(&read_only, &run_job("a", "true"));
+    assert_eq!((status, answer["error"].as_str()), (403, Some("forbidden")));
+    let (status, answer) = server.submit(&b, &run_job("a", "true"));
+    assert_eq!(
+        (status, answer["rule"].as_str()),
+        (403, Some("token.project"))
+    );
+    let job = server.run_to_end(&a, &run_job("a", "true"));
+    let id = job["id"].as_str().unwrap();
+    for path in [
+        format!("/v1/jobs/{id}"),
+        format!("/v1/jobs/{id}/events"),
+        format!("/v1/jobs/{id}/transcript"),
+    ] {
+        let (status, _, _) = server.request("GET", &path, Some(&b), &[], b"");
+        assert_eq!(status, 404, "{path}: another project's job is not found");
+    }
+    let (status, _, _) =
+        server.request("POST", &format!("/v1/jobs/{id}/cancel"), Some(&b), &[], b"");
+    assert_eq!(status, 404);
+    let (status, list) = server.json("GET", "/v1/jobs?project=a", &b, &Value::Null);
+    assert_eq!((status, list["jobs"].as_array().unwrap().len()), (200, 0));
+    // A revoked token stops working.
+    let listed = Command::new(env!("CARGO_BIN_EXE_cordon"))
+        .args(["token", "list"])
+        .env("CORDON_HOME", &server.home)
+        .output()
+        .unwrap();
+    let listing = String::from_utf8(listed.stdout).unwrap();
+    assert!(
+        !listing.contains("cdn_"),
+        "secrets are never listed: {listing}"
+    );
+    let b_id = listing
+        .lines()
+        .find(|l| l.contains("\tb\t"))
+        .and_then(|l| l.split('\t').next())
+        .unwrap();
+    let revoke = Command::new(env!("CARGO_BIN_EXE_cordon"))
+        .args(["token", "revoke", b_id])
+        .env("CORDON_HOME", &server.home)
+        .status()
+        .unwrap();
+    assert!(revoke.success());
+    let (status, _, _) = server.request("GET", "/v1/jobs", Some(&b), &[], b"");
+    assert_eq!(status, 401);
+}
+
+#[test]
+fn serve_answers_malformed_and_oversized_requests_with_400_and_413() {
+    let server = Server::start();
+    let token = server.token("a", "submit,read");
+    let cases: [(&[u8], &str); 5] = [
+        (b"{not json", "invalid job request"),
+        (
+            br#"{"project":"a","type":"run","inputs":{"argv":["sh"]},"colour":1}"#,
+            "colour",
+        ),
+        (br#"{"type":"run","inputs":{}}"#, "project"),
+        (br#"{"project":"a","type":"rm","inputs":{}}"#, "rm"),
+        (
+            br#"{"project":"a","type":"run","inputs":{"argv":["sh"],"cwd":"/"}}"#,
+            "cwd",
+        ),
+    ];
+    for (body, field) in cases {
+        let (status, _, answer) = server.request("POST", "/v1/jobs", Some(&token), &[], body);
+        let answer: Value = serde_json::from_slice(&answer).unwrap();
+        assert_eq!(status, 400, "{answer}");
+        assert_eq!(answer["error"], "bad_request");
+        assert!(
+            answer["message"].as_str().unwrap().contains(field),
+            "{answer}"
+        );
+    }
+    let huge = vec![b'x'; 5 * 1024 * 1024];
+    let (status, _, _) = server.request("POST", "/v1/jobs", Some(&token), &[], &huge);
+    assert_eq!(status, 413);
+    let (status, _, _) = server.request("GET", "/v1/jobs/j-nothere234", Some(&token), &[], b"");
+    assert_eq!(status, 404);
+    let (status, _, _) = server.request("GET", "/v1/jobs?limit=x", Some(&token), &[], b"");
+    assert_eq!(status, 400);
+    // The server is still fine.
+    let (status, _, body) = server.request("GET", "/healthz", None, &[], b"");
+    assert_eq!((status, body.as_slice()), (200, b"ok\n".as_slice()));
+}
+
+#[test]
+fn serve_refuses_what_policy_does_not_allow_with_the_rule() {
+    let server = Server::start();
+    let a = server.token("a", "submit,read");
+    let b = server.token("b", "submit,read");
+    let cases = [
+        (&a, run_job("a", "rm -rf /"), "projects.a.deny[0]"),
+        (
+            &a,
+            json!({"project": "a", "type": "run", "inputs": {"argv": ["python3", "-c", "1"]}}),
+            "projects.a.allow",
+        ),
+        (
+            &b,
+            json!({"project": "b", "type": "repo.clone", "inputs": {"url": "/tmp"}}),
+            "projects.b.job_types",
+        ),
+        (
+            &a,
+            json!({"project": "a", "type": "run", "timeout": "2h", "inputs": {"argv": ["sh"]}}),
+            "projects.a.max_timeout",
+        ),
+        (
+            &a,
+            json!({"project": "a", "type": "run", "secrets": ["HOME"], "inputs": {"argv": ["sh"]}}),
+            "projects.a.secrets",
+        ),
+        (
+            &a,
+            json!({"project": "a", "type": "run", "env_keys": ["PATH"], "inputs": {"argv": ["sh"]}}),
+            "projects.a.env_keys",
+        ),
+    ];
+    for (token, body, rule) in cases {
+        let (status, answer) = server.submit(token, &body);
+        assert_eq!(status, 403, "{body}: {answer}");
+        assert_eq!(answer["error"], "policy");
+        assert_eq!(answer["rule"], rule, "{answer}");
+    }
+    let (_, list) = server.json("GET", "/v1/jobs", &a, &Value::Null);
+    assert_eq!(list["jobs"], json!([]), "nothing refused was queued");
+}
+
+#[test]
+fn serve_duplicate_idempotency_keys_racing_make_one_job() {
+    let server = Arc::new(Server::start());
+    let token = Arc::new(server.token("a", "submit,read"));
+    let barrier = Arc::new(Barrier::new(8));
+    let answers: Vec<(u16, Value)> = (0..8)
+        .map(|_| {
+            let (server, token, barrier) = (
+                Arc::clone(&server),
+                Arc::clone(&token),
+                Arc::clone(&barrier),
+            );
+            std::thread::spawn(move || {
+                let mut body = run_job("a", "echo once");
+                body["idempotency_key"] = json!("k-1");
+                barrier.wait();
+                server.submit(&token, &body)
+            })
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|t| t.join().unwrap())
+        .collect();
+    let created = answers.iter().filter(|(s, _)| *s == 201).count();
+    assert_eq!(created, 1, "{answers:?}");
+    assert!(answers.iter().all(|(s, _)| *s == 201 || *s == 200));
+    let id = answers[0].1["id"].as_str().unwrap().to_owned();
+    assert!(answers.iter().all(|(_, j)| j["id"] == id.as_str()));
+    let events = server.events(&token, &id, None);
+    assert_eq!(outputs(&events), "once\n", "it ran once");
+    let (_, list) = server.json("GET", "/v1/jobs", &token, &Value::Null);
+    assert_eq!(list["jobs"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn serve_kills_a_job_past_its_timeout_keeps_partial_logs_and_retries_it() {
+    let server = Server::start();
+    let token = server.token("tight", "submit,read");
+    let mut body = run_job("tight", "echo partial; sleep 30");
+    body["timeout"] = json!("300ms");
+    let job = server.run_to_end(&token, &body);
+    assert_eq!(job["state"], "failed", "{job}");
+    assert_eq!(job["failure"]["category"], "timeout");
+    assert_eq!(job["attempt"], 2, "retried once (max_attempts = 2)");
+    assert_eq!(job["result"]["status"], "timeout");
+    let events = server.events(&token, job["id"].as_str().unwrap(), None);
+    assert_eq!(
+        outputs(&events),
+        "partial\npartial\n",
+        "both attempts' logs kept"
+    );
+    let retries = events
+        .iter()
+        .filter(|e| e.1 == "state" && e.2["retry"] == true)
+        .count();
+    assert_eq!(retries, 1);
+}
+
+#[test]
+fn serve_refuses_a_project_over_its_daily_budget_with_429() {
+    let server = Server::start();
+    let token = server.token("tight", "submit,read");
+    let job = server.run_to_end(&token, &run_job("tight", "sleep 1.2"));
+    assert_eq!(job["state"], "succeeded", "{job}");
+    let (status, answer) = server.submit(&token, &run_job("tight", "true"));
+    assert_eq!(status, 429, "{answer}");
+    assert_eq!(answer["error"], "budget");
+    assert!(
+        answer["resets_at"]
+            .as_str()
+            .unwrap()
+            .ends_with("T00:00:00Z"),
+        "{answer}"
+    );
+}
+
+#[test]
+fn serve_cancels_running_and_queued_jobs() {
+    let server = Server::start();
+    let token = server.token("a", "submit,read");
+    let (_, running) = server.submit(&token, &run_job("a", "echo started; sleep 60"));
+    let running = running["id"].as_str().unwrap().to_owned();
+    // Project a runs one job at a time: this one waits.
+    let (_, queued) = server.submit(&token, &run_job("a", "echo never"));
+    let queued = queued["id"].as_str().unwrap().to_owned();
+    let (status, after) = server.json(
+        "POST",
+        &format!("/v1/jobs/{queued}/cancel"),
+        &token,
+        &Value::Null,
+    );
+    assert_eq!((status, after["state"].as_str()), (200, Some("cancelled")));
+    let mut started = false;
+    server.follow(&token, &running, None, |e| {
+        started |= e.1 == "output";
+        !started
+    });
+    assert!(started);
+    let t0 = std::time::Instant::now();
+    let (status, _) = server.json(
+        "POST",
+        &format!("/v1/jobs/{running}/cancel"),
+        &token,
+        &Value::Null,
+    );
+    assert_eq!(status, 200);
+    let events = server.events(&token, &running, None);
+    assert!(t0.elapsed() < std::time::Duration::from_secs(20));
+    let job = server.job(&token, &running);
+    assert_eq!(job["state"], "cancelled", "{job}");
+    assert_eq!(job["attempt"], 1, "a cancel is not retried");
+    assert_eq!(job["result"]["status"], "cancelled");
+    assert_eq!(outputs(&events), "started\n");
+    assert_eq!(
+        server.job(&token, &queued)["attempt"],
+        0,
+        "the queued job never ran"
+    );
+}
+
+#[test]
+fn serve_live_log_resumes_after_last_event_id_and_survives_disconnects() {
+    let server = Server::start();
+    let token = server.token("a", "submit,read");
+    let job = server.run_to_end(&token, &run_job("a", "echo one; echo two"));
+    let id = job["id"].as_str().unwrap();
+    let all = server.events(&token, id, None);
+    let resumed = server.events(&token, id, Some(2));
+    assert_eq!(resumed.as_slice(), &all[2..], "no loss, no duplicates");
+    // Clients that go away mid-stream do not disturb the server.
+    for _ in 0..5 {
+        let mut n = 0;
+        server.follow(&token, id, None, |_| {
+            n += 1;
+            n < 2
+        });
+    }
+    let (_, long) = server.submit(&token, &run_job("a", "echo x; sleep 1; echo y"));
+    let long = long["id"].as_str().unwrap().to_owned();
+    server.follow(&token, &long, None, |e| e.1 != "output");
+    let events = server.events(&token, &long, None);
+    assert_eq!(outputs(&events), "x\ny\n");
+    assert_eq!(server.job(&token, &long)["state"], "succeeded");
+}
+
+#[test]
+fn serve_recovers_jobs_after_sigkill_without_losing_or_doubling_them() {
+    let server = Server::start();
+    let token = server.token("a", "submit,read");
+    let (_, job) = server.submit(&token, &run_job("a", "echo attempt; sleep 2"));
+    let id = job["id"].as_str().unwrap().to_owned();
+    let (_, waiting) = server.submit(&token, &run_job("a", "echo queued-one"));
+    let waiting = waiting["id"].as_str().unwrap().to_owned();
+    server.follow(&token, &id, None, |e| e.1 != "output");
+    let server = server.kill9_and_restart();
+    let events = server.events(&token, &id, None);
+    let job = server.job(&token, &id);
+    assert_eq!(job["state"], "succeeded", "{job}");
+    assert_eq!(job["attempt"], 2, "interrupted once, requeued, ran again");
+    assert_eq!(outputs(&events), "attempt\nattempt\n");
+    let events = server.events(&token, &waiting, None);
+    assert_eq!(outputs(&events), "queued-one\n", "the queued job ran once");
+    assert_eq!(server.job(&token, &waiting)["attempt"], 1);
+    let scratch = server.home.join("serve/scratch");
+    let left = std::fs::read_dir(&scratch).map_or(0, |d| d.count());
+    assert_eq!(left, 0, "scratch directories cleaned up");
+}
+
+#[test]
+fn serve_keeps_global_and_per_project_limits() {
+    let server = Server::start();
+    let a = server.token("a", "submit,read");
+    let b = server.token("b", "submit,read");
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        ids.push((
+            &a,
+            server
+                .submit(&a, &run_job("a", &format!("echo a{i}; sleep 0.3")))
+                .1,
+        ));
+        ids.push((
+            &b,
+            server
+                .submit(&b, &run_job("b", &format!("echo b{i}; sleep 0.3")))
+                .1,
+        ));
+    }
+    let mut spans: Vec<(String, u64, u64)> = Vec::new();
+    for (token, job) in ids {
+        let id = job["id"].as_str().unwrap();
+        server.events(token, id, None);
+        let job = server.job(token, id);
+        assert_eq!(job["state"], "succeeded", "{job}");
+        let ms = |k: &str| {
+            humantime::parse_rfc3339(job[k].as_str().unwrap())
+                .unwrap()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis() as u64
+        };
+        spans.push((
+            job["project"].as_str().unwrap().into(),
+            ms("started_at"),
+            ms("finished_at"),
+        ));
+    }
+    let overlap = |filter: &dyn Fn(&str) -> bool| {
+        spans
+            .iter()
+            .filter(|s| filter(&s.0))
+            .map(|s| {
+                spans
+                    .iter()
+                    .filter(|o| filter(&o.0) && o.1 <= s.1 && s.1 < o.2)
+                    .count()
+            })
+            .max()
+            .unwrap()
+    };
+    assert_eq!(
+        overlap(&|p| p == "a"),
+        1,
+        "project a: concurrency 1: {spans:?}"
+    );
+    assert!(
+        overlap(&|p| p == "b") <= 2,
+        "project b: concurrency 2: {spans:?}"
+    );
+    assert!(overlap(&|_| true) <= 3, "workers = 3: {spans:?}");
+}
+
+fn repo(dir: &Path) -> PathBuf {
+    let repo = dir.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    std::fs::write(repo.join("README"), "hello from the repo\n").unwrap();
+    std::fs::write(
+        repo.join("cordon.toml"),
+        "[[stage]]\nname = \"check\"\ncategory = \"test\"\nrun = [\"sh\", \"-c\", \"cat README\"]\n",
+    )
+    .unwrap();
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "-qm", "init"]);
+    repo
+}
+
+#[test]
+fn serve_chains_clone_then_run_then_verify_on_a_real_repository() {
+    let server = Server::start();
+    let token = server.token("a", "submit,read");
+    let src = repo(server._dir.path());
+    let clone = server.run_to_end(
+        &token,
+        &json!({"project": "a", "type": "repo.clone", "inputs": {"url": src.display().to_string(), "ref": "main"}}),
+    );
+    assert_eq!(clone["state"], "succeeded", "{clone}");
+    let head = git(&src, &["rev-parse", "HEAD"]);
+    assert_eq!(clone["result"]["commit"], head.trim());
+    let from = json!({"from_job": clone["id"]});
+    let ran = server.run_to_end(
+        &token,
+        &json!({"project": "a", "type": "run", "inputs": {"argv": ["cat", "README"], "workspace": from}}),
+    );
+    assert_eq!(ran["state"], "succeeded", "{ran}");
+    assert_eq!(ran["result"]["stdout"]["head"], "hello from the repo\n");
+    let verified = server.run_to_end(
+        &token,
+        &json!({"project": "a", "type": "verify", "inputs": {"workspace": from}}),
+    );
+    assert_eq!(verified["state"], "succeeded", "{verified}");
+    assert_eq!(verified["result"]["schema"], "cordon.run-report/v1");
+    assert_eq!(verified["result"]["overall"], "pass");
+    // A patch that breaks the stage: the gate blocks, the job fails with the stage's category.
+    let patch = "--- a/README\n+++ /dev/null\n@@ -1 +0,0 @@\n-hello from the repo\n";
+    let failed = server.run_to_end(
+        &token,
+        &json!({"project": "a", "type": "verify", "inputs": {"workspace": from, "patch": patch}}),
+    );
+    assert_eq!(failed["state"], "failed", "{failed}");
+    assert_eq!(failed["attempt"], 1, "a test failure is not retried");
+    assert_eq!(failed["failure"]["category"], "test", "{failed}");
+    // A verify whose plan holds a disallowed command is refused before anything runs.
+    let b = server.token("b", "submit,read");
+    let (status, _) = server.submit(
+        &b,
+        &json!({"project": "b", "type": "verify", "inputs": {"workspace": from}}),
+    );
+    assert_eq!(status, 403, "project b may not verify");
+}
+
+#[test]
+fn serve_openapi_document_is_the_committed_one() {
+    let server = Server::start();
+    let (status, _, body) = server.request("GET", "/openapi.json", None, &[], b"");
+    assert_eq!(status, 200);
+    let committed =
+        std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../schema/openapi.json"))
+            .unwrap();
+    assert!(
+        body == committed,
+        "schema/openapi.json is stale; run UPDATE_SCHEMAS=1 cargo test --workspace schema"
+    );
+}
+
+#[test]
+fn serve_prints_its_default_policy_as_a_valid_config() {
+    let dir = TestDir::new();
+    let out = Command::new(env!("CARGO_BIN_EXE_cordon"))
+        .args(["serve", "--print-default-policy"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("[projects.\"*\"]"), "{text}");
+    let policy = dir.write("p.toml", &text);
+    let parsed = cordon_server::Policy::load(&policy).unwrap();
+    assert_eq!(parsed, cordon_server::Policy::builtin());
+}
