@@ -29,6 +29,7 @@
 #![forbid(unsafe_code)]
 
 mod api;
+mod client;
 mod execute;
 mod http;
 mod openapi;
@@ -46,6 +47,7 @@ pub use api::{
     ApiError, ApiErrorTag, CloneInputs, FromJob, JobDocument, JobFailure, JobList, JobListTag,
     JobRequest, JobRequestTag, JobTag, JobType, RunInputs, VerifyInputs, WireState,
 };
+pub use client::{Answer, Client, ClientError};
 pub use openapi::document as openapi_document;
 pub use policy::{Budget, DEFAULT_TOOLS, DenyRule, Policy, PolicyError, ProjectPolicy, Refusal};
 pub use service::{RequestError, SCOPES, Service, create_token, token_hash};

@@ -50,6 +50,8 @@ pub enum Command {
     Serve(crate::commands::serve::ServeArgs),
     /// API tokens of the job service.
     Token(crate::commands::serve::TokenArgs),
+    /// A client of the job service: submit, list, show, follow logs, cancel.
+    Jobs(crate::commands::serve::JobsArgs),
 }
 
 const RUN_EXAMPLES: &str = "\

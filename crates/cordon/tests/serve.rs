@@ -800,3 +800,66 @@ fn serve_prints_its_default_policy_as_a_valid_config() {
     let parsed = cordon_server::Policy::load(&policy).unwrap();
     assert_eq!(parsed, cordon_server::Policy::builtin());
 }
+
+#[test]
+fn serve_jobs_cli_submits_follows_shows_lists_and_cancels() {
+    let server = Server::start();
+    let token = server.token("a", "submit,read");
+    let jobs = |args: &[&str], stdin: &[u8]| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_cordon"))
+            .arg("jobs")
+            .args(args)
+            .args(["--server", &format!("http://{}", server.url)])
+            .env("CORDON_TOKEN", &token)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(stdin).unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let body = run_job("a", "echo out; echo err >&2").to_string();
+    let out = jobs(&["submit", "-"], body.as_bytes());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let job: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let id = job["id"].as_str().unwrap();
+    let out = jobs(&["logs", "--follow", id], b"");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "out\n");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("err\n") && stderr.contains("succeeded"),
+        "{stderr}"
+    );
+    let out = jobs(&["show", id], b"");
+    let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(shown["state"], "succeeded");
+    let out = jobs(&["list", "--state", "succeeded"], b"");
+    let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(listed["jobs"][0]["id"], id);
+    let out = jobs(&["logs", id], b"");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "out\nerr\n");
+    // A failing job: --follow exits 1; a refused one: the error document and exit 1.
+    let body = run_job("a", "exit 3").to_string();
+    let out = jobs(&["submit", "-"], body.as_bytes());
+    let failing: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let out = jobs(&["logs", "-f", failing["id"].as_str().unwrap()], b"");
+    assert_eq!(out.status.code(), Some(1));
+    let out = jobs(
+        &["submit", "-"],
+        run_job("a", "rm -rf /").to_string().as_bytes(),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("projects.a.deny[0]"));
+    let out = jobs(&["cancel", "j-nothere234"], b"");
+    assert_eq!(out.status.code(), Some(1));
+}

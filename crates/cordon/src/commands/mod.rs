@@ -28,5 +28,6 @@ pub(crate) fn dispatch(cli: Cli, argv: &[std::ffi::OsString]) -> Result<ExitCode
         Command::Schema(args) => schema::run(&args),
         Command::Serve(args) => serve::serve(&args),
         Command::Token(args) => serve::token(&args),
+        Command::Jobs(args) => serve::jobs(&args),
     }
 }

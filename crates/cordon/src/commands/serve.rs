@@ -137,3 +137,142 @@ pub(crate) fn token(args: &TokenArgs) -> Result<ExitCode, CliError> {
     }
     Ok(ExitCode::SUCCESS)
 }
+
+/// Arguments of `cordon jobs` (a client of `cordon serve`; the token comes from
+/// `CORDON_TOKEN`).
+#[derive(Debug, Args)]
+pub struct JobsArgs {
+    /// The server (default: `$CORDON_SERVER`, else http://127.0.0.1:7878).
+    #[arg(long, value_name = "URL", global = true)]
+    pub server: Option<String>,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: JobsCommand,
+}
+
+/// The `cordon jobs` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum JobsCommand {
+    /// Submit a job: a `POST /v1/jobs` body (JSON) from FILE, or standard input with `-`.
+    /// Prints the job document.
+    Submit {
+        /// The request file, or `-`.
+        file: PathBuf,
+    },
+    /// List the token's project's jobs, newest first.
+    List {
+        /// Only jobs in this state.
+        #[arg(long)]
+        state: Option<String>,
+        /// At most this many.
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+    },
+    /// Print a job document.
+    Show {
+        /// The job's id.
+        id: String,
+    },
+    /// Print a job's output; with --follow, as it runs, until it ends (exit 0 when it
+    /// succeeded, 1 otherwise).
+    Logs {
+        /// The job's id.
+        id: String,
+        /// Follow the live log.
+        #[arg(long, short)]
+        follow: bool,
+    },
+    /// Cancel a job (a running one's process tree dies).
+    Cancel {
+        /// The job's id.
+        id: String,
+    },
+}
+
+/// Runs `cordon jobs`.
+pub(crate) fn jobs(args: &JobsArgs) -> Result<ExitCode, CliError> {
+    use std::io::{Read, Write};
+    let token = std::env::var("CORDON_TOKEN").map_err(|_| {
+        CliError::msg(USAGE, "CORDON_TOKEN is not set")
+            .hint("create one with `cordon token create --project P`")
+    })?;
+    let server = args
+        .server
+        .clone()
+        .or_else(|| std::env::var("CORDON_SERVER").ok())
+        .unwrap_or_else(|| "http://127.0.0.1:7878".into());
+    let client =
+        cordon_server::Client::new(&server, &token).map_err(|e| CliError::new(USAGE, e))?;
+    let failed = |e| CliError::new(crate::exit::FAILED, e);
+    let answer = match &args.command {
+        JobsCommand::Submit { file } => {
+            let mut body = Vec::new();
+            if file.as_os_str() == "-" {
+                std::io::stdin().read_to_end(&mut body)?;
+            } else {
+                body = std::fs::read(file)?;
+            }
+            client.request("POST", "/v1/jobs", &body).map_err(failed)?
+        }
+        JobsCommand::List { state, limit } => {
+            let mut path = format!("/v1/jobs?limit={limit}");
+            if let Some(state) = state {
+                path.push_str(&format!("&state={state}"));
+            }
+            client.request("GET", &path, b"").map_err(failed)?
+        }
+        JobsCommand::Show { id } => client
+            .request("GET", &format!("/v1/jobs/{id}"), b"")
+            .map_err(failed)?,
+        JobsCommand::Cancel { id } => client
+            .request("POST", &format!("/v1/jobs/{id}/cancel"), b"")
+            .map_err(failed)?,
+        JobsCommand::Logs { id, follow: false } => client
+            .request("GET", &format!("/v1/jobs/{id}/transcript"), b"")
+            .map_err(failed)?,
+        JobsCommand::Logs { id, follow: true } => {
+            let mut state = String::new();
+            let status = client
+                .follow(id, None, &mut |_, kind, data| {
+                    let text = data.get("text").and_then(|t| t.as_str()).unwrap_or("");
+                    match (kind, data.get("stream").and_then(|s| s.as_str())) {
+                        ("output", Some("stderr")) => eprint!("{text}"),
+                        ("output", _) => {
+                            print!("{text}");
+                            let _ = std::io::stdout().flush();
+                        }
+                        ("end", _) => {
+                            state = data
+                                .get("state")
+                                .and_then(|s| s.as_str())
+                                .unwrap_or("")
+                                .to_owned();
+                        }
+                        _ => {}
+                    }
+                    true
+                })
+                .map_err(failed)?;
+            if status != 200 {
+                return Err(CliError::msg(
+                    crate::exit::FAILED,
+                    format_args!("the server answered {status}"),
+                ));
+            }
+            eprintln!("job {id}: {state}");
+            return Ok(if state == "succeeded" {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            });
+        }
+    };
+    std::io::stdout().write_all(&answer.body)?;
+    if answer.status >= 400 {
+        return Err(CliError::msg(
+            crate::exit::FAILED,
+            format_args!("the server answered {}", answer.status),
+        ));
+    }
+    Ok(ExitCode::SUCCESS)
+}
