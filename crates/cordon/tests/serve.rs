@@ -88,10 +88,14 @@ impl Server {
         }
     }
 
-    /// Kills the server with SIGKILL and starts a new one on the same home.
-    fn kill9_and_restart(mut self) -> Self {
+    /// Kills the server with SIGKILL.
+    fn kill9(&mut self) {
         self.child.kill().unwrap();
         self.child.wait().unwrap();
+    }
+
+    /// Starts a new server on the same home.
+    fn restart(self) -> Self {
         let dir = Arc::clone(&self._dir);
         let policy = self.policy.clone();
         drop(self);
@@ -269,6 +273,18 @@ fn dechunk(mut body: &[u8]) -> Vec<u8> {
 
 fn run_job(project: &str, script: &str) -> Value {
     json!({"project": project, "type": "run", "inputs": {"argv": ["sh", "-c", script]}})
+}
+
+/// Processes whose command line holds `marker`.
+fn sleepers(marker: &str) -> usize {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
+        })
+        .count()
 }
 
 fn outputs(events: &[(u64, String, Value)]) -> String {
@@ -630,12 +646,21 @@ fn serve_live_log_resumes_after_last_event_id_and_survives_disconnects() {
 fn serve_recovers_jobs_after_sigkill_without_losing_or_doubling_them() {
     let server = Server::start();
     let token = server.token("a", "submit,read");
-    let (_, job) = server.submit(&token, &run_job("a", "echo attempt; sleep 2"));
+    let (_, job) = server.submit(&token, &run_job("a", "echo attempt; sleep 2.0173"));
     let id = job["id"].as_str().unwrap().to_owned();
     let (_, waiting) = server.submit(&token, &run_job("a", "echo queued-one"));
     let waiting = waiting["id"].as_str().unwrap().to_owned();
     server.follow(&token, &id, None, |e| e.1 != "output");
-    let server = server.kill9_and_restart();
+    assert!(sleepers("2.0173") > 0, "the job's program runs");
+    let mut server = server;
+    server.kill9();
+    // The dead server's sandboxed process tree dies with it.
+    support::wait_until(
+        "the killed server's job tree dies",
+        std::time::Duration::from_secs(5),
+        || sleepers("2.0173") == 0,
+    );
+    let server = server.restart();
     let events = server.events(&token, &id, None);
     let job = server.job(&token, &id);
     assert_eq!(job["state"], "succeeded", "{job}");
