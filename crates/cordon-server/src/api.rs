@@ -40,6 +40,10 @@ pub enum JobType {
     /// `{workspace, commit}`.
     #[serde(rename = "repo.clone")]
     RepoClone,
+    /// A patch applied (all or nothing, paths confined) and committed in an earlier job's
+    /// workspace; the result is `{workspace, commit, applied_files, diff, patch_id}`.
+    #[serde(rename = "repo.applyPatch")]
+    RepoApplyPatch,
 }
 
 impl JobType {
@@ -49,14 +53,20 @@ impl JobType {
             JobType::Run => "run",
             JobType::Verify => "verify",
             JobType::RepoClone => "repo.clone",
+            JobType::RepoApplyPatch => "repo.applyPatch",
         }
     }
 
     /// Parses a stored type name.
     pub fn parse(text: &str) -> Option<Self> {
-        [JobType::Run, JobType::Verify, JobType::RepoClone]
-            .into_iter()
-            .find(|t| t.as_str() == text)
+        [
+            JobType::Run,
+            JobType::Verify,
+            JobType::RepoClone,
+            JobType::RepoApplyPatch,
+        ]
+        .into_iter()
+        .find(|t| t.as_str() == text)
     }
 }
 
@@ -140,6 +150,19 @@ pub struct CloneInputs {
     /// A shallow clone of this depth.
     #[serde(default)]
     pub depth: Option<u32>,
+}
+
+/// Inputs of a `repo.applyPatch` job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApplyPatchInputs {
+    /// The workspace: an earlier `repo.clone` or `repo.applyPatch` job's.
+    pub workspace: FromJob,
+    /// The patch (unified diff, or `git diff --binary`).
+    pub patch: String,
+    /// When given, the patch must change exactly these paths (else nothing is applied).
+    #[serde(default)]
+    pub expect_files: Option<Vec<String>>,
 }
 
 /// Why a job failed.

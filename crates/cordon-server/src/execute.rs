@@ -12,7 +12,7 @@ use cordon_runner::{Bounds, Hooks, Isolation, RunRequest, SandboxOptions, Worksp
 use cordon_store::{JobId, JobRow, JobState, Store};
 use cordon_types::{Overall, RunStatus};
 
-use crate::api::{CloneInputs, JobFailure, JobType, RunInputs, VerifyInputs};
+use crate::api::{ApplyPatchInputs, CloneInputs, JobFailure, JobType, RunInputs, VerifyInputs};
 use crate::service::Service;
 
 /// How an attempt ended.
@@ -45,6 +45,7 @@ pub fn execute(service: &Service, job: &JobRow, cancel: &Arc<CancelHandle>) -> O
         Some(JobType::Run) => run_job(service, job, cancel),
         Some(JobType::Verify) => verify_job(service, job, cancel),
         Some(JobType::RepoClone) => clone_job(service, job),
+        Some(JobType::RepoApplyPatch) => apply_patch_job(service, job),
         None => Outcome::failed("usage", format!("unknown job type {:?}", job.job_type)),
     };
     if cancel.is_cancelled() && outcome.state != JobState::Succeeded {
@@ -508,4 +509,97 @@ fn clone(parent: &Path, dest: &Path, inputs: &CloneInputs) -> Result<String, cor
     )
     .run()?;
     Ok(commit.as_str().to_owned())
+}
+
+fn apply_patch_job(service: &Service, job: &JobRow) -> Outcome {
+    let inputs: ApplyPatchInputs = match inputs(job) {
+        Ok(i) => i,
+        Err(o) => return o,
+    };
+    let root = match workspace_of(service, job, &inputs.workspace.from_job) {
+        Ok(p) => p,
+        Err(o) => return o,
+    };
+    match apply_and_commit(&root, &inputs, job) {
+        Ok(result) => Outcome {
+            state: JobState::Succeeded,
+            result: Some(result),
+            failure: None,
+        },
+        Err(outcome) => outcome,
+    }
+}
+
+/// Applies the patch (all or nothing, paths confined), checks the expected files, and
+/// commits, so that a later job at `HEAD` sees the change.
+fn apply_and_commit(
+    root: &Path,
+    inputs: &ApplyPatchInputs,
+    job: &JobRow,
+) -> Result<serde_json::Value, Outcome> {
+    use cordon_git::{GitCommand, GitContext};
+    use sha2::{Digest, Sha256};
+    let git_dir = root.join(".git");
+    let worktree = cordon_git::Worktree::from_parts(git_dir.clone(), git_dir, root.to_owned());
+    let context = GitContext::Discover {
+        dir: root.to_owned(),
+    };
+    let git = |args: &[&str]| {
+        GitCommand::new(&context, args)
+            .run()
+            .map_err(|e| Outcome::failed("setup", e.to_string()))
+    };
+    let changed = worktree
+        .apply_patch(inputs.patch.as_bytes())
+        .map_err(|e| Outcome::failed("usage", format!("the patch was refused: {e}")))?;
+    let mut applied: Vec<String> = changed.iter().map(|c| c.path.to_string()).collect();
+    applied.sort();
+    if let Some(expected) = &inputs.expect_files {
+        let mut expected = expected.clone();
+        expected.sort();
+        if expected != applied {
+            // Back to the commit the patch was applied on: nothing of it stays.
+            git(&["reset", "--quiet", "--hard", "HEAD"])?;
+            git(&["clean", "--quiet", "-fd"])?;
+            return Err(Outcome::failed(
+                "usage",
+                format!("the patch changes {applied:?}, not the expected {expected:?}"),
+            ));
+        }
+    }
+    git(&["add", "--all"])?;
+    let numstat = git(&["diff", "--cached", "--numstat", "-z"])?;
+    let (mut insertions, mut deletions) = (0u64, 0u64);
+    for entry in numstat.stdout.split(|b| *b == 0) {
+        let text = String::from_utf8_lossy(entry);
+        let mut fields = text.split('\t');
+        insertions += fields.next().and_then(|n| n.parse().ok()).unwrap_or(0);
+        deletions += fields.next().and_then(|n| n.parse().ok()).unwrap_or(0);
+    }
+    let patch_id: String = Sha256::digest(inputs.patch.as_bytes())
+        .iter()
+        .take(16)
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let message = format!("cordon job {}: patch {patch_id}", job.id);
+    GitCommand::new(
+        &context,
+        ["commit", "--quiet", "--no-verify", "-m", &message],
+    )
+    .config(&[
+        ("user.name".into(), "cordon".into()),
+        ("user.email".into(), "cordon@localhost".into()),
+    ])
+    .run()
+    .map_err(|e| Outcome::failed("setup", e.to_string()))?;
+    let commit = cordon_git::Repo::open(root)
+        .and_then(|r| r.resolve_commit("HEAD"))
+        .map_err(|e| Outcome::failed("setup", e.to_string()))?;
+    Ok(serde_json::json!({
+        "workspace": root.display().to_string(),
+        "commit": commit.as_str(),
+        "applied_files": applied,
+        "diff": {"files": changed.len(), "insertions": insertions, "deletions": deletions},
+        "patch_id": patch_id,
+    }))
 }

@@ -44,8 +44,9 @@ use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::Duration;
 
 pub use api::{
-    ApiError, ApiErrorTag, CloneInputs, FromJob, JobDocument, JobFailure, JobList, JobListTag,
-    JobRequest, JobRequestTag, JobTag, JobType, RunInputs, VerifyInputs, WireState,
+    ApiError, ApiErrorTag, ApplyPatchInputs, CloneInputs, FromJob, JobDocument, JobFailure,
+    JobList, JobListTag, JobRequest, JobRequestTag, JobTag, JobType, RunInputs, VerifyInputs,
+    WireState,
 };
 pub use client::{Answer, Client, ClientError};
 pub use openapi::document as openapi_document;

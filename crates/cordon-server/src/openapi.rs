@@ -5,7 +5,8 @@ use schemars::generate::SchemaSettings;
 use serde_json::{Value, json};
 
 use crate::api::{
-    ApiError, CloneInputs, JobDocument, JobList, JobRequest, RunInputs, VerifyInputs,
+    ApiError, ApplyPatchInputs, CloneInputs, JobDocument, JobList, JobRequest, RunInputs,
+    VerifyInputs,
 };
 use crate::policy::Policy;
 
@@ -29,6 +30,7 @@ pub fn document() -> String {
         RunInputs,
         VerifyInputs,
         CloneInputs,
+        ApplyPatchInputs,
         Policy
     );
     let mut schemas = generator.take_definitions(true);

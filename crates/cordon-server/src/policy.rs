@@ -42,7 +42,8 @@ pub struct ProjectPolicy {
     /// The longest timeout a job may ask for (e.g. `"30m"`); also the default.
     #[serde(default = "default_max_timeout")]
     pub max_timeout: String,
-    /// Job types this project may submit (`run`, `verify`, `repo.clone`).
+    /// Job types this project may submit (`run`, `verify`, `repo.clone`,
+    /// `repo.applyPatch`).
     #[serde(default = "default_types")]
     pub job_types: Vec<String>,
     /// Wall-clock time the project's jobs may use per UTC day.
@@ -74,7 +75,12 @@ fn default_max_timeout() -> String {
     "30m".into()
 }
 fn default_types() -> Vec<String> {
-    vec!["run".into(), "verify".into(), "repo.clone".into()]
+    vec![
+        "run".into(),
+        "verify".into(),
+        "repo.clone".into(),
+        "repo.applyPatch".into(),
+    ]
 }
 fn default_attempts() -> u32 {
     3

@@ -10,7 +10,7 @@ use cordon_exec::CancelHandle;
 use cordon_store::{JobId, JobRow, JobState, NewJob, Store, TokenRow};
 use sha2::{Digest, Sha256};
 
-use crate::api::{CloneInputs, JobRequest, JobType, RunInputs, VerifyInputs};
+use crate::api::{ApplyPatchInputs, CloneInputs, JobRequest, JobType, RunInputs, VerifyInputs};
 use crate::policy::{Policy, parse_duration};
 
 /// What may go wrong serving a request; the HTTP layer maps each to a status.
@@ -290,11 +290,15 @@ impl Service {
                 .parse()
                 .map_err(|e| RequestError::BadRequest(format!("inputs.workspace.from_job: {e}")))?;
             match self.store.get_job(&id)? {
-                Some(job) if job.project == request.project && job.job_type == "repo.clone" => {
+                Some(job)
+                    if job.project == request.project
+                        && matches!(job.job_type.as_str(), "repo.clone" | "repo.applyPatch") =>
+                {
                     Ok(())
                 }
                 _ => Err(RequestError::BadRequest(format!(
-                    "inputs.workspace.from_job: no repo.clone job {id} in this project"
+                    "inputs.workspace.from_job: no repo.clone or repo.applyPatch job {id} in \
+                     this project"
                 ))),
             }
         };
@@ -310,6 +314,11 @@ impl Service {
             }
             JobType::Verify => {
                 let inputs: VerifyInputs =
+                    serde_json::from_value(request.inputs.clone()).map_err(bad)?;
+                from_job(&inputs.workspace)?;
+            }
+            JobType::RepoApplyPatch => {
+                let inputs: ApplyPatchInputs =
                     serde_json::from_value(request.inputs.clone()).map_err(bad)?;
                 from_job(&inputs.workspace)?;
             }

@@ -888,3 +888,59 @@ fn serve_jobs_cli_submits_follows_shows_lists_and_cancels() {
     let out = jobs(&["cancel", "j-nothere234"], b"");
     assert_eq!(out.status.code(), Some(1));
 }
+
+#[test]
+fn serve_clone_apply_verify_is_three_small_jobs() {
+    let server = Server::start();
+    let token = server.token("a", "submit,read");
+    let src = repo(server._dir.path());
+    let clone = server.run_to_end(
+        &token,
+        &json!({"project": "a", "type": "repo.clone", "inputs": {"url": src.display().to_string()}}),
+    );
+    assert_eq!(clone["state"], "succeeded", "{clone}");
+    let from = json!({"from_job": clone["id"]});
+    let patch = "--- a/README\n+++ b/README\n@@ -1 +1,2 @@\n hello from the repo\n+patched\n\
+                 --- /dev/null\n+++ b/NEW\n@@ -0,0 +1 @@\n+new file\n";
+    // The wrong expectation: refused, nothing applied.
+    let wrong = server.run_to_end(
+        &token,
+        &json!({"project": "a", "type": "repo.applyPatch",
+                "inputs": {"workspace": from, "patch": patch, "expect_files": ["README"]}}),
+    );
+    assert_eq!(wrong["state"], "failed", "{wrong}");
+    assert_eq!(wrong["failure"]["category"], "usage");
+    let escape = "--- /dev/null\n+++ b/../outside\n@@ -0,0 +1 @@\n+x\n";
+    let escaped = server.run_to_end(
+        &token,
+        &json!({"project": "a", "type": "repo.applyPatch", "inputs": {"workspace": from, "patch": escape}}),
+    );
+    assert_eq!(escaped["state"], "failed", "{escaped}");
+    let applied = server.run_to_end(
+        &token,
+        &json!({"project": "a", "type": "repo.applyPatch",
+                "inputs": {"workspace": from, "patch": patch, "expect_files": ["NEW", "README"]}}),
+    );
+    assert_eq!(applied["state"], "succeeded", "{applied}");
+    let result = &applied["result"];
+    assert_eq!(result["applied_files"], json!(["NEW", "README"]));
+    assert_eq!(
+        result["diff"],
+        json!({"files": 2, "insertions": 2, "deletions": 0})
+    );
+    assert_eq!(result["patch_id"].as_str().unwrap().len(), 32);
+    assert_ne!(result["commit"], clone["result"]["commit"]);
+    let verified = server.run_to_end(
+        &token,
+        &json!({"project": "a", "type": "verify", "inputs": {"workspace": {"from_job": applied["id"]}}}),
+    );
+    assert_eq!(verified["state"], "succeeded", "{verified}");
+    let stage = &verified["result"]["stages"][0];
+    assert!(
+        stage["stdout"]["head"]
+            .as_str()
+            .unwrap()
+            .contains("patched"),
+        "the verify saw the applied patch: {stage}"
+    );
+}
