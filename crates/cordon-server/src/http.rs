@@ -262,7 +262,11 @@ async fn events(
                         (service, id, after, buffered, ended),
                     ));
                 }
-                if ended {
+                if ended
+                    || service
+                        .shutting_down
+                        .load(std::sync::atomic::Ordering::SeqCst)
+                {
                     return None;
                 }
                 let page = {

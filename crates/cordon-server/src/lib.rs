@@ -182,8 +182,22 @@ pub fn serve(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Result<()
                 }
             }
         });
+        let stopping = Arc::clone(&service);
         axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown_signal())
+            .with_graceful_shutdown(async move {
+                shutdown_signal().await;
+                // Running jobs go back to the queue (not cancelled), and live logs end, so
+                // the graceful shutdown does not wait for long jobs or idle followers.
+                stopping.shutting_down.store(true, Ordering::SeqCst);
+                for handle in stopping
+                    .running
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .values()
+                {
+                    handle.cancel();
+                }
+            })
             .await
             .map_err(ServeError::Serve)
     });

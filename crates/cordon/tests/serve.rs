@@ -944,3 +944,38 @@ fn serve_clone_apply_verify_is_three_small_jobs() {
         "the verify saw the applied patch: {stage}"
     );
 }
+
+#[test]
+fn serve_stops_on_sigterm_and_requeues_what_was_running() {
+    let server = Server::start();
+    let token = server.token("a", "submit,read");
+    let (_, job) = server.submit(&token, &run_job("a", "echo go; sleep 30"));
+    let id = job["id"].as_str().unwrap().to_owned();
+    server.follow(&token, &id, None, |e| e.1 != "output");
+    let mut server = server;
+    let t0 = std::time::Instant::now();
+    support::signal(server.child.id() as i32, libc::SIGTERM);
+    let status = server.child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    assert!(
+        t0.elapsed() < std::time::Duration::from_secs(10),
+        "it did not wait for the job"
+    );
+    let server = server.restart();
+    let job = server.job(&token, &id);
+    assert_eq!(job["failure"]["category"], "infra", "{job}");
+    // Requeued by the stop, and claimed again by the new server.
+    server.follow(&token, &id, None, |e| {
+        !(e.1 == "state" && e.2["state"] == "running" && e.2["attempt"] == 2)
+    });
+    assert_eq!(server.job(&token, &id)["attempt"], 2);
+    let (status, after) = server.json(
+        "POST",
+        &format!("/v1/jobs/{id}/cancel"),
+        &token,
+        &Value::Null,
+    );
+    assert_eq!(status, 200, "{after}");
+    server.events(&token, &id, None);
+    assert_eq!(server.job(&token, &id)["state"], "cancelled");
+}
