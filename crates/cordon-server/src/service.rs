@@ -182,6 +182,12 @@ impl Service {
                 ),
             });
         }
+        // A retried submission gets its job back, whatever the budget says now.
+        if let Some(key) = &request.idempotency_key
+            && let Some(job) = self.store.find_job_by_key(&request.project, key)?
+        {
+            return Ok((job, false));
+        }
         let policy = self.policy();
         let Some((key, rules)) = policy.project(&request.project) else {
             return Err(RequestError::Policy {

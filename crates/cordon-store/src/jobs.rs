@@ -276,6 +276,12 @@ impl Store {
         self.call("enqueue a job", b.insert_job(job, now_ms()))
     }
 
+    /// The job an idempotency key names in a project, or `None`.
+    pub fn find_job_by_key(&self, project: &str, key: &str) -> Result<Option<JobRow>, StoreError> {
+        let b = queue(self);
+        self.call("find a job by its key", b.find_job_by_key(project, key))
+    }
+
     /// One job, or `None`.
     pub fn get_job(&self, id: &JobId) -> Result<Option<JobRow>, StoreError> {
         let b = queue(self);

@@ -110,6 +110,21 @@ impl SqliteBackend {
         Ok((job_row(&row)?, true))
     }
 
+    pub(crate) async fn find_job_by_key(
+        &self,
+        project: &str,
+        key: &str,
+    ) -> Result<Option<JobRow>, StoreErrorKind> {
+        let row = sqlx::query(&format!(
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE project = ? AND idempotency_key = ?"
+        ))
+        .bind(project)
+        .bind(key)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(job_row).transpose()
+    }
+
     pub(crate) async fn get_job(&self, id: &JobId) -> Result<Option<JobRow>, StoreErrorKind> {
         let row = sqlx::query(&format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?"))
             .bind(id.as_str())

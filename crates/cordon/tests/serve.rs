@@ -559,8 +559,13 @@ fn serve_kills_a_job_past_its_timeout_keeps_partial_logs_and_retries_it() {
 fn serve_refuses_a_project_over_its_daily_budget_with_429() {
     let server = Server::start();
     let token = server.token("tight", "submit,read");
-    let job = server.run_to_end(&token, &run_job("tight", "sleep 1.2"));
+    let mut body = run_job("tight", "sleep 1.2");
+    body["idempotency_key"] = json!("nightly");
+    let job = server.run_to_end(&token, &body);
     assert_eq!(job["state"], "succeeded", "{job}");
+    // A retried submission still gets its job back.
+    let (status, again) = server.submit(&token, &body);
+    assert_eq!((status, &again["id"]), (200, &job["id"]));
     let (status, answer) = server.submit(&token, &run_job("tight", "true"));
     assert_eq!(status, 429, "{answer}");
     assert_eq!(answer["error"], "budget");
