@@ -268,6 +268,7 @@ fn run_job(service: &Service, job: &JobRow, cancel: &CancelHandle) -> Outcome {
             cancel: Some(cancel),
             ready: None,
             transcript: None,
+            network_notice: None,
         },
     );
     sink.flush();
