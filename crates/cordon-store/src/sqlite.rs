@@ -110,9 +110,34 @@ impl SqliteBackend {
         self.pool.close().await;
     }
 
+    /// Whether the store holds only cordon's tables and every known migration, no other.
+    async fn is_current(&self) -> Result<bool, StoreErrorKind> {
+        let tables: Vec<String> = sqlx::query_scalar(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        if !tables.iter().any(|t| t == "cordon_migrations")
+            || tables.iter().any(|t| !OUR_TABLES.contains(&t.as_str()))
+        {
+            return Ok(false);
+        }
+        let applied: Vec<i64> =
+            sqlx::query_scalar("SELECT version FROM cordon_migrations ORDER BY version")
+                .fetch_all(&self.pool)
+                .await?;
+        let known: Vec<i64> = MIGRATIONS.iter().map(|m| m.0).collect();
+        Ok(applied == known)
+    }
+
     /// Refuses foreign databases and newer schemas, then applies the missing migrations in
     /// one `BEGIN IMMEDIATE` transaction (so concurrent first opens apply them once).
     async fn migrate(&self) -> Result<(), StoreErrorKind> {
+        // The common case, checked without the write lock that migrating needs: the store is
+        // current (its ledger lists exactly the known migrations and it holds only our tables).
+        if self.is_current().await.unwrap_or(false) {
+            return Ok(());
+        }
         let mut tx = self
             .pool
             .begin_with("BEGIN IMMEDIATE")
