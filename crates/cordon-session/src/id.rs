@@ -5,12 +5,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{SessionError, SessionErrorKind};
 
-/// The lowercase base32 alphabet (RFC 4648 without padding).
-const ALPHABET: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
-
-/// The number of characters of an id: 40 random bits.
-const ID_LEN: usize = 8;
-
 /// A session id: 8 lowercase base32 characters, e.g. `q7m2xk4a`.
 ///
 /// Only such ids are accepted, so an id is always a safe file name and a safe ref component.
@@ -31,14 +25,9 @@ impl JsonSchema for SessionId {
 impl SessionId {
     /// A new random id from the kernel's random source.
     pub fn random() -> Result<SessionId, SessionError> {
-        let mut bytes = [0u8; 5];
-        getrandom::fill(&mut bytes)
-            .map_err(|e| SessionError::io("getrandom", std::io::Error::other(e.to_string())))?;
-        let bits = bytes.iter().fold(0u64, |acc, &b| (acc << 8) | u64::from(b));
-        let id = (0..ID_LEN)
-            .map(|i| ALPHABET[((bits >> (35 - 5 * i)) & 31) as usize] as char)
-            .collect();
-        Ok(SessionId(id))
+        cordon_workspace::random_short_id()
+            .map(SessionId)
+            .map_err(|e| SessionError::io("getrandom", e))
     }
 
     /// The id as text.
@@ -56,7 +45,7 @@ impl std::str::FromStr for SessionId {
     type Err = SessionError;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        if text.len() == ID_LEN && text.bytes().all(|b| ALPHABET.contains(&b)) {
+        if cordon_workspace::is_short_id(text) {
             Ok(SessionId(text.to_owned()))
         } else {
             Err(SessionError::new(SessionErrorKind::InvalidId(

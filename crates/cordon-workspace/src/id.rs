@@ -28,17 +28,29 @@ impl JsonSchema for WorkspaceId {
     }
 }
 
+/// A new short random id (as workspaces and sessions use): [`ID_LEN`] lowercase base32
+/// characters, 40 bits from the kernel's random source.
+pub fn random_short_id() -> std::io::Result<String> {
+    let mut bytes = [0u8; 5];
+    getrandom::fill(&mut bytes).map_err(|e| std::io::Error::other(e.to_string()))?;
+    let bits = bytes.iter().fold(0u64, |acc, &b| (acc << 8) | u64::from(b));
+    Ok((0..ID_LEN)
+        .map(|i| ALPHABET[((bits >> (35 - 5 * i)) & 31) as usize] as char)
+        .collect())
+}
+
+/// Whether `text` is a short id: [`ID_LEN`] lowercase base32 characters (always a safe file
+/// name and ref component).
+pub fn is_short_id(text: &str) -> bool {
+    text.len() == ID_LEN && text.bytes().all(|b| ALPHABET.contains(&b))
+}
+
 impl WorkspaceId {
     /// A new random id from the kernel's random source.
     pub fn random() -> Result<WorkspaceId, WorkspaceError> {
-        let mut bytes = [0u8; 5];
-        getrandom::fill(&mut bytes)
-            .map_err(|e| WorkspaceError::io("getrandom", std::io::Error::other(e.to_string())))?;
-        let bits = bytes.iter().fold(0u64, |acc, &b| (acc << 8) | u64::from(b));
-        let id = (0..ID_LEN)
-            .map(|i| ALPHABET[((bits >> (35 - 5 * i)) & 31) as usize] as char)
-            .collect();
-        Ok(WorkspaceId(id))
+        random_short_id()
+            .map(WorkspaceId)
+            .map_err(|e| WorkspaceError::io("getrandom", e))
     }
 
     /// The id as text.
@@ -51,8 +63,7 @@ impl std::str::FromStr for WorkspaceId {
     type Err = WorkspaceError;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        let valid = text.len() == ID_LEN && text.bytes().all(|b| ALPHABET.contains(&b));
-        if valid {
+        if is_short_id(text) {
             Ok(WorkspaceId(text.to_owned()))
         } else {
             Err(WorkspaceError::new(WorkspaceErrorKind::InvalidId(

@@ -53,7 +53,7 @@ mod workspaces;
 
 pub use cordon_types::{HomeError, cordon_home};
 pub use error::{WorkspaceError, WorkspaceErrorKind};
-pub use id::{ID_LEN, WorkspaceId};
+pub use id::{ID_LEN, WorkspaceId, is_short_id, random_short_id};
 pub use owner::{Liveness, ProcessIdentity};
 pub use record::{Strategy, WorkspaceRecord, WorkspaceRecordTag, WorkspaceState};
 pub use remove::remove_tree;
