@@ -37,14 +37,16 @@ pub fn is_allowed(name: &str) -> bool {
 
 /// The program's environment: the allow-listed part of `host` (cordon's own environment),
 /// then `set` (later values win), then each secret named in `secrets` with its value from
+/// `provided` (secrets the caller holds, e.g. the job service's secrets file), else from
 /// `host`, marked secret (redacted from all output).
 ///
-/// Fails when a named secret is not in `host`: running without it would fail later and
-/// less clearly.
+/// Fails when a named secret is in neither: running without it would fail later and less
+/// clearly.
 pub fn program_env<K, V>(
     host: impl IntoIterator<Item = (K, V)>,
     set: &[(String, String)],
     secrets: &[String],
+    provided: &[(String, String)],
 ) -> Result<Vec<EnvVar>, RunError>
 where
     K: Into<String>,
@@ -75,8 +77,9 @@ where
         put(name, value, false);
     }
     for name in secrets {
-        let value = host
+        let value = provided
             .iter()
+            .chain(host.iter())
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.as_str())
             .ok_or_else(|| RunError::new(RunErrorKind::MissingSecret(name.clone())))?;
@@ -110,6 +113,7 @@ mod tests {
             host,
             &[("A".into(), "1".into()), ("PATH".into(), "/usr/bin".into())],
             &["TOKEN".into()],
+            &[],
         )
         .unwrap();
         let got: Vec<(&str, &str, bool)> = env
@@ -128,9 +132,30 @@ mod tests {
     }
 
     #[test]
+    fn provided_secrets_come_before_cordons_environment() {
+        let host = [("TOKEN", "from-env")];
+        let env = program_env(
+            host,
+            &[],
+            &["TOKEN".into(), "FILE_ONLY".into()],
+            &[
+                ("TOKEN".into(), "from-file".into()),
+                ("FILE_ONLY".into(), "f1".into()),
+                ("UNASKED".into(), "u".into()),
+            ],
+        )
+        .unwrap();
+        let got: Vec<(&str, &str, bool)> = env
+            .iter()
+            .map(|v| (v.name.as_str(), v.value.as_str(), v.secret))
+            .collect();
+        assert_eq!(got, [("TOKEN", "from-file", true), ("FILE_ONLY", "f1", true)]);
+    }
+
+    #[test]
     fn a_missing_secret_is_an_error_naming_it() {
         let err =
-            program_env(Vec::<(String, String)>::new(), &[], &["MISSING".into()]).unwrap_err();
+            program_env(Vec::<(String, String)>::new(), &[], &["MISSING".into()], &[]).unwrap_err();
         assert!(matches!(err.kind(), RunErrorKind::MissingSecret(n) if n == "MISSING"));
         assert!(err.to_string().contains("MISSING is not set"), "{err}");
     }

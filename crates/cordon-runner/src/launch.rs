@@ -119,8 +119,18 @@ pub fn prepare(request: &RunRequest) -> Result<PreparedRun, RunError> {
         }
     }
     let host = host_env();
-    let env = program_env(host.iter().cloned(), &request.env, &request.secrets)?;
-    let redactor = build_redactor(host.iter().cloned(), &env, &request.redact)?;
+    let env = program_env(
+        host.iter().cloned(),
+        &request.env,
+        &request.secrets,
+        &request.secret_values,
+    )?;
+    let redactor = build_redactor(
+        host.iter().cloned(),
+        &env,
+        &request.secret_values,
+        &request.redact,
+    )?;
     let shown_command: Vec<String> = request
         .argv
         .iter()

@@ -16,13 +16,15 @@ pub struct RedactRules {
 
 /// The redactor of one run: the values of the program's secrets, every secret-looking
 /// variable (`*TOKEN*`, `*SECRET*`, `*KEY*`, …) of cordon's own environment (`host`) and of
-/// the program's (`program`), the built-in token patterns, and `rules`.
+/// the program's (`program`), every value the caller holds as a secret (`held`, whether or
+/// not the program receives it), the built-in token patterns, and `rules`.
 ///
 /// cordon's own secret-looking values are redacted whether or not the program receives
 /// them: a program may find them elsewhere (a file, a socket) and print them.
 pub fn build_redactor<K, V>(
     host: impl IntoIterator<Item = (K, V)>,
     program: &[EnvVar],
+    held: &[(String, String)],
     rules: &RedactRules,
 ) -> Result<Redactor, RunError>
 where
@@ -33,6 +35,9 @@ where
     builder.add_env(host);
     for var in program.iter().filter(|v| v.secret) {
         builder.add_secret(&var.name, &var.value);
+    }
+    for (name, value) in held {
+        builder.add_secret(name, value);
     }
     builder.add_env(program.iter().map(|v| (&v.name, &v.value)));
     for (i, pattern) in rules.patterns.iter().enumerate() {
@@ -68,7 +73,7 @@ mod tests {
             patterns: vec!["internal-[0-9]{6}".into()],
             allow: vec!["program-key-value-9012".into()],
         };
-        let r = build_redactor(host, &program, &rules).unwrap();
+        let r = build_redactor(host, &program, &[], &rules).unwrap();
         let out = String::from_utf8(r.redact_all(
             b"host-token-value-1234 named-secret-value-5678 program-key-value-9012 \
               plain-value-3456 internal-123456",
@@ -87,7 +92,7 @@ mod tests {
             patterns: vec!["(".into()],
             allow: vec![],
         };
-        let err = build_redactor(Vec::<(String, String)>::new(), &[], &rules).unwrap_err();
+        let err = build_redactor(Vec::<(String, String)>::new(), &[], &[], &rules).unwrap_err();
         assert!(err.hint().is_some_and(|h| h.contains("pattern-1")), "{err}");
     }
 }

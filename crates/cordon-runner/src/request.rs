@@ -26,8 +26,13 @@ pub struct RunRequest {
     pub isolation: Isolation,
     /// Variables to set in the program's environment (after the allow-list).
     pub env: Vec<(String, String)>,
-    /// Names of variables whose values come from cordon's environment and are redacted.
+    /// Names of variables whose values come from `secret_values`, else from cordon's
+    /// environment, and are redacted.
     pub secrets: Vec<String>,
+    /// Secret values the caller holds (the job service's secrets file): looked up before
+    /// cordon's environment for a name in `secrets`, and every one of them redacted from
+    /// the output whether or not the program receives it.
+    pub secret_values: Vec<(String, String)>,
     /// Time and output bounds.
     pub bounds: Bounds,
     /// What the program reads.
@@ -53,6 +58,7 @@ impl RunRequest {
             isolation: Isolation::Sandboxed(SandboxOptions::default()),
             env: Vec::new(),
             secrets: Vec::new(),
+            secret_values: Vec::new(),
             bounds: Bounds::default(),
             stdin: StdinMode::Null,
             redact: RedactRules::default(),

@@ -44,6 +44,12 @@ pub struct VerifyRequest {
     /// Use the ref's own `cordon.toml` even when it differs from the base's. Without it the
     /// base's plan judges the ref (a candidate must not choose its own checks).
     pub trust_ref_plan: bool,
+    /// Variables set for every stage (after the stage's own `env`: these win).
+    pub env: Vec<(String, String)>,
+    /// Secret values the caller holds (the job service's secrets file): a stage's `secrets`
+    /// names are looked up here before cordon's environment, and every value is redacted
+    /// from every stage's output.
+    pub secret_values: Vec<(String, String)>,
 }
 
 /// Live progress of a verification, for a terminal view or a transcript.

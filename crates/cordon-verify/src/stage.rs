@@ -239,8 +239,10 @@ pub(crate) fn run_stage(
         .env
         .iter()
         .map(|(k, v)| (k.clone(), v.clone()))
+        .chain(request.env.iter().cloned())
         .collect();
     run.secrets = stage.secrets.clone();
+    run.secret_values = request.secret_values.clone();
     run.bounds = Bounds {
         timeout: stage.timeout.unwrap_or(DEFAULT_STAGE_TIMEOUT),
         output_limit: request.output_limit,

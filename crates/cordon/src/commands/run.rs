@@ -72,6 +72,7 @@ pub(crate) fn request_from(
         isolation,
         env: args.env.clone(),
         secrets: args.secrets.clone(),
+        secret_values: Vec::new(),
         bounds: Bounds {
             timeout: args.timeout,
             grace: args.grace,

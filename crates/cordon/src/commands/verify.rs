@@ -150,6 +150,7 @@ fn run_verify(args: VerifyArgs) -> Result<ExitCode, CliError> {
         project: args.project.clone(),
         run_id: None,
         trust_ref_plan: args.trust_ref_plan,
+        ..VerifyRequest::default()
     };
     if args.explain {
         let (plan, changed) = cordon_verify::explain(&request).map_err(verify_error)?;
