@@ -149,13 +149,21 @@ mod tests {
             .iter()
             .map(|v| (v.name.as_str(), v.value.as_str(), v.secret))
             .collect();
-        assert_eq!(got, [("TOKEN", "from-file", true), ("FILE_ONLY", "f1", true)]);
+        assert_eq!(
+            got,
+            [("TOKEN", "from-file", true), ("FILE_ONLY", "f1", true)]
+        );
     }
 
     #[test]
     fn a_missing_secret_is_an_error_naming_it() {
-        let err =
-            program_env(Vec::<(String, String)>::new(), &[], &["MISSING".into()], &[]).unwrap_err();
+        let err = program_env(
+            Vec::<(String, String)>::new(),
+            &[],
+            &["MISSING".into()],
+            &[],
+        )
+        .unwrap_err();
         assert!(matches!(err.kind(), RunErrorKind::MissingSecret(n) if n == "MISSING"));
         assert!(err.to_string().contains("MISSING is not set"), "{err}");
     }

@@ -37,16 +37,48 @@ pub enum JobType {
     #[serde(rename = "verify")]
     Verify,
     /// A clone of a repository into a server-side workspace; the result is
-    /// `{workspace, commit}`.
+    /// `{workspace, commit, branch}`.
     #[serde(rename = "repo.clone")]
     RepoClone,
     /// A patch applied (all or nothing, paths confined) and committed in an earlier job's
     /// workspace; the result is `{workspace, commit, applied_files, diff, patch_id}`.
     #[serde(rename = "repo.applyPatch")]
     RepoApplyPatch,
+    /// A session of an earlier job's workspace (its branch, as a checked bundle); the result
+    /// is the session's `cordon.session/v1` record.
+    #[serde(rename = "session.create")]
+    SessionCreate,
+    /// The workspace branch's new commits pushed into the session (fast-forward); the result
+    /// is a `cordon.session-push/v1` report.
+    #[serde(rename = "session.push")]
+    SessionPush,
+    /// One program in the session (writable, or read-only for a reviewer); the result is a
+    /// `cordon.run-result/v1`.
+    #[serde(rename = "session.exec")]
+    SessionExec,
+    /// The session's commits pulled back into the workspace's branch, fast-forward only; the
+    /// result is a `cordon.session-pull/v1` report.
+    #[serde(rename = "session.pull")]
+    SessionPull,
+    /// The session ended and removed; the result is its last record.
+    #[serde(rename = "session.remove")]
+    SessionRemove,
 }
 
 impl JobType {
+    /// Every job type.
+    pub const ALL: [JobType; 9] = [
+        JobType::Run,
+        JobType::Verify,
+        JobType::RepoClone,
+        JobType::RepoApplyPatch,
+        JobType::SessionCreate,
+        JobType::SessionPush,
+        JobType::SessionExec,
+        JobType::SessionPull,
+        JobType::SessionRemove,
+    ];
+
     /// The type's name on the wire.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -54,19 +86,22 @@ impl JobType {
             JobType::Verify => "verify",
             JobType::RepoClone => "repo.clone",
             JobType::RepoApplyPatch => "repo.applyPatch",
+            JobType::SessionCreate => "session.create",
+            JobType::SessionPush => "session.push",
+            JobType::SessionExec => "session.exec",
+            JobType::SessionPull => "session.pull",
+            JobType::SessionRemove => "session.remove",
         }
     }
 
     /// Parses a stored type name.
     pub fn parse(text: &str) -> Option<Self> {
-        [
-            JobType::Run,
-            JobType::Verify,
-            JobType::RepoClone,
-            JobType::RepoApplyPatch,
-        ]
-        .into_iter()
-        .find(|t| t.as_str() == text)
+        Self::ALL.into_iter().find(|t| t.as_str() == text)
+    }
+
+    /// The job types whose output names a workspace that later jobs may use.
+    pub fn makes_workspace(self) -> bool {
+        matches!(self, JobType::RepoClone | JobType::RepoApplyPatch)
     }
 }
 
@@ -109,33 +144,65 @@ pub struct FromJob {
     pub from_job: String,
 }
 
+/// How much network a program asks for: `"none"` (the default), `"registry"`, `"host"`, or
+/// `{"allow": ["HOST[:PORT]", "*.example.org"]}`; at most what the project's policy allows
+/// for the job type.
+pub type NetworkRequest = crate::policy::NetworkRule;
+
 /// Inputs of a `run` job.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunInputs {
     /// The program and its arguments.
     pub argv: Vec<String>,
-    /// Where it runs: an earlier `repo.clone` job's workspace; a fresh empty directory when
-    /// absent.
+    /// Where it runs: an earlier `repo.clone` or `repo.applyPatch` job's workspace.
     #[serde(default)]
     pub workspace: Option<FromJob>,
+    /// Or a repository the server can reach (checked against the policy like a
+    /// `repo.clone`), cloned for this job alone at `ref`. Neither: a fresh empty directory.
+    #[serde(default)]
+    pub repo: Option<String>,
+    /// The ref of `repo` (default `HEAD`).
+    #[serde(default, rename = "ref")]
+    pub rev: Option<String>,
+    /// The network the program has (default none).
+    #[serde(default)]
+    pub network: Option<NetworkRequest>,
+    /// Memory of the whole process tree (`"2GiB"`).
+    #[serde(default)]
+    pub memory: Option<String>,
+    /// Processes and threads of the whole tree at most.
+    #[serde(default)]
+    pub pids: Option<u64>,
+    /// Bytes of each stream kept in the result, head and tail (`"1MiB"`).
+    #[serde(default)]
+    pub output_limit: Option<String>,
 }
 
 /// Inputs of a `verify` job.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct VerifyInputs {
-    /// The repository: an earlier `repo.clone` job's workspace.
-    pub workspace: FromJob,
-    /// The ref to verify (default: the cloned commit).
+    /// The repository: an earlier `repo.clone` or `repo.applyPatch` job's workspace.
+    #[serde(default)]
+    pub workspace: Option<FromJob>,
+    /// Or a repository the server can reach (checked against the policy like a
+    /// `repo.clone`), cloned for this job alone. Exactly one of `workspace` and `repo`.
+    #[serde(default)]
+    pub repo: Option<String>,
+    /// The ref to verify (default: the workspace's commit, or the repository's `HEAD`).
     #[serde(default, rename = "ref")]
     pub rev: Option<String>,
     /// A patch (unified diff) applied first, all or nothing.
     #[serde(default)]
     pub patch: Option<String>,
-    /// Only these stages.
+    /// Only these stages (the others count as not passed).
     #[serde(default)]
     pub stages: Option<Vec<String>>,
+    /// Only the stages of these categories (`setup`, `lint`, `typecheck`, `compile`, `test`,
+    /// `build`, `smoke`, `migrate`); the others count as not passed.
+    #[serde(default)]
+    pub categories: Option<Vec<String>>,
 }
 
 /// Inputs of a `repo.clone` job.
@@ -163,6 +230,60 @@ pub struct ApplyPatchInputs {
     /// When given, the patch must change exactly these paths (else nothing is applied).
     #[serde(default)]
     pub expect_files: Option<Vec<String>>,
+}
+
+/// A reference to the session an earlier `session.create` job made.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionRef {
+    /// The `session.create` job (of the same project).
+    pub from_job: String,
+}
+
+/// Inputs of a `session.create` job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionCreateInputs {
+    /// The host side: an earlier `repo.clone` or `repo.applyPatch` job's workspace, whose
+    /// branch the session starts from and later pulls into.
+    pub workspace: FromJob,
+    /// Only this many commits of history.
+    #[serde(default)]
+    pub depth: Option<u32>,
+    /// Idle this long, the session is ended by the server's gc (`"2h"`; default 24 h).
+    #[serde(default)]
+    pub idle_timeout: Option<String>,
+}
+
+/// Inputs of `session.push`, `session.pull` and `session.remove` jobs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionInputs {
+    /// The session.
+    pub session: SessionRef,
+}
+
+/// Inputs of a `session.exec` job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionExecInputs {
+    /// The session.
+    pub session: SessionRef,
+    /// The program and its arguments (checked against the project's allow rules).
+    pub argv: Vec<String>,
+    /// A reviewer: the whole session read-only, enforced by the kernel; never waits for
+    /// the writer. Default: a writer (one at a time; waits up to the job's timeout).
+    #[serde(default)]
+    pub read_only: bool,
+    /// The network the program has (default none).
+    #[serde(default)]
+    pub network: Option<NetworkRequest>,
+    /// Memory of the whole process tree (`"2GiB"`).
+    #[serde(default)]
+    pub memory: Option<String>,
+    /// Processes and threads of the whole tree at most.
+    #[serde(default)]
+    pub pids: Option<u64>,
 }
 
 /// Why a job failed.

@@ -1,5 +1,5 @@
 //! A small blocking client of the job service (what `cordon jobs` uses): HTTP/1.1 over a
-//! plain TCP connection, one request per connection, no async runtime.
+//! plain TCP connection or a Unix socket, one request per connection, no async runtime.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -8,8 +8,8 @@ use std::net::TcpStream;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ClientError {
-    /// The server URL is not `http://HOST:PORT`.
-    #[error("the server URL {0:?} is not http://HOST:PORT")]
+    /// The server URL is not `http://HOST:PORT` or `unix:/PATH`.
+    #[error("the server URL {0:?} is not http://HOST:PORT or unix:/PATH")]
     Url(String),
     /// The connection failed.
     #[error("cannot reach {server}")]
@@ -29,8 +29,13 @@ pub enum ClientError {
 #[derive(Debug, Clone)]
 pub struct Client {
     authority: String,
+    socket: Option<std::path::PathBuf>,
     token: String,
 }
+
+/// A connection: TCP or a Unix socket.
+trait Connection: Read + Write {}
+impl<T: Read + Write> Connection for T {}
 
 /// An answer: the status and the body.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,8 +47,19 @@ pub struct Answer {
 }
 
 impl Client {
-    /// A client of `server` (`http://HOST:PORT`) using `token`.
+    /// A client of `server` (`http://HOST:PORT`, or `unix:/PATH` for a server listening on
+    /// a Unix socket) using `token`.
     pub fn new(server: &str, token: &str) -> Result<Self, ClientError> {
+        if let Some(path) = server.strip_prefix("unix:") {
+            if !path.starts_with('/') {
+                return Err(ClientError::Url(server.to_owned()));
+            }
+            return Ok(Client {
+                authority: "localhost".to_owned(),
+                socket: Some(path.into()),
+                token: token.to_owned(),
+            });
+        }
         let authority = server
             .strip_prefix("http://")
             .map(|s| s.trim_end_matches('/'))
@@ -51,6 +67,7 @@ impl Client {
             .ok_or_else(|| ClientError::Url(server.to_owned()))?;
         Ok(Client {
             authority: authority.to_owned(),
+            socket: None,
             token: token.to_owned(),
         })
     }
@@ -61,12 +78,18 @@ impl Client {
         path: &str,
         extra: &str,
         body: &[u8],
-    ) -> Result<TcpStream, ClientError> {
+    ) -> Result<Box<dyn Connection>, ClientError> {
         let connect = |source| ClientError::Connect {
-            server: self.authority.clone(),
+            server: match &self.socket {
+                Some(path) => format!("unix:{}", path.display()),
+                None => self.authority.clone(),
+            },
             source,
         };
-        let mut stream = TcpStream::connect(&self.authority).map_err(connect)?;
+        let mut stream: Box<dyn Connection> = match &self.socket {
+            Some(path) => Box::new(std::os::unix::net::UnixStream::connect(path).map_err(connect)?),
+            None => Box::new(TcpStream::connect(&self.authority).map_err(connect)?),
+        };
         let head = format!(
             "{method} {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\n\
              Content-Type: application/json\r\nContent-Length: {}\r\n{extra}Connection: close\r\n\r\n",

@@ -34,24 +34,29 @@ mod execute;
 mod http;
 mod openapi;
 mod policy;
+mod secrets;
 mod service;
 mod worker;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::Duration;
 
 pub use api::{
     ApiError, ApiErrorTag, ApplyPatchInputs, CloneInputs, FromJob, JobDocument, JobFailure,
-    JobList, JobListTag, JobRequest, JobRequestTag, JobTag, JobType, RunInputs, VerifyInputs,
-    WireState,
+    JobList, JobListTag, JobRequest, JobRequestTag, JobTag, JobType, NetworkRequest, RunInputs,
+    SessionCreateInputs, SessionExecInputs, SessionInputs, SessionRef, VerifyInputs, WireState,
 };
 pub use client::{Answer, Client, ClientError};
+pub use execute::{Outcome, STAGE_CATEGORIES};
 pub use openapi::document as openapi_document;
-pub use policy::{Budget, DEFAULT_TOOLS, DenyRule, Policy, PolicyError, ProjectPolicy, Refusal};
-pub use service::{RequestError, SCOPES, Service, create_token, token_hash};
+pub use policy::{
+    Budget, DEFAULT_TOOLS, DenyRule, NetworkRule, Policy, PolicyError, ProjectPolicy, Refusal,
+};
+pub use secrets::{SecretValues, SecretsError};
+pub use service::{RequestError, SCOPES, Service, clone_remote, create_token, token_hash};
 
 /// The default request body bound (a patch travels in a body).
 pub const DEFAULT_MAX_BODY: usize = 4 * 1024 * 1024;
@@ -67,8 +72,8 @@ pub struct ServeOptions {
     pub policy_path: Option<PathBuf>,
     /// Where clone workspaces and scratch directories live.
     pub data_dir: PathBuf,
-    /// The address to listen on (loopback by default; port 0 picks a free one).
-    pub listen: SocketAddr,
+    /// Where to listen (loopback TCP by default; port 0 picks a free one).
+    pub listen: Listen,
     /// Request bodies above this many bytes are refused with 413.
     pub max_body: usize,
     /// The first retry's delay; doubled for each next one.
@@ -83,9 +88,46 @@ impl ServeOptions {
             policy,
             policy_path: None,
             data_dir,
-            listen: SocketAddr::from(([127, 0, 0, 1], 7878)),
+            listen: Listen::Tcp(SocketAddr::from(([127, 0, 0, 1], 7878))),
             max_body: DEFAULT_MAX_BODY,
             retry_backoff: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Where the service listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Listen {
+    /// A TCP address (`127.0.0.1:7878`).
+    Tcp(SocketAddr),
+    /// A Unix socket (`unix:/run/cordon.sock`), created with mode 0600: only the server's
+    /// user may connect. A stale socket file left by a dead server is replaced; any other
+    /// file there is refused.
+    Unix(PathBuf),
+}
+
+impl std::str::FromStr for Listen {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        if let Some(path) = text.strip_prefix("unix:") {
+            let path = Path::new(path);
+            if !path.is_absolute() {
+                return Err(format!("{text:?}: the socket path must be absolute"));
+            }
+            return Ok(Listen::Unix(path.to_owned()));
+        }
+        text.parse()
+            .map(Listen::Tcp)
+            .map_err(|e| format!("{text:?} is neither HOST:PORT nor unix:/PATH ({e})"))
+    }
+}
+
+impl std::fmt::Display for Listen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Listen::Tcp(addr) => write!(f, "http://{addr}"),
+            Listen::Unix(path) => write!(f, "unix:{}", path.display()),
         }
     }
 }
@@ -101,7 +143,7 @@ pub enum ServeError {
     #[error("cannot listen on {addr}")]
     Listen {
         /// The address.
-        addr: SocketAddr,
+        addr: Listen,
         /// Why.
         #[source]
         source: std::io::Error,
@@ -112,12 +154,17 @@ pub enum ServeError {
     /// Serving failed.
     #[error("the server failed")]
     Serve(#[source] std::io::Error),
+    /// The policy's secrets file is refused.
+    #[error(transparent)]
+    Secrets(#[from] PolicyError),
 }
 
 /// Serves until SIGTERM or SIGINT: recovers jobs a previous process left running (requeued
 /// when they have attempts left, else `interrupted`), starts the workers, binds, calls
-/// `ready` with the bound address, and answers requests. SIGHUP re-reads the policy file.
-pub fn serve(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Result<(), ServeError> {
+/// `ready` with where it listens (the bound port for TCP), and answers requests. SIGHUP
+/// re-reads the policy file.
+pub fn serve(options: ServeOptions, ready: impl FnOnce(&Listen)) -> Result<(), ServeError> {
+    let secrets = options.policy.load_secrets()?;
     let recovered = options.store.recover_jobs().map_err(ServeError::Recover)?;
     for (ids, state) in [
         (&recovered.requeued, "queued"),
@@ -139,6 +186,7 @@ pub fn serve(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Result<()
     let service = Arc::new(Service {
         store: options.store,
         policy: RwLock::new(Arc::new(options.policy)),
+        secrets: RwLock::new(Arc::new(secrets)),
         policy_path: options.policy_path,
         data_dir: options.data_dir,
         retry_backoff: options.retry_backoff,
@@ -156,14 +204,8 @@ pub fn serve(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Result<()
         .build()
         .map_err(ServeError::Runtime)?;
     let result = runtime.block_on(async {
-        let listener = tokio::net::TcpListener::bind(options.listen)
-            .await
-            .map_err(|source| ServeError::Listen {
-                addr: options.listen,
-                source,
-            })?;
-        let addr = listener.local_addr().map_err(ServeError::Serve)?;
-        ready(addr);
+        let listener = bind(&options.listen).await?;
+        ready(&listener.bound);
         let app = http::router(Arc::clone(&service), options.max_body);
         let reloader = Arc::clone(&service);
         tokio::spawn(async move {
@@ -183,23 +225,28 @@ pub fn serve(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Result<()
             }
         });
         let stopping = Arc::clone(&service);
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                shutdown_signal().await;
-                // Running jobs go back to the queue (not cancelled), and live logs end, so
-                // the graceful shutdown does not wait for long jobs or idle followers.
-                stopping.shutting_down.store(true, Ordering::SeqCst);
-                for handle in stopping
-                    .running
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .values()
-                {
-                    handle.cancel();
-                }
-            })
-            .await
-            .map_err(ServeError::Serve)
+        let stopped = async move {
+            shutdown_signal().await;
+            // Running jobs go back to the queue (not cancelled), and live logs end, so
+            // the graceful shutdown does not wait for long jobs or idle followers.
+            stopping.shutting_down.store(true, Ordering::SeqCst);
+            for handle in stopping
+                .running
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .values()
+            {
+                handle.cancel();
+            }
+        };
+        let served = match listener.socket {
+            Socket::Tcp(l) => axum::serve(l, app).with_graceful_shutdown(stopped).await,
+            Socket::Unix(l) => axum::serve(l, app).with_graceful_shutdown(stopped).await,
+        };
+        if let Listen::Unix(path) = &listener.bound {
+            let _ = std::fs::remove_file(path);
+        }
+        served.map_err(ServeError::Serve)
     });
     stop.store(true, Ordering::SeqCst);
     service.shutting_down.store(true, Ordering::SeqCst);
@@ -216,6 +263,87 @@ pub fn serve(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Result<()
         let _ = worker.join();
     }
     result
+}
+
+enum Socket {
+    Tcp(tokio::net::TcpListener),
+    Unix(tokio::net::UnixListener),
+}
+
+struct Bound {
+    socket: Socket,
+    bound: Listen,
+}
+
+async fn bind(listen: &Listen) -> Result<Bound, ServeError> {
+    let failed = |source| ServeError::Listen {
+        addr: listen.clone(),
+        source,
+    };
+    match listen {
+        Listen::Tcp(addr) => {
+            let listener = tokio::net::TcpListener::bind(addr).await.map_err(failed)?;
+            let addr = listener.local_addr().map_err(ServeError::Serve)?;
+            Ok(Bound {
+                socket: Socket::Tcp(listener),
+                bound: Listen::Tcp(addr),
+            })
+        }
+        Listen::Unix(path) => {
+            use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+            match std::fs::symlink_metadata(path) {
+                Ok(meta) if meta.file_type().is_socket() => {
+                    // A live server answers on it: do not steal its socket.
+                    if std::os::unix::net::UnixStream::connect(path).is_ok() {
+                        return Err(failed(std::io::Error::new(
+                            std::io::ErrorKind::AddrInUse,
+                            "another server answers on this socket",
+                        )));
+                    }
+                    std::fs::remove_file(path).map_err(failed)?;
+                }
+                Ok(_) => {
+                    return Err(failed(std::io::Error::new(
+                        std::io::ErrorKind::AlreadyExists,
+                        "a file that is not a socket is in the way",
+                    )));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(failed(e)),
+            }
+            // Bound inside a private directory, then moved into place with mode 0600, so
+            // nobody else can connect in between.
+            let dir = path.parent().unwrap_or(Path::new("/"));
+            let private = tempfile_dir(dir).map_err(failed)?;
+            let staged = private.join("sock");
+            let listener = tokio::net::UnixListener::bind(&staged).map_err(failed)?;
+            std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o600))
+                .map_err(failed)?;
+            std::fs::rename(&staged, path).map_err(failed)?;
+            let _ = std::fs::remove_dir(&private);
+            Ok(Bound {
+                socket: Socket::Unix(listener),
+                bound: listen.clone(),
+            })
+        }
+    }
+}
+
+/// A new directory (mode 0700) next to the socket's place.
+fn tempfile_dir(parent: &Path) -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    for attempt in 0..16u32 {
+        let dir = parent.join(format!(".cordon-sock-{}-{attempt}", std::process::id()));
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::AlreadyExists,
+        "cannot make a private directory for the socket",
+    ))
 }
 
 async fn shutdown_signal() {

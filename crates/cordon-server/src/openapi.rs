@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use crate::api::{
     ApiError, ApplyPatchInputs, CloneInputs, JobDocument, JobList, JobRequest, RunInputs,
-    VerifyInputs,
+    SessionCreateInputs, SessionExecInputs, SessionInputs, VerifyInputs,
 };
 use crate::policy::Policy;
 
@@ -31,6 +31,9 @@ pub fn document() -> String {
         VerifyInputs,
         CloneInputs,
         ApplyPatchInputs,
+        SessionCreateInputs,
+        SessionInputs,
+        SessionExecInputs,
         Policy
     );
     let mut schemas = generator.take_definitions(true);
@@ -53,8 +56,9 @@ pub fn document() -> String {
         "info": {
             "title": "cordon job service",
             "version": "1",
-            "description": "Jobs (run, verify, repo.clone) under a per-project policy, queued \
-                            persistently, with live logs over Server-Sent Events."
+            "description": "Jobs (run, verify, repo.clone, repo.applyPatch, session.*) under a \
+                            per-project policy, queued persistently, with live logs over \
+                            Server-Sent Events."
         },
         "servers": [{"url": "http://127.0.0.1:7878"}],
         "security": [{"bearer": []}],

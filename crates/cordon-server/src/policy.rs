@@ -20,9 +20,15 @@ pub const DEFAULT_TOOLS: &[&str] = &[
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Policy {
-    /// Running jobs at most on this server.
+    /// Running jobs at most, in all (on every worker sharing the store).
     #[serde(default = "default_workers")]
     pub workers: u32,
+    /// A file of secret values, `NAME=value` per line (`#` comments), owned by the server's
+    /// user and readable by nobody else (refused otherwise). A project's `secrets` are looked
+    /// up there first, then in the server's environment; every value in it is redacted from
+    /// every job's output. Re-read with the policy (SIGHUP).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secrets_file: Option<PathBuf>,
     /// Per project; the project `*` applies to every project not named.
     #[serde(default)]
     pub projects: BTreeMap<String, ProjectPolicy>,
@@ -66,6 +72,93 @@ pub struct ProjectPolicy {
     /// Attempts a job gets at most (retries of infrastructure failures).
     #[serde(default = "default_attempts")]
     pub max_attempts: u32,
+    /// The most network each job type may have (`"none"`, `"registry"`, `"host"` or
+    /// `{ allow = ["HOST[:PORT]", "*.example.org"] }`); a type not named gets none. A `run`
+    /// or `session.exec` job asks for its network (default none); every stage of a `verify`
+    /// plan is checked before anything runs; `repo.clone` needs more than none for anything
+    /// but a local path.
+    #[serde(default = "default_network")]
+    pub network: BTreeMap<String, NetworkRule>,
+}
+
+/// How much network a job (or a stage of it) has, or may have.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum NetworkRule {
+    /// Loopback only, in a private network namespace.
+    None,
+    /// The package registries of the server user's clients, through cordon's proxy.
+    Registry,
+    /// These host names only (`HOST[:PORT]`, `*.example.org`), through cordon's proxy.
+    Allow(Vec<String>),
+    /// The host's network.
+    Host,
+}
+
+impl NetworkRule {
+    /// Whether a job under this rule may have `wanted`.
+    pub fn permits(&self, wanted: &NetworkRule) -> bool {
+        match (self, wanted) {
+            (_, NetworkRule::None) | (NetworkRule::Host, _) => true,
+            (NetworkRule::Registry, NetworkRule::Registry) => true,
+            (NetworkRule::Allow(rules), NetworkRule::Allow(hosts)) => hosts
+                .iter()
+                .all(|h| rules.iter().any(|r| host_pattern_covers(r, h))),
+            _ => false,
+        }
+    }
+
+    /// The rule's name in messages.
+    pub fn describe(&self) -> String {
+        match self {
+            NetworkRule::None => "none".into(),
+            NetworkRule::Registry => "registry".into(),
+            NetworkRule::Allow(hosts) => format!("allow {}", hosts.join(", ")),
+            NetworkRule::Host => "host".into(),
+        }
+    }
+}
+
+/// Whether the allow-list entry `rule` covers the entry `wanted`: equal (case-insensitive),
+/// or `*.domain` covering any name under the domain (and a narrower wildcard), with the
+/// same port when the rule names one.
+fn host_pattern_covers(rule: &str, wanted: &str) -> bool {
+    let split = |entry: &str| -> (String, Option<String>) {
+        match entry.rsplit_once(':') {
+            Some((host, port)) if port.bytes().all(|b| b.is_ascii_digit()) && !port.is_empty() => {
+                (host.to_ascii_lowercase(), Some(port.to_owned()))
+            }
+            _ => (entry.to_ascii_lowercase(), None),
+        }
+    };
+    let ((rule_host, rule_port), (host, port)) = (split(rule), split(wanted));
+    if rule_port.is_some() && rule_port != port {
+        return false;
+    }
+    if rule_host == host {
+        return true;
+    }
+    match rule_host.strip_prefix("*.") {
+        Some(domain) => {
+            let bare = host.strip_prefix("*.").unwrap_or(&host);
+            bare.len() > domain.len()
+                && bare.ends_with(domain)
+                && bare.as_bytes()[bare.len() - domain.len() - 1] == b'.'
+        }
+        None => false,
+    }
+}
+
+fn default_network() -> BTreeMap<String, NetworkRule> {
+    [
+        ("run", NetworkRule::None),
+        ("verify", NetworkRule::Registry),
+        ("repo.clone", NetworkRule::Host),
+        ("session.exec", NetworkRule::None),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect()
 }
 
 fn default_concurrency() -> u32 {
@@ -75,23 +168,25 @@ fn default_max_timeout() -> String {
     "30m".into()
 }
 fn default_types() -> Vec<String> {
-    vec![
-        "run".into(),
-        "verify".into(),
-        "repo.clone".into(),
-        "repo.applyPatch".into(),
-    ]
+    crate::api::JobType::ALL
+        .iter()
+        .map(|t| t.as_str().to_owned())
+        .collect()
 }
 fn default_attempts() -> u32 {
     3
 }
 
-/// A daily budget.
+/// A daily budget (UTC days); a project past either part gets 429 until the day ends.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Budget {
     /// Wall-clock time of all the project's attempts (e.g. `"4h"`).
-    pub wall: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall: Option<String>,
+    /// CPU time (user + system, whole process trees) of all the project's attempts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<String>,
 }
 
 /// A refusal with its reason.
@@ -117,6 +212,9 @@ pub enum PolicyError {
         #[source]
         source: std::io::Error,
     },
+    /// The policy's secrets file is refused.
+    #[error(transparent)]
+    Secrets(#[from] crate::secrets::SecretsError),
     /// The file is not a valid policy.
     #[error("the policy {path} is invalid: {reason}")]
     Invalid {
@@ -151,7 +249,10 @@ impl Policy {
                 concurrency: default_concurrency(),
                 max_timeout: default_max_timeout(),
                 job_types: default_types(),
-                daily_budget: Some(Budget { wall: "8h".into() }),
+                daily_budget: Some(Budget {
+                    wall: Some("8h".into()),
+                    cpu: Some("16h".into()),
+                }),
                 allow: tools,
                 deny: vec![DenyRule {
                     argv: vec!["git".into(), "push".into(), "*".into()],
@@ -160,10 +261,12 @@ impl Policy {
                 env_keys: Vec::new(),
                 secrets: Vec::new(),
                 max_attempts: default_attempts(),
+                network: default_network(),
             },
         );
         Policy {
             workers: default_workers(),
+            secrets_file: None,
             projects,
         }
     }
@@ -201,8 +304,21 @@ impl Policy {
             parse_duration(&project.max_timeout)
                 .map_err(|e| invalid(format!("projects.{name}.max_timeout: {e}")))?;
             if let Some(budget) = &project.daily_budget {
-                parse_duration(&budget.wall)
-                    .map_err(|e| invalid(format!("projects.{name}.daily_budget.wall: {e}")))?;
+                for (part, value) in [("wall", &budget.wall), ("cpu", &budget.cpu)] {
+                    if let Some(value) = value {
+                        parse_duration(value).map_err(|e| {
+                            invalid(format!("projects.{name}.daily_budget.{part}: {e}"))
+                        })?;
+                    }
+                }
+            }
+            for job_type in project.job_types.iter().chain(project.network.keys()) {
+                if crate::api::JobType::parse(job_type).is_none() {
+                    return Err(invalid(format!(
+                        "projects.{name}: unknown job type {job_type:?} (known: {})",
+                        crate::api::JobType::ALL.map(|t| t.as_str()).join(", ")
+                    )));
+                }
             }
             if project.concurrency == 0 || project.max_attempts == 0 {
                 return Err(invalid(format!(
@@ -222,6 +338,14 @@ impl Policy {
             .map(|(k, v)| (k.as_str(), v))
     }
 
+    /// The values of the secrets file (none without one).
+    pub fn load_secrets(&self) -> Result<crate::secrets::SecretValues, PolicyError> {
+        match &self.secrets_file {
+            Some(path) => Ok(crate::secrets::SecretValues::load(path)?),
+            None => Ok(crate::secrets::SecretValues::default()),
+        }
+    }
+
     /// Running jobs at most in `project` (0: none may run).
     pub fn concurrency(&self, project: &str) -> u32 {
         self.project(project).map_or(0, |(_, p)| p.concurrency)
@@ -238,7 +362,42 @@ impl ProjectPolicy {
     pub fn daily_wall(&self) -> Option<Duration> {
         self.daily_budget
             .as_ref()
-            .and_then(|b| parse_duration(&b.wall).ok())
+            .and_then(|b| b.wall.as_deref())
+            .and_then(|w| parse_duration(w).ok())
+    }
+
+    /// The daily CPU-time budget, if any.
+    pub fn daily_cpu(&self) -> Option<Duration> {
+        self.daily_budget
+            .as_ref()
+            .and_then(|b| b.cpu.as_deref())
+            .and_then(|c| parse_duration(c).ok())
+    }
+
+    /// The most network a job of `job_type` may have.
+    pub fn network_for(&self, job_type: &str) -> &NetworkRule {
+        self.network.get(job_type).unwrap_or(&NetworkRule::None)
+    }
+
+    /// Whether a job of `job_type` may have `wanted` (`key` names the project's section).
+    pub fn check_network(
+        &self,
+        key: &str,
+        job_type: &str,
+        wanted: &NetworkRule,
+    ) -> Result<(), Refusal> {
+        let allowed = self.network_for(job_type);
+        if allowed.permits(wanted) {
+            return Ok(());
+        }
+        Err(Refusal {
+            rule: format!("projects.{key}.network.{job_type}"),
+            reason: format!(
+                "network {} is not allowed for {job_type} jobs (at most: {})",
+                wanted.describe(),
+                allowed.describe()
+            ),
+        })
     }
 
     /// Whether `argv` may run under these rules (`key` names the project's section).

@@ -10,8 +10,12 @@ use cordon_exec::CancelHandle;
 use cordon_store::{JobId, JobRow, JobState, NewJob, Store, TokenRow};
 use sha2::{Digest, Sha256};
 
-use crate::api::{ApplyPatchInputs, CloneInputs, JobRequest, JobType, RunInputs, VerifyInputs};
-use crate::policy::{Policy, parse_duration};
+use crate::api::{
+    ApplyPatchInputs, CloneInputs, FromJob, JobRequest, JobType, RunInputs, SessionCreateInputs,
+    SessionExecInputs, SessionInputs, VerifyInputs,
+};
+use crate::policy::{NetworkRule, Policy, parse_duration};
+use crate::secrets::SecretValues;
 
 /// What may go wrong serving a request; the HTTP layer maps each to a status.
 #[derive(Debug, thiserror::Error)]
@@ -58,6 +62,8 @@ pub struct Service {
     pub store: Store,
     /// The policy in force (replaced on reload).
     pub policy: RwLock<Arc<Policy>>,
+    /// The values of the policy's secrets file (replaced on reload).
+    pub secrets: RwLock<Arc<SecretValues>>,
     /// Where the policy comes from (`None`: built in).
     pub policy_path: Option<PathBuf>,
     /// Where workspaces of `repo.clone` jobs live.
@@ -126,12 +132,36 @@ impl Service {
         Arc::clone(&self.policy.read().unwrap_or_else(|e| e.into_inner()))
     }
 
-    /// Re-reads the policy file (SIGHUP); keeps the old policy when the new one is invalid.
+    /// The secret values in force.
+    pub fn secrets(&self) -> Arc<SecretValues> {
+        Arc::clone(&self.secrets.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Re-reads the policy file and its secrets file (SIGHUP); keeps the old ones when
+    /// either is invalid.
     pub fn reload_policy(&self) -> Result<(), crate::policy::PolicyError> {
         if let Some(path) = &self.policy_path {
             let fresh = Policy::load(path)?;
+            let secrets = fresh.load_secrets()?;
             *self.policy.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(fresh);
+            *self.secrets.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(secrets);
             self.notify();
+        }
+        Ok(())
+    }
+
+    /// Asks a running job to stop: flagged in the store (its worker, here or on another
+    /// machine, ends its process tree) and, when it runs here, cancelled at once.
+    pub fn cancel_running(&self, id: &JobId) -> Result<(), RequestError> {
+        self.store.cancel_job(id)?;
+        let handle = self
+            .running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(id)
+            .cloned();
+        if let Some(handle) = handle {
+            handle.cancel();
         }
         Ok(())
     }
@@ -278,7 +308,8 @@ impl Service {
         Ok((job, created))
     }
 
-    /// Parses the type's inputs (400 with the field) and checks commands against policy.
+    /// Parses the type's inputs (400 with the field) and checks commands, repositories and
+    /// networks against policy.
     fn check_inputs(
         &self,
         request: &JobRequest,
@@ -290,53 +321,135 @@ impl Service {
             rule: r.rule,
             reason: r.reason,
         };
-        let from_job = |f: &crate::api::FromJob| -> Result<(), RequestError> {
-            let id: JobId = f
-                .from_job
+        let job_type = request.job_type;
+        let earlier = |field: &str, id: &str, wanted: &[JobType]| -> Result<(), RequestError> {
+            let id: JobId = id
                 .parse()
-                .map_err(|e| RequestError::BadRequest(format!("inputs.workspace.from_job: {e}")))?;
+                .map_err(|e| RequestError::BadRequest(format!("inputs.{field}.from_job: {e}")))?;
+            let names: Vec<&str> = wanted.iter().map(|t| t.as_str()).collect();
             match self.store.get_job(&id)? {
                 Some(job)
                     if job.project == request.project
-                        && matches!(job.job_type.as_str(), "repo.clone" | "repo.applyPatch") =>
+                        && JobType::parse(&job.job_type).is_some_and(|t| wanted.contains(&t)) =>
                 {
                     Ok(())
                 }
                 _ => Err(RequestError::BadRequest(format!(
-                    "inputs.workspace.from_job: no repo.clone or repo.applyPatch job {id} in \
-                     this project"
+                    "inputs.{field}.from_job: no {} job {id} in this project",
+                    names.join(" or ")
                 ))),
             }
         };
-        match request.job_type {
+        let workspace = |f: &FromJob| {
+            earlier(
+                "workspace",
+                &f.from_job,
+                &[JobType::RepoClone, JobType::RepoApplyPatch],
+            )
+        };
+        let session =
+            |f: &crate::api::SessionRef| earlier("session", &f.from_job, &[JobType::SessionCreate]);
+        // A repository the server clones on the host: its URL against the allow rules
+        // (`["git", "clone", URL]`) and its host against `repo.clone`'s network.
+        let repository = |url: &str, field: &str| -> Result<(), RequestError> {
+            if url.is_empty() || url.starts_with('-') || url.contains('\0') {
+                return Err(RequestError::BadRequest(format!(
+                    "inputs.{field} is invalid"
+                )));
+            }
+            rules
+                .check_command(key, &["git".into(), "clone".into(), url.to_owned()])
+                .map_err(refused)?;
+            if let Some(host) = clone_remote(url) {
+                rules
+                    .check_network(key, "repo.clone", &NetworkRule::Allow(vec![host]))
+                    .map_err(refused)?;
+            }
+            Ok(())
+        };
+        let program = |argv: &[String], network: &Option<NetworkRule>| {
+            if argv.is_empty() {
+                return Err(RequestError::BadRequest("inputs.argv is empty".into()));
+            }
+            rules.check_command(key, argv).map_err(refused)?;
+            if let Some(network) = network {
+                rules
+                    .check_network(key, job_type.as_str(), network)
+                    .map_err(refused)?;
+            }
+            Ok(())
+        };
+        let size = |field: &str, text: &Option<String>| -> Result<(), RequestError> {
+            if let Some(text) = text {
+                cordon_exec::units::parse_size(text)
+                    .map_err(|e| RequestError::BadRequest(format!("inputs.{field}: {e}")))?;
+            }
+            Ok(())
+        };
+        let value = request.inputs.clone();
+        match job_type {
             JobType::Run => {
-                let inputs: RunInputs =
-                    serde_json::from_value(request.inputs.clone()).map_err(bad)?;
-                if inputs.argv.is_empty() {
-                    return Err(RequestError::BadRequest("inputs.argv is empty".into()));
+                let inputs: RunInputs = serde_json::from_value(value).map_err(bad)?;
+                program(&inputs.argv, &inputs.network)?;
+                match (&inputs.workspace, &inputs.repo) {
+                    (Some(_), Some(_)) => {
+                        return Err(RequestError::BadRequest(
+                            "inputs: give `workspace` or `repo`, not both".into(),
+                        ));
+                    }
+                    (Some(f), None) => workspace(f)?,
+                    (None, Some(url)) => repository(url, "repo")?,
+                    (None, None) => {}
                 }
-                rules.check_command(key, &inputs.argv).map_err(refused)?;
-                inputs.workspace.as_ref().map(from_job).transpose()?;
+                size("memory", &inputs.memory)?;
+                size("output_limit", &inputs.output_limit)?;
             }
             JobType::Verify => {
-                let inputs: VerifyInputs =
-                    serde_json::from_value(request.inputs.clone()).map_err(bad)?;
-                from_job(&inputs.workspace)?;
+                let inputs: VerifyInputs = serde_json::from_value(value).map_err(bad)?;
+                match (&inputs.workspace, &inputs.repo) {
+                    (Some(f), None) => workspace(f)?,
+                    (None, Some(url)) => repository(url, "repo")?,
+                    _ => {
+                        return Err(RequestError::BadRequest(
+                            "inputs: give exactly one of `workspace` and `repo`".into(),
+                        ));
+                    }
+                }
+                for category in inputs.categories.iter().flatten() {
+                    if !crate::execute::STAGE_CATEGORIES.contains(&category.as_str()) {
+                        return Err(RequestError::BadRequest(format!(
+                            "inputs.categories: unknown category {category:?} (known: {})",
+                            crate::execute::STAGE_CATEGORIES.join(", ")
+                        )));
+                    }
+                }
             }
             JobType::RepoApplyPatch => {
-                let inputs: ApplyPatchInputs =
-                    serde_json::from_value(request.inputs.clone()).map_err(bad)?;
-                from_job(&inputs.workspace)?;
+                let inputs: ApplyPatchInputs = serde_json::from_value(value).map_err(bad)?;
+                workspace(&inputs.workspace)?;
             }
             JobType::RepoClone => {
-                let inputs: CloneInputs =
-                    serde_json::from_value(request.inputs.clone()).map_err(bad)?;
-                if inputs.url.is_empty() || inputs.url.starts_with('-') {
-                    return Err(RequestError::BadRequest("inputs.url is invalid".into()));
+                let inputs: CloneInputs = serde_json::from_value(value).map_err(bad)?;
+                repository(&inputs.url, "url")?;
+            }
+            JobType::SessionCreate => {
+                let inputs: SessionCreateInputs = serde_json::from_value(value).map_err(bad)?;
+                workspace(&inputs.workspace)?;
+                if let Some(idle) = &inputs.idle_timeout {
+                    parse_duration(idle).map_err(|e| {
+                        RequestError::BadRequest(format!("inputs.idle_timeout: {e}"))
+                    })?;
                 }
-                rules
-                    .check_command(key, &["git".into(), "clone".into(), inputs.url])
-                    .map_err(refused)?;
+            }
+            JobType::SessionPush | JobType::SessionPull | JobType::SessionRemove => {
+                let inputs: SessionInputs = serde_json::from_value(value).map_err(bad)?;
+                session(&inputs.session)?;
+            }
+            JobType::SessionExec => {
+                let inputs: SessionExecInputs = serde_json::from_value(value).map_err(bad)?;
+                program(&inputs.argv, &inputs.network)?;
+                session(&inputs.session)?;
+                size("memory", &inputs.memory)?;
             }
         }
         Ok(())
@@ -382,6 +495,26 @@ impl Service {
         }
         self.store.get_job(&job.id)?.ok_or(RequestError::NotFound)
     }
+}
+
+/// The host (`HOST[:PORT]`, lowercase) a clone URL reaches, `None` for a local path (git's
+/// own rules: `SCHEME://[USER@]HOST[:PORT]/…`, or the scp-like `[USER@]HOST:PATH` when no
+/// `/` comes before the first `:`; `file://` is local).
+pub fn clone_remote(url: &str) -> Option<String> {
+    if let Some((scheme, rest)) = url.split_once("://") {
+        if scheme.eq_ignore_ascii_case("file") {
+            return None;
+        }
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+        let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+        return Some(host.to_ascii_lowercase());
+    }
+    let (before, _) = url.split_once(':')?;
+    if before.contains('/') {
+        return None;
+    }
+    let host = before.rsplit_once('@').map_or(before, |(_, h)| h);
+    Some(host.to_ascii_lowercase())
 }
 
 /// Fails unless the token carries `scope` (or `admin`).

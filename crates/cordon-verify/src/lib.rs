@@ -29,7 +29,7 @@ mod smoke;
 mod stage;
 pub mod target;
 
-pub use config::{Config, ReadyConfig, StageConfig};
+pub use config::{Config, NetworkSetting, ReadyConfig, StageConfig};
 pub use error::{ConfigError, VerifyError};
 pub use pipeline::{Quiet, Verified, VerifyHooks, VerifyObserver, VerifyRequest, explain, verify};
 pub use plan::{

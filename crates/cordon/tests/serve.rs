@@ -4,13 +4,13 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Barrier};
 
 use serde_json::{Value, json};
+use support::server::{Server, outputs, run_job, sleepers};
 use support::{TestDir, git};
 
 const POLICY: &str = r#"
@@ -36,268 +36,9 @@ daily_budget = { wall = "1s" }
 allow = [["sh", "*"]]
 "#;
 
-/// A running `cordon serve` with its own home (store, workspaces).
-struct Server {
-    child: Child,
-    url: String,
-    home: PathBuf,
-    policy: PathBuf,
-    _dir: Arc<TestDir>,
-}
-
-impl Server {
-    fn start() -> Self {
-        let dir = Arc::new(TestDir::new());
-        let policy = dir.write("cordon-server.toml", POLICY);
-        Self::start_in(dir, policy)
-    }
-
-    fn start_in(dir: Arc<TestDir>, policy: PathBuf) -> Self {
-        let home = dir.path().join("home");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_cordon"))
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--retry-backoff",
-                "50ms",
-            ])
-            .arg("--config")
-            .arg(&policy)
-            .env("CORDON_HOME", &home)
-            .env("SERVE_TEST_SECRET", "hunter2-very-secret")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("cordon serve starts");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let url = line
-            .trim()
-            .strip_prefix("cordon serve: listening on http://")
-            .unwrap_or_else(|| panic!("no ready line: {line:?}"))
-            .to_owned();
-        Server {
-            child,
-            url,
-            home,
-            policy,
-            _dir: dir,
-        }
-    }
-
-    /// Kills the server with SIGKILL.
-    fn kill9(&mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-    }
-
-    /// Starts a new server on the same home.
-    fn restart(self) -> Self {
-        let dir = Arc::clone(&self._dir);
-        let policy = self.policy.clone();
-        drop(self);
-        Self::start_in(dir, policy)
-    }
-
-    fn token(&self, project: &str, scopes: &str) -> String {
-        let out = Command::new(env!("CARGO_BIN_EXE_cordon"))
-            .args(["token", "create", "--project", project, "--scope", scopes])
-            .env("CORDON_HOME", &self.home)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap().trim().to_owned()
-    }
-
-    /// One HTTP/1.1 request; returns (status, headers, body).
-    fn request(
-        &self,
-        method: &str,
-        path: &str,
-        token: Option<&str>,
-        extra: &[(&str, &str)],
-        body: &[u8],
-    ) -> (u16, String, Vec<u8>) {
-        let mut stream = TcpStream::connect(&self.url).unwrap();
-        let mut head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Length: {}\r\n",
-            self.url,
-            body.len()
-        );
-        if let Some(token) = token {
-            head.push_str(&format!("Authorization: Bearer {token}\r\n"));
-        }
-        if !body.is_empty() {
-            head.push_str("Content-Type: application/json\r\n");
-        }
-        for (k, v) in extra {
-            head.push_str(&format!("{k}: {v}\r\n"));
-        }
-        head.push_str("\r\n");
-        stream.write_all(head.as_bytes()).unwrap();
-        // The server may answer (413) before reading a large body.
-        let _ = stream.write_all(body);
-        let mut raw = Vec::new();
-        let _ = stream.read_to_end(&mut raw);
-        let split = raw
-            .windows(4)
-            .position(|w| w == b"\r\n\r\n")
-            .unwrap_or_else(|| panic!("no response: {}", String::from_utf8_lossy(&raw)));
-        let headers = String::from_utf8_lossy(&raw[..split]).into_owned();
-        let status = headers[9..12].parse().unwrap();
-        let mut body = raw[split + 4..].to_vec();
-        if headers
-            .to_ascii_lowercase()
-            .contains("transfer-encoding: chunked")
-        {
-            body = dechunk(&body);
-        }
-        (status, headers, body)
-    }
-
-    fn json(&self, method: &str, path: &str, token: &str, body: &Value) -> (u16, Value) {
-        let bytes = if body.is_null() {
-            Vec::new()
-        } else {
-            body.to_string().into_bytes()
-        };
-        let (status, _, body) = self.request(method, path, Some(token), &[], &bytes);
-        let value = serde_json::from_slice(&body).unwrap_or_else(|e| {
-            panic!(
-                "{method} {path}: {status} {e}: {}",
-                String::from_utf8_lossy(&body)
-            )
-        });
-        (status, value)
-    }
-
-    fn submit(&self, token: &str, body: &Value) -> (u16, Value) {
-        self.json("POST", "/v1/jobs", token, body)
-    }
-
-    /// The job's live log from `after` until its `end` event: (id, event, data) each.
-    fn events(&self, token: &str, id: &str, after: Option<u64>) -> Vec<(u64, String, Value)> {
-        let mut events = Vec::new();
-        self.follow(token, id, after, |e| {
-            events.push(e.clone());
-            e.1 != "end"
-        });
-        events
-    }
-
-    /// Feeds SSE events to `each` until it returns false or the stream ends.
-    fn follow(
-        &self,
-        token: &str,
-        id: &str,
-        after: Option<u64>,
-        mut each: impl FnMut(&(u64, String, Value)) -> bool,
-    ) {
-        let mut stream = TcpStream::connect(&self.url).unwrap();
-        let resume = after.map_or(String::new(), |a| format!("Last-Event-ID: {a}\r\n"));
-        write!(
-            stream,
-            "GET /v1/jobs/{id}/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n{resume}Connection: close\r\n\r\n"
-        )
-        .unwrap();
-        let reader = BufReader::new(stream);
-        let (mut seq, mut name, mut data) = (0, String::new(), String::new());
-        for line in reader.lines() {
-            let Ok(line) = line else { break };
-            // Chunked framing lines (sizes) are not SSE fields; skip them.
-            if let Some(v) = line.strip_prefix("id: ") {
-                seq = v.trim().parse().unwrap();
-            } else if let Some(v) = line.strip_prefix("event: ") {
-                name = v.trim().to_owned();
-            } else if let Some(v) = line.strip_prefix("data: ") {
-                data = v.to_owned();
-            } else if line.is_empty() && !name.is_empty() {
-                let event = (
-                    seq,
-                    std::mem::take(&mut name),
-                    serde_json::from_str(&data).unwrap(),
-                );
-                if !each(&event) {
-                    return;
-                }
-            }
-        }
-    }
-
-    fn job(&self, token: &str, id: &str) -> Value {
-        let (status, job) = self.json("GET", &format!("/v1/jobs/{id}"), token, &Value::Null);
-        assert_eq!(status, 200, "{job}");
-        job
-    }
-
-    /// Submits a job and follows it to its end; returns the final job document.
-    fn run_to_end(&self, token: &str, body: &Value) -> Value {
-        let (status, job) = self.submit(token, body);
-        assert_eq!(status, 201, "{job}");
-        let id = job["id"].as_str().unwrap().to_owned();
-        let events = self.events(token, &id, None);
-        assert_eq!(events.last().unwrap().1, "end", "{events:?}");
-        self.job(token, &id)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn dechunk(mut body: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    loop {
-        let Some(eol) = body.windows(2).position(|w| w == b"\r\n") else {
-            return out;
-        };
-        let size = usize::from_str_radix(std::str::from_utf8(&body[..eol]).unwrap().trim(), 16)
-            .unwrap_or(0);
-        if size == 0 {
-            return out;
-        }
-        out.extend_from_slice(&body[eol + 2..eol + 2 + size]);
-        body = &body[eol + 2 + size + 2..];
-    }
-}
-
-fn run_job(project: &str, script: &str) -> Value {
-    json!({"project": project, "type": "run", "inputs": {"argv": ["sh", "-c", script]}})
-}
-
-/// Processes whose command line holds `marker`.
-fn sleepers(marker: &str) -> usize {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter(|e| {
-            std::fs::read(e.path().join("cmdline"))
-                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
-        })
-        .count()
-}
-
-fn outputs(events: &[(u64, String, Value)]) -> String {
-    events
-        .iter()
-        .filter(|e| e.1 == "output")
-        .map(|e| e.2["text"].as_str().unwrap().to_owned())
-        .collect()
-}
-
 #[test]
 fn serve_runs_a_job_in_the_sandbox_with_live_redacted_logs() {
-    let server = Server::start();
+    let server = Server::start(POLICY);
     let token = server.token("a", "submit,read");
     let (status, job) = server.submit(
         &token,
@@ -356,7 +97,7 @@ fn serve_runs_a_job_in_the_sandbox_with_live_redacted_logs() {
 
 #[test]
 fn serve_refuses_bad_tokens_and_hides_other_projects_jobs() {
-    let server = Server::start();
+    let server = Server::start(POLICY);
     let a = server.token("a", "submit,read");
     let b = server.token("b", "submit,read");
     let read_only = server.token("a", "read");
@@ -417,7 +158,7 @@ fn serve_refuses_bad_tokens_and_hides_other_projects_jobs() {
 
 #[test]
 fn serve_answers_malformed_and_oversized_requests_with_400_and_413() {
-    let server = Server::start();
+    let server = Server::start(POLICY);
     let token = server.token("a", "submit,read");
     let cases: [(&[u8], &str); 5] = [
         (b"{not json", "invalid job request"),
@@ -456,7 +197,7 @@ fn serve_answers_malformed_and_oversized_requests_with_400_and_413() {
 
 #[test]
 fn serve_refuses_what_policy_does_not_allow_with_the_rule() {
-    let server = Server::start();
+    let server = Server::start(POLICY);
     let a = server.token("a", "submit,read");
     let b = server.token("b", "submit,read");
     let cases = [
@@ -499,7 +240,7 @@ fn serve_refuses_what_policy_does_not_allow_with_the_rule() {
 
 #[test]
 fn serve_duplicate_idempotency_keys_racing_make_one_job() {
-    let server = Arc::new(Server::start());
+    let server = Arc::new(Server::start(POLICY));
     let token = Arc::new(server.token("a", "submit,read"));
     let barrier = Arc::new(Barrier::new(8));
     let answers: Vec<(u16, Value)> = (0..8)
@@ -533,7 +274,7 @@ fn serve_duplicate_idempotency_keys_racing_make_one_job() {
 
 #[test]
 fn serve_kills_a_job_past_its_timeout_keeps_partial_logs_and_retries_it() {
-    let server = Server::start();
+    let server = Server::start(POLICY);
     let token = server.token("tight", "submit,read");
     let mut body = run_job("tight", "echo partial; sleep 30");
     body["timeout"] = json!("300ms");
@@ -557,7 +298,7 @@ fn serve_kills_a_job_past_its_timeout_keeps_partial_logs_and_retries_it() {
 
 #[test]
 fn serve_refuses_a_project_over_its_daily_budget_with_429() {
-    let server = Server::start();
+    let server = Server::start(POLICY);
     let token = server.token("tight", "submit,read");
     let mut body = run_job("tight", "sleep 1.2");
     body["idempotency_key"] = json!("nightly");
@@ -580,7 +321,7 @@ fn serve_refuses_a_project_over_its_daily_budget_with_429() {
 
 #[test]
 fn serve_cancels_running_and_queued_jobs() {
-    let server = Server::start();
+    let server = Server::start(POLICY);
     let token = server.token("a", "submit,read");
     let (_, running) = server.submit(&token, &run_job("a", "echo started; sleep 60"));
     let running = running["id"].as_str().unwrap().to_owned();
@@ -624,7 +365,7 @@ fn serve_cancels_running_and_queued_jobs() {
 
 #[test]
 fn serve_live_log_resumes_after_last_event_id_and_survives_disconnects() {
-    let server = Server::start();
+    let server = Server::start(POLICY);
     let token = server.token("a", "submit,read");
     let job = server.run_to_end(&token, &run_job("a", "echo one; echo two"));
     let id = job["id"].as_str().unwrap();
@@ -649,7 +390,7 @@ fn serve_live_log_resumes_after_last_event_id_and_survives_disconnects() {
 
 #[test]
 fn serve_recovers_jobs_after_sigkill_without_losing_or_doubling_them() {
-    let server = Server::start();
+    let server = Server::start(POLICY);
     let token = server.token("a", "submit,read");
     let (_, job) = server.submit(&token, &run_job("a", "echo attempt; sleep 2.0173"));
     let id = job["id"].as_str().unwrap().to_owned();
@@ -681,7 +422,7 @@ fn serve_recovers_jobs_after_sigkill_without_losing_or_doubling_them() {
 
 #[test]
 fn serve_keeps_global_and_per_project_limits() {
-    let server = Server::start();
+    let server = Server::start(POLICY);
     let a = server.token("a", "submit,read");
     let b = server.token("b", "submit,read");
     let mut ids = Vec::new();
@@ -760,9 +501,9 @@ fn repo(dir: &Path) -> PathBuf {
 
 #[test]
 fn serve_chains_clone_then_run_then_verify_on_a_real_repository() {
-    let server = Server::start();
+    let server = Server::start(POLICY);
     let token = server.token("a", "submit,read");
-    let src = repo(server._dir.path());
+    let src = repo(server.dir.path());
     let clone = server.run_to_end(
         &token,
         &json!({"project": "a", "type": "repo.clone", "inputs": {"url": src.display().to_string(), "ref": "main"}}),
@@ -804,7 +545,7 @@ fn serve_chains_clone_then_run_then_verify_on_a_real_repository() {
 
 #[test]
 fn serve_openapi_document_is_the_committed_one() {
-    let server = Server::start();
+    let server = Server::start(POLICY);
     let (status, _, body) = server.request("GET", "/openapi.json", None, &[], b"");
     assert_eq!(status, 200);
     let committed =
@@ -833,7 +574,7 @@ fn serve_prints_its_default_policy_as_a_valid_config() {
 
 #[test]
 fn serve_jobs_cli_submits_follows_shows_lists_and_cancels() {
-    let server = Server::start();
+    let server = Server::start(POLICY);
     let token = server.token("a", "submit,read");
     let jobs = |args: &[&str], stdin: &[u8]| {
         let mut child = Command::new(env!("CARGO_BIN_EXE_cordon"))
@@ -896,9 +637,9 @@ fn serve_jobs_cli_submits_follows_shows_lists_and_cancels() {
 
 #[test]
 fn serve_clone_apply_verify_is_three_small_jobs() {
-    let server = Server::start();
+    let server = Server::start(POLICY);
     let token = server.token("a", "submit,read");
-    let src = repo(server._dir.path());
+    let src = repo(server.dir.path());
     let clone = server.run_to_end(
         &token,
         &json!({"project": "a", "type": "repo.clone", "inputs": {"url": src.display().to_string()}}),
@@ -952,7 +693,7 @@ fn serve_clone_apply_verify_is_three_small_jobs() {
 
 #[test]
 fn serve_stops_on_sigterm_and_requeues_what_was_running() {
-    let server = Server::start();
+    let server = Server::start(POLICY);
     let token = server.token("a", "submit,read");
     let (_, job) = server.submit(&token, &run_job("a", "echo go; sleep 30"));
     let id = job["id"].as_str().unwrap().to_owned();

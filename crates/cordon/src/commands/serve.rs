@@ -1,6 +1,5 @@
 //! `cordon serve` (the job service) and `cordon token` (its API tokens).
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -14,9 +13,10 @@ use crate::exit::{CliError, USAGE};
 /// Arguments of `cordon serve`.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// The address to listen on (loopback by default; port 0 picks a free port).
+    /// Where to listen: HOST:PORT (loopback by default; port 0 picks a free port) or
+    /// unix:/ABSOLUTE/PATH (a Unix socket only the server's user may connect to).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7878")]
-    pub listen: SocketAddr,
+    pub listen: cordon_server::Listen,
     /// The policy file (cordon-server.toml); re-read on SIGHUP. Default: the built-in policy.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -81,13 +81,13 @@ pub(crate) fn serve(args: &ServeArgs) -> Result<ExitCode, CliError> {
     let home = cordon_types::cordon_home().map_err(|e| CliError::new(USAGE, e))?;
     let mut options = ServeOptions::new(store, policy, home.join("serve"));
     options.policy_path = args.config.clone();
-    options.listen = args.listen;
+    options.listen = args.listen.clone();
     options.max_body = args.max_body;
     options.retry_backoff = args.retry_backoff;
-    cordon_server::serve(options, |addr| {
+    cordon_server::serve(options, |listen| {
         use std::io::Write;
         let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "cordon serve: listening on http://{addr}");
+        let _ = writeln!(out, "cordon serve: listening on {listen}");
         let _ = out.flush();
     })
     .map_err(|e| CliError::new(crate::exit::CORDON_FAILED, e))?;

@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 
 use cordon_types::RunResult;
 
+pub mod server;
+
 /// The real `cordon` binary, with this test run's throw-away `CORDON_HOME` (see
 /// [`test_home`]); a test that needs a home of its own sets `CORDON_HOME` again.
 pub fn cordon() -> Command {

@@ -1,0 +1,202 @@
+//! `run` jobs, and the one way every job runs a program: `cordon_runner::run` in the
+//! sandbox, with the job's bounds, network, variables and secrets, its output written live to
+//! the job's log.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use cordon_runner::{Bounds, Hooks, Isolation, RunRequest, SandboxOptions, WorkspaceMount};
+use cordon_types::{ResourceUsage, RunStatus};
+
+use super::{Attempt, EventSink, Outcome};
+use crate::api::{JobFailure, RunInputs};
+use crate::policy::NetworkRule;
+
+/// What differs between the programs jobs run.
+pub(crate) struct ProgramSpec {
+    pub(crate) argv: Vec<String>,
+    pub(crate) cwd: PathBuf,
+    pub(crate) workspace: WorkspaceMount,
+    pub(crate) network: NetworkRule,
+    pub(crate) memory: Option<String>,
+    pub(crate) pids: Option<u64>,
+    pub(crate) output_limit: Option<String>,
+}
+
+/// CPU time of a run (the whole tree when it was measured exactly), in milliseconds.
+pub(crate) fn cpu_ms(usage: &ResourceUsage) -> u64 {
+    match (usage.tree_cpu_user_ms, usage.tree_cpu_sys_ms) {
+        (Some(user), Some(sys)) => user + sys,
+        _ => usage.cpu_user_ms.unwrap_or(0) + usage.cpu_sys_ms.unwrap_or(0),
+    }
+}
+
+/// The sandbox options of a network rule (checked against policy at submission).
+pub(crate) fn sandbox_for(network: &NetworkRule) -> Result<SandboxOptions, Outcome> {
+    use cordon_types::NetworkMode;
+    let mut options = SandboxOptions::default();
+    match network {
+        NetworkRule::None => options.network = NetworkMode::None,
+        NetworkRule::Host => options.network = NetworkMode::Host,
+        NetworkRule::Registry => {
+            options.network = NetworkMode::Allowlist;
+            let home = std::env::var_os("HOME").map(PathBuf::from);
+            let env = |name: &str| std::env::var(name).ok();
+            let config = cordon_proxy::ClientConfig {
+                home: home.as_deref(),
+                env: &env,
+            };
+            (options.proxy.allow, _) =
+                cordon_proxy::registry_allowlist(&cordon_proxy::Ecosystem::ALL, &config);
+        }
+        NetworkRule::Allow(hosts) => {
+            options.network = NetworkMode::Allowlist;
+            options.proxy.allow = cordon_proxy::Allowlist::parse(hosts)
+                .map_err(|e| Outcome::failed("usage", format!("inputs.network: {e}")))?;
+        }
+    }
+    Ok(options)
+}
+
+/// Runs one program for the attempt and maps its result to the job's outcome.
+pub(crate) fn run_program(attempt: &Attempt<'_>, spec: ProgramSpec) -> Outcome {
+    let job = attempt.job;
+    let mut options = match sandbox_for(&spec.network) {
+        Ok(o) => o,
+        Err(o) => return o,
+    };
+    if let Some(memory) = &spec.memory {
+        match cordon_exec::units::parse_size(memory) {
+            Ok(bytes) => options.limits.memory_bytes = Some(bytes),
+            Err(e) => return Outcome::failed("usage", format!("inputs.memory: {e}")),
+        }
+    }
+    options.limits.pids = spec.pids;
+    let mut bounds = Bounds {
+        timeout: Duration::from_millis(job.timeout_ms),
+        ..Bounds::default()
+    };
+    if let Some(limit) = &spec.output_limit {
+        match cordon_exec::units::parse_size(limit) {
+            Ok(bytes) => bounds.output_limit = usize::try_from(bytes).unwrap_or(usize::MAX),
+            Err(e) => return Outcome::failed("usage", format!("inputs.output_limit: {e}")),
+        }
+    }
+    let mut request = RunRequest::new(spec.argv.iter().cloned(), spec.cwd);
+    request.workspace = Some(spec.workspace);
+    request.isolation = Isolation::Sandboxed(options);
+    request.env = attempt.env();
+    request.secrets = attempt.secret_names();
+    request.secret_values = attempt.secrets.pairs().to_vec();
+    request.bounds = bounds;
+    let mut sink = EventSink::new(&attempt.service.store, &job.id);
+    let ran = cordon_runner::run(
+        &request,
+        Hooks {
+            sink: Some(&mut sink),
+            cancel: Some(attempt.cancel),
+            ready: None,
+            transcript: None,
+            network_notice: None,
+        },
+    );
+    sink.flush();
+    let ran = match ran {
+        Ok(ran) => ran,
+        Err(error) => {
+            let category = match error.class() {
+                cordon_runner::RunErrorClass::Infra => "infra",
+                cordon_runner::RunErrorClass::Unenforceable => "setup",
+                cordon_runner::RunErrorClass::Usage => "usage",
+            };
+            return Outcome::failed(category, error.to_string());
+        }
+    };
+    let cpu = cpu_ms(&ran.result.resource);
+    let result = serde_json::to_value(&ran.result).ok();
+    let (state, failure) = match ran.result.status {
+        RunStatus::Pass => (cordon_store::JobState::Succeeded, None),
+        RunStatus::Timeout => (
+            cordon_store::JobState::Failed,
+            Some((
+                "timeout".to_owned(),
+                format!("the job ran past its timeout of {} ms", job.timeout_ms),
+            )),
+        ),
+        RunStatus::Cancelled => (
+            cordon_store::JobState::Cancelled,
+            Some(("cancelled".to_owned(), "the job was cancelled".to_owned())),
+        ),
+        RunStatus::Fail | RunStatus::Error => {
+            // The runner's own category: what the author must fix (`exit`, `signal`) versus
+            // what a retry may fix (`resource`, `infra`).
+            let (category, reason) = ran.result.failure.as_ref().map_or_else(
+                || ("infra".to_owned(), "the program did not pass".to_owned()),
+                |f| {
+                    let category = serde_json::to_value(f.category)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_owned))
+                        .unwrap_or_else(|| "infra".into());
+                    (category, f.reason.clone())
+                },
+            );
+            (cordon_store::JobState::Failed, Some((category, reason)))
+        }
+    };
+    Outcome {
+        state,
+        result,
+        failure: failure.map(|(category, reason)| JobFailure { category, reason }),
+        cpu_ms: cpu,
+    }
+}
+
+/// A `run` job: in an earlier job's workspace, in a clone of `repo` made for it, or in a
+/// fresh empty directory.
+pub(crate) fn run_job(attempt: &Attempt<'_>) -> Outcome {
+    let inputs: RunInputs = match attempt.inputs() {
+        Ok(i) => i,
+        Err(o) => return o,
+    };
+    let scratch = attempt.scratch();
+    let root = match (&inputs.workspace, &inputs.repo) {
+        (Some(from), _) => match attempt.workspace_of(&from.from_job) {
+            Ok(root) => root,
+            Err(o) => return o,
+        },
+        (None, Some(url)) => {
+            match super::repo::clone_for_job(&scratch, url, inputs.rev.as_deref()) {
+                Ok(root) => root,
+                Err(o) => return o,
+            }
+        }
+        (None, None) => {
+            let root = scratch.join("work");
+            if let Err(error) = std::fs::create_dir_all(&root) {
+                return Outcome::failed(
+                    "infra",
+                    format!("cannot create {}: {error}", root.display()),
+                );
+            }
+            root
+        }
+    };
+    let outcome = run_program(
+        attempt,
+        ProgramSpec {
+            argv: inputs.argv,
+            cwd: root.clone(),
+            workspace: WorkspaceMount {
+                root,
+                git_common_dir: None,
+                read_only: false,
+            },
+            network: inputs.network.unwrap_or(NetworkRule::None),
+            memory: inputs.memory,
+            pids: inputs.pids,
+            output_limit: inputs.output_limit,
+        },
+    );
+    let _ = std::fs::remove_dir_all(&scratch);
+    outcome
+}

@@ -1,0 +1,246 @@
+//! `verify` jobs: the plan is checked against the project's policy (commands, networks,
+//! secrets) before anything runs, then `cordon_verify::verify` runs it with live stage
+//! events and output in the job's log.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use cordon_types::Overall;
+use cordon_verify::NetworkSetting;
+
+use super::program::cpu_ms;
+use super::{Attempt, EventSink, Outcome};
+use crate::api::{JobFailure, VerifyInputs};
+use crate::policy::NetworkRule;
+
+fn rule_of(setting: Option<&NetworkSetting>) -> NetworkRule {
+    match setting {
+        None | Some(NetworkSetting::None) => NetworkRule::None,
+        Some(NetworkSetting::Registry) => NetworkRule::Registry,
+        Some(NetworkSetting::Allow(hosts)) => NetworkRule::Allow(hosts.clone()),
+        Some(NetworkSetting::Host) => NetworkRule::Host,
+    }
+}
+
+/// The stages the job selects (`stages`, narrowed by `categories`), or `None` for all.
+fn selection(
+    plan: &cordon_verify::Plan,
+    inputs: &VerifyInputs,
+) -> Result<Option<Vec<String>>, Outcome> {
+    if inputs.stages.is_none() && inputs.categories.is_none() {
+        return Ok(None);
+    }
+    let mut names = Vec::new();
+    for planned in &plan.stages {
+        let stage = &planned.stage;
+        let by_name = inputs
+            .stages
+            .as_ref()
+            .is_none_or(|only| only.contains(&stage.name));
+        let by_category = inputs
+            .categories
+            .as_ref()
+            .is_none_or(|c| c.iter().any(|c| c == stage.category.as_str()));
+        if by_name && by_category {
+            names.push(stage.name.clone());
+        }
+    }
+    for wanted in inputs.stages.iter().flatten() {
+        if !plan.stages.iter().any(|p| &p.stage.name == wanted) {
+            let known: Vec<&str> = plan.stages.iter().map(|p| p.stage.name.as_str()).collect();
+            return Err(Outcome::failed(
+                "usage",
+                format!(
+                    "inputs.stages: no stage named `{wanted}` (stages: {})",
+                    known.join(", ")
+                ),
+            ));
+        }
+    }
+    if names.is_empty() {
+        return Err(Outcome::failed(
+            "usage",
+            "no stage of the plan matches inputs.stages and inputs.categories",
+        ));
+    }
+    Ok(Some(names))
+}
+
+/// Refuses the plan when a stage that would run breaks the project's policy.
+fn check_plan(
+    attempt: &Attempt<'_>,
+    plan: &cordon_verify::Plan,
+    only: Option<&[String]>,
+) -> Result<(), Outcome> {
+    let Some((key, rules)) = attempt.policy.project(&attempt.job.project) else {
+        return Err(Outcome::failed(
+            "policy",
+            "the project has no rules any more",
+        ));
+    };
+    let asked = attempt.secret_names();
+    let running = plan
+        .stages
+        .iter()
+        .filter(|s| s.skip.is_none())
+        .filter(|s| only.is_none_or(|o| o.contains(&s.stage.name)));
+    for planned in running {
+        let stage = &planned.stage;
+        let refuse = |what: String| {
+            Err(Outcome::failed(
+                "policy",
+                format!("stage `{}` {what}; nothing ran", stage.name),
+            ))
+        };
+        if let Err(refusal) = rules.check_command(key, &stage.run) {
+            return refuse(format!(
+                "would run {:?}: {} ({})",
+                stage.run, refusal.reason, refusal.rule
+            ));
+        }
+        if let Err(refusal) = rules.check_network(key, "verify", &rule_of(stage.network.as_ref())) {
+            return refuse(format!("asks for {} ({})", refusal.reason, refusal.rule));
+        }
+        if let Some(secret) = stage.secrets.iter().find(|s| !asked.contains(s)) {
+            return refuse(format!(
+                "asks for the secret {secret:?}, which the job did not name in `secrets`"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A `verify` job.
+pub(crate) fn verify_job(attempt: &Attempt<'_>) -> Outcome {
+    let inputs: VerifyInputs = match attempt.inputs() {
+        Ok(i) => i,
+        Err(o) => return o,
+    };
+    let scratch = attempt.scratch();
+    let repo = match (&inputs.workspace, &inputs.repo) {
+        (Some(from), _) => attempt.workspace_of(&from.from_job),
+        (None, Some(url)) => super::repo::clone_for_job(&scratch, url, inputs.rev.as_deref()),
+        (None, None) => Err(Outcome::failed(
+            "usage",
+            "inputs: give `workspace` or `repo`",
+        )),
+    };
+    let outcome = match repo {
+        Ok(repo) => verify_in(attempt, &inputs, repo),
+        Err(o) => o,
+    };
+    let _ = std::fs::remove_dir_all(&scratch);
+    outcome
+}
+
+fn verify_in(attempt: &Attempt<'_>, inputs: &VerifyInputs, repo: std::path::PathBuf) -> Outcome {
+    let job = attempt.job;
+    let mut request = cordon_verify::VerifyRequest {
+        repo,
+        rev: inputs.rev.clone().unwrap_or_else(|| "HEAD".into()),
+        patch: inputs.patch.clone().map(String::into_bytes),
+        output_limit: cordon_exec::DEFAULT_OUTPUT_LIMIT,
+        run_id: Some(format!("{}-{}", job.id, job.attempt)),
+        env: attempt.env(),
+        secret_values: attempt.secrets.pairs().to_vec(),
+        ..cordon_verify::VerifyRequest::default()
+    };
+    // The plan first: a verify whose plan breaks the policy is refused before anything runs.
+    let plan = match cordon_verify::explain(&request) {
+        Ok((plan, _)) => plan,
+        Err(error) => return Outcome::failed("setup", error.to_string()),
+    };
+    let only = match selection(&plan, inputs) {
+        Ok(only) => only,
+        Err(o) => return o,
+    };
+    if let Err(o) = check_plan(attempt, &plan, only.as_deref()) {
+        return o;
+    }
+    request.only = only;
+    // The job's timeout covers the whole verification.
+    let timed_out = Arc::new(AtomicBool::new(false));
+    let done = Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
+    let watchdog = {
+        let (cancel, timed_out, done) = (
+            Arc::clone(attempt.cancel),
+            Arc::clone(&timed_out),
+            Arc::clone(&done),
+        );
+        let limit = Duration::from_millis(job.timeout_ms);
+        std::thread::spawn(move || {
+            let (lock, cvar) = &*done;
+            let guard = lock.lock().unwrap_or_else(|e| e.into_inner());
+            let (guard, result) = cvar
+                .wait_timeout_while(guard, limit, |finished| !*finished)
+                .unwrap_or_else(|e| e.into_inner());
+            if result.timed_out() && !*guard {
+                timed_out.store(true, Ordering::SeqCst);
+                cancel.cancel();
+            }
+        })
+    };
+    let mut sink = EventSink::new(&attempt.service.store, &job.id);
+    let verified = cordon_verify::verify(
+        &request,
+        cordon_verify::VerifyHooks {
+            observer: &mut sink,
+            cancel: Some(attempt.cancel),
+            recorder: None,
+        },
+    );
+    sink.flush();
+    *done.0.lock().unwrap_or_else(|e| e.into_inner()) = true;
+    done.1.notify_all();
+    let _ = watchdog.join();
+    let verified = match verified {
+        Ok(v) => v,
+        Err(error) => return Outcome::failed("setup", error.to_string()),
+    };
+    let report = &verified.report;
+    let cpu = report.stages.iter().map(|s| cpu_ms(&s.resource)).sum();
+    let result = serde_json::to_value(report).ok();
+    if timed_out.load(Ordering::SeqCst) {
+        return Outcome {
+            result,
+            cpu_ms: cpu,
+            ..Outcome::failed(
+                "timeout",
+                format!(
+                    "the verification ran past its timeout of {} ms",
+                    job.timeout_ms
+                ),
+            )
+        };
+    }
+    match report.overall {
+        Overall::Pass => Outcome {
+            cpu_ms: cpu,
+            ..Outcome::succeeded(result.unwrap_or_default())
+        },
+        Overall::Fail | Overall::Error => {
+            let (category, reason) = report.failure.as_ref().map_or_else(
+                || {
+                    (
+                        "infra".to_owned(),
+                        "the verification did not complete".to_owned(),
+                    )
+                },
+                |f| {
+                    let category = serde_json::to_value(f.category)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_owned))
+                        .unwrap_or_else(|| "infra".into());
+                    (category, f.reason.clone())
+                },
+            );
+            Outcome {
+                state: cordon_store::JobState::Failed,
+                result,
+                failure: Some(JobFailure { category, reason }),
+                cpu_ms: cpu,
+            }
+        }
+    }
+}
