@@ -1,12 +1,14 @@
 //! The contract every storage backend fulfils, and the enum that picks one at run time.
 //!
 //! Callers never see a backend: they use [`crate::Store`], whose methods dispatch through
-//! [`AnyBackend`]. Adding PostgreSQL means: a `postgres.rs` implementing [`Backend`] with its
-//! own migrations under `migrations/postgres/` (same tables; `BYTEA` for chunk data, an
-//! advisory lock around migrations instead of `BEGIN IMMEDIATE`), a `Postgres` variant here,
-//! and a `StoreLocation::Postgres(url)` accepted by `Store::open` — no caller changes.
+//! [`AnyBackend`]. The traits are synchronous: the SQLite backend calls SQLite directly on the
+//! caller's thread (no runtime, no worker thread), which is what keeps recording a local run
+//! cheap; a backend that needs an async client drives it on a runtime of its own.
 
 use crate::error::StoreErrorKind;
+use crate::jobs::{
+    AttemptEnd, JobEvent, JobFilter, JobId, JobRow, JobState, NewJob, Recovered, TokenRow,
+};
 use crate::model::{
     Chunk, ChunkFilter, NewRun, RunFilter, RunId, RunRecord, RunState, RunSummary, StageRecord,
     Stream,
@@ -63,7 +65,7 @@ pub(crate) struct TranscriptCursor {
 /// and time keeping stay in [`crate::Store`], so backends only move rows.
 pub(crate) trait Backend {
     /// Inserts a `running` run; `false` when the id is taken.
-    async fn insert_run(
+    fn insert_run(
         &self,
         id: &RunId,
         run: &NewRun,
@@ -71,9 +73,9 @@ pub(crate) trait Backend {
         started_at_ms: i64,
     ) -> Result<bool, StoreErrorKind>;
     /// Inserts or replaces a stage; `false` when the run does not exist.
-    async fn record_stage(&self, id: &RunId, stage: &StageRecord) -> Result<bool, StoreErrorKind>;
+    fn record_stage(&self, id: &RunId, stage: &StageRecord) -> Result<bool, StoreErrorKind>;
     /// Records the outcome and document; `false` when the run does not exist.
-    async fn finish_run(
+    fn finish_run(
         &self,
         id: &RunId,
         state: RunState,
@@ -81,19 +83,15 @@ pub(crate) trait Backend {
         finished_at_ms: i64,
     ) -> Result<bool, StoreErrorKind>;
     /// Where the run's transcript continues.
-    async fn transcript_cursor(&self, id: &RunId) -> Result<TranscriptCursor, StoreErrorKind>;
+    fn transcript_cursor(&self, id: &RunId) -> Result<TranscriptCursor, StoreErrorKind>;
     /// Appends chunks in one transaction.
-    async fn append_chunks(
-        &self,
-        id: &RunId,
-        chunks: &[EncodedChunk],
-    ) -> Result<(), StoreErrorKind>;
+    fn append_chunks(&self, id: &RunId, chunks: &[EncodedChunk]) -> Result<(), StoreErrorKind>;
     /// Runs matching the filter, newest first.
-    async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, StoreErrorKind>;
+    fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, StoreErrorKind>;
     /// One run with its stages and document.
-    async fn get_run(&self, id: &RunId) -> Result<Option<RunRecord>, StoreErrorKind>;
+    fn get_run(&self, id: &RunId) -> Result<Option<RunRecord>, StoreErrorKind>;
     /// Up to `limit` chunks after `after_seq`, in order.
-    async fn read_chunks(
+    fn read_chunks(
         &self,
         id: &RunId,
         filter: &ChunkFilter,
@@ -101,13 +99,99 @@ pub(crate) trait Backend {
         limit: u32,
     ) -> Result<Vec<Chunk>, StoreErrorKind>;
     /// A run's state and owner.
-    async fn run_owner(&self, id: &RunId) -> Result<Option<(RunState, Owner)>, StoreErrorKind>;
+    fn run_owner(&self, id: &RunId) -> Result<Option<(RunState, Owner)>, StoreErrorKind>;
     /// The `running` runs started on `host`, with their owners.
-    async fn running_runs(&self, host: &str) -> Result<Vec<(RunId, Owner)>, StoreErrorKind>;
+    fn running_runs(&self, host: &str) -> Result<Vec<(RunId, Owner)>, StoreErrorKind>;
     /// Marks a `running` run `interrupted`; `false` when it is not running any more.
-    async fn interrupt(&self, id: &RunId) -> Result<bool, StoreErrorKind>;
+    fn interrupt(&self, id: &RunId) -> Result<bool, StoreErrorKind>;
     /// Deletes the finished runs started before `cutoff_ms`, with their stages and chunks.
-    async fn delete_started_before(&self, cutoff_ms: i64) -> Result<u64, StoreErrorKind>;
+    fn delete_started_before(&self, cutoff_ms: i64) -> Result<u64, StoreErrorKind>;
+}
+
+/// What a backend does for the job service: the queue, attempts, events, tokens, audit. The
+/// store moves rows; the server decides (policy, limits, retry rules).
+pub(crate) trait JobBackend {
+    /// Enqueues a job (or returns the one its idempotency key names, and `false`).
+    fn insert_job(&self, job: &NewJob, now: i64) -> Result<(JobRow, bool), StoreErrorKind>;
+    /// The job an idempotency key names in a project.
+    fn find_job_by_key(&self, project: &str, key: &str) -> Result<Option<JobRow>, StoreErrorKind>;
+    /// One job.
+    fn get_job(&self, id: &JobId) -> Result<Option<JobRow>, StoreErrorKind>;
+    /// Jobs matching the filter, newest first.
+    fn list_jobs(&self, filter: &JobFilter) -> Result<Vec<JobRow>, StoreErrorKind>;
+    /// Claims the next job within the limits (one transaction).
+    fn claim_job(
+        &self,
+        workers: u32,
+        concurrency: &(dyn Fn(&str) -> u32 + Sync),
+        now: i64,
+    ) -> Result<Option<JobRow>, StoreErrorKind>;
+    /// Ends an attempt, fenced by its number.
+    fn end_attempt(
+        &self,
+        id: &JobId,
+        attempt: u32,
+        end: &AttemptEnd,
+        now: i64,
+    ) -> Result<bool, StoreErrorKind>;
+    /// Cancels a queued job, flags a running one.
+    fn cancel_job(&self, id: &JobId, now: i64) -> Result<Option<JobState>, StoreErrorKind>;
+    /// Requeues or interrupts every running job.
+    fn recover_jobs(&self, now: i64) -> Result<Recovered, StoreErrorKind>;
+    /// Appends an event to a job's log.
+    fn append_job_event(
+        &self,
+        id: &JobId,
+        kind: &str,
+        data: &serde_json::Value,
+        now: i64,
+    ) -> Result<u64, StoreErrorKind>;
+    /// A job's events after `after_seq`.
+    fn job_events(
+        &self,
+        id: &JobId,
+        after_seq: u64,
+        limit: u32,
+    ) -> Result<Vec<JobEvent>, StoreErrorKind>;
+    /// Wall-clock milliseconds a project's attempts used since `since`.
+    fn project_wall_ms(&self, project: &str, since: i64, now: i64) -> Result<u64, StoreErrorKind>;
+    /// Running jobs per project.
+    fn running_per_project(&self) -> Result<Vec<(String, u32)>, StoreErrorKind>;
+    /// Jobs per state.
+    fn jobs_per_state(&self) -> Result<Vec<(JobState, u64)>, StoreErrorKind>;
+    /// Stores a token.
+    fn create_token(&self, token: &NewToken<'_>) -> Result<(), StoreErrorKind>;
+    /// The live token with this hash.
+    fn find_token(&self, hash: &str, now: i64) -> Result<Option<TokenRow>, StoreErrorKind>;
+    /// Every token, newest first.
+    fn list_tokens(&self) -> Result<Vec<TokenRow>, StoreErrorKind>;
+    /// Revokes a live token.
+    fn revoke_token(&self, id: &str, now: i64) -> Result<bool, StoreErrorKind>;
+    /// Appends to the audit trail.
+    fn audit(&self, entry: &AuditEntry<'_>) -> Result<(), StoreErrorKind>;
+    /// The audit trail, oldest first.
+    fn audit_log(&self) -> Result<Vec<(i64, String, String, String)>, StoreErrorKind>;
+}
+
+/// A token to store (its secret's hash only).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NewToken<'a> {
+    pub(crate) id: &'a str,
+    pub(crate) hash: &'a str,
+    pub(crate) project: &'a str,
+    pub(crate) scopes: &'a [String],
+    pub(crate) now: i64,
+    pub(crate) expires: Option<i64>,
+}
+
+/// One line of the audit trail.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AuditEntry<'a> {
+    pub(crate) actor: &'a str,
+    pub(crate) action: &'a str,
+    pub(crate) target: &'a str,
+    pub(crate) detail: &'a serde_json::Value,
+    pub(crate) now: i64,
 }
 
 /// The backend a store uses.
@@ -117,12 +201,12 @@ pub(crate) enum AnyBackend {
     Sqlite(SqliteBackend),
 }
 
-/// Calls `$method` on whichever backend `$backend` holds.
+/// Calls `$method` on whichever backend `$backend` holds, through `$trait`.
 macro_rules! dispatch {
-    ($backend:expr, $method:ident ( $($arg:expr),* )) => {
+    ($backend:expr, $trait:ident :: $method:ident ( $($arg:expr),* )) => {
         match $backend {
             $crate::backend::AnyBackend::Sqlite(b) => {
-                $crate::backend::Backend::$method(b, $($arg),*).await
+                $crate::backend::$trait::$method(b, $($arg),*)
             }
         }
     };

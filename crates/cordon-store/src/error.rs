@@ -41,7 +41,7 @@ impl StoreError {
             StoreErrorKind::NoHome(_) => None,
             StoreErrorKind::Directory { .. }
             | StoreErrorKind::File { .. }
-            | StoreErrorKind::Database(_)
+            | StoreErrorKind::Sqlite(_)
             | StoreErrorKind::Corrupt { .. }
             | StoreErrorKind::Runtime(_)
             | StoreErrorKind::WriterGone => None,
@@ -92,16 +92,16 @@ pub enum StoreErrorKind {
         /// The newest version this cordon knows.
         known: i64,
     },
-    /// A query failed.
+    /// An SQLite query failed.
     #[error(transparent)]
-    Database(#[from] sqlx::Error),
+    Sqlite(#[from] rusqlite::Error),
     /// A stored value cannot be read back (damaged row).
     #[error("a stored value is damaged: {what}")]
     Corrupt {
         /// Which value, and how.
         what: String,
     },
-    /// The store's async runtime cannot be started.
+    /// The async runtime of a client/server backend cannot be started.
     #[error("cannot start the store's runtime")]
     Runtime(#[source] std::io::Error),
     /// The transcript writer's background thread ended unexpectedly.
@@ -110,16 +110,17 @@ pub enum StoreErrorKind {
 }
 
 impl StoreErrorKind {
-    /// Maps database errors that mean "this file is not a database" to [`Self::NotADatabase`].
-    pub(crate) fn classify(error: sqlx::Error) -> Self {
-        if let sqlx::Error::Database(db) = &error {
-            // SQLITE_NOTADB (26) and SQLITE_CORRUPT (11), possibly extended.
-            let code = db.code().and_then(|c| c.parse::<i64>().ok()).unwrap_or(0) & 0xff;
-            if code == 26 || code == 11 {
-                return StoreErrorKind::NotADatabase;
-            }
+    /// Maps SQLite errors that mean "this file is not a database" to [`Self::NotADatabase`].
+    pub(crate) fn classify(error: rusqlite::Error) -> Self {
+        if let rusqlite::Error::SqliteFailure(failure, _) = &error
+            && matches!(
+                failure.code,
+                rusqlite::ErrorCode::NotADatabase | rusqlite::ErrorCode::DatabaseCorrupt
+            )
+        {
+            return StoreErrorKind::NotADatabase;
         }
-        StoreErrorKind::Database(error)
+        StoreErrorKind::Sqlite(error)
     }
 
     /// Whether this is SQLite's "busy"/"locked" (another connection holds a lock that the
@@ -127,10 +128,10 @@ impl StoreErrorKind {
     /// recovers its index): worth retrying, never a reason to fail a run.
     pub(crate) fn is_busy(&self) -> bool {
         match self {
-            StoreErrorKind::Database(sqlx::Error::Database(db)) => {
-                let code = db.code().and_then(|c| c.parse::<i64>().ok()).unwrap_or(0) & 0xff;
-                code == 5 || code == 6
-            }
+            StoreErrorKind::Sqlite(rusqlite::Error::SqliteFailure(failure, _)) => matches!(
+                failure.code,
+                rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+            ),
             _ => false,
         }
     }

@@ -10,7 +10,7 @@
 
 use std::str::FromStr;
 
-use crate::backend::AnyBackend;
+use crate::backend::{AuditEntry, NewToken, dispatch};
 use crate::error::{StoreError, StoreErrorKind};
 use crate::store::{Store, now_ms};
 
@@ -262,36 +262,34 @@ pub struct Recovered {
     pub interrupted: Vec<JobId>,
 }
 
-/// The backend that holds the queue (a PostgreSQL variant adds its own arm here).
-fn queue(store: &Store) -> &crate::sqlite::SqliteBackend {
-    let AnyBackend::Sqlite(b) = store.backend();
-    b
-}
-
 impl Store {
     /// Enqueues a job. With an idempotency key already used in the project, returns the
     /// existing job and `false` (nothing new is queued); else the new job and `true`.
     pub fn insert_job(&self, job: &NewJob) -> Result<(JobRow, bool), StoreError> {
-        let b = queue(self);
-        self.call("enqueue a job", b.insert_job(job, now_ms()))
+        self.call("enqueue a job", || {
+            dispatch!(self.backend(), JobBackend::insert_job(job, now_ms()))
+        })
     }
 
     /// The job an idempotency key names in a project, or `None`.
     pub fn find_job_by_key(&self, project: &str, key: &str) -> Result<Option<JobRow>, StoreError> {
-        let b = queue(self);
-        self.call("find a job by its key", b.find_job_by_key(project, key))
+        self.call("find a job by its key", || {
+            dispatch!(self.backend(), JobBackend::find_job_by_key(project, key))
+        })
     }
 
     /// One job, or `None`.
     pub fn get_job(&self, id: &JobId) -> Result<Option<JobRow>, StoreError> {
-        let b = queue(self);
-        self.call("read a job", b.get_job(id))
+        self.call("read a job", || {
+            dispatch!(self.backend(), JobBackend::get_job(id))
+        })
     }
 
     /// Jobs matching `filter`, newest first.
     pub fn list_jobs(&self, filter: &JobFilter) -> Result<Vec<JobRow>, StoreError> {
-        let b = queue(self);
-        self.call("list jobs", b.list_jobs(filter))
+        self.call("list jobs", || {
+            dispatch!(self.backend(), JobBackend::list_jobs(filter))
+        })
     }
 
     /// Claims the next job to run, if the limits allow one: never more than `workers`
@@ -305,8 +303,12 @@ impl Store {
         workers: u32,
         concurrency: &(dyn Fn(&str) -> u32 + Sync),
     ) -> Result<Option<JobRow>, StoreError> {
-        let b = queue(self);
-        self.call("claim a job", b.claim_job(workers, concurrency, now_ms()))
+        self.call("claim a job", || {
+            dispatch!(
+                self.backend(),
+                JobBackend::claim_job(workers, concurrency, now_ms())
+            )
+        })
     }
 
     /// Ends attempt `attempt` of a running job. Fenced: `false` (nothing written) when the
@@ -317,27 +319,30 @@ impl Store {
         attempt: u32,
         end: &AttemptEnd,
     ) -> Result<bool, StoreError> {
-        let b = queue(self);
-        self.call(
-            "end a job attempt",
-            b.end_attempt(id, attempt, end, now_ms()),
-        )
+        self.call("end a job attempt", || {
+            dispatch!(
+                self.backend(),
+                JobBackend::end_attempt(id, attempt, end, now_ms())
+            )
+        })
     }
 
     /// Cancels a job: a queued one at once (`Some(Cancelled)`); a running one is flagged
     /// (its worker ends it) and stays `running`. Returns the state after, `None` when there
     /// is no such job.
     pub fn cancel_job(&self, id: &JobId) -> Result<Option<JobState>, StoreError> {
-        let b = queue(self);
-        self.call("cancel a job", b.cancel_job(id, now_ms()))
+        self.call("cancel a job", || {
+            dispatch!(self.backend(), JobBackend::cancel_job(id, now_ms()))
+        })
     }
 
     /// After a restart: every job left `running` by the previous process is requeued when
     /// it has an attempt left (its attempt recorded as interrupted), else marked
     /// `interrupted`. Nothing accepted is lost; nothing runs twice at once.
     pub fn recover_jobs(&self) -> Result<Recovered, StoreError> {
-        let b = queue(self);
-        self.call("recover running jobs", b.recover_jobs(now_ms()))
+        self.call("recover running jobs", || {
+            dispatch!(self.backend(), JobBackend::recover_jobs(now_ms()))
+        })
     }
 
     /// Appends an event to a job's log; returns its seq.
@@ -347,11 +352,12 @@ impl Store {
         kind: &str,
         data: &serde_json::Value,
     ) -> Result<u64, StoreError> {
-        let b = queue(self);
-        self.call(
-            "log a job event",
-            b.append_job_event(id, kind, data, now_ms()),
-        )
+        self.call("log a job event", || {
+            dispatch!(
+                self.backend(),
+                JobBackend::append_job_event(id, kind, data, now_ms())
+            )
+        })
     }
 
     /// Up to `limit` events of a job after `after_seq`, in order.
@@ -361,30 +367,34 @@ impl Store {
         after_seq: u64,
         limit: u32,
     ) -> Result<Vec<JobEvent>, StoreError> {
-        let b = queue(self);
-        self.call("read job events", b.job_events(id, after_seq, limit))
+        self.call("read job events", || {
+            dispatch!(self.backend(), JobBackend::job_events(id, after_seq, limit))
+        })
     }
 
     /// The wall-clock milliseconds a project's attempts used since `since_ms` (running ones
     /// counted up to now).
     pub fn project_wall_ms(&self, project: &str, since_ms: i64) -> Result<u64, StoreError> {
-        let b = queue(self);
-        self.call(
-            "sum a project's usage",
-            b.project_wall_ms(project, since_ms, now_ms()),
-        )
+        self.call("sum a project's usage", || {
+            dispatch!(
+                self.backend(),
+                JobBackend::project_wall_ms(project, since_ms, now_ms())
+            )
+        })
     }
 
     /// Running jobs per project.
     pub fn running_per_project(&self) -> Result<Vec<(String, u32)>, StoreError> {
-        let b = queue(self);
-        self.call("count running jobs", b.running_per_project())
+        self.call("count running jobs", || {
+            dispatch!(self.backend(), JobBackend::running_per_project())
+        })
     }
 
     /// Jobs per state.
     pub fn jobs_per_state(&self) -> Result<Vec<(JobState, u64)>, StoreError> {
-        let b = queue(self);
-        self.call("count jobs", b.jobs_per_state())
+        self.call("count jobs", || {
+            dispatch!(self.backend(), JobBackend::jobs_per_state())
+        })
     }
 
     /// Stores a token's hash; returns the token's id.
@@ -395,31 +405,40 @@ impl Store {
         scopes: &[String],
         expires_at_ms: Option<i64>,
     ) -> Result<String, StoreError> {
-        let b = queue(self);
         let id = random_name("t-");
-        self.call(
-            "create a token",
-            b.create_token(&id, hash, project, scopes, now_ms(), expires_at_ms),
-        )?;
+        self.call("create a token", || {
+            let token = NewToken {
+                id: &id,
+                hash,
+                project,
+                scopes,
+                now: now_ms(),
+                expires: expires_at_ms,
+            };
+            dispatch!(self.backend(), JobBackend::create_token(&token))
+        })?;
         Ok(id)
     }
 
     /// The live (not revoked, not expired) token with this hash.
     pub fn find_token(&self, hash: &str) -> Result<Option<TokenRow>, StoreError> {
-        let b = queue(self);
-        self.call("look a token up", b.find_token(hash, now_ms()))
+        self.call("look a token up", || {
+            dispatch!(self.backend(), JobBackend::find_token(hash, now_ms()))
+        })
     }
 
     /// Every token, newest first.
     pub fn list_tokens(&self) -> Result<Vec<TokenRow>, StoreError> {
-        let b = queue(self);
-        self.call("list tokens", b.list_tokens())
+        self.call("list tokens", || {
+            dispatch!(self.backend(), JobBackend::list_tokens())
+        })
     }
 
     /// Revokes a token; `false` when there is no such live token.
     pub fn revoke_token(&self, id: &str) -> Result<bool, StoreError> {
-        let b = queue(self);
-        self.call("revoke a token", b.revoke_token(id, now_ms()))
+        self.call("revoke a token", || {
+            dispatch!(self.backend(), JobBackend::revoke_token(id, now_ms()))
+        })
     }
 
     /// Records who did what to what.
@@ -430,14 +449,23 @@ impl Store {
         target: &str,
         detail: &serde_json::Value,
     ) -> Result<(), StoreError> {
-        let b = queue(self);
-        self.call("audit", b.audit(actor, action, target, detail, now_ms()))
+        self.call("audit", || {
+            let entry = AuditEntry {
+                actor,
+                action,
+                target,
+                detail,
+                now: now_ms(),
+            };
+            dispatch!(self.backend(), JobBackend::audit(&entry))
+        })
     }
 
     /// The audit trail, oldest first: `(at_ms, actor, action, target)`.
     pub fn audit_log(&self) -> Result<Vec<(i64, String, String, String)>, StoreError> {
-        let b = queue(self);
-        self.call("read the audit trail", b.audit_log())
+        self.call("read the audit trail", || {
+            dispatch!(self.backend(), JobBackend::audit_log())
+        })
     }
 }
 

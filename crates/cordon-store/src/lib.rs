@@ -5,8 +5,10 @@
 //!   opens `$CORDON_HOME/cordon.db` (else `$XDG_DATA_HOME/cordon/cordon.db`, else
 //!   `~/.local/share/cordon/cordon.db`): SQLite in WAL mode with a 5 s busy timeout, foreign
 //!   keys on, `synchronous=NORMAL`, tables migrated from the embedded
-//!   `migrations/sqlite/` on open. A file that is not a cordon store is refused with a
-//!   [`StoreError`] that names it and says what to do.
+//!   `migrations/sqlite/` on open. SQLite is called synchronously on the caller's thread
+//!   (`rusqlite`: no async runtime, no worker thread), and closing does not checkpoint, so
+//!   recording a short run costs well under a millisecond. A file that is not a cordon store
+//!   is refused with a [`StoreError`] that names it and says what to do.
 //! - [`TranscriptWriter`]: appends output while a program runs, from a plain thread, without
 //!   ever waiting for the database; a background thread writes a batch every 250 ms.
 //! - [`RunId`], [`NewRun`], [`RunState`], [`RunSummary`], [`RunRecord`], [`Chunk`],
@@ -48,6 +50,7 @@ mod model;
 mod owner;
 mod sqlite;
 mod sqlite_jobs;
+mod sqlite_runs;
 mod store;
 mod transcript;
 

@@ -59,19 +59,6 @@ struct Inner {
     location: String,
     backend: AnyBackend,
     here: Owner,
-    runtime: tokio::runtime::Runtime,
-}
-
-impl Drop for Inner {
-    fn drop(&mut self) {
-        // Close connections cleanly (SQLite checkpoints the WAL when the last one closes).
-        let backend = &self.backend;
-        self.runtime.block_on(async {
-            match backend {
-                AnyBackend::Sqlite(b) => b.close().await,
-            }
-        });
-    }
 }
 
 impl Store {
@@ -90,12 +77,6 @@ impl Store {
     pub fn open(location: &StoreLocation) -> Result<Self, StoreError> {
         let name = location.display();
         let fail = |kind| StoreError::new(&name, "open", kind);
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("cordon-store")
-            .enable_time()
-            .build()
-            .map_err(|e| fail(StoreErrorKind::Runtime(e)))?;
         let backend = match location {
             StoreLocation::Sqlite(path) => {
                 if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -106,7 +87,7 @@ impl Store {
                         })
                     })?;
                 }
-                AnyBackend::Sqlite(runtime.block_on(SqliteBackend::open(path)).map_err(fail)?)
+                AnyBackend::Sqlite(SqliteBackend::open(path).map_err(fail)?)
             }
         };
         Ok(Self {
@@ -114,7 +95,6 @@ impl Store {
                 location: name,
                 backend,
                 here: Owner::current(),
-                runtime,
             }),
         })
     }
@@ -129,8 +109,11 @@ impl Store {
         let here = &self.inner.here;
         loop {
             let id = RunId::generate();
-            let inserted = self.call("begin a run", async {
-                dispatch!(&self.inner.backend, insert_run(&id, run, here, now_ms()))
+            let inserted = self.call("begin a run", || {
+                dispatch!(
+                    &self.inner.backend,
+                    Backend::insert_run(&id, run, here, now_ms())
+                )
             })?;
             if inserted {
                 return Ok(id);
@@ -140,15 +123,15 @@ impl Store {
 
     /// Records (or replaces) one stage of a run. `false` when there is no such run.
     pub fn record_stage(&self, id: &RunId, stage: &StageRecord) -> Result<bool, StoreError> {
-        self.call("record a stage", async {
-            dispatch!(&self.inner.backend, record_stage(id, stage))
+        self.call("record a stage", || {
+            dispatch!(&self.inner.backend, Backend::record_stage(id, stage))
         })
     }
 
     /// A writer that appends to the run's transcript in the background.
     pub fn transcript(&self, id: &RunId) -> Result<TranscriptWriter, StoreError> {
-        let cursor = self.call("open a transcript", async {
-            dispatch!(&self.inner.backend, transcript_cursor(id))
+        let cursor = self.call("open a transcript", || {
+            dispatch!(&self.inner.backend, Backend::transcript_cursor(id))
         })?;
         Ok(TranscriptWriter::start(self.clone(), id.clone(), cursor))
     }
@@ -163,25 +146,25 @@ impl Store {
     ) -> Result<bool, StoreError> {
         let schema = document.map(|d| d.get("schema").and_then(|s| s.as_str()).unwrap_or(""));
         let document = document.zip(schema).map(|(d, s)| (s, d));
-        self.call("finish a run", async {
+        self.call("finish a run", || {
             dispatch!(
                 &self.inner.backend,
-                finish_run(id, state, document, now_ms())
+                Backend::finish_run(id, state, document, now_ms())
             )
         })
     }
 
     /// The runs matching `filter`, newest first.
     pub fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, StoreError> {
-        self.call("list runs", async {
-            dispatch!(&self.inner.backend, list_runs(filter))
+        self.call("list runs", || {
+            dispatch!(&self.inner.backend, Backend::list_runs(filter))
         })
     }
 
     /// One run with its stages and document, or `None` when there is no such run.
     pub fn get_run(&self, id: &RunId) -> Result<Option<RunRecord>, StoreError> {
-        self.call("read a run", async {
-            dispatch!(&self.inner.backend, get_run(id))
+        self.call("read a run", || {
+            dispatch!(&self.inner.backend, Backend::get_run(id))
         })
     }
 
@@ -194,10 +177,10 @@ impl Store {
         after_seq: Option<u64>,
         limit: u32,
     ) -> Result<Vec<Chunk>, StoreError> {
-        self.call("read a transcript", async {
+        self.call("read a transcript", || {
             dispatch!(
                 &self.inner.backend,
-                read_chunks(id, filter, after_seq, limit)
+                Backend::read_chunks(id, filter, after_seq, limit)
             )
         })
     }
@@ -251,8 +234,8 @@ impl Store {
     ) -> Result<Option<RunState>, StoreError> {
         let mut after_seq = None;
         loop {
-            let Some((state, owner)) = self.call("follow a run", async {
-                dispatch!(&self.inner.backend, run_owner(id))
+            let Some((state, owner)) = self.call("follow a run", || {
+                dispatch!(&self.inner.backend, Backend::run_owner(id))
             })?
             else {
                 return Ok(None);
@@ -267,8 +250,8 @@ impl Store {
                 return Ok(Some(state));
             }
             if !owner.is_alive(&self.inner.here) {
-                self.call("mark a run interrupted", async {
-                    dispatch!(&self.inner.backend, interrupt(id))
+                self.call("mark a run interrupted", || {
+                    dispatch!(&self.inner.backend, Backend::interrupt(id))
                 })?;
                 continue;
             }
@@ -297,16 +280,16 @@ impl Store {
     /// (pid reuse is detected by the process start time). Cheap; returns how many.
     pub fn mark_interrupted(&self) -> Result<usize, StoreError> {
         let here = &self.inner.here;
-        let running = self.call("find running runs", async {
-            dispatch!(&self.inner.backend, running_runs(&here.host))
+        let running = self.call("find running runs", || {
+            dispatch!(&self.inner.backend, Backend::running_runs(&here.host))
         })?;
         let mut marked = 0;
         for (id, owner) in running {
             if owner.is_alive(here) {
                 continue;
             }
-            let changed = self.call("mark a run interrupted", async {
-                dispatch!(&self.inner.backend, interrupt(&id))
+            let changed = self.call("mark a run interrupted", || {
+                dispatch!(&self.inner.backend, Backend::interrupt(&id))
             })?;
             marked += usize::from(changed);
         }
@@ -318,22 +301,19 @@ impl Store {
     pub fn delete_older_than(&self, age: Duration) -> Result<usize, StoreError> {
         let age_ms = i64::try_from(age.as_millis()).unwrap_or(i64::MAX);
         let cutoff = now_ms().saturating_sub(age_ms);
-        let deleted = self.call("delete old runs", async {
-            dispatch!(&self.inner.backend, delete_started_before(cutoff))
+        let deleted = self.call("delete old runs", || {
+            dispatch!(&self.inner.backend, Backend::delete_started_before(cutoff))
         })?;
         Ok(usize::try_from(deleted).unwrap_or(usize::MAX))
     }
 
-    /// Runs `future` on the store's runtime and names the operation in its error.
+    /// Runs `work` against the backend and names the operation in its error.
     pub(crate) fn call<T>(
         &self,
         operation: &'static str,
-        future: impl Future<Output = Result<T, StoreErrorKind>>,
+        work: impl FnOnce() -> Result<T, StoreErrorKind>,
     ) -> Result<T, StoreError> {
-        self.inner
-            .runtime
-            .block_on(future)
-            .map_err(|kind| StoreError::new(&self.inner.location, operation, kind))
+        work().map_err(|kind| StoreError::new(&self.inner.location, operation, kind))
     }
 
     /// The backend (for the job queue's methods).
@@ -347,8 +327,8 @@ impl Store {
         id: &RunId,
         chunks: &[crate::backend::EncodedChunk],
     ) -> Result<(), StoreError> {
-        self.call("write a transcript", async {
-            dispatch!(&self.inner.backend, append_chunks(id, chunks))
+        self.call("write a transcript", || {
+            dispatch!(&self.inner.backend, Backend::append_chunks(id, chunks))
         })
     }
 }

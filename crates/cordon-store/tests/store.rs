@@ -682,26 +682,10 @@ fn a_version_1_store_is_migrated_and_keeps_its_runs() {
     assert_eq!(in_session[0].id, id);
 }
 
-/// Runs SQL on a database file with a plain sqlx connection.
+/// Runs SQL on a database file with a plain SQLite connection.
 fn raw_sql(db: &Path, sql: &str) {
-    use sqlx::Connection;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .expect("runtime");
-    runtime.block_on(async {
-        let options = sqlx::sqlite::SqliteConnectOptions::new()
-            .filename(db)
-            .create_if_missing(true);
-        let mut connection = sqlx::SqliteConnection::connect_with(&options)
-            .await
-            .expect("connect");
-        sqlx::raw_sql(sql)
-            .execute(&mut connection)
-            .await
-            .expect("sql");
-        connection.close().await.expect("close");
-    });
+    let connection = rusqlite::Connection::open(db).expect("connect");
+    connection.execute_batch(sql).expect("sql");
 }
 
 #[test]
@@ -759,47 +743,20 @@ fn delete_older_than_removes_old_finished_runs_and_their_chunks() {
 }
 
 fn count_rows(db: &Path, sql: &str) -> i64 {
-    use sqlx::Connection;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .expect("runtime");
-    runtime.block_on(async {
-        let options = sqlx::sqlite::SqliteConnectOptions::new().filename(db);
-        let mut connection = sqlx::SqliteConnection::connect_with(&options)
-            .await
-            .expect("connect");
-        let count: i64 = sqlx::query_scalar(sql)
-            .fetch_one(&mut connection)
-            .await
-            .expect("count");
-        connection.close().await.expect("close");
-        count
-    })
+    let connection = rusqlite::Connection::open(db).expect("connect");
+    connection
+        .query_row(sql, [], |row| row.get(0))
+        .expect("count")
 }
 
 #[test]
 fn a_blocked_database_costs_bytes_with_a_marker_never_silently() {
-    use sqlx::Connection;
     let (_dir, db) = temp_db();
     let store = Store::open_sqlite(&db).expect("open");
     let id = store.begin_run(&new_run(&["flood"])).expect("begin");
     // Hold the write lock from another connection while the program floods its output.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .expect("runtime");
-    let mut blocker = runtime.block_on(async {
-        let options = sqlx::sqlite::SqliteConnectOptions::new().filename(&db);
-        let mut connection = sqlx::SqliteConnection::connect_with(&options)
-            .await
-            .expect("connect");
-        sqlx::raw_sql("BEGIN IMMEDIATE")
-            .execute(&mut connection)
-            .await
-            .expect("lock");
-        connection
-    });
+    let blocker = rusqlite::Connection::open(&db).expect("connect");
+    blocker.execute_batch("BEGIN IMMEDIATE").expect("lock");
     let writer = store.transcript(&id).expect("transcript");
     let block = vec![b'x'; 1024 * 1024];
     let started = Instant::now();
@@ -811,13 +768,8 @@ fn a_blocked_database_costs_bytes_with_a_marker_never_silently() {
         started.elapsed() < Duration::from_secs(3),
         "write never waits for the database (its busy timeout is 5 s)"
     );
-    runtime.block_on(async {
-        sqlx::raw_sql("ROLLBACK")
-            .execute(&mut blocker)
-            .await
-            .expect("unlock");
-        blocker.close().await.expect("close");
-    });
+    blocker.execute_batch("ROLLBACK").expect("unlock");
+    drop(blocker);
     // Once the store caught up, output is kept again. Caught up: the last chunk (the marker
     // of the lost `lost\n`) is stored, then a probe written after it is stored too — the
     // writer frees its memory budget after each stored batch, before it stores the next.

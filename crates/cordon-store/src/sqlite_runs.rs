@@ -1,0 +1,437 @@
+//! Runs, stages and transcript chunks on SQLite.
+
+use std::str::FromStr;
+
+use rusqlite::Row;
+
+use crate::backend::{Backend, EncodedChunk, EncodedData, TranscriptCursor};
+use crate::error::StoreErrorKind;
+use crate::model::{
+    Chunk, ChunkBody, ChunkFilter, NewRun, RunFilter, RunId, RunKind, RunRecord, RunRecordTag,
+    RunState, RunSummary, StageRecord, Stream,
+};
+use crate::owner::Owner;
+use crate::sqlite::{SqliteBackend, optional};
+
+impl Backend for SqliteBackend {
+    fn insert_run(
+        &self,
+        id: &RunId,
+        run: &NewRun,
+        owner: &Owner,
+        started_at_ms: i64,
+    ) -> Result<bool, StoreErrorKind> {
+        self.with(|c| {
+            let changed = c
+                .prepare_cached(
+                    "INSERT INTO runs (id, kind, status, repo, command, started_at_ms, owner_pid, \
+                     owner_start_time, owner_boot_id, host, session) \
+                     VALUES (?1, ?2, 'running', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) \
+                     ON CONFLICT (id) DO NOTHING",
+                )?
+                .execute(rusqlite::params![
+                    id.as_str(),
+                    kind_str(run.kind),
+                    run.repo.as_deref(),
+                    run.command.to_string(),
+                    started_at_ms,
+                    owner.pid,
+                    owner.start_time,
+                    owner.boot_id.as_deref(),
+                    &owner.host,
+                    run.session.as_deref(),
+                ])?;
+            Ok(changed == 1)
+        })
+    }
+
+    fn record_stage(&self, id: &RunId, stage: &StageRecord) -> Result<bool, StoreErrorKind> {
+        let status = stage_status(stage);
+        self.with(|c| {
+            let changed = c
+                .prepare_cached(
+                    "INSERT INTO stages (run_id, idx, name, status, document) \
+                     SELECT ?1, ?2, ?3, ?4, ?5 WHERE EXISTS (SELECT 1 FROM runs WHERE id = ?1) \
+                     ON CONFLICT (run_id, idx) DO UPDATE SET name = excluded.name, \
+                     status = excluded.status, document = excluded.document",
+                )?
+                .execute((
+                    id.as_str(),
+                    i64::from(stage.index),
+                    &stage.name,
+                    status,
+                    stage.document.to_string(),
+                ))?;
+            Ok(changed == 1)
+        })
+    }
+
+    fn finish_run(
+        &self,
+        id: &RunId,
+        state: RunState,
+        document: Option<(&str, &serde_json::Value)>,
+        finished_at_ms: i64,
+    ) -> Result<bool, StoreErrorKind> {
+        self.with(|c| {
+            let changed = c
+                .prepare_cached(
+                    "UPDATE runs SET status = ?2, finished_at_ms = ?3, \
+                     duration_ms = MAX(0, ?3 - started_at_ms), document_schema = ?4, \
+                     document = ?5 WHERE id = ?1",
+                )?
+                .execute((
+                    id.as_str(),
+                    state.as_str(),
+                    finished_at_ms,
+                    document.map(|d| d.0),
+                    document.map(|d| d.1.to_string()),
+                ))?;
+            Ok(changed == 1)
+        })
+    }
+
+    fn transcript_cursor(&self, id: &RunId) -> Result<TranscriptCursor, StoreErrorKind> {
+        self.with(|c| {
+            let mut statement = c.prepare_cached(
+                "SELECT stage, stream, MAX(offset + raw_len), MAX(seq) FROM transcript_chunks \
+                 WHERE run_id = ?1 GROUP BY stage, stream",
+            )?;
+            let mut rows = statement.query([id.as_str()])?;
+            let mut cursor = TranscriptCursor::default();
+            while let Some(row) = rows.next()? {
+                let stage: Option<String> = row.get(0)?;
+                let stream = parse_stream(&row.get::<_, String>(1)?)?;
+                let next: i64 = row.get(2)?;
+                let last_seq: i64 = row.get(3)?;
+                cursor.offsets.push(((stage, stream), to_u64(next)));
+                cursor.next_seq = cursor.next_seq.max(to_u64(last_seq) + 1);
+            }
+            Ok(cursor)
+        })
+    }
+
+    fn append_chunks(&self, id: &RunId, chunks: &[EncodedChunk]) -> Result<(), StoreErrorKind> {
+        self.write(|tx| {
+            let mut insert = tx.prepare_cached(
+                "INSERT INTO transcript_chunks (run_id, seq, stage, stream, offset, at_ms, \
+                 encoding, raw_len, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            )?;
+            for chunk in chunks {
+                let (encoding, raw_len, data) = chunk.data.columns();
+                insert.execute(rusqlite::params![
+                    id.as_str(),
+                    to_i64(chunk.seq),
+                    chunk.stage.as_deref(),
+                    chunk.stream.as_str(),
+                    to_i64(chunk.offset),
+                    chunk.at_ms,
+                    encoding,
+                    to_i64(raw_len),
+                    data,
+                ])?;
+            }
+            Ok(())
+        })
+    }
+
+    fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, StoreErrorKind> {
+        self.with(|c| {
+            let mut statement = c.prepare_cached(&format!(
+                "SELECT {SUMMARY_COLUMNS} FROM runs WHERE (?1 IS NULL OR status = ?1) \
+                 AND (?2 IS NULL OR repo = ?2) AND (?4 IS NULL OR session = ?4) \
+                 ORDER BY started_at_ms DESC, rowid DESC LIMIT ?3"
+            ))?;
+            let mut rows = statement.query((
+                filter.status.map(RunState::as_str),
+                filter.repo.as_deref(),
+                i64::from(filter.limit),
+                filter.session.as_deref(),
+            ))?;
+            let mut runs = Vec::new();
+            while let Some(row) = rows.next()? {
+                runs.push(summary_from_row(row)?);
+            }
+            Ok(runs)
+        })
+    }
+
+    fn get_run(&self, id: &RunId) -> Result<Option<RunRecord>, StoreErrorKind> {
+        self.with(|c| {
+            let found = optional(
+                c.prepare_cached(&format!(
+                    "SELECT {SUMMARY_COLUMNS}, document_schema, document FROM runs WHERE id = ?1"
+                ))?
+                .query_row([id.as_str()], |row| {
+                    Ok((
+                        summary_from_row(row),
+                        row.get::<_, Option<String>>("document_schema")?,
+                        row.get::<_, Option<String>>("document")?,
+                    ))
+                }),
+            )?;
+            let Some((run, document_schema, document)) = found else {
+                return Ok(None);
+            };
+            let document = document
+                .map(|text| parse_json(&text, "document"))
+                .transpose()?;
+            let mut statement = c.prepare_cached(
+                "SELECT idx, name, status, document FROM stages WHERE run_id = ?1 ORDER BY idx",
+            )?;
+            let mut rows = statement.query([id.as_str()])?;
+            let mut stages = Vec::new();
+            while let Some(row) = rows.next()? {
+                let status: String = row.get(2)?;
+                stages.push(StageRecord {
+                    index: u32::try_from(row.get::<_, i64>(0)?).unwrap_or(u32::MAX),
+                    name: row.get(1)?,
+                    status: serde_json::from_value(serde_json::Value::String(status.clone()))
+                        .map_err(|_| corrupt(format!("stage status {status:?}")))?,
+                    document: parse_json(&row.get::<_, String>(3)?, "stage document")?,
+                });
+            }
+            Ok(Some(RunRecord {
+                schema: RunRecordTag,
+                run: run?,
+                stages,
+                document_schema,
+                document,
+            }))
+        })
+    }
+
+    fn read_chunks(
+        &self,
+        id: &RunId,
+        filter: &ChunkFilter,
+        after_seq: Option<u64>,
+        limit: u32,
+    ) -> Result<Vec<Chunk>, StoreErrorKind> {
+        self.with(|c| {
+            let mut statement = c.prepare_cached(
+                "SELECT seq, stage, stream, offset, at_ms, encoding, raw_len, data \
+                 FROM transcript_chunks WHERE run_id = ?1 AND seq > ?2 \
+                 AND (?3 IS NULL OR stage = ?3) AND (?4 IS NULL OR stream = ?4) \
+                 ORDER BY seq LIMIT ?5",
+            )?;
+            let mut rows = statement.query((
+                id.as_str(),
+                after_seq.map_or(-1, to_i64),
+                filter.stage.as_deref(),
+                filter.stream.map(Stream::as_str),
+                i64::from(limit),
+            ))?;
+            let mut chunks = Vec::new();
+            while let Some(row) = rows.next()? {
+                chunks.push(decode_chunk(RawChunk {
+                    seq: row.get(0)?,
+                    stage: row.get(1)?,
+                    stream: row.get(2)?,
+                    offset: row.get(3)?,
+                    at_ms: row.get(4)?,
+                    encoding: row.get(5)?,
+                    raw_len: row.get(6)?,
+                    data: row.get(7)?,
+                })?);
+            }
+            Ok(chunks)
+        })
+    }
+
+    fn run_owner(&self, id: &RunId) -> Result<Option<(RunState, Owner)>, StoreErrorKind> {
+        self.with(|c| {
+            let found = optional(
+                c.prepare_cached(
+                    "SELECT status, owner_pid, owner_start_time, owner_boot_id, host FROM runs \
+                     WHERE id = ?1",
+                )?
+                .query_row([id.as_str()], |row| {
+                    Ok((row.get::<_, String>(0)?, owner_from_row(row)?))
+                }),
+            )?;
+            found
+                .map(|(status, owner)| Ok((parse_state(&status)?, owner)))
+                .transpose()
+        })
+    }
+
+    fn running_runs(&self, host: &str) -> Result<Vec<(RunId, Owner)>, StoreErrorKind> {
+        self.with(|c| {
+            let mut statement = c.prepare_cached(
+                "SELECT id, owner_pid, owner_start_time, owner_boot_id, host FROM runs \
+                 WHERE status = 'running' AND host = ?1",
+            )?;
+            let mut rows = statement.query([host])?;
+            let mut running = Vec::new();
+            while let Some(row) = rows.next()? {
+                running.push((parse_id(&row.get::<_, String>(0)?)?, owner_from_row(row)?));
+            }
+            Ok(running)
+        })
+    }
+
+    fn interrupt(&self, id: &RunId) -> Result<bool, StoreErrorKind> {
+        self.with(|c| {
+            let changed = c
+                .prepare_cached(
+                    "UPDATE runs SET status = 'interrupted', \
+                     finished_at_ms = COALESCE((SELECT MAX(at_ms) FROM transcript_chunks \
+                                                WHERE run_id = runs.id), started_at_ms), \
+                     duration_ms = MAX(0, COALESCE((SELECT MAX(at_ms) FROM transcript_chunks \
+                                    WHERE run_id = runs.id), started_at_ms) - started_at_ms) \
+                     WHERE id = ?1 AND status = 'running'",
+                )?
+                .execute([id.as_str()])?;
+            Ok(changed == 1)
+        })
+    }
+
+    fn delete_started_before(&self, cutoff_ms: i64) -> Result<u64, StoreErrorKind> {
+        self.write(|tx| {
+            // Chunks and stages go with their runs (ON DELETE CASCADE); running runs are kept.
+            let deleted = tx
+                .prepare_cached(
+                    "DELETE FROM runs WHERE started_at_ms < ?1 AND status != 'running'",
+                )?
+                .execute([cutoff_ms])?;
+            Ok(deleted as u64)
+        })
+    }
+}
+
+/// The columns of [`RunSummary`], in [`summary_from_row`]'s order.
+pub(crate) const SUMMARY_COLUMNS: &str = "id, kind, status, repo, session, command, \
+                               started_at_ms, finished_at_ms, duration_ms, host, owner_pid";
+
+fn summary_from_row(row: &Row<'_>) -> Result<RunSummary, StoreErrorKind> {
+    Ok(RunSummary {
+        id: parse_id(&row.get::<_, String>(0)?)?,
+        kind: parse_kind(&row.get::<_, String>(1)?)?,
+        status: parse_state(&row.get::<_, String>(2)?)?,
+        repo: row.get(3)?,
+        session: row.get(4)?,
+        command: parse_json(&row.get::<_, String>(5)?, "command")?,
+        started_at_ms: row.get(6)?,
+        finished_at_ms: row.get(7)?,
+        duration_ms: row.get(8)?,
+        host: row.get(9)?,
+        owner_pid: row.get(10)?,
+    })
+}
+
+fn owner_from_row(row: &Row<'_>) -> rusqlite::Result<Owner> {
+    Ok(Owner {
+        pid: row.get("owner_pid")?,
+        start_time: row.get("owner_start_time")?,
+        boot_id: row.get("owner_boot_id")?,
+        host: row.get("host")?,
+    })
+}
+
+/// A stage's status as stored (`pass`, `fail`, ...).
+pub(crate) fn stage_status(stage: &StageRecord) -> String {
+    serde_json::to_value(stage.status)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+impl EncodedData {
+    /// The stored columns: `(encoding, raw_len, data)`.
+    pub(crate) fn columns(&self) -> (&'static str, u64, &[u8]) {
+        match self {
+            EncodedData::Lz4 { raw_len, bytes } => ("lz4", *raw_len, bytes),
+            EncodedData::Raw(bytes) => ("raw", bytes.len() as u64, bytes),
+            EncodedData::Lost(bytes) => ("lost", *bytes, &[]),
+        }
+    }
+}
+
+/// A transcript chunk's columns as read from any backend.
+pub(crate) struct RawChunk {
+    pub(crate) seq: i64,
+    pub(crate) stage: Option<String>,
+    pub(crate) stream: String,
+    pub(crate) offset: i64,
+    pub(crate) at_ms: i64,
+    pub(crate) encoding: String,
+    pub(crate) raw_len: i64,
+    pub(crate) data: Vec<u8>,
+}
+
+/// Decodes (decompresses, checks) a stored chunk.
+pub(crate) fn decode_chunk(raw: RawChunk) -> Result<Chunk, StoreErrorKind> {
+    let seq = to_u64(raw.seq);
+    let raw_len = to_u64(raw.raw_len);
+    let body = match raw.encoding.as_str() {
+        "lz4" => {
+            let len =
+                usize::try_from(raw_len).map_err(|_| corrupt(format!("chunk {seq} length")))?;
+            let bytes = lz4_flex::block::decompress(&raw.data, len)
+                .map_err(|e| corrupt(format!("chunk {seq}: {e}")))?;
+            if bytes.len() != len {
+                return Err(corrupt(format!(
+                    "chunk {seq}: length {} != {len}",
+                    bytes.len()
+                )));
+            }
+            ChunkBody::Data(bytes)
+        }
+        "raw" => ChunkBody::Data(raw.data),
+        "lost" => ChunkBody::Lost { bytes: raw_len },
+        other => return Err(corrupt(format!("chunk {seq} encoding {other:?}"))),
+    };
+    Ok(Chunk {
+        seq,
+        stage: raw.stage,
+        stream: parse_stream(&raw.stream)?,
+        offset: to_u64(raw.offset),
+        at_ms: raw.at_ms,
+        body,
+    })
+}
+
+/// A run kind as stored.
+pub(crate) fn kind_str(kind: RunKind) -> &'static str {
+    match kind {
+        RunKind::Run => "run",
+        RunKind::Verify => "verify",
+    }
+}
+
+pub(crate) fn parse_kind(text: &str) -> Result<RunKind, StoreErrorKind> {
+    match text {
+        "run" => Ok(RunKind::Run),
+        "verify" => Ok(RunKind::Verify),
+        other => Err(corrupt(format!("run kind {other:?}"))),
+    }
+}
+
+pub(crate) fn parse_id(text: &str) -> Result<RunId, StoreErrorKind> {
+    RunId::from_str(text).map_err(|e| corrupt(e.to_string()))
+}
+
+pub(crate) fn parse_state(text: &str) -> Result<RunState, StoreErrorKind> {
+    RunState::from_str(text).map_err(corrupt)
+}
+
+pub(crate) fn parse_stream(text: &str) -> Result<Stream, StoreErrorKind> {
+    Stream::from_str(text).map_err(corrupt)
+}
+
+pub(crate) fn parse_json(text: &str, what: &str) -> Result<serde_json::Value, StoreErrorKind> {
+    serde_json::from_str(text).map_err(|e| corrupt(format!("{what} is not JSON: {e}")))
+}
+
+fn corrupt(what: String) -> StoreErrorKind {
+    StoreErrorKind::Corrupt { what }
+}
+
+pub(crate) fn to_u64(value: i64) -> u64 {
+    u64::try_from(value).unwrap_or(0)
+}
+
+pub(crate) fn to_i64(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
