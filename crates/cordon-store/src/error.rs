@@ -43,8 +43,7 @@ impl StoreError {
             | StoreErrorKind::File { .. }
             | StoreErrorKind::Sqlite(_)
             | StoreErrorKind::Corrupt { .. }
-            | StoreErrorKind::Runtime(_)
-            | StoreErrorKind::WriterGone => None,
+            | StoreErrorKind::Runtime(_) => None,
         }
     }
 }
@@ -104,9 +103,6 @@ pub enum StoreErrorKind {
     /// The async runtime of a client/server backend cannot be started.
     #[error("cannot start the store's runtime")]
     Runtime(#[source] std::io::Error),
-    /// The transcript writer's background thread ended unexpectedly.
-    #[error("the transcript writer's thread ended unexpectedly")]
-    WriterGone,
 }
 
 impl StoreErrorKind {

@@ -1,20 +1,23 @@
 //! [`TranscriptWriter`]: appends a run's output to the store while the program runs.
 //!
 //! `write` only appends to an in-memory batch under a mutex — it never waits for the
-//! database — so the executor may call it from its poll loop. A background thread writes the
-//! batch every [`FLUSH_INTERVAL`] or as soon as [`FLUSH_BYTES`] are waiting, one transaction
-//! per batch, so a crash loses at most about the last flush interval. Consecutive writes to
+//! database — so the executor may call it from its poll loop. A background thread, started by
+//! the first write, writes the batch every [`FLUSH_INTERVAL`] or as soon as [`FLUSH_BYTES`] are
+//! waiting, one transaction per batch, so a crash loses at most about the last flush interval.
+//! `finish` writes what is left itself, on the caller's thread, and never waits for the
+//! background thread unless it is in the middle of a write: a run that printed little (or
+//! nothing) pays no thread hand-off at its end — on a busy machine, waking another thread
+//! and joining it costs milliseconds of scheduling delay. Consecutive writes to
 //! the same (stage, stream) coalesce into one chunk of up to [`MAX_CHUNK`] bytes. Memory is
 //! bounded by [`MAX_BUFFERED`]: when the database falls that far behind, further bytes are
 //! dropped and a `lost` marker chunk records how many, where they would have been.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::backend::{EncodedChunk, EncodedData, TranscriptCursor};
-use crate::error::{StoreError, StoreErrorKind};
+use crate::error::StoreError;
 use crate::model::{RunId, Stream};
 use crate::store::{Store, now_ms};
 
@@ -26,7 +29,7 @@ pub const FLUSH_BYTES: usize = 256 * 1024;
 pub const MAX_CHUNK: usize = 64 * 1024;
 /// The most bytes held in memory (waiting and being written) before bytes are dropped.
 pub const MAX_BUFFERED: usize = 16 * 1024 * 1024;
-/// How many times a failing write is tried once the writer is finishing.
+/// How many times `finish` tries its final write.
 const FINAL_ATTEMPTS: u32 = 3;
 
 /// Appends to one run's transcript in the background. Create it with
@@ -35,8 +38,10 @@ const FINAL_ATTEMPTS: u32 = 3;
 #[derive(Debug)]
 pub struct TranscriptWriter {
     shared: Arc<Shared>,
-    thread: Option<JoinHandle<Result<(), StoreError>>>,
-    location: String,
+    store: Store,
+    run: RunId,
+    /// Whether `finish` (or drop) already ran.
+    finished: bool,
 }
 
 /// What [`TranscriptWriter::finish`] reports.
@@ -54,7 +59,10 @@ pub struct TranscriptStats {
 #[derive(Debug)]
 struct Shared {
     state: Mutex<State>,
+    /// Wakes the background thread (enough waiting, or closing).
     wake: Condvar,
+    /// Signals that the background thread finished a write.
+    written: Condvar,
 }
 
 #[derive(Debug)]
@@ -67,6 +75,10 @@ struct State {
     next_seq: u64,
     offsets: HashMap<(Option<String>, Stream), u64>,
     closing: bool,
+    /// Whether the background thread was started (by the first write).
+    started: bool,
+    /// Whether the background thread is writing a batch now.
+    writing: bool,
     stats: TranscriptStats,
     /// Most bytes of data this transcript keeps (`None`: no limit).
     limit: Option<u64>,
@@ -109,30 +121,37 @@ impl TranscriptWriter {
                 next_seq: cursor.next_seq,
                 offsets: cursor.offsets.into_iter().collect(),
                 closing: false,
+                started: false,
+                writing: false,
                 stats: TranscriptStats::default(),
                 limit: None,
                 accepted: 0,
             }),
             wake: Condvar::new(),
+            written: Condvar::new(),
         });
-        let location = store.location().to_owned();
-        let thread_shared = Arc::clone(&shared);
-        let thread = std::thread::Builder::new()
-            .name("cordon-transcript".to_owned())
-            .spawn(move || flush_loop(&thread_shared, &store, &run));
-        match thread {
-            Ok(thread) => Self {
-                shared,
-                thread: Some(thread),
-                location,
-            },
-            Err(_) => Self {
-                // Without a thread nothing is written; `finish` reports it.
-                shared,
-                thread: None,
-                location,
-            },
+        Self {
+            shared,
+            store,
+            run,
+            finished: false,
         }
+    }
+
+    /// Starts the background thread (once). Without it (the system refused a thread), what
+    /// is written waits in memory, within [`MAX_BUFFERED`], for `finish`.
+    fn start_thread(&self, state: &mut State) {
+        if state.started {
+            return;
+        }
+        state.started = true;
+        let shared = Arc::clone(&self.shared);
+        let store = self.store.clone();
+        let run = self.run.clone();
+        // Detached: it ends by itself once the writer closes.
+        let _detached = std::thread::Builder::new()
+            .name("cordon-transcript".to_owned())
+            .spawn(move || flush_loop(&shared, &store, &run));
     }
 
     /// Keeps at most `bytes` of output in this transcript; what comes after is counted and
@@ -205,6 +224,7 @@ impl TranscriptWriter {
         };
         state.buffered += body.memory();
         state.waiting += body.memory();
+        self.start_thread(&mut state);
         let seq = state.next_seq;
         state.next_seq += 1;
         state.pending.push(Pending {
@@ -225,34 +245,55 @@ impl TranscriptWriter {
         }
     }
 
-    /// Writes everything still waiting and stops the background thread. Fails when some
-    /// of the transcript could not be written.
+    /// Writes everything still waiting (on this thread) and stops the background thread.
+    /// Fails when some of the transcript could not be written.
     pub fn finish(mut self) -> Result<TranscriptStats, StoreError> {
         self.close()
     }
 
     fn close(&mut self) -> Result<TranscriptStats, StoreError> {
-        lock(&self.shared.state).closing = true;
-        self.shared.wake.notify_one();
-        let outcome = match self.thread.take() {
-            Some(thread) => thread.join().unwrap_or_else(|_| Err(gone(&self.location))),
-            None => Err(gone(&self.location)),
+        self.finished = true;
+        let batch = {
+            let mut state = lock(&self.shared.state);
+            state.closing = true;
+            self.shared.wake.notify_one();
+            // A batch the thread is writing must be stored before the run is finished.
+            while state.writing {
+                state = self
+                    .shared
+                    .written
+                    .wait(state)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+            }
+            state.waiting = 0;
+            std::mem::take(&mut state.pending)
         };
-        outcome.map(|()| lock(&self.shared.state).stats)
+        if !batch.is_empty() {
+            let encoded: Vec<EncodedChunk> = batch.iter().map(encode).collect();
+            let mut attempt = 1;
+            loop {
+                match self.store.append_chunks(&self.run, &encoded) {
+                    Ok(()) => break,
+                    Err(error) if attempt >= FINAL_ATTEMPTS => return Err(error),
+                    Err(_) => attempt += 1,
+                }
+            }
+            let written: usize = batch.iter().map(|p| p.body.memory()).sum();
+            let mut state = lock(&self.shared.state);
+            state.buffered -= written;
+            state.stats.bytes_written += written as u64;
+        }
+        Ok(lock(&self.shared.state).stats)
     }
 }
 
 impl Drop for TranscriptWriter {
     fn drop(&mut self) {
-        if self.thread.is_some() {
+        if !self.finished {
             // Errors cannot be reported from here; `finish` reports them.
             let _ = self.close();
         }
     }
-}
-
-fn gone(location: &str) -> StoreError {
-    StoreError::new(location, "write a transcript", StoreErrorKind::WriterGone)
 }
 
 fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
@@ -262,12 +303,13 @@ fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
 }
 
 /// The background thread: waits for the interval, a full batch or the close, then writes.
-fn flush_loop(shared: &Shared, store: &Store, run: &RunId) -> Result<(), StoreError> {
-    let mut failures = 0u32;
-    let mut retry: Vec<Pending> = Vec::new();
+/// A failed batch goes back to the front of the queue (still counted in `buffered`, so the
+/// memory bound holds) for the next round or for `finish`. Once the writer closes, the
+/// thread ends at once: `finish` writes the rest.
+fn flush_loop(shared: &Shared, store: &Store, run: &RunId) {
     loop {
         let deadline = Instant::now() + FLUSH_INTERVAL;
-        let (mut batch, closing) = {
+        let batch = {
             let mut state = lock(&shared.state);
             while !state.closing && state.waiting < FLUSH_BYTES {
                 let now = Instant::now();
@@ -280,37 +322,31 @@ fn flush_loop(shared: &Shared, store: &Store, run: &RunId) -> Result<(), StoreEr
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
                     .0;
             }
+            if state.closing {
+                return;
+            }
+            if state.pending.is_empty() {
+                continue;
+            }
             state.waiting = 0;
-            (std::mem::take(&mut state.pending), state.closing)
+            state.writing = true;
+            std::mem::take(&mut state.pending)
         };
-        if !retry.is_empty() {
-            retry.append(&mut batch);
-            batch = std::mem::take(&mut retry);
-        }
-        if batch.is_empty() {
-            if closing {
-                return Ok(());
-            }
-            continue;
-        }
         let encoded: Vec<EncodedChunk> = batch.iter().map(encode).collect();
-        match store.append_chunks(run, &encoded) {
-            Ok(()) => {
-                failures = 0;
-                let written: usize = batch.iter().map(|p| p.body.memory()).sum();
-                let mut state = lock(&shared.state);
-                state.buffered -= written;
-                state.stats.bytes_written += written as u64;
-            }
-            Err(error) => {
-                failures += 1;
-                if closing && failures >= FINAL_ATTEMPTS {
-                    return Err(error);
-                }
-                // Keep the batch (still counted in `buffered`) and try again next round.
-                retry = batch;
-            }
+        let stored = store.append_chunks(run, &encoded).is_ok();
+        let mut state = lock(&shared.state);
+        if stored {
+            let written: usize = batch.iter().map(|p| p.body.memory()).sum();
+            state.buffered -= written;
+            state.stats.bytes_written += written as u64;
+        } else {
+            // Keep the order: the failed batch goes before what arrived meanwhile.
+            let mut again = batch;
+            again.append(&mut state.pending);
+            state.pending = again;
         }
+        state.writing = false;
+        shared.written.notify_all();
     }
 }
 
