@@ -165,22 +165,11 @@ pub enum ServeError {
 /// re-reads the policy file.
 pub fn serve(options: ServeOptions, ready: impl FnOnce(&Listen)) -> Result<(), ServeError> {
     let secrets = options.policy.load_secrets()?;
-    let recovered = options.store.recover_jobs().map_err(ServeError::Recover)?;
-    for (ids, state) in [
-        (&recovered.requeued, "queued"),
-        (&recovered.interrupted, "interrupted"),
-    ] {
-        for id in ids {
-            let data = serde_json::json!({"state": state, "reason": "the server stopped while the job ran"});
-            let _ = options.store.append_job_event(id, "state", &data);
-            if state == "interrupted" {
-                let _ =
-                    options
-                        .store
-                        .append_job_event(id, "end", &serde_json::json!({"state": state}));
-            }
-        }
-    }
+    let recovered = options
+        .store
+        .recover_jobs(&worker::name())
+        .map_err(ServeError::Recover)?;
+    worker::log_recovered(&options.store, &recovered);
     // Scratch directories of attempts that died with the previous process.
     let _ = std::fs::remove_dir_all(options.data_dir.join("scratch"));
     let service = Arc::new(Service {

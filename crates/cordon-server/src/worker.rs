@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use cordon_exec::CancelHandle;
-use cordon_store::{AttemptEnd, JobRow, JobState};
+use cordon_store::{AttemptEnd, Claim, JobRow, JobState, Recovered, Store};
 
 use crate::api::JobFailure;
 use crate::execute::{Outcome, execute};
@@ -16,6 +16,38 @@ use crate::service::{Service, now_ms};
 /// How long an idle worker waits for a wake-up before it looks at the queue again (retries
 /// whose backoff ended, jobs queued by another process).
 const IDLE_POLL: Duration = Duration::from_millis(250);
+
+/// How long a claimed job stays this server's. Workers do not renew leases yet, so the lease
+/// outlives any job; a restart reclaims its own jobs at once ([`Store::recover_jobs`]).
+const LEASE: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// This server's worker name in the store: the host name (stable across restarts, so a
+/// restarted server recovers the jobs it left running, and only those).
+pub(crate) fn name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_owned())
+}
+
+/// Logs the state (and end) events of jobs reclaimed from a worker that is gone.
+pub(crate) fn log_recovered(store: &Store, recovered: &Recovered) {
+    for (ids, state) in [
+        (&recovered.requeued, "queued"),
+        (&recovered.interrupted, "interrupted"),
+        (&recovered.cancelled, "cancelled"),
+    ] {
+        for id in ids {
+            let reason = "the worker running it stopped";
+            let data = serde_json::json!({"state": state, "reason": reason});
+            let _ = store.append_job_event(id, "state", &data);
+            if state != "queued" {
+                let _ = store.append_job_event(id, "end", &serde_json::json!({"state": state}));
+            }
+        }
+    }
+}
 
 /// Starts `count` worker threads; they stop once `stop` is set and they are idle.
 pub fn start(
@@ -36,13 +68,20 @@ pub fn start(
 }
 
 fn work(service: &Service, stop: &AtomicBool) {
+    let worker = name();
     while !stop.load(Ordering::SeqCst) {
         let seen = *service.wake.0.lock().unwrap_or_else(|e| e.into_inner());
         let policy = service.policy();
-        let claimed = service
-            .store
-            .claim_job(policy.workers, &|project| policy.concurrency(project));
-        match claimed {
+        let claimed = service.store.claim_job(&Claim {
+            worker: &worker,
+            lease: LEASE,
+            workers: policy.workers,
+            concurrency: &|project| policy.concurrency(project),
+        });
+        if let Ok(claimed) = &claimed {
+            log_recovered(&service.store, &claimed.expired);
+        }
+        match claimed.map(|c| c.job) {
             Ok(Some(job)) => {
                 run_attempt(service, job);
                 service.notify();
@@ -129,12 +168,14 @@ fn finish(service: &Service, job: &JobRow, outcome: Outcome) {
         AttemptEnd::Retry {
             not_before_ms: now_ms() + i64::try_from(backoff.as_millis()).unwrap_or(i64::MAX),
             failure: failure_json.clone().unwrap_or_default(),
+            cpu_ms: None,
         }
     } else {
         AttemptEnd::Final {
             state: outcome.state,
             result: outcome.result.clone(),
             failure: failure_json.clone(),
+            cpu_ms: None,
         }
     };
     match store.end_attempt(&job.id, job.attempt, &end) {

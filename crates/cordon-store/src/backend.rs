@@ -7,7 +7,8 @@
 
 use crate::error::StoreErrorKind;
 use crate::jobs::{
-    AttemptEnd, JobEvent, JobFilter, JobId, JobRow, JobState, NewJob, Recovered, TokenRow,
+    AttemptEnd, AttemptTiming, Claim, Claimed, JobEvent, JobFilter, JobId, JobRow, JobState,
+    NewJob, QueueDepth, Recovered, TokenRow, Usage,
 };
 use crate::model::{
     Chunk, ChunkFilter, NewRun, RunFilter, RunId, RunRecord, RunState, RunSummary, StageRecord,
@@ -119,13 +120,21 @@ pub(crate) trait JobBackend {
     fn get_job(&self, id: &JobId) -> Result<Option<JobRow>, StoreErrorKind>;
     /// Jobs matching the filter, newest first.
     fn list_jobs(&self, filter: &JobFilter) -> Result<Vec<JobRow>, StoreErrorKind>;
-    /// Claims the next job within the limits (one transaction).
-    fn claim_job(
+    /// Reclaims expired leases, then claims the next job within the limits, for the whole
+    /// store (one transaction).
+    fn claim_job(&self, claim: &Claim<'_>, now: i64) -> Result<Claimed, StoreErrorKind>;
+    /// Extends a running attempt's lease to `until`; `false` when `worker` no longer runs it.
+    fn renew_lease(
         &self,
-        workers: u32,
-        concurrency: &(dyn Fn(&str) -> u32 + Sync),
-        now: i64,
-    ) -> Result<Option<JobRow>, StoreErrorKind>;
+        id: &JobId,
+        attempt: u32,
+        worker: &str,
+        until: i64,
+    ) -> Result<bool, StoreErrorKind>;
+    /// Reclaims the running jobs whose lease ended before `now`.
+    fn expire_leases(&self, now: i64) -> Result<Recovered, StoreErrorKind>;
+    /// The running jobs of `worker` with a cancel asked for.
+    fn cancel_requests(&self, worker: &str) -> Result<Vec<(JobId, u32)>, StoreErrorKind>;
     /// Ends an attempt, fenced by its number.
     fn end_attempt(
         &self,
@@ -136,16 +145,18 @@ pub(crate) trait JobBackend {
     ) -> Result<bool, StoreErrorKind>;
     /// Cancels a queued job, flags a running one.
     fn cancel_job(&self, id: &JobId, now: i64) -> Result<Option<JobState>, StoreErrorKind>;
-    /// Requeues or interrupts every running job.
-    fn recover_jobs(&self, now: i64) -> Result<Recovered, StoreErrorKind>;
-    /// Appends an event to a job's log.
-    fn append_job_event(
+    /// Reclaims the running jobs of `worker` (and those without a worker) at once.
+    fn recover_jobs(&self, worker: &str, now: i64) -> Result<Recovered, StoreErrorKind>;
+    /// Appends an event to a job's log; with `attempt`, only while the job runs that attempt
+    /// (`None` when refused).
+    fn append_attempt_event(
         &self,
         id: &JobId,
+        attempt: Option<u32>,
         kind: &str,
         data: &serde_json::Value,
         now: i64,
-    ) -> Result<u64, StoreErrorKind>;
+    ) -> Result<Option<u64>, StoreErrorKind>;
     /// A job's events after `after_seq`.
     fn job_events(
         &self,
@@ -153,8 +164,17 @@ pub(crate) trait JobBackend {
         after_seq: u64,
         limit: u32,
     ) -> Result<Vec<JobEvent>, StoreErrorKind>;
-    /// Wall-clock milliseconds a project's attempts used since `since`.
-    fn project_wall_ms(&self, project: &str, since: i64, now: i64) -> Result<u64, StoreErrorKind>;
+}
+
+/// What a backend does for the service around the queue: usage, metrics, tokens, audit.
+pub(crate) trait ServiceBackend {
+    /// What a project's attempts used since `since`.
+    fn project_usage(&self, project: &str, since: i64, now: i64) -> Result<Usage, StoreErrorKind>;
+    /// Attempts that ended since `since`, oldest first.
+    fn attempt_timings(&self, since: i64, limit: u32)
+    -> Result<Vec<AttemptTiming>, StoreErrorKind>;
+    /// Queued jobs per project.
+    fn queue_depth(&self, now: i64) -> Result<Vec<QueueDepth>, StoreErrorKind>;
     /// Running jobs per project.
     fn running_per_project(&self) -> Result<Vec<(String, u32)>, StoreErrorKind>;
     /// Jobs per state.

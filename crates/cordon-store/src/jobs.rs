@@ -1,18 +1,12 @@
-//! The job service's persistent state: the queue, attempts, live events, API tokens and the
-//! audit trail.
-//!
-//! The store moves rows; the server decides (policy, limits, retry rules). Every method is one
-//! short transaction. The claim ([`Store::claim_job`]) is the one place that enforces the
-//! global and per-project limits: it runs in a `BEGIN IMMEDIATE` transaction on SQLite (one
-//! writer at a time), so two claimers can never both take the last slot. A PostgreSQL
-//! backend implements the same methods with `FOR UPDATE SKIP LOCKED` and leases; callers do
-//! not change.
+//! The job service's data: jobs, their states, attempts, events, tokens — what goes into the
+//! queue and what comes out (the methods are in `queue.rs`).
 
 use std::str::FromStr;
 
-use crate::backend::{AuditEntry, NewToken, dispatch};
-use crate::error::{StoreError, StoreErrorKind};
-use crate::store::{Store, now_ms};
+use std::time::Duration;
+
+use crate::error::StoreErrorKind;
+use crate::store::now_ms;
 
 /// A job's id: `j-` and 10 lowercase base32 characters.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -20,7 +14,7 @@ pub struct JobId(String);
 
 const ALPHABET: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
 
-fn random_name(prefix: &str) -> String {
+pub(crate) fn random_name(prefix: &str) -> String {
     let mut bits =
         getrandom::u64().unwrap_or_else(|_| now_ms() as u64 ^ u64::from(std::process::id()));
     let mut id = String::with_capacity(prefix.len() + 10);
@@ -187,6 +181,11 @@ pub struct JobRow {
     pub finished_at_ms: Option<i64>,
     /// The token that submitted it.
     pub submitted_by: String,
+    /// The worker that holds it while it runs (kept after it ends: who ran it last).
+    pub worker: Option<String>,
+    /// When its worker's lease ends, while it runs (Unix epoch ms): past it, the job is
+    /// reclaimed for another attempt and every late write of this attempt is refused.
+    pub lease_expires_at_ms: Option<i64>,
 }
 
 /// Which jobs to list, newest first.
@@ -226,6 +225,8 @@ pub enum AttemptEnd {
         result: Option<serde_json::Value>,
         /// Why it failed.
         failure: Option<serde_json::Value>,
+        /// The attempt's CPU time (user + system, the whole process tree), when measured.
+        cpu_ms: Option<u64>,
     },
     /// The job goes back to the queue for another attempt after `not_before_ms`.
     Retry {
@@ -233,7 +234,95 @@ pub enum AttemptEnd {
         not_before_ms: i64,
         /// Why this attempt failed.
         failure: serde_json::Value,
+        /// The attempt's CPU time (user + system, the whole process tree), when measured.
+        cpu_ms: Option<u64>,
     },
+}
+
+impl AttemptEnd {
+    /// The attempt's CPU time, when measured.
+    pub fn cpu_ms(&self) -> Option<u64> {
+        match self {
+            AttemptEnd::Final { cpu_ms, .. } | AttemptEnd::Retry { cpu_ms, .. } => *cpu_ms,
+        }
+    }
+}
+
+/// What a worker asks of [`crate::Store::claim_job`].
+#[derive(Clone, Copy)]
+pub struct Claim<'a> {
+    /// The worker's name, unique among the workers sharing the store (e.g. `host/slot`); the
+    /// same name after a restart lets [`crate::Store::recover_jobs`] reclaim its jobs at once.
+    pub worker: &'a str,
+    /// How long the claimed job stays this worker's without a [`crate::Store::renew_lease`].
+    pub lease: Duration,
+    /// The most jobs running at once across everything sharing the store.
+    pub workers: u32,
+    /// The most jobs of a project running at once across everything sharing the store.
+    pub concurrency: &'a (dyn Fn(&str) -> u32 + Sync),
+}
+
+impl std::fmt::Debug for Claim<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Claim")
+            .field("worker", &self.worker)
+            .field("lease", &self.lease)
+            .field("workers", &self.workers)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a claim did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Claimed {
+    /// The job now running under the claimer's lease, if the limits allowed one.
+    pub job: Option<JobRow>,
+    /// Jobs whose lease had expired, reclaimed before choosing (for the caller's events).
+    pub expired: Recovered,
+}
+
+/// What a project used: the budgets' measure.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Wall-clock milliseconds of its attempts within the window (running ones up to now).
+    pub wall_ms: u64,
+    /// CPU milliseconds of its attempts that ended within the window (measured ones).
+    pub cpu_ms: u64,
+}
+
+/// One finished attempt, for duration histograms and outcome counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptTiming {
+    /// The job.
+    pub job_id: JobId,
+    /// Which attempt.
+    pub attempt: u32,
+    /// The job's project.
+    pub project: String,
+    /// The job's type.
+    pub job_type: String,
+    /// The worker that ran it, when known.
+    pub worker: Option<String>,
+    /// How it ended: a final job state, `retry`, `lost` (its lease expired or its worker
+    /// restarted) or `interrupted` (recovered by a store of version 3).
+    pub outcome: String,
+    /// When it started (Unix epoch ms).
+    pub started_at_ms: i64,
+    /// How long it ran.
+    pub duration_ms: u64,
+    /// Its CPU time, when measured.
+    pub cpu_ms: Option<u64>,
+}
+
+/// How many jobs wait in a project's queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueDepth {
+    /// The project.
+    pub project: String,
+    /// Jobs `queued`, including retries still in their backoff.
+    pub queued: u32,
+    /// Of those, the ones a claim could take now.
+    pub ready: u32,
 }
 
 /// An API token as stored (its secret is never stored, only its hash).
@@ -253,220 +342,15 @@ pub struct TokenRow {
     pub revoked_at_ms: Option<i64>,
 }
 
-/// What a restart did with the jobs its previous process left running.
+/// What became of running jobs whose worker is gone (its lease expired, or it restarted).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Recovered {
     /// Jobs put back in the queue for another attempt.
     pub requeued: Vec<JobId>,
     /// Jobs marked `interrupted` (no attempt left).
     pub interrupted: Vec<JobId>,
-}
-
-impl Store {
-    /// Enqueues a job. With an idempotency key already used in the project, returns the
-    /// existing job and `false` (nothing new is queued); else the new job and `true`.
-    pub fn insert_job(&self, job: &NewJob) -> Result<(JobRow, bool), StoreError> {
-        self.call("enqueue a job", || {
-            dispatch!(self.backend(), JobBackend::insert_job(job, now_ms()))
-        })
-    }
-
-    /// The job an idempotency key names in a project, or `None`.
-    pub fn find_job_by_key(&self, project: &str, key: &str) -> Result<Option<JobRow>, StoreError> {
-        self.call("find a job by its key", || {
-            dispatch!(self.backend(), JobBackend::find_job_by_key(project, key))
-        })
-    }
-
-    /// One job, or `None`.
-    pub fn get_job(&self, id: &JobId) -> Result<Option<JobRow>, StoreError> {
-        self.call("read a job", || {
-            dispatch!(self.backend(), JobBackend::get_job(id))
-        })
-    }
-
-    /// Jobs matching `filter`, newest first.
-    pub fn list_jobs(&self, filter: &JobFilter) -> Result<Vec<JobRow>, StoreError> {
-        self.call("list jobs", || {
-            dispatch!(self.backend(), JobBackend::list_jobs(filter))
-        })
-    }
-
-    /// Claims the next job to run, if the limits allow one: never more than `workers`
-    /// running in all, never more than `concurrency(project)` in a project; among the
-    /// projects with room, the one with the fewest running jobs goes first (then the oldest
-    /// waiting job), so one busy project cannot starve the others; within a project, higher
-    /// priority first, then oldest. The job becomes `running` with `attempt + 1`, and the
-    /// attempt is recorded.
-    pub fn claim_job(
-        &self,
-        workers: u32,
-        concurrency: &(dyn Fn(&str) -> u32 + Sync),
-    ) -> Result<Option<JobRow>, StoreError> {
-        self.call("claim a job", || {
-            dispatch!(
-                self.backend(),
-                JobBackend::claim_job(workers, concurrency, now_ms())
-            )
-        })
-    }
-
-    /// Ends attempt `attempt` of a running job. Fenced: `false` (nothing written) when the
-    /// job is not running that attempt any more.
-    pub fn end_attempt(
-        &self,
-        id: &JobId,
-        attempt: u32,
-        end: &AttemptEnd,
-    ) -> Result<bool, StoreError> {
-        self.call("end a job attempt", || {
-            dispatch!(
-                self.backend(),
-                JobBackend::end_attempt(id, attempt, end, now_ms())
-            )
-        })
-    }
-
-    /// Cancels a job: a queued one at once (`Some(Cancelled)`); a running one is flagged
-    /// (its worker ends it) and stays `running`. Returns the state after, `None` when there
-    /// is no such job.
-    pub fn cancel_job(&self, id: &JobId) -> Result<Option<JobState>, StoreError> {
-        self.call("cancel a job", || {
-            dispatch!(self.backend(), JobBackend::cancel_job(id, now_ms()))
-        })
-    }
-
-    /// After a restart: every job left `running` by the previous process is requeued when
-    /// it has an attempt left (its attempt recorded as interrupted), else marked
-    /// `interrupted`. Nothing accepted is lost; nothing runs twice at once.
-    pub fn recover_jobs(&self) -> Result<Recovered, StoreError> {
-        self.call("recover running jobs", || {
-            dispatch!(self.backend(), JobBackend::recover_jobs(now_ms()))
-        })
-    }
-
-    /// Appends an event to a job's log; returns its seq.
-    pub fn append_job_event(
-        &self,
-        id: &JobId,
-        kind: &str,
-        data: &serde_json::Value,
-    ) -> Result<u64, StoreError> {
-        self.call("log a job event", || {
-            dispatch!(
-                self.backend(),
-                JobBackend::append_job_event(id, kind, data, now_ms())
-            )
-        })
-    }
-
-    /// Up to `limit` events of a job after `after_seq`, in order.
-    pub fn job_events(
-        &self,
-        id: &JobId,
-        after_seq: u64,
-        limit: u32,
-    ) -> Result<Vec<JobEvent>, StoreError> {
-        self.call("read job events", || {
-            dispatch!(self.backend(), JobBackend::job_events(id, after_seq, limit))
-        })
-    }
-
-    /// The wall-clock milliseconds a project's attempts used since `since_ms` (running ones
-    /// counted up to now).
-    pub fn project_wall_ms(&self, project: &str, since_ms: i64) -> Result<u64, StoreError> {
-        self.call("sum a project's usage", || {
-            dispatch!(
-                self.backend(),
-                JobBackend::project_wall_ms(project, since_ms, now_ms())
-            )
-        })
-    }
-
-    /// Running jobs per project.
-    pub fn running_per_project(&self) -> Result<Vec<(String, u32)>, StoreError> {
-        self.call("count running jobs", || {
-            dispatch!(self.backend(), JobBackend::running_per_project())
-        })
-    }
-
-    /// Jobs per state.
-    pub fn jobs_per_state(&self) -> Result<Vec<(JobState, u64)>, StoreError> {
-        self.call("count jobs", || {
-            dispatch!(self.backend(), JobBackend::jobs_per_state())
-        })
-    }
-
-    /// Stores a token's hash; returns the token's id.
-    pub fn create_token(
-        &self,
-        hash: &str,
-        project: &str,
-        scopes: &[String],
-        expires_at_ms: Option<i64>,
-    ) -> Result<String, StoreError> {
-        let id = random_name("t-");
-        self.call("create a token", || {
-            let token = NewToken {
-                id: &id,
-                hash,
-                project,
-                scopes,
-                now: now_ms(),
-                expires: expires_at_ms,
-            };
-            dispatch!(self.backend(), JobBackend::create_token(&token))
-        })?;
-        Ok(id)
-    }
-
-    /// The live (not revoked, not expired) token with this hash.
-    pub fn find_token(&self, hash: &str) -> Result<Option<TokenRow>, StoreError> {
-        self.call("look a token up", || {
-            dispatch!(self.backend(), JobBackend::find_token(hash, now_ms()))
-        })
-    }
-
-    /// Every token, newest first.
-    pub fn list_tokens(&self) -> Result<Vec<TokenRow>, StoreError> {
-        self.call("list tokens", || {
-            dispatch!(self.backend(), JobBackend::list_tokens())
-        })
-    }
-
-    /// Revokes a token; `false` when there is no such live token.
-    pub fn revoke_token(&self, id: &str) -> Result<bool, StoreError> {
-        self.call("revoke a token", || {
-            dispatch!(self.backend(), JobBackend::revoke_token(id, now_ms()))
-        })
-    }
-
-    /// Records who did what to what.
-    pub fn audit(
-        &self,
-        actor: &str,
-        action: &str,
-        target: &str,
-        detail: &serde_json::Value,
-    ) -> Result<(), StoreError> {
-        self.call("audit", || {
-            let entry = AuditEntry {
-                actor,
-                action,
-                target,
-                detail,
-                now: now_ms(),
-            };
-            dispatch!(self.backend(), JobBackend::audit(&entry))
-        })
-    }
-
-    /// The audit trail, oldest first: `(at_ms, actor, action, target)`.
-    pub fn audit_log(&self) -> Result<Vec<(i64, String, String, String)>, StoreError> {
-        self.call("read the audit trail", || {
-            dispatch!(self.backend(), JobBackend::audit_log())
-        })
-    }
+    /// Jobs marked `cancelled` (a cancel had been asked for while they ran).
+    pub cancelled: Vec<JobId>,
 }
 
 pub(crate) fn corrupt(what: impl Into<String>) -> StoreErrorKind {

@@ -48,7 +48,10 @@ mod error;
 mod jobs;
 mod model;
 mod owner;
+mod queue;
+mod reclaim;
 mod sqlite;
+mod sqlite_admin;
 mod sqlite_jobs;
 mod sqlite_runs;
 mod store;
@@ -56,8 +59,8 @@ mod transcript;
 
 pub use error::{StoreError, StoreErrorKind};
 pub use jobs::{
-    AttemptEnd, InvalidJobId, JobEvent, JobFilter, JobId, JobRow, JobState, NewJob, Recovered,
-    TokenRow,
+    AttemptEnd, AttemptTiming, Claim, Claimed, InvalidJobId, JobEvent, JobFilter, JobId, JobRow,
+    JobState, NewJob, QueueDepth, Recovered, TokenRow, Usage,
 };
 pub use model::{
     Chunk, ChunkBody, ChunkFilter, ExportedBody, ExportedChunk, InvalidRunId, NewRun, RunExport,

@@ -47,6 +47,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "jobs, attempts, job events, api tokens, audit",
         include_str!("../migrations/sqlite/0003_jobs.sql"),
     ),
+    (
+        4,
+        "leases of named workers, CPU per attempt",
+        include_str!("../migrations/sqlite/0004_leases.sql"),
+    ),
 ];
 
 /// The tables a cordon SQLite store may hold.

@@ -5,18 +5,23 @@ use std::collections::HashMap;
 
 use rusqlite::{Row, Transaction};
 
-use crate::backend::{AuditEntry, JobBackend, NewToken};
+use crate::backend::JobBackend;
 use crate::error::StoreErrorKind;
 use crate::jobs::{
-    AttemptEnd, JobEvent, JobFilter, JobId, JobRow, JobState, NewJob, Recovered, TokenRow, corrupt,
+    AttemptEnd, Claim, Claimed, JobEvent, JobFilter, JobId, JobRow, JobState, NewJob, Recovered,
+    TokenRow, corrupt,
 };
+use crate::reclaim::{Reclaim, reclaim_failure, reclaimed_state};
 use crate::sqlite::{SqliteBackend, optional};
 
 const JOB_COLUMNS: &str = "id, project, type, state, priority, attempt, max_attempts, timeout_ms, \
      idempotency_key, inputs, result, failure, cancel_requested, created_at_ms, not_before_ms, \
-     started_at_ms, finished_at_ms, submitted_by";
+     started_at_ms, finished_at_ms, submitted_by, worker, lease_expires_at_ms";
 
-fn json(text: Option<String>, what: &str) -> Result<Option<serde_json::Value>, StoreErrorKind> {
+pub(crate) fn json(
+    text: Option<String>,
+    what: &str,
+) -> Result<Option<serde_json::Value>, StoreErrorKind> {
     text.map(|t| serde_json::from_str(&t).map_err(|e| corrupt(format!("{what}: {e}"))))
         .transpose()
 }
@@ -43,10 +48,12 @@ fn job_row(row: &Row<'_>) -> Result<JobRow, StoreErrorKind> {
         started_at_ms: row.get("started_at_ms")?,
         finished_at_ms: row.get("finished_at_ms")?,
         submitted_by: row.get("submitted_by")?,
+        worker: row.get("worker")?,
+        lease_expires_at_ms: row.get("lease_expires_at_ms")?,
     })
 }
 
-fn token_row(row: &Row<'_>) -> Result<TokenRow, StoreErrorKind> {
+pub(crate) fn token_row(row: &Row<'_>) -> Result<TokenRow, StoreErrorKind> {
     let scopes: String = row.get("scopes")?;
     Ok(TokenRow {
         id: row.get("id")?,
@@ -63,7 +70,7 @@ fn token_row(row: &Row<'_>) -> Result<TokenRow, StoreErrorKind> {
 }
 
 /// Every row of a query, mapped.
-fn collect<T>(
+pub(crate) fn collect<T>(
     rows: &mut rusqlite::Rows<'_>,
     map: impl Fn(&Row<'_>) -> Result<T, StoreErrorKind>,
 ) -> Result<Vec<T>, StoreErrorKind> {
@@ -162,59 +169,50 @@ impl JobBackend for SqliteBackend {
         })
     }
 
-    fn claim_job(
-        &self,
-        workers: u32,
-        concurrency: &(dyn Fn(&str) -> u32 + Sync),
-        now: i64,
-    ) -> Result<Option<JobRow>, StoreErrorKind> {
+    fn claim_job(&self, claim: &Claim<'_>, now: i64) -> Result<Claimed, StoreErrorKind> {
         self.write(|tx| {
-            let running: Vec<(String, i64)> = {
-                let mut statement = tx.prepare_cached(
-                    "SELECT project, COUNT(*) FROM jobs WHERE state = 'running' GROUP BY project",
-                )?;
-                let mut rows = statement.query([])?;
-                collect(&mut rows, |r| Ok((r.get(0)?, r.get(1)?)))?
-            };
-            let total: i64 = running.iter().map(|r| r.1).sum();
-            if total >= i64::from(workers) {
-                return Ok(None);
-            }
-            let running: HashMap<String, i64> = running.into_iter().collect();
-            // The head of each project's queue (highest priority, then oldest).
-            let heads: Vec<(String, String, i64)> = {
-                let mut statement = tx.prepare_cached(
-                    "SELECT project, id, created_at_ms FROM (SELECT project, id, created_at_ms, \
-                     ROW_NUMBER() OVER (PARTITION BY project \
-                     ORDER BY priority DESC, created_at_ms, id) AS n \
-                     FROM jobs WHERE state = 'queued' AND not_before_ms <= ?1) WHERE n = 1",
-                )?;
-                let mut rows = statement.query([now])?;
-                collect(&mut rows, |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
-            };
-            let chosen = heads
-                .into_iter()
-                .filter_map(|(project, id, created)| {
-                    let busy = running.get(&project).copied().unwrap_or(0);
-                    (busy < i64::from(concurrency(&project)))
-                        .then_some((busy, created, id, project))
-                })
-                .min();
-            let Some((_, _, id, project)) = chosen else {
-                return Ok(None);
-            };
-            tx.prepare_cached(
-                "UPDATE jobs SET state = 'running', attempt = attempt + 1, started_at_ms = ?1 \
-                 WHERE id = ?2 AND state = 'queued'",
-            )?
-            .execute((now, &id))?;
-            let job = select_job(tx, &id)?.ok_or_else(|| corrupt("the claimed job is missing"))?;
-            tx.prepare_cached(
-                "INSERT INTO job_attempts (job_id, attempt, project, started_at_ms) \
-                 VALUES (?1, ?2, ?3, ?4)",
-            )?
-            .execute((&id, i64::from(job.attempt), &project, now))?;
-            Ok(Some(job))
+            let expired = reclaim(tx, Reclaim::Expired, now)?;
+            let job = choose_and_claim(tx, claim, now)?;
+            Ok(Claimed { job, expired })
+        })
+    }
+
+    fn renew_lease(
+        &self,
+        id: &JobId,
+        attempt: u32,
+        worker: &str,
+        until: i64,
+    ) -> Result<bool, StoreErrorKind> {
+        self.with(|c| {
+            let changed = c
+                .prepare_cached(
+                    "UPDATE jobs SET lease_expires_at_ms = ?1 WHERE id = ?2 AND attempt = ?3 \
+                     AND worker = ?4 AND state = 'running'",
+                )?
+                .execute((until, id.as_str(), i64::from(attempt), worker))?;
+            Ok(changed == 1)
+        })
+    }
+
+    fn expire_leases(&self, now: i64) -> Result<Recovered, StoreErrorKind> {
+        self.write(|tx| reclaim(tx, Reclaim::Expired, now))
+    }
+
+    fn cancel_requests(&self, worker: &str) -> Result<Vec<(JobId, u32)>, StoreErrorKind> {
+        self.with(|c| {
+            let mut statement = c.prepare_cached(
+                "SELECT id, attempt FROM jobs WHERE worker = ?1 AND state = 'running' \
+                 AND cancel_requested = 1 ORDER BY id",
+            )?;
+            let mut rows = statement.query([worker])?;
+            collect(&mut rows, |r| {
+                let id: String = r.get(0)?;
+                Ok((
+                    id.parse().map_err(|e| corrupt(format!("job id: {e}")))?,
+                    r.get::<_, i64>(1)?.try_into().unwrap_or(0),
+                ))
+            })
         })
     }
 
@@ -231,11 +229,12 @@ impl JobBackend for SqliteBackend {
                     state,
                     result,
                     failure,
+                    ..
                 } => {
                     let changed = tx
                         .prepare_cached(
                             "UPDATE jobs SET state = ?1, result = ?2, failure = ?3, \
-                             finished_at_ms = ?4 \
+                             finished_at_ms = ?4, lease_expires_at_ms = NULL \
                              WHERE id = ?5 AND state = 'running' AND attempt = ?6",
                         )?
                         .execute((
@@ -254,10 +253,12 @@ impl JobBackend for SqliteBackend {
                 AttemptEnd::Retry {
                     not_before_ms,
                     failure,
+                    ..
                 } => {
                     let changed = tx
                         .prepare_cached(
-                            "UPDATE jobs SET state = 'queued', failure = ?1, not_before_ms = ?2 \
+                            "UPDATE jobs SET state = 'queued', failure = ?1, not_before_ms = ?2, \
+                             lease_expires_at_ms = NULL \
                              WHERE id = ?3 AND state = 'running' AND attempt = ?4",
                         )?
                         .execute((
@@ -273,13 +274,14 @@ impl JobBackend for SqliteBackend {
                 }
             };
             tx.prepare_cached(
-                "UPDATE job_attempts SET finished_at_ms = ?1, outcome = ?2, failure = ?3 \
-                 WHERE job_id = ?4 AND attempt = ?5",
+                "UPDATE job_attempts SET finished_at_ms = ?1, outcome = ?2, failure = ?3, \
+                 cpu_ms = ?4 WHERE job_id = ?5 AND attempt = ?6",
             )?
             .execute((
                 now,
                 outcome,
                 failure.map(|f| f.to_string()),
+                end.cpu_ms().map(|ms| i64::try_from(ms).unwrap_or(i64::MAX)),
                 id.as_str(),
                 i64::from(attempt),
             ))?;
@@ -321,64 +323,38 @@ impl JobBackend for SqliteBackend {
         })
     }
 
-    fn recover_jobs(&self, now: i64) -> Result<Recovered, StoreErrorKind> {
-        self.write(|tx| {
-            let rows: Vec<(String, i64, i64)> = {
-                let mut statement = tx.prepare_cached(
-                    "SELECT id, attempt, max_attempts FROM jobs WHERE state = 'running' ORDER BY id",
-                )?;
-                let mut rows = statement.query([])?;
-                collect(&mut rows, |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
-            };
-            let failure = serde_json::json!({
-                "category": "infra",
-                "reason": "the server stopped while the job ran",
-            })
-            .to_string();
-            let mut recovered = Recovered::default();
-            for (id, attempt, max) in rows {
-                let job_id: JobId = id.parse().map_err(|e| corrupt(format!("job id: {e}")))?;
-                if attempt < max {
-                    tx.prepare_cached(
-                        "UPDATE jobs SET state = 'queued', failure = ?1, not_before_ms = ?2 \
-                         WHERE id = ?3",
-                    )?
-                    .execute((&failure, now, &id))?;
-                    recovered.requeued.push(job_id);
-                } else {
-                    tx.prepare_cached(
-                        "UPDATE jobs SET state = 'interrupted', failure = ?1, finished_at_ms = ?2 \
-                         WHERE id = ?3",
-                    )?
-                    .execute((&failure, now, &id))?;
-                    recovered.interrupted.push(job_id);
-                }
-                tx.prepare_cached(
-                    "UPDATE job_attempts SET finished_at_ms = ?1, outcome = 'interrupted', \
-                     failure = ?2 WHERE job_id = ?3 AND attempt = ?4",
-                )?
-                .execute((now, &failure, &id, attempt))?;
-            }
-            Ok(recovered)
-        })
+    fn recover_jobs(&self, worker: &str, now: i64) -> Result<Recovered, StoreErrorKind> {
+        self.write(|tx| reclaim(tx, Reclaim::Worker(worker), now))
     }
 
-    fn append_job_event(
+    fn append_attempt_event(
         &self,
         id: &JobId,
+        attempt: Option<u32>,
         kind: &str,
         data: &serde_json::Value,
         now: i64,
-    ) -> Result<u64, StoreErrorKind> {
+    ) -> Result<Option<u64>, StoreErrorKind> {
         self.with(|c| {
-            let seq: i64 = c
-                .prepare_cached(
-                    "INSERT INTO job_events (job_id, seq, at_ms, kind, data) VALUES (?1, \
+            let seq: Option<i64> = optional(
+                c.prepare_cached(
+                    "INSERT INTO job_events (job_id, seq, at_ms, kind, data) SELECT ?1, \
                      (SELECT COALESCE(MAX(seq), 0) + 1 FROM job_events WHERE job_id = ?1), \
-                     ?2, ?3, ?4) RETURNING seq",
+                     ?2, ?3, ?4 WHERE ?5 IS NULL OR EXISTS (SELECT 1 FROM jobs \
+                     WHERE id = ?1 AND state = 'running' AND attempt = ?5) RETURNING seq",
                 )?
-                .query_row((id.as_str(), now, kind, data.to_string()), |r| r.get(0))?;
-            Ok(seq.try_into().unwrap_or(0))
+                .query_row(
+                    (
+                        id.as_str(),
+                        now,
+                        kind,
+                        data.to_string(),
+                        attempt.map(i64::from),
+                    ),
+                    |r| r.get(0),
+                ),
+            )?;
+            Ok(seq.map(|s| s.try_into().unwrap_or(0)))
         })
     }
 
@@ -410,122 +386,118 @@ impl JobBackend for SqliteBackend {
             })
         })
     }
+}
 
-    fn project_wall_ms(&self, project: &str, since: i64, now: i64) -> Result<u64, StoreErrorKind> {
-        self.with(|c| {
-            let total: Option<i64> = c
-                .prepare_cached(
-                    "SELECT SUM(COALESCE(finished_at_ms, ?1) - MAX(started_at_ms, ?2)) \
-                     FROM job_attempts WHERE project = ?3 AND COALESCE(finished_at_ms, ?1) > ?2",
-                )?
-                .query_row((now, since, project), |r| r.get(0))?;
-            Ok(total.unwrap_or(0).max(0).try_into().unwrap_or(0))
-        })
+/// Chooses the next job within the limits and claims it for `claim.worker`.
+fn choose_and_claim(
+    tx: &Transaction<'_>,
+    claim: &Claim<'_>,
+    now: i64,
+) -> Result<Option<JobRow>, StoreErrorKind> {
+    let running: Vec<(String, i64)> = {
+        let mut statement = tx.prepare_cached(
+            "SELECT project, COUNT(*) FROM jobs WHERE state = 'running' GROUP BY project",
+        )?;
+        let mut rows = statement.query([])?;
+        collect(&mut rows, |r| Ok((r.get(0)?, r.get(1)?)))?
+    };
+    let total: i64 = running.iter().map(|r| r.1).sum();
+    if total >= i64::from(claim.workers) {
+        return Ok(None);
     }
+    let running: HashMap<String, i64> = running.into_iter().collect();
+    // The head of each project's queue (highest priority, then oldest; equal times in the
+    // order of submission).
+    let heads: Vec<(String, String, i64, i64)> = {
+        let mut statement = tx.prepare_cached(
+            "SELECT project, id, created_at_ms, rowid FROM (SELECT project, id, created_at_ms, \
+             rowid, ROW_NUMBER() OVER (PARTITION BY project \
+             ORDER BY priority DESC, created_at_ms, rowid) AS n \
+             FROM jobs WHERE state = 'queued' AND not_before_ms <= ?1) WHERE n = 1",
+        )?;
+        let mut rows = statement.query([now])?;
+        collect(&mut rows, |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+        })?
+    };
+    let chosen = heads
+        .into_iter()
+        .filter_map(|(project, id, created, order)| {
+            let busy = running.get(&project).copied().unwrap_or(0);
+            (busy < i64::from((claim.concurrency)(&project)))
+                .then_some((busy, created, order, id, project))
+        })
+        .min();
+    let Some((_, _, _, id, project)) = chosen else {
+        return Ok(None);
+    };
+    let lease_until =
+        now.saturating_add(i64::try_from(claim.lease.as_millis()).unwrap_or(i64::MAX));
+    tx.prepare_cached(
+        "UPDATE jobs SET state = 'running', attempt = attempt + 1, started_at_ms = ?1, \
+         worker = ?2, lease_expires_at_ms = ?3 WHERE id = ?4 AND state = 'queued'",
+    )?
+    .execute((now, claim.worker, lease_until, &id))?;
+    let job = select_job(tx, &id)?.ok_or_else(|| corrupt("the claimed job is missing"))?;
+    tx.prepare_cached(
+        "INSERT INTO job_attempts (job_id, attempt, project, started_at_ms, worker) \
+         VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?
+    .execute((&id, i64::from(job.attempt), &project, now, claim.worker))?;
+    Ok(Some(job))
+}
 
-    fn running_per_project(&self) -> Result<Vec<(String, u32)>, StoreErrorKind> {
-        self.with(|c| {
-            let mut statement = c.prepare_cached(
-                "SELECT project, COUNT(*) FROM jobs WHERE state = 'running' GROUP BY project \
-                 ORDER BY project",
-            )?;
-            let mut rows = statement.query([])?;
-            collect(&mut rows, |r| {
-                Ok((r.get(0)?, r.get::<_, i64>(1)?.try_into().unwrap_or(0)))
-            })
-        })
+/// Reclaims the running jobs `which` names: requeued with their attempt ended as `lost`,
+/// `interrupted` when no attempt is left, `cancelled` when a cancel was asked for.
+fn reclaim(
+    tx: &Transaction<'_>,
+    which: Reclaim<'_>,
+    now: i64,
+) -> Result<Recovered, StoreErrorKind> {
+    let rows: Vec<(String, i64, i64, bool, Option<String>)> = {
+        let (sql, param): (&str, rusqlite::types::Value) = match which {
+            Reclaim::Expired => (
+                "SELECT id, attempt, max_attempts, cancel_requested, worker FROM jobs \
+                 WHERE state = 'running' \
+                 AND (lease_expires_at_ms IS NULL OR lease_expires_at_ms < ?1) ORDER BY id",
+                now.into(),
+            ),
+            Reclaim::Worker(worker) => (
+                "SELECT id, attempt, max_attempts, cancel_requested, worker FROM jobs \
+                 WHERE state = 'running' AND (worker = ?1 OR worker IS NULL) ORDER BY id",
+                worker.to_owned().into(),
+            ),
+        };
+        let mut statement = tx.prepare_cached(sql)?;
+        let mut rows = statement.query([param])?;
+        collect(&mut rows, |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get::<_, i64>(3)? != 0,
+                r.get(4)?,
+            ))
+        })?
+    };
+    let mut recovered = Recovered::default();
+    for (id, attempt, max, cancel, worker) in rows {
+        let job_id: JobId = id.parse().map_err(|e| corrupt(format!("job id: {e}")))?;
+        let failure = reclaim_failure(which, worker.as_deref(), cancel).to_string();
+        let state = reclaimed_state(attempt, max, cancel);
+        tx.prepare_cached(
+            "UPDATE jobs SET state = ?1, failure = ?2, lease_expires_at_ms = NULL, \
+             not_before_ms = CASE WHEN ?1 = 'queued' THEN ?3 ELSE not_before_ms END, \
+             finished_at_ms = CASE WHEN ?1 = 'queued' THEN finished_at_ms ELSE ?3 END \
+             WHERE id = ?4",
+        )?
+        .execute((state.as_str(), &failure, now, &id))?;
+        tx.prepare_cached(
+            "UPDATE job_attempts SET finished_at_ms = ?1, outcome = 'lost', failure = ?2 \
+             WHERE job_id = ?3 AND attempt = ?4",
+        )?
+        .execute((now, &failure, &id, attempt))?;
+        recovered.add(state, job_id);
     }
-
-    fn jobs_per_state(&self) -> Result<Vec<(JobState, u64)>, StoreErrorKind> {
-        self.with(|c| {
-            let mut statement =
-                c.prepare_cached("SELECT state, COUNT(*) FROM jobs GROUP BY state ORDER BY state")?;
-            let mut rows = statement.query([])?;
-            collect(&mut rows, |r| {
-                let state: String = r.get(0)?;
-                Ok((
-                    state.parse().map_err(corrupt)?,
-                    r.get::<_, i64>(1)?.try_into().unwrap_or(0),
-                ))
-            })
-        })
-    }
-
-    fn create_token(&self, token: &NewToken<'_>) -> Result<(), StoreErrorKind> {
-        self.with(|c| {
-            c.prepare_cached(
-                "INSERT INTO api_tokens (id, hash, project, scopes, created_at_ms, expires_at_ms) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            )?
-            .execute((
-                token.id,
-                token.hash,
-                token.project,
-                token.scopes.join(","),
-                token.now,
-                token.expires,
-            ))?;
-            Ok(())
-        })
-    }
-
-    fn find_token(&self, hash: &str, now: i64) -> Result<Option<TokenRow>, StoreErrorKind> {
-        self.with(|c| {
-            let mut statement = c.prepare_cached(
-                "SELECT * FROM api_tokens WHERE hash = ?1 AND revoked_at_ms IS NULL \
-                 AND (expires_at_ms IS NULL OR expires_at_ms > ?2)",
-            )?;
-            let mut rows = statement.query((hash, now))?;
-            rows.next()?.map(token_row).transpose()
-        })
-    }
-
-    fn list_tokens(&self) -> Result<Vec<TokenRow>, StoreErrorKind> {
-        self.with(|c| {
-            let mut statement =
-                c.prepare_cached("SELECT * FROM api_tokens ORDER BY created_at_ms DESC, id")?;
-            let mut rows = statement.query([])?;
-            collect(&mut rows, token_row)
-        })
-    }
-
-    fn revoke_token(&self, id: &str, now: i64) -> Result<bool, StoreErrorKind> {
-        self.with(|c| {
-            let changed = c
-                .prepare_cached(
-                    "UPDATE api_tokens SET revoked_at_ms = ?1 \
-                     WHERE id = ?2 AND revoked_at_ms IS NULL",
-                )?
-                .execute((now, id))?;
-            Ok(changed > 0)
-        })
-    }
-
-    fn audit(&self, entry: &AuditEntry<'_>) -> Result<(), StoreErrorKind> {
-        self.with(|c| {
-            c.prepare_cached(
-                "INSERT INTO audit (at_ms, actor, action, target, detail) \
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
-            )?
-            .execute((
-                entry.now,
-                entry.actor,
-                entry.action,
-                entry.target,
-                entry.detail.to_string(),
-            ))?;
-            Ok(())
-        })
-    }
-
-    fn audit_log(&self) -> Result<Vec<(i64, String, String, String)>, StoreErrorKind> {
-        self.with(|c| {
-            let mut statement =
-                c.prepare_cached("SELECT at_ms, actor, action, target FROM audit ORDER BY seq")?;
-            let mut rows = statement.query([])?;
-            collect(&mut rows, |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-            })
-        })
-    }
+    Ok(recovered)
 }
