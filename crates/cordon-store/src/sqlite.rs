@@ -76,12 +76,12 @@ const OPEN_PATIENCE: Duration = Duration::from_secs(10);
 /// How long a statement waits for another connection's lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// WAL pages after which a commit checkpoints: 1 MiB of 4 KiB pages, about 30 recorded short
-/// runs (a `cordon run` of `/bin/true` adds 8 pages). The trade-off, measured (BENCHMARKS.md):
-/// the next open re-reads and checksums what the WAL holds (about 4,000 instructions a page),
-/// while a checkpoint costs two fsyncs (about 4 ms on the benchmark VM); 256 pages keeps both,
-/// averaged over runs, near 0.15 ms.
-pub(crate) const AUTOCHECKPOINT_PAGES: u32 = 256;
+/// WAL pages after which a commit checkpoints: 512 KiB of 4 KiB pages, about 16 recorded
+/// short runs (a `cordon run` of `/bin/true` adds 8 pages). The trade-off, measured
+/// (BENCHMARKS.md, "Recording"): every open re-reads and checksums what the WAL holds (about
+/// 3,000 instructions and one `pread` a page), while a checkpoint costs four fsyncs (0.1 ms
+/// each on the benchmark VM when it is quiet, 4 ms under a heavy build).
+pub(crate) const AUTOCHECKPOINT_PAGES: u32 = 128;
 
 /// Bytes the WAL file is truncated to after a checkpoint.
 pub(crate) const JOURNAL_SIZE_LIMIT: i64 = 4 * 1024 * 1024;

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::backend::{AnyBackend, dispatch};
+use crate::backend::{AnyBackend, TranscriptCursor, dispatch};
 use crate::error::{StoreError, StoreErrorKind};
 use crate::model::{
     Chunk, ChunkFilter, NewRun, RunExport, RunExportTag, RunFilter, RunId, RunRecord, RunState,
@@ -59,6 +59,12 @@ struct Inner {
     location: String,
     backend: AnyBackend,
     here: Owner,
+    /// The run this handle began last, until its transcript is opened (it has none yet).
+    fresh: std::sync::Mutex<Option<RunId>>,
+}
+
+fn lock_fresh(fresh: &std::sync::Mutex<Option<RunId>>) -> std::sync::MutexGuard<'_, Option<RunId>> {
+    fresh.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Store {
@@ -95,6 +101,7 @@ impl Store {
                 location: name,
                 backend,
                 here: Owner::current(),
+                fresh: std::sync::Mutex::new(None),
             }),
         })
     }
@@ -116,6 +123,7 @@ impl Store {
                 )
             })?;
             if inserted {
+                *lock_fresh(&self.inner.fresh) = Some(id.clone());
                 return Ok(id);
             }
         }
@@ -130,9 +138,14 @@ impl Store {
 
     /// A writer that appends to the run's transcript in the background.
     pub fn transcript(&self, id: &RunId) -> Result<TranscriptWriter, StoreError> {
-        let cursor = self.call("open a transcript", || {
-            dispatch!(&self.inner.backend, Backend::transcript_cursor(id))
-        })?;
+        // The run this handle just began has no transcript yet: no need to ask the database.
+        let fresh = lock_fresh(&self.inner.fresh).take_if(|fresh| fresh == id);
+        let cursor = match fresh {
+            Some(_) => TranscriptCursor::default(),
+            None => self.call("open a transcript", || {
+                dispatch!(&self.inner.backend, Backend::transcript_cursor(id))
+            })?,
+        };
         Ok(TranscriptWriter::start(self.clone(), id.clone(), cursor))
     }
 
