@@ -64,7 +64,9 @@ struct Inner {
 }
 
 fn lock_fresh(fresh: &std::sync::Mutex<Option<RunId>>) -> std::sync::MutexGuard<'_, Option<RunId>> {
-    fresh.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    fresh
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Store {
