@@ -21,8 +21,10 @@ use crate::service::{RequestError, Service, require};
 /// How often a live log looks for new events.
 const EVENT_POLL: Duration = Duration::from_millis(100);
 
-/// The service's routes, with request bodies bounded to `max_body` bytes (413 beyond).
+/// The service's routes, with request bodies bounded to `max_body` bytes (413 beyond), and
+/// the dashboard's (`/`, `/jobs/…`, `/projects`, `/sessions`, `/login`, `/assets/…`).
 pub fn router(service: Arc<Service>, max_body: usize) -> Router {
+    let dashboard = crate::dashboard::router(Arc::clone(&service));
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/openapi.json", get(openapi))
@@ -34,6 +36,7 @@ pub fn router(service: Arc<Service>, max_body: usize) -> Router {
         .route("/v1/jobs/{id}/transcript", get(transcript))
         .layer(DefaultBodyLimit::max(max_body))
         .with_state(service)
+        .merge(dashboard)
 }
 
 impl IntoResponse for RequestError {
@@ -71,7 +74,7 @@ impl IntoResponse for RequestError {
 }
 
 /// Runs `f` on a blocking thread.
-async fn blocking<T: Send + 'static>(
+pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, RequestError> + Send + 'static,
 ) -> Result<T, RequestError> {
     tokio::task::spawn_blocking(f)
@@ -147,14 +150,14 @@ async fn list(
     let Query(query) = query.map_err(|e| RequestError::BadRequest(e.body_text()))?;
     let token = authenticate(&service, &headers).await?;
     require(&token, "read")?;
-    if query.project.as_ref().is_some_and(|p| *p != token.project) {
-        // Another project's jobs are invisible, not forbidden.
+    // Another project's jobs are invisible, not forbidden; an operator token sees them all.
+    let Some(projects) = crate::access::listed_projects(&token, query.project.as_deref()) else {
         return Ok(axum::Json(JobList {
             schema: JobListTag,
             jobs: Vec::new(),
             next_cursor: None,
         }));
-    }
+    };
     let state = query
         .state
         .map(|s| s.parse::<JobState>().map_err(RequestError::BadRequest))
@@ -169,7 +172,7 @@ async fn list(
         .transpose()?;
     let limit = query.limit.unwrap_or(50).clamp(1, 500);
     let filter = JobFilter {
-        projects: vec![token.project.clone()],
+        projects,
         state,
         before,
         limit,
@@ -203,26 +206,31 @@ async fn transcript(
     let token = authenticate(&service, &headers).await?;
     let text = blocking(move || {
         let job = service.visible_job(&token, &id)?;
-        let mut text = String::new();
-        let mut after = 0;
-        loop {
-            let page = service.store.job_events(&job.id, after, 1000)?;
-            let Some(last) = page.last() else { break };
-            after = last.seq;
-            for event in page.iter().filter(|e| e.kind == "output") {
-                text.push_str(
-                    event
-                        .data
-                        .get("text")
-                        .and_then(|t| t.as_str())
-                        .unwrap_or(""),
-                );
-            }
-        }
-        Ok(text)
+        transcript_text(&service, &job.id)
     })
     .await?;
     Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response())
+}
+
+/// A job's output so far, every attempt's (redacted when it was written), as one text.
+pub(crate) fn transcript_text(service: &Service, id: &JobId) -> Result<String, RequestError> {
+    let mut text = String::new();
+    let mut after = 0;
+    loop {
+        let page = service.store.job_events(id, after, 1000)?;
+        let Some(last) = page.last() else { break };
+        after = last.seq;
+        for event in page.iter().filter(|e| e.kind == "output") {
+            text.push_str(
+                event
+                    .data
+                    .get("text")
+                    .and_then(|t| t.as_str())
+                    .unwrap_or(""),
+            );
+        }
+    }
+    Ok(text)
 }
 
 async fn events(
@@ -235,13 +243,23 @@ async fn events(
         let service = Arc::clone(&service);
         blocking(move || service.visible_job(&token, &id)).await?
     };
-    let after: u64 = headers
+    Ok(live_log(service, job.id, last_event_id(&headers)))
+}
+
+/// The `Last-Event-ID` a reconnecting SSE client sends (0: from the start).
+pub(crate) fn last_event_id(headers: &HeaderMap) -> u64 {
+    headers
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0);
+        .unwrap_or(0)
+}
+
+/// A job's live log as Server-Sent Events from after event `after` until its `end` event
+/// (or the server's stop). The caller has checked that the client may see the job.
+pub(crate) fn live_log(service: Arc<Service>, id: JobId, after: u64) -> Response {
     let stream = futures_util::stream::unfold(
-        (service, job.id, after, Vec::new(), false),
+        (service, id, after, Vec::new(), false),
         |(service, id, mut after, mut buffered, mut ended): (
             Arc<Service>,
             JobId,
@@ -282,9 +300,9 @@ async fn events(
             }
         },
     );
-    Ok(Sse::new(stream)
+    Sse::new(stream)
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
-        .into_response())
+        .into_response()
 }
 
 async fn metrics(State(service): State<Arc<Service>>) -> Result<Response, RequestError> {

@@ -15,7 +15,9 @@
 //!   `cordon-runner` for programs, `cordon-verify` for verifications, hardened `cordon-git`
 //!   for clones; failures a retry may fix are retried with exponential backoff.
 //! - The HTTP layer (axum on tokio) is started only by [`serve`]: the rest of the CLI never
-//!   starts a runtime for it.
+//!   starts a runtime for it. It also serves the operator dashboard at `/` (server-rendered
+//!   HTML, a login with the same tokens; an operator token — project `*`, scope `admin` —
+//!   sees every project, in the API as in the dashboard).
 //!
 //! ```no_run
 //! use cordon_server::{Policy, ServeOptions};
@@ -28,8 +30,10 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod access;
 mod api;
 mod client;
+mod dashboard;
 mod execute;
 mod http;
 mod openapi;

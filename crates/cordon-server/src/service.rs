@@ -102,6 +102,11 @@ pub fn create_token(
     if project.is_empty() {
         return Err(RequestError::BadRequest("the project is empty".into()));
     }
+    if project == crate::access::ALL_PROJECTS && !scopes.iter().any(|s| s == "admin") {
+        return Err(RequestError::BadRequest(
+            "a token for every project (`*`) is an operator token: it needs the admin scope".into(),
+        ));
+    }
     let mut bytes = [0u8; 24];
     getrandom::fill(&mut bytes).map_err(|e| RequestError::BadRequest(e.to_string()))?;
     let secret: String = std::iter::once("cdn_".to_owned())
@@ -185,12 +190,13 @@ impl Service {
             .ok_or(RequestError::Unauthorized)
     }
 
-    /// A job the token may see (another project's job is "not found").
+    /// A job the token may see (another project's job is "not found"; an operator token sees
+    /// every project's).
     pub fn visible_job(&self, token: &TokenRow, id: &str) -> Result<JobRow, RequestError> {
         require(token, "read")?;
         let id: JobId = id.parse().map_err(|_| RequestError::NotFound)?;
         match self.store.get_job(&id)? {
-            Some(job) if job.project == token.project => Ok(job),
+            Some(job) if crate::access::sees(token, &job.project) => Ok(job),
             _ => Err(RequestError::NotFound),
         }
     }
@@ -203,6 +209,11 @@ impl Service {
         request: &JobRequest,
     ) -> Result<(JobRow, bool), RequestError> {
         require(token, "submit")?;
+        if request.project == crate::access::ALL_PROJECTS {
+            return Err(RequestError::BadRequest(
+                "`*` names every project, not one: submit for a project".into(),
+            ));
+        }
         if request.project != token.project {
             return Err(RequestError::Policy {
                 rule: "token.project".into(),

@@ -1,0 +1,187 @@
+//! A job's page: its summary ([`job_view`](super::job_view)), its live log (the script follows
+//! [`live`], the job's event log as Server-Sent Events, authenticated by the login cookie),
+//! the downloads, and the cancel button.
+
+use std::sync::Arc;
+
+use axum::Form;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use cordon_store::{JobEvent, JobRow, TokenRow};
+use maud::html;
+
+use super::Dashboard;
+use super::auth::{ChangeForm, Viewer, check_change};
+use super::error::PageError;
+use super::job_view::{self, Outcome};
+use super::layout::{self, Nav};
+use super::timeline::Timeline;
+use crate::api::JobDocument;
+use crate::http::{blocking, last_event_id, live_log, transcript_text};
+use crate::service::{RequestError, Service, now_ms};
+
+/// At most this many events of a job are read for its timeline (its log can be long; the
+/// timeline needs the state and stage events only).
+const MAX_EVENTS: usize = 200_000;
+
+/// A job and the timeline of its latest attempt.
+fn load(service: &Service, token: &TokenRow, id: &str) -> Result<(JobRow, Timeline), RequestError> {
+    let job = service.visible_job(token, id)?;
+    let mut kept: Vec<JobEvent> = Vec::new();
+    let (mut after, mut read) = (0, 0);
+    while read < MAX_EVENTS {
+        let page = service.store.job_events(&job.id, after, 1000)?;
+        let Some(last) = page.last() else { break };
+        after = last.seq;
+        read += page.len();
+        kept.extend(page.into_iter().filter(|e| e.kind != "output"));
+    }
+    let timeline = Timeline::from_events(&kept, &job.job_type, now_ms());
+    Ok((job, timeline))
+}
+
+async fn load_async(
+    dash: &Arc<Dashboard>,
+    viewer: &Viewer,
+    id: String,
+) -> Result<(JobRow, Timeline), PageError> {
+    let service = Arc::clone(&dash.service);
+    let token = viewer.token.clone();
+    Ok(blocking(move || load(&service, &token, &id)).await?)
+}
+
+/// `GET /jobs/{id}`.
+pub(crate) async fn page(
+    State(dash): State<Arc<Dashboard>>,
+    viewer: Viewer,
+    Path(id): Path<String>,
+) -> Result<Response, PageError> {
+    let (job, timeline) = load_async(&dash, &viewer, id).await?;
+    let body = html! {
+        p.crumbs { a href="/" { "← Jobs" } }
+        div #job-summary data-summary={ "/jobs/" (job.id) "/summary" }
+            data-final=(job.state.is_final()) {
+            (job_view::summary(&job, &timeline, &viewer))
+        }
+        section.log-section aria-labelledby="log-h" {
+            div.log-head {
+                h2 #log-h { "Log" }
+                span #log-status role="status" { "" }
+                button #log-jump type="button" hidden { "Follow the end ↓" }
+            }
+            pre #log.log tabindex="0" aria-labelledby="log-h"
+                data-events={ "/jobs/" (job.id) "/live" } {}
+            noscript {
+                p { "The live log needs JavaScript; "
+                    a href={ "/jobs/" (job.id) "/download/log.txt" } { "download the log" } " instead." }
+            }
+        }
+    };
+    let title = format!("Job {}", job.id);
+    Ok(layout::page(&title, Some(&viewer), Nav::Jobs, body).into_response())
+}
+
+/// `GET /jobs/{id}/summary`: the part above the log, for the live update.
+pub(crate) async fn summary(
+    State(dash): State<Arc<Dashboard>>,
+    viewer: Viewer,
+    Path(id): Path<String>,
+) -> Result<Response, PageError> {
+    let (job, timeline) = load_async(&dash, &viewer, id).await?;
+    Ok(job_view::summary(&job, &timeline, &viewer).into_response())
+}
+
+/// `GET /jobs/{id}/live`: the job's event log as SSE (resumes after `Last-Event-ID`).
+pub(crate) async fn live(
+    State(dash): State<Arc<Dashboard>>,
+    viewer: Viewer,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Response, PageError> {
+    let service = Arc::clone(&dash.service);
+    let token = viewer.token;
+    let job = blocking(move || service.visible_job(&token, &id)).await?;
+    Ok(live_log(
+        Arc::clone(&dash.service),
+        job.id,
+        last_event_id(&headers),
+    ))
+}
+
+/// `POST /jobs/{id}/cancel`: cancels, then back to the job's page.
+pub(crate) async fn cancel(
+    State(dash): State<Arc<Dashboard>>,
+    viewer: Viewer,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Form(form): Form<ChangeForm>,
+) -> Result<Response, PageError> {
+    check_change(&viewer, &headers, &form.csrf)?;
+    let service = Arc::clone(&dash.service);
+    let token = viewer.token;
+    let job = blocking(move || service.cancel(&token, &id)).await?;
+    Ok((
+        StatusCode::SEE_OTHER,
+        [(header::LOCATION, format!("/jobs/{}", job.id))],
+    )
+        .into_response())
+}
+
+/// `GET /jobs/{id}/download/{file}`: `job.json`, `report.json`, `report.xml` (JUnit),
+/// `report.md`, `log.txt`.
+pub(crate) async fn download(
+    State(dash): State<Arc<Dashboard>>,
+    viewer: Viewer,
+    Path((id, file)): Path<(String, String)>,
+) -> Result<Response, PageError> {
+    let service = Arc::clone(&dash.service);
+    let token = viewer.token;
+    let wanted = file.clone();
+    let (job, body) = blocking(move || {
+        let job = service.visible_job(&token, &id)?;
+        let body = if wanted == "log.txt" {
+            Some(transcript_text(&service, &job.id)?)
+        } else {
+            None
+        };
+        Ok((job, body))
+    })
+    .await?;
+    let pretty =
+        |value: &serde_json::Value| serde_json::to_string_pretty(value).unwrap_or_default() + "\n";
+    let report = match Outcome::of(&job) {
+        Outcome::Report(report) => Some(report),
+        _ => None,
+    };
+    let (content_type, text) = match file.as_str() {
+        "job.json" => (
+            "application/json",
+            serde_json::to_string_pretty(&JobDocument::from(&job)).unwrap_or_default() + "\n",
+        ),
+        "report.json" => (
+            "application/json",
+            pretty(job.result.as_ref().ok_or(PageError::NotFound)?),
+        ),
+        "report.xml" => (
+            "application/xml",
+            cordon_verify::render::junit(report.as_ref().ok_or(PageError::NotFound)?),
+        ),
+        "report.md" => (
+            "text/markdown; charset=utf-8",
+            cordon_verify::render::markdown(report.as_ref().ok_or(PageError::NotFound)?),
+        ),
+        "log.txt" => ("text/plain; charset=utf-8", body.unwrap_or_default()),
+        _ => return Err(PageError::NotFound),
+    };
+    // The id is checked (`j-` and base32) and the name one of the above: safe in the header.
+    let disposition = format!("attachment; filename=\"{}-{file}\"", job.id);
+    Ok((
+        [
+            (header::CONTENT_TYPE, content_type.to_owned()),
+            (header::CONTENT_DISPOSITION, disposition),
+        ],
+        text,
+    )
+        .into_response())
+}

@@ -1,0 +1,343 @@
+//! What a job's page shows above its log: the header (state, inputs, commit, patch id, the
+//! promotion verdict of a verify), the stage timeline, why it failed and the findings (the
+//! failing test, `file:line`), each stage's output tails, and the downloads.
+
+use cordon_store::{JobRow, JobState};
+use cordon_types::{CapturedOutput, RunReport, RunResult, StageResult, StageStatus};
+use maud::{Markup, html};
+
+use super::auth::Viewer;
+use super::layout;
+use super::timeline::Timeline;
+use crate::service::now_ms;
+
+/// The tail shown of a stream (the whole output is in the log and the report).
+const TAIL_BYTES: usize = 8 * 1024;
+
+/// The job's typed result, when it has one this page knows.
+pub(crate) enum Outcome {
+    /// A verify's report.
+    Report(Box<RunReport>),
+    /// A run's result.
+    Run(Box<RunResult>),
+    /// Anything else (a clone's, a patch's), or nothing.
+    Other,
+}
+
+impl Outcome {
+    /// Reads the job's result.
+    pub(crate) fn of(job: &JobRow) -> Outcome {
+        let Some(result) = job.result.clone() else {
+            return Outcome::Other;
+        };
+        match job.job_type.as_str() {
+            "verify" => serde_json::from_value(result)
+                .map(|r| Outcome::Report(Box::new(r)))
+                .unwrap_or(Outcome::Other),
+            "run" => serde_json::from_value(result)
+                .map(|r| Outcome::Run(Box::new(r)))
+                .unwrap_or(Outcome::Other),
+            _ => Outcome::Other,
+        }
+    }
+}
+
+fn input<'a>(job: &'a JobRow, key: &str) -> Option<&'a serde_json::Value> {
+    job.inputs.get(key).filter(|v| !v.is_null())
+}
+
+fn input_str<'a>(job: &'a JobRow, key: &str) -> Option<&'a str> {
+    input(job, key).and_then(|v| v.as_str())
+}
+
+fn result_str<'a>(job: &'a JobRow, key: &str) -> Option<&'a str> {
+    job.result.as_ref()?.get(key)?.as_str()
+}
+
+/// A list of strings in the inputs, joined for reading.
+fn words(value: Option<&serde_json::Value>) -> Option<String> {
+    let list = value?.as_array()?;
+    (!list.is_empty()).then(|| {
+        list.iter()
+            .map(|w| w.as_str().unwrap_or("?"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    })
+}
+
+/// An argv as a shell would read it (quoted where needed).
+fn command(value: Option<&serde_json::Value>) -> Option<String> {
+    let argv: Vec<String> = serde_json::from_value(value?.clone()).ok()?;
+    (!argv.is_empty()).then(|| shell_words::join(&argv))
+}
+
+/// A value's name on the wire (`"detected"`, `"fail"`).
+fn wire_name<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_value(value)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+fn commit(id: &str) -> Markup {
+    html! { code title=(id) { (id.get(..12).unwrap_or(id)) } }
+}
+
+/// One `dt`/`dd` pair.
+fn fact(name: &str, value: Markup) -> Markup {
+    html! { div { dt { (name) } dd { (value) } } }
+}
+
+fn facts(job: &JobRow, outcome: &Outcome) -> Markup {
+    let workspace = input(job, "workspace")
+        .and_then(|w| w.get("from_job"))
+        .and_then(|w| w.as_str());
+    let ran_for = job.started_at_ms.map(|started| {
+        let end = if job.state == JobState::Running {
+            now_ms()
+        } else {
+            job.finished_at_ms.unwrap_or(started)
+        };
+        u64::try_from(end - started).unwrap_or(0)
+    });
+    html! {
+        dl.facts {
+            (fact("Project", html! { (job.project) }))
+            (fact("Type", html! { (job.job_type) }))
+            (fact("Attempt", html! { (job.attempt) " of " (job.max_attempts) }))
+            (fact("Queued", layout::when(job.created_at_ms)))
+            @if let Some(at) = job.started_at_ms { (fact("Started", layout::when(at))) }
+            @if let Some(at) = job.finished_at_ms { (fact("Finished", layout::when(at))) }
+            @if let Some(ms) = ran_for { (fact("Duration", html! { (layout::duration(ms)) })) }
+            (fact("Timeout", html! { (layout::duration(job.timeout_ms)) }))
+            @if let Some(argv) = command(input(job, "argv")) {
+                (fact("Command", html! { code { (layout::short(&argv, 300)) } }))
+            }
+            @if let Some(from) = workspace {
+                (fact("Workspace of", html! { a href={ "/jobs/" (from) } { code { (from) } } }))
+            }
+            @if let Some(url) = input_str(job, "url") { (fact("Repository", html! { code { (url) } })) }
+            @if let Some(rev) = input_str(job, "ref") { (fact("Ref", html! { code { (rev) } })) }
+            @if let Some(patch) = input_str(job, "patch") {
+                (fact("Patch", html! { (patch.lines().count()) " lines, " (patch.len()) " bytes" }))
+            }
+            @if let Some(stages) = words(input(job, "stages")) { (fact("Stages asked", html! { (stages) })) }
+            @if let Some(names) = words(input(job, "secrets")) { (fact("Secrets", html! { (names) })) }
+            @if let Some(key) = &job.idempotency_key { (fact("Idempotency key", html! { code { (key) } })) }
+            @match outcome {
+                Outcome::Report(report) => {
+                    (fact("Commit", commit(&report.commit)))
+                    @if let Some(patch) = &report.patch { (fact("Patch id", commit(patch))) }
+                    (fact("Promotion", promotion(report)))
+                    (fact("Plan", html! {
+                        (wire_name(&report.plan.source))
+                        @if report.plan.targeted { ", targeted" }
+                    }))
+                }
+                Outcome::Run(run) => {
+                    (fact("Exit", html! {
+                        @if let Some(code) = run.exit_code { "code " (code) }
+                        @if let Some(signal) = &run.signal { " signal " (signal) }
+                        " (" (wire_name(&run.status)) ")"
+                    }))
+                }
+                Outcome::Other => {
+                    @if let Some(id) = result_str(job, "commit") { (fact("Commit", commit(id))) }
+                    @if let Some(id) = result_str(job, "patch_id") { (fact("Patch id", commit(id))) }
+                    @if let Some(files) = job.result.as_ref().and_then(|r| words(r.get("applied_files"))) {
+                        (fact("Files changed", html! { (files) }))
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn promotion(report: &RunReport) -> Markup {
+    html! {
+        @if report.promotion.allowed {
+            span.verdict.verdict-allowed { span aria-hidden="true" { "✓" } " allowed" }
+        } @else {
+            span.verdict.verdict-blocked { span aria-hidden="true" { "✗" } " blocked" }
+            @if !report.promotion.blocking.is_empty() {
+                " by " (report.promotion.blocking.join(", "))
+            }
+        }
+    }
+}
+
+fn failure(job: &JobRow, outcome: &Outcome) -> Markup {
+    let failure = job.failure.as_ref();
+    let category = failure
+        .and_then(|f| f.get("category"))
+        .and_then(|c| c.as_str());
+    let reason = failure
+        .and_then(|f| f.get("reason"))
+        .and_then(|r| r.as_str())
+        .unwrap_or("");
+    let findings: Vec<(&StageResult, &cordon_types::Finding)> = match outcome {
+        Outcome::Report(report) => report
+            .stages
+            .iter()
+            .flat_map(|s| s.findings.iter().map(move |f| (s, f)))
+            .collect(),
+        _ => Vec::new(),
+    };
+    let blocking_stage = match outcome {
+        Outcome::Report(report) => report.failure.as_ref().and_then(|f| f.stage.as_deref()),
+        _ => None,
+    };
+    html! {
+        @if let Some(category) = category {
+            section.failure aria-labelledby="failure-h" {
+                h2 #failure-h {
+                    @if job.state.is_final() { "Why it failed" } @else { "Why the previous attempt failed" }
+                }
+                p { span.category { (category) } " " span.reason { (layout::clean(reason)) } }
+                @if let Some(stage) = blocking_stage {
+                    p { "First blocking stage: " strong { (stage) } }
+                }
+                @if !findings.is_empty() {
+                    table.findings {
+                        caption { "Findings" }
+                        thead {
+                            tr {
+                                th scope="col" { "Stage" }
+                                th scope="col" { "Kind" }
+                                th scope="col" { "Test" }
+                                th scope="col" { "Where" }
+                                th scope="col" { "Message" }
+                            }
+                        }
+                        tbody {
+                            @for (stage, finding) in &findings {
+                                tr {
+                                    td data-label="Stage" { (stage.name) }
+                                    td data-label="Kind" {
+                                        (finding.kind.as_str()) " (" (finding.tool) ")"
+                                    }
+                                    td.test data-label="Test" {
+                                        @if let Some(test) = &finding.test { code { (layout::clean(test)) } }
+                                    }
+                                    td.where data-label="Where" {
+                                        @if let Some(at) = finding.location() { code { (layout::clean(&at)) } }
+                                    }
+                                    td.msg data-label="Message" { (layout::clean(&finding.message)) }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The end of a captured stream, at most [`TAIL_BYTES`].
+fn tail(output: &CapturedOutput) -> (String, u64) {
+    let mut text = output.head.clone();
+    if output.truncated {
+        text = output.tail.clone();
+    }
+    let cut = text.len().saturating_sub(TAIL_BYTES);
+    let start = (cut..=text.len())
+        .find(|i| text.is_char_boundary(*i))
+        .unwrap_or(text.len());
+    (layout::clean(&text[start..]), output.bytes_total)
+}
+
+fn stream(name: &str, output: &CapturedOutput) -> Markup {
+    let (text, total) = tail(output);
+    html! {
+        @if total > 0 {
+            h4 { (name) " " span.muted { "(last " (text.len().min(TAIL_BYTES)) " of " (total) " bytes)" } }
+            pre.tail tabindex="0" { (text) }
+        }
+    }
+}
+
+fn stages(outcome: &Outcome) -> Markup {
+    html! {
+        @match outcome {
+            Outcome::Report(report) => {
+                section.stages aria-labelledby="stages-h" {
+                    h2 #stages-h { "Stage output" }
+                    @for stage in report.stages.iter().filter(|s| s.status != StageStatus::Skipped) {
+                        details.stage open[!matches!(stage.status, StageStatus::Pass)] data-stage=(stage.name) {
+                            summary {
+                                (stage.name) " " (layout::status_badge(stage.status.as_str()))
+                                " " span.muted { (stage.category.as_str()) ", " (layout::duration(stage.duration_ms)) }
+                            }
+                            p { code { (layout::short(&shell_words::join(&stage.command), 400)) } }
+                            @if let Some(f) = &stage.failure { p.reason { (layout::clean(&f.reason)) } }
+                            @if let Some(t) = &stage.tests {
+                                p { (t.passed) " passed, " (t.failed) " failed, " (t.ignored) " ignored" }
+                            }
+                            (stream("stdout", &stage.stdout))
+                            (stream("stderr", &stage.stderr))
+                        }
+                    }
+                    @for stage in report.stages.iter().filter(|s| s.status == StageStatus::Skipped) {
+                        p.skipped {
+                            (stage.name) " " (layout::status_badge("skipped")) " "
+                            (layout::clean(stage.skip_reason.as_deref().unwrap_or("")))
+                        }
+                    }
+                }
+            }
+            Outcome::Run(run) => {
+                section.stages aria-labelledby="stages-h" {
+                    h2 #stages-h { "Output" }
+                    (stream("stdout", &run.stdout))
+                    (stream("stderr", &run.stderr))
+                }
+            }
+            Outcome::Other => {}
+        }
+    }
+}
+
+fn downloads(job: &JobRow, outcome: &Outcome) -> Markup {
+    let link = |file: &str, text: &str| {
+        html! { li { a href={ "/jobs/" (job.id) "/download/" (file) } download { (text) } } }
+    };
+    html! {
+        section.downloads aria-labelledby="downloads-h" {
+            h2 #downloads-h { "Downloads" }
+            ul {
+                (link("job.json", "Job (JSON)"))
+                @if job.result.is_some() { (link("report.json", "Report (JSON)")) }
+                @if let Outcome::Report(_) = outcome {
+                    (link("report.xml", "JUnit (XML)"))
+                    (link("report.md", "Markdown"))
+                }
+                (link("log.txt", "Log (text)"))
+            }
+        }
+    }
+}
+
+/// Everything above the log (what the script swaps when the job changes).
+pub(crate) fn summary(job: &JobRow, timeline: &Timeline, viewer: &Viewer) -> Markup {
+    let outcome = Outcome::of(job);
+    let cancellable = !job.state.is_final() && viewer.may_cancel();
+    html! {
+        div.job-head {
+            h1 { "Job " code { (job.id) } " " (layout::state_badge(job.state)) }
+            @if cancellable {
+                form.cancel method="post" action={ "/jobs/" (job.id) "/cancel" } {
+                    input type="hidden" name="csrf" value=(viewer.csrf);
+                    button.danger type="submit" { "Cancel job" }
+                }
+            }
+        }
+        (facts(job, &outcome))
+        section.timeline-section aria-labelledby="timeline-h" {
+            h2 #timeline-h { "Stage timeline" }
+            (timeline.render())
+        }
+        (failure(job, &outcome))
+        (stages(&outcome))
+        (downloads(job, &outcome))
+    }
+}
