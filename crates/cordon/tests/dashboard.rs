@@ -50,6 +50,7 @@ const CHECKS: &[&str] = &[
     "csrf",
     "read-only-cannot-cancel",
     "operator-jobs",
+    "contrast",
     "operator-projects",
     "operator-sessions",
     "phone-width",

@@ -271,6 +271,37 @@ try {
     check(JSON.stringify(other.map(([id]) => id)) === JSON.stringify([J.other]), `project filter: ${JSON.stringify(other)}`);
   });
 
+  await step('contrast', async () => {
+    // WCAG 2 contrast of every text element on the jobs page against its effective
+    // background: at least 4.5:1.
+    await page.goto(url('/'));
+    const low = await page.evaluate(() => {
+      const rgb = (text) => (text.match(/[\d.]+/g) || []).map(Number);
+      const luminance = ([r, g, b]) => {
+        const c = [r, g, b].map((v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; });
+        return 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2];
+      };
+      const background = (el) => {
+        for (; el; el = el.parentElement) {
+          const [r, g, b, a = 1] = rgb(getComputedStyle(el).backgroundColor);
+          if (a > 0.5) return [r, g, b];
+        }
+        return [255, 255, 255];
+      };
+      const found = [];
+      for (const el of document.querySelectorAll('body *')) {
+        const own = [...el.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim());
+        if (!own || !el.getClientRects().length || el.closest('.skip, .sr-only')) continue;
+        const a = luminance(rgb(getComputedStyle(el).color));
+        const b = luminance(background(el));
+        const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+        if (ratio < 4.5) found.push(`${el.tagName}.${el.className}: ${ratio.toFixed(2)}`);
+      }
+      return found;
+    });
+    check(low.length === 0, `low contrast: ${low.join(', ')}`);
+  });
+
   await step('operator-projects', async () => {
     await page.goto(url('/projects'));
     const web = 'tr[data-project="web"]';
