@@ -332,20 +332,25 @@ pub(crate) async fn login(
     let Some((id, _)) = dash.logins.create(token_hash(&secret), expires) else {
         return Err(PageError::Internal);
     };
-    let tls = headers
-        .get("x-forwarded-proto")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|p| p.eq_ignore_ascii_case("https"));
-    let max_age = (expires - now_ms()).max(0) / 1000;
-    let cookie = format!(
-        "{COOKIE}={id}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age}{}",
-        if tls { "; Secure" } else { "" }
-    );
+    let cookie = login_cookie(&id, (expires - now_ms()).max(0) / 1000, &headers);
     Ok((
         StatusCode::SEE_OTHER,
         [(header::SET_COOKIE, cookie), (header::LOCATION, next)],
     )
         .into_response())
+}
+
+/// The cookie of a login: `HttpOnly`, `SameSite=Strict`, and `Secure` when the browser reached
+/// the server over TLS (a TLS proxy in front says so with `X-Forwarded-Proto: https`).
+fn login_cookie(id: &str, max_age_s: i64, headers: &HeaderMap) -> String {
+    let tls = headers
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|p| p.trim().eq_ignore_ascii_case("https"));
+    format!(
+        "{COOKIE}={id}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age_s}{}",
+        if tls { "; Secure" } else { "" }
+    )
 }
 
 /// `POST /logout`: ends the login.
@@ -394,6 +399,17 @@ mod tests {
         assert_eq!(cookie(&headers).as_deref(), Some("abc"));
         headers.insert(header::COOKIE, "cordon_dashx=1".parse().unwrap());
         assert_eq!(cookie(&headers), None);
+    }
+
+    #[test]
+    fn the_login_cookie_is_http_only_strict_and_secure_over_tls() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(
+            login_cookie("abc", 60, &headers),
+            "cordon_dash=abc; Path=/; HttpOnly; SameSite=Strict; Max-Age=60"
+        );
+        headers.insert("x-forwarded-proto", "https".parse().unwrap());
+        assert!(login_cookie("abc", 60, &headers).ends_with("; Secure"));
     }
 
     #[test]
