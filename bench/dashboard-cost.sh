@@ -22,16 +22,34 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
+# The median of each command of a hyperfine JSON export, and its ratio to the first.
+medians() {
+  python3 - "$1" <<'PY'
+import json, sys
+results = json.load(open(sys.argv[1]))["results"]
+first = results[0]["median"]
+for r in results:
+    print(f"{r['command']:45} median {r['median'] * 1000:8.2f} ms  ratio {r['median'] / first:.2f}")
+PY
+}
+
+# Both from the same directory, so where a file lies does not change how it faults in.
+cp "$BASE" "$WORK/cordon-baseline"
+cp "$NEW" "$WORK/cordon-this"
+BASE=$WORK/cordon-baseline
+NEW=$WORK/cordon-this
 
 echo "== binary size (bytes) =="
 printf 'baseline %s\nthis     %s\n' "$(stat -c %s "$BASE")" "$(stat -c %s "$NEW")"
 
 echo "== cordon --version: user-space instructions (callgrind, 3 runs each) =="
-for bin in "$BASE" "$NEW"; do
+for which in baseline this; do
+  bin=$BASE
+  [ "$which" = this ] && bin=$NEW
   for _ in 1 2 3; do
     valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.out" "$bin" --version 2>&1 >/dev/null \
       | sed -n 's/.*Collected : //p'
-  done | sort -n | sed -n 2p | sed "s|^|$(basename "$(dirname "$(dirname "$bin")")")/$(basename "$bin") median: |"
+  done | sort -n | sed -n 2p | sed "s|^|$which median: |"
 done
 
 echo "== cordon --version: perf stat -r 50 =="
@@ -41,7 +59,9 @@ for bin in "$BASE" "$NEW"; do
 done
 
 echo "== cordon --version: hyperfine =="
-hyperfine -N --warmup 30 --runs 300 "$BASE --version" "$NEW --version"
+hyperfine -N --warmup 30 --runs 300 --export-json "$WORK/version.json" \
+  -n baseline "$BASE --version" -n this "$NEW --version" >/dev/null
+medians "$WORK/version.json"
 
 echo "== pages: GET / and a failed verify's page against GET /v1/jobs?limit=50 =="
 export CORDON_HOME=$WORK/home
@@ -77,10 +97,16 @@ wait_end "$LAST"
 COOKIE=$(curl -s -D - -o /dev/null --data-urlencode "token=$TOKEN" -d next=/ "$URL/login" \
   | sed -n 's/^set-cookie: \(cordon_dash=[0-9a-f]*\).*/\1/p')
 [ -n "$COOKIE" ] || { echo "no login cookie" >&2; exit 1; }
-ROWS=$(curl -s -H "Cookie: $COOKIE" "$URL/" | grep -c 'data-job=')
+ROWS=$(curl -s -H "Cookie: $COOKIE" "$URL/" | grep -o 'data-job=' | wc -l)
 echo "GET / renders $ROWS rows"
-hyperfine -N --warmup 20 --runs 200 \
-  "curl -sf -o /dev/null -H '$AUTH' $URL/v1/jobs?limit=50" \
-  "curl -sf -o /dev/null -H 'Cookie: $COOKIE' $URL/" \
-  "curl -sf -o /dev/null -H 'Cookie: $COOKIE' $URL/jobs/$VERIFY"
+# 100 requests on one kept-alive connection per run, so curl's own start-up does not drown
+# the server's time: the times below are per 100 requests.
+times100() { local out=''; for _ in $(seq 100); do out+=" $1 -o /dev/null"; done; echo "$out"; }
+hyperfine -N --warmup 3 --runs 30 --export-json "$WORK/pages.json" \
+  -n "API GET /v1/jobs?limit=50 x100" "curl -sf -H '$AUTH' $(times100 "$URL/v1/jobs?limit=50")" \
+  -n "dashboard GET / x100" "curl -sf -H 'Cookie: $COOKIE' $(times100 "$URL/")" \
+  -n "dashboard GET /jobs/(failed verify) x100" "curl -sf -H 'Cookie: $COOKIE' $(times100 "$URL/jobs/$VERIFY")" \
+  >/dev/null
+medians "$WORK/pages.json"
+
 echo "page sizes (bytes): / $(curl -s -H "Cookie: $COOKIE" "$URL/" | wc -c), job $(curl -s -H "Cookie: $COOKIE" "$URL/jobs/$VERIFY" | wc -c), API list $(curl -s -H "$AUTH" "$URL/v1/jobs?limit=50" | wc -c)"
