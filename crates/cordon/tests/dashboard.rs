@@ -11,13 +11,13 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
-use support::{TestDir, git};
+use support::git;
+use support::server::Server;
 
 const POLICY: &str = r#"
 workers = 4
@@ -98,141 +98,24 @@ fn python_repo(dir: &Path, name: &str, broken: bool) -> PathBuf {
     repo
 }
 
-/// A running `cordon serve` with its own home.
-struct Server {
-    child: Child,
-    addr: String,
-    home: PathBuf,
+/// `cordon` with the server's home.
+fn cordon(server: &Server) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_cordon"));
+    command.env("CORDON_HOME", &server.home);
+    command
 }
 
-impl Server {
-    fn start(dir: &Path) -> Server {
-        let home = dir.join("home");
-        let policy = dir.join("cordon-server.toml");
-        std::fs::write(&policy, POLICY).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_cordon"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--config"])
-            .arg(&policy)
-            .env("CORDON_HOME", &home)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("cordon serve starts");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addr = line
-            .trim()
-            .strip_prefix("cordon serve: listening on http://")
-            .unwrap_or_else(|| panic!("no ready line: {line:?}"))
-            .to_owned();
-        Server { child, addr, home }
-    }
-
-    fn cordon(&self) -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_cordon"));
-        command.env("CORDON_HOME", &self.home);
-        command
-    }
-
-    fn token(&self, project: &str, scopes: &str) -> String {
-        let out = self
-            .cordon()
-            .args(["token", "create", "--project", project, "--scope", scopes])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap().trim().to_owned()
-    }
-
-    /// One HTTP/1.1 request with a bearer token; returns (status, JSON body).
-    fn api(&self, method: &str, path: &str, token: &str, body: Option<&Value>) -> (u16, Value) {
-        let body = body.map(Value::to_string).unwrap_or_default();
-        let mut stream = TcpStream::connect(&self.addr).unwrap();
-        write!(
-            stream,
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\n\
-             Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            self.addr,
-            body.len()
-        )
-        .unwrap();
-        let mut raw = String::new();
-        stream.read_to_string(&mut raw).unwrap();
-        let (head, body) = raw.split_once("\r\n\r\n").unwrap();
-        let status = head[9..12].parse().unwrap();
-        let body = if head
-            .to_ascii_lowercase()
-            .contains("transfer-encoding: chunked")
-        {
-            dechunk(body)
-        } else {
-            body.to_owned()
-        };
-        let value = serde_json::from_str(&body)
-            .unwrap_or_else(|e| panic!("{method} {path}: {status} {e}: {body}"));
-        (status, value)
-    }
-
-    fn submit(&self, token: &str, body: Value) -> String {
-        let (status, job) = self.api("POST", "/v1/jobs", token, Some(&body));
-        assert_eq!(status, 201, "{job}");
-        job["id"].as_str().unwrap().to_owned()
-    }
-
-    /// Follows a job's live log until `stop` says so or the log ends.
-    fn follow(&self, token: &str, id: &str, mut stop: impl FnMut(&str, &Value) -> bool) {
-        let mut stream = TcpStream::connect(&self.addr).unwrap();
-        write!(
-            stream,
-            "GET /v1/jobs/{id}/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\
-             Connection: close\r\n\r\n"
-        )
-        .unwrap();
-        let mut name = String::new();
-        for line in BufReader::new(stream).lines() {
-            let Ok(line) = line else { break };
-            if let Some(v) = line.strip_prefix("event: ") {
-                name = v.trim().to_owned();
-            } else if let Some(v) = line.strip_prefix("data: ") {
-                let data: Value = serde_json::from_str(v).unwrap();
-                if stop(&name, &data) || name == "end" {
-                    return;
-                }
-            }
-        }
-    }
-
-    /// Waits for a job's end; returns its document.
-    fn finish(&self, token: &str, id: &str) -> Value {
-        self.follow(token, id, |_, _| false);
-        self.api("GET", &format!("/v1/jobs/{id}"), token, None).1
-    }
+/// Submits a job; returns its id.
+fn submit(server: &Server, token: &str, body: Value) -> String {
+    let (status, job) = server.submit(token, &body);
+    assert_eq!(status, 201, "{job}");
+    job["id"].as_str().unwrap().to_owned()
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn dechunk(mut body: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = body.split_once("\r\n") {
-        let size = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-        if size == 0 || rest.len() < size {
-            break;
-        }
-        out.push_str(&rest[..size]);
-        body = rest[size..].trim_start_matches("\r\n");
-    }
-    out
+/// Waits for a job's end; returns its document.
+fn finish(server: &Server, token: &str, id: &str) -> Value {
+    server.events(token, id, None);
+    server.job(token, id)
 }
 
 /// The playwright-core package directory: `CORDON_TEST_PLAYWRIGHT`, else the one
@@ -272,8 +155,7 @@ fn node_available() -> bool {
 /// A review session of `repo` with one finished round and one item waiting.
 fn session_with_a_round(server: &Server, repo: &Path) -> String {
     let run = |args: &[&str]| {
-        let out = server
-            .cordon()
+        let out = cordon(server)
             .current_dir(repo)
             .args(args)
             .output()
@@ -288,8 +170,7 @@ fn session_with_a_round(server: &Server, repo: &Path) -> String {
     let record: Value = serde_json::from_str(&run(&["session", "create", "--json"])).unwrap();
     let id = record["id"].as_str().unwrap().to_owned();
     run(&["session", "poke", &id, "--comment", "please rename add"]);
-    let mut watcher = server
-        .cordon()
+    let mut watcher = cordon(server)
         .current_dir(repo)
         .args([
             "session", "watch", &id, "--source", "true", "--fixer", "true",
@@ -342,8 +223,8 @@ fn dashboard_in_a_real_browser_shows_jobs_failures_live_logs_and_sessions() {
     if !support::sandbox_available() {
         return;
     }
-    let dir = TestDir::new();
-    let server = Server::start(dir.path());
+    let server = Server::start(POLICY);
+    let dir = std::sync::Arc::clone(&server.dir);
     let web = server.token("web", "submit,read");
     let read_only = server.token("web", "read");
     let other = server.token("other", "submit,read");
@@ -354,32 +235,37 @@ fn dashboard_in_a_real_browser_shows_jobs_failures_live_logs_and_sessions() {
     let passing = python_repo(dir.path(), "passing", false);
     let failing = python_repo(dir.path(), "failing", true);
     let clone = |repo: &Path| {
-        let id = server.submit(
+        let id = submit(
+            &server,
             &web,
             json!({"project": "web", "type": "repo.clone", "inputs": {"url": repo.display().to_string()}}),
         );
-        let job = server.finish(&web, &id);
+        let job = finish(&server, &web, &id);
         assert_eq!(job["state"], "succeeded", "{job}");
         id
     };
     let (clone_pass, clone_fail) = (clone(&passing), clone(&failing));
     let verify = |from: &str| {
-        server.submit(
+        submit(
+            &server,
             &web,
             json!({"project": "web", "type": "verify", "inputs": {"workspace": {"from_job": from}}}),
         )
     };
     let (pass, fail) = (verify(&clone_pass), verify(&clone_fail));
-    let probe = server.submit(
+    let probe = submit(
+        &server,
         &web,
         json!({"project": "web", "type": "run", "idempotency_key": PROBE,
                "inputs": {"argv": ["sh", "-c", format!("printf '%s\\n' '{PROBE}'; exit 3")]}}),
     );
-    let elsewhere = server.submit(
+    let elsewhere = submit(
+        &server,
         &other,
         json!({"project": "other", "type": "run", "inputs": {"argv": ["sh", "-c", "echo other"]}}),
     );
-    let odd = server.submit(
+    let odd = submit(
+        &server,
         &hostile,
         json!({"project": hostile_project, "type": "run", "inputs": {"argv": ["sh", "-c", "true"]}}),
     );
@@ -390,17 +276,18 @@ fn dashboard_in_a_real_browser_shows_jobs_failures_live_logs_and_sessions() {
         (&other, &elsewhere, "succeeded"),
         (&hostile, &odd, "succeeded"),
     ] {
-        let job = server.finish(token, id);
+        let job = finish(&server, token, id);
         assert_eq!(job["state"], state, "{job}");
     }
     let session = session_with_a_round(&server, &passing);
     // The long job runs until the browser cancels it (at most 10 minutes).
-    let long = server.submit(
+    let long = submit(
+        &server,
         &web,
         json!({"project": "web", "type": "run", "inputs": {"argv": ["sh", "-c",
             "i=0; while [ $i -lt 6000 ]; do i=$((i+1)); echo \"tick $i\"; sleep 0.1; done"]}}),
     );
-    server.follow(&web, &long, |event, _| event == "output");
+    server.follow(&web, &long, None, |e| e.1 != "output");
 
     let shots = if std::env::var("CORDON_UPDATE_SCREENSHOTS").is_ok_and(|v| v == "1") {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs")
@@ -409,7 +296,7 @@ fn dashboard_in_a_real_browser_shows_jobs_failures_live_logs_and_sessions() {
     };
     std::fs::create_dir_all(&shots).unwrap();
     let scene = json!({
-        "url": format!("http://{}", server.addr),
+        "url": format!("http://{}", server.url),
         "tokens": {"web": web, "read_only": read_only, "other": other, "operator": operator},
         "jobs": {"pass": pass, "fail": fail, "probe": probe, "other": elsewhere, "odd": odd,
                  "long": long, "clone_pass": clone_pass},
@@ -443,9 +330,9 @@ fn dashboard_in_a_real_browser_shows_jobs_failures_live_logs_and_sessions() {
 
     // What the browser did reached the service: the long job is cancelled, and the operator
     // token sees every project through the API as in the dashboard.
-    let job = server.finish(&web, &long);
+    let job = finish(&server, &web, &long);
     assert_eq!(job["state"], "cancelled", "{job}");
-    let (status, list) = server.api("GET", "/v1/jobs?limit=100", &operator, None);
+    let (status, list) = server.json("GET", "/v1/jobs?limit=100", &operator, &Value::Null);
     assert_eq!(status, 200, "{list}");
     let projects: std::collections::BTreeSet<&str> = list["jobs"]
         .as_array()
@@ -468,31 +355,31 @@ fn dashboard_in_a_real_browser_shows_jobs_failures_live_logs_and_sessions() {
 
 #[test]
 fn dashboard_operator_tokens_see_every_project_and_project_tokens_only_theirs() {
-    let dir = TestDir::new();
-    let server = Server::start(dir.path());
+    let server = Server::start(POLICY);
     let web = server.token("web", "submit,read");
     let other = server.token("other", "submit,read");
     let operator = server.token("*", "admin");
     // A token for every project must be an operator's.
-    let refused = server
-        .cordon()
+    let refused = cordon(&server)
         .args(["token", "create", "--project", "*", "--scope", "read"])
         .output()
         .unwrap();
     assert_eq!(refused.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&refused.stderr).contains("admin scope"));
     let cancelled = |token: &str, project: &str| {
-        let id = server.submit(
+        let id = submit(
+            &server,
             token,
             json!({"project": project, "type": "run", "inputs": {"argv": ["sh", "-c", "sleep 30"]}}),
         );
-        let (status, _) = server.api("POST", &format!("/v1/jobs/{id}/cancel"), &operator, None);
+        let path = format!("/v1/jobs/{id}/cancel");
+        let (status, _) = server.json("POST", &path, &operator, &Value::Null);
         assert_eq!(status, 200, "the operator may cancel any project's job");
-        server.finish(token, &id);
+        finish(&server, token, &id);
         id
     };
     let (in_web, in_other) = (cancelled(&web, "web"), cancelled(&other, "other"));
-    let (_, all) = server.api("GET", "/v1/jobs", &operator, None);
+    let (_, all) = server.json("GET", "/v1/jobs", &operator, &Value::Null);
     let ids: Vec<&str> = all["jobs"]
         .as_array()
         .unwrap()
@@ -500,23 +387,26 @@ fn dashboard_operator_tokens_see_every_project_and_project_tokens_only_theirs() 
         .map(|j| j["id"].as_str().unwrap())
         .collect();
     assert_eq!(ids, [in_other.as_str(), in_web.as_str()], "newest first");
-    let (_, only) = server.api("GET", "/v1/jobs?project=web", &operator, None);
+    let (_, only) = server.json("GET", "/v1/jobs?project=web", &operator, &Value::Null);
     assert_eq!(only["jobs"][0]["id"], in_web.as_str());
     assert_eq!(only["jobs"].as_array().unwrap().len(), 1);
-    let (status, job) = server.api("GET", &format!("/v1/jobs/{in_other}"), &operator, None);
+    let (status, job) = server.json(
+        "GET",
+        &format!("/v1/jobs/{in_other}"),
+        &operator,
+        &Value::Null,
+    );
     assert_eq!((status, job["project"].as_str()), (200, Some("other")));
     // A project token still sees its project only.
-    let (status, _) = server.api("GET", &format!("/v1/jobs/{in_other}"), &web, None);
+    let (status, _) = server.json("GET", &format!("/v1/jobs/{in_other}"), &web, &Value::Null);
     assert_eq!(status, 404);
-    let (_, mine) = server.api("GET", "/v1/jobs", &web, None);
+    let (_, mine) = server.json("GET", "/v1/jobs", &web, &Value::Null);
     assert_eq!(mine["jobs"].as_array().unwrap().len(), 1);
     // An operator token submits for no project.
     for project in ["web", "*"] {
-        let (status, answer) = server.api(
-            "POST",
-            "/v1/jobs",
+        let (status, answer) = server.submit(
             &operator,
-            Some(&json!({"project": project, "type": "run", "inputs": {"argv": ["true"]}})),
+            &json!({"project": project, "type": "run", "inputs": {"argv": ["true"]}}),
         );
         assert!(
             status == 400 || status == 403,

@@ -25,16 +25,17 @@ pub(crate) enum Outcome {
 }
 
 impl Outcome {
-    /// Reads the job's result.
+    /// Reads the job's result, by its `schema` (a verify's report; the run result of a `run`
+    /// or a `session.exec`).
     pub(crate) fn of(job: &JobRow) -> Outcome {
         let Some(result) = job.result.clone() else {
             return Outcome::Other;
         };
-        match job.job_type.as_str() {
-            "verify" => serde_json::from_value(result)
+        match result.get("schema").and_then(|s| s.as_str()) {
+            Some("cordon.run-report/v1") => serde_json::from_value(result)
                 .map(|r| Outcome::Report(Box::new(r)))
                 .unwrap_or(Outcome::Other),
-            "run" => serde_json::from_value(result)
+            Some("cordon.run-result/v1") => serde_json::from_value(result)
                 .map(|r| Outcome::Run(Box::new(r)))
                 .unwrap_or(Outcome::Other),
             _ => Outcome::Other,
@@ -92,6 +93,9 @@ fn facts(job: &JobRow, outcome: &Outcome) -> Markup {
     let workspace = input(job, "workspace")
         .and_then(|w| w.get("from_job"))
         .and_then(|w| w.as_str());
+    let session = input(job, "session")
+        .and_then(|w| w.get("from_job"))
+        .and_then(|w| w.as_str());
     let ran_for = job.started_at_ms.map(|started| {
         let end = if job.state == JobState::Running {
             now_ms()
@@ -116,12 +120,23 @@ fn facts(job: &JobRow, outcome: &Outcome) -> Markup {
             @if let Some(from) = workspace {
                 (fact("Workspace of", html! { a href={ "/jobs/" (from) } { code { (from) } } }))
             }
-            @if let Some(url) = input_str(job, "url") { (fact("Repository", html! { code { (url) } })) }
+            @if let Some(from) = session {
+                (fact("Session of", html! { a href={ "/jobs/" (from) } { code { (from) } } }))
+            }
+            @if let Some(url) = input_str(job, "url").or(input_str(job, "repo")) {
+                (fact("Repository", html! { code { (url) } }))
+            }
             @if let Some(rev) = input_str(job, "ref") { (fact("Ref", html! { code { (rev) } })) }
             @if let Some(patch) = input_str(job, "patch") {
                 (fact("Patch", html! { (patch.lines().count()) " lines, " (patch.len()) " bytes" }))
             }
             @if let Some(stages) = words(input(job, "stages")) { (fact("Stages asked", html! { (stages) })) }
+            @if let Some(categories) = words(input(job, "categories")) {
+                (fact("Categories asked", html! { (categories) }))
+            }
+            @if input(job, "read_only").and_then(|v| v.as_bool()) == Some(true) {
+                (fact("Access", html! { "read-only" }))
+            }
             @if let Some(names) = words(input(job, "secrets")) { (fact("Secrets", html! { (names) })) }
             @if let Some(key) = &job.idempotency_key { (fact("Idempotency key", html! { code { (key) } })) }
             @match outcome {

@@ -254,7 +254,7 @@ fn filters(viewer: &Viewer, query: &JobsQuery, projects: &[String]) -> Markup {
                 label for="f-type" { "Type" }
                 select #f-type name="type" {
                     option value="" { "any" }
-                    @for t in [JobType::Run, JobType::Verify, JobType::RepoClone, JobType::RepoApplyPatch] {
+                    @for t in JobType::ALL {
                         option value=(t.as_str()) selected[selected(&query.job_type, t.as_str())] {
                             (t.as_str())
                         }
