@@ -67,7 +67,6 @@
     const MAX_CHARS = 2000000;
     let follow = true;
     let chars = 0;
-    let pending = null;
 
     const atEnd = () => log.scrollHeight - log.scrollTop - log.clientHeight < 8;
     log.addEventListener('scroll', () => {
@@ -81,12 +80,28 @@
       log.focus();
     });
 
+    // One fetch at a time, a quarter second after the first change; a change seen while a
+    // fetch runs fetches again after it (so the last state is never missed).
+    let timer = null;
+    let fetching = false;
+    let again = false;
     const refresh = () => {
-      if (!live || pending) return;
-      pending = setTimeout(async () => {
+      if (!live) return;
+      if (fetching) {
+        again = true;
+        return;
+      }
+      if (timer) return;
+      timer = setTimeout(async () => {
+        timer = null;
+        fetching = true;
         const html = await fragment(summary.dataset.summary);
-        pending = null;
+        fetching = false;
         if (html !== null) swap(summary, html);
+        if (again) {
+          again = false;
+          refresh();
+        }
       }, 250);
     };
 
@@ -94,6 +109,8 @@
     status.textContent = 'connecting…';
     source.addEventListener('open', () => { status.textContent = live ? 'live' : 'replaying'; });
     source.addEventListener('output', (event) => {
+      // Where the reader is now (a scroll may not have reached its event yet).
+      const stick = follow && atEnd();
       const data = JSON.parse(event.data);
       const piece = document.createElement('span');
       if (data.stream === 'stderr') piece.className = 'stderr';
@@ -104,7 +121,7 @@
         chars -= log.firstChild.textContent.length;
         log.removeChild(log.firstChild);
       }
-      if (follow) log.scrollTop = log.scrollHeight;
+      if (stick) log.scrollTop = log.scrollHeight;
     });
     source.addEventListener('stage', refresh);
     source.addEventListener('state', refresh);
