@@ -99,6 +99,19 @@ pub enum GitContext {
     },
 }
 
+/// A program git is started through, which then executes `git` with the same arguments and
+/// environment: cordon's sandbox helper, which first mounts an overlay workspace's layers
+/// over its tree in a private namespace (the host never mounts it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Launcher {
+    /// The program started instead of git.
+    pub program: PathBuf,
+    /// Its arguments before `git`.
+    pub args: Vec<OsString>,
+    /// Variables it needs (added after the inherited `GIT_*` ones are removed).
+    pub env: Vec<(OsString, OsString)>,
+}
+
 /// One git invocation, hardened. Build with [`GitCommand::new`], then run.
 #[derive(Debug, Clone)]
 pub struct GitCommand {
@@ -107,6 +120,7 @@ pub struct GitCommand {
     config: Vec<(String, String)>,
     env: Vec<(String, OsString)>,
     read_only: bool,
+    launcher: Option<Launcher>,
 }
 
 /// The captured result of a successful git invocation.
@@ -131,7 +145,14 @@ impl GitCommand {
             config: Vec::new(),
             env: Vec::new(),
             read_only: false,
+            launcher: None,
         }
+    }
+
+    /// Starts git through `launcher` (see [`Launcher`]).
+    pub fn launcher(mut self, launcher: Option<&Launcher>) -> Self {
+        self.launcher = launcher.cloned();
+        self
     }
 
     /// Appends one argument.
@@ -193,7 +214,15 @@ impl GitCommand {
     }
 
     fn build(&self) -> Command {
-        let mut cmd = Command::new("git");
+        let mut cmd = match &self.launcher {
+            Some(launcher) => {
+                let mut cmd = Command::new(&launcher.program);
+                cmd.args(&launcher.args).arg("git");
+                cmd.envs(launcher.env.iter().map(|(k, v)| (k, v)));
+                cmd
+            }
+            None => Command::new("git"),
+        };
         for (key, _) in std::env::vars_os() {
             if key.as_encoded_bytes().starts_with(b"GIT_") {
                 cmd.env_remove(&key);

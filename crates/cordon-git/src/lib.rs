@@ -39,6 +39,7 @@ mod bundle;
 mod changes;
 mod command;
 mod error;
+mod layers;
 mod neutralize;
 mod patch;
 mod repo;
@@ -47,8 +48,9 @@ mod worktree;
 
 pub use bundle::{BundleHeader, check_branch_name};
 pub use changes::{ChangeStatus, ChangedFile, RepoPath};
-pub use command::{GitCommand, GitContext, GitOutput, HARDENING_CONFIG, HARDENING_ENV};
+pub use command::{GitCommand, GitContext, GitOutput, HARDENING_CONFIG, HARDENING_ENV, Launcher};
 pub use error::{GitError, GitErrorKind};
+pub use layers::{Entry, EntryKind, Layers};
 pub use patch::{MAX_PATCH_BYTES, RefusalReason};
 pub use repo::{CommitId, Repo, WorktreeEntry};
 pub use sanitize::{packed_refs_without_stash, sanitized_config, without_userinfo};

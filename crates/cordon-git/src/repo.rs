@@ -114,6 +114,39 @@ impl Repo {
         })
     }
 
+    /// Opens the repository containing `path` and resolves `rev` in it, with one git process
+    /// where it can (a checkout's repository; else as [`Repo::open`] then
+    /// [`Repo::resolve_commit`], whose errors it returns).
+    pub fn open_at(path: &Path, rev: &str) -> Result<(Repo, CommitId), GitError> {
+        if let Ok(dir) = std::fs::canonicalize(path) {
+            let cmd = GitCommand::new(
+                &GitContext::Discover { dir },
+                [
+                    "rev-parse",
+                    "--path-format=absolute",
+                    "--git-common-dir",
+                    "--is-bare-repository",
+                    "--show-toplevel",
+                    "--end-of-options",
+                ],
+            )
+            .arg(format!("{rev}^{{commit}}"))
+            .read_only();
+            if let Ok(out) = cmd.run()
+                && let Ok(text) = String::from_utf8(out.stdout)
+                && let [common_dir, "false", toplevel, commit] =
+                    text.lines().collect::<Vec<_>>()[..]
+                && let Some(commit) = CommitId::parse(commit)
+            {
+                let repo = Repo::from_parts(common_dir.into(), Some(toplevel.into()));
+                return Ok((repo, commit));
+            }
+        }
+        let repo = Repo::open(path)?;
+        let commit = repo.resolve_commit(rev)?;
+        Ok((repo, commit))
+    }
+
     /// A repository from its common git directory (as stored in a workspace record).
     pub fn from_common_dir(common_dir: PathBuf) -> Repo {
         Repo {
@@ -206,6 +239,40 @@ impl Repo {
             }) => Ok(None),
             Err(e) => Err(e),
         }
+    }
+
+    /// Writes the files of `commit` into the empty directory `tree` and their index (with the
+    /// stat data of the files just written) to `index`, without any worktree, branch or `HEAD`
+    /// of the repository's changing: the read-only base of overlay workspaces. Every driver
+    /// configured in the repository is blanked (no filter runs), and the index is refreshed
+    /// once the clock has moved past the files' times, so no entry is "racily clean" (which
+    /// would make every later `git status` re-read those files).
+    pub fn checkout_tree(
+        &self,
+        commit: &CommitId,
+        tree: &Path,
+        index: &Path,
+    ) -> Result<(), GitError> {
+        let context = GitContext::WorkTree {
+            git_dir: self.common_dir.clone(),
+            work_tree: tree.to_owned(),
+        };
+        GitCommand::new(&context, ["read-tree", "--reset", "-u"])
+            .arg(commit.as_str())
+            .index_file(index)
+            .neutralize_drivers()?
+            .run()?;
+        let newest = newest_mtime(tree);
+        while std::time::SystemTime::now() <= newest {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        // The coarse clock that stamps files may lag the fine one a tick.
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        GitCommand::new(&context, ["update-index", "-q", "--refresh"])
+            .index_file(index)
+            .neutralize_drivers()?
+            .run()
+            .map(drop)
     }
 
     /// Adds a detached worktree at `path` (which must not exist) with the content of `commit`:
@@ -318,6 +385,26 @@ impl Repo {
             GitError::new(&cmd.display_args(), GitErrorKind::UnexpectedOutput(detail))
         })
     }
+}
+
+/// The latest modification time under `dir` (symlinks not followed).
+fn newest_mtime(dir: &Path) -> std::time::SystemTime {
+    let mut newest = std::time::SystemTime::UNIX_EPOCH;
+    let mut stack = vec![dir.to_owned()];
+    while let Some(path) = stack.pop() {
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if let Ok(t) = meta.modified() {
+            newest = newest.max(t);
+        }
+        if meta.is_dir()
+            && let Ok(entries) = std::fs::read_dir(&path)
+        {
+            stack.extend(entries.flatten().map(|e| e.path()));
+        }
+    }
+    newest
 }
 
 /// The forms in which git may have recorded `path/.git`: absolute as given, and with the

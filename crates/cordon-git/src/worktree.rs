@@ -5,8 +5,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::changes::{ChangedFile, RepoPath, parse_raw};
-use crate::command::{GitCommand, GitContext, split_nul};
+use crate::command::{GitCommand, GitContext, Launcher, split_nul};
 use crate::error::{GitError, GitErrorKind};
+use crate::layers::Layers;
 use crate::repo::CommitId;
 
 /// A linked worktree: its directory and its git directory (`<common>/worktrees/<name>`).
@@ -15,10 +16,16 @@ use crate::repo::CommitId;
 /// (which code running in the worktree can rewrite) is read once, right after creation, and
 /// never again.
 #[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// An overlay workspace is a worktree too: its files are its layers' merged view, seen by git
+/// through a [`Launcher`] that mounts them over `path` in a private namespace, and read
+/// directly from the layers ([`Layers`]) where cordon checks paths itself.
 pub struct Worktree {
     common_dir: PathBuf,
     git_dir: PathBuf,
     path: PathBuf,
+    launcher: Option<Launcher>,
+    layers: Option<Layers>,
 }
 
 /// What differs between a base commit and a worktree.
@@ -40,7 +47,33 @@ impl Worktree {
             common_dir,
             git_dir,
             path,
+            launcher: None,
+            layers: None,
         }
+    }
+
+    /// The same worktree whose files are the merged view of `layers`, which git reaches
+    /// through `launcher` (see [`Launcher`]).
+    pub fn with_layers(mut self, layers: Layers, launcher: Launcher) -> Worktree {
+        self.layers = Some(layers);
+        self.launcher = Some(launcher);
+        self
+    }
+
+    /// The worktree's files as cordon reads them itself: its layers, or its directory.
+    pub fn tree(&self) -> Layers {
+        self.layers
+            .clone()
+            .unwrap_or_else(|| Layers::dir(self.path.clone()))
+    }
+
+    /// A git command that reads or writes the worktree's files.
+    pub(crate) fn on_files<I, S>(&self, args: I) -> GitCommand
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<std::ffi::OsStr>,
+    {
+        GitCommand::new(&self.context(), args).launcher(self.launcher.as_ref())
     }
 
     /// Reads the `.git` file of a worktree that was just created.
@@ -68,6 +101,8 @@ impl Worktree {
             common_dir,
             git_dir: path.join(git_dir),
             path: path.to_owned(),
+            launcher: None,
+            layers: None,
         })
     }
 
@@ -127,7 +162,7 @@ impl Worktree {
             })?;
         }
         let staged = |args: &[&str]| {
-            GitCommand::new(&self.context(), args)
+            self.on_files(args)
                 .index_file(&scratch.index)
                 .env("GIT_OBJECT_DIRECTORY", scratch.objects.as_os_str())
                 .env(
@@ -137,14 +172,12 @@ impl Worktree {
         };
         // Nested repositories (git lists them as `dir/`) would be added as gitlinks, or fail
         // the whole `add` when they have no commit: they are excluded and reported.
-        let untracked = GitCommand::new(
-            &self.context(),
-            ["ls-files", "--others", "--exclude-standard", "-z"],
-        )
-        .read_only()
-        .index_file(&scratch.index)
-        .neutralize_drivers()?
-        .run()?;
+        let untracked = self
+            .on_files(["ls-files", "--others", "--exclude-standard", "-z"])
+            .read_only()
+            .index_file(&scratch.index)
+            .neutralize_drivers()?
+            .run()?;
         let nested_repositories: Vec<RepoPath> = split_nul(&untracked.stdout)
             .filter_map(|p| p.strip_suffix(b"/"))
             .map(|p| RepoPath::from_bytes(p.to_vec()))

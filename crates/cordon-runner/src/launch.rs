@@ -66,6 +66,8 @@ pub struct PreparedRun {
     disk: Option<(PathBuf, u64)>,
     /// The network proxy's settings, when the network is an allowlist.
     proxy: Option<ProxySettings>,
+    /// The working directory to report when it is not the one the helper started in.
+    shown_cwd: Option<String>,
 }
 
 impl std::fmt::Debug for PreparedRun {
@@ -87,7 +89,18 @@ pub fn run(request: &RunRequest, hooks: Hooks<'_>) -> Result<Ran, RunError> {
 /// runs or is recorded.
 pub fn prepare(request: &RunRequest) -> Result<PreparedRun, RunError> {
     let (program, rest) = request.argv.split_first().ok_or(RunErrorKind::NoProgram)?;
-    if !request.cwd.is_dir() {
+    // An overlay workspace's tree exists only inside the sandbox: its working directory is
+    // checked there (the helper refuses to start in one that is not a directory).
+    let overlay = request.workspace.as_ref().filter(|ws| ws.overlay.is_some());
+    if let Some(ws) = overlay {
+        if ws.inside(&request.cwd).is_none() {
+            return Err(RunErrorKind::OutsideWorkspace {
+                cwd: request.cwd.clone(),
+                workspace: ws.root.clone(),
+            }
+            .into());
+        }
+    } else if !request.cwd.is_dir() {
         return Err(RunErrorKind::BadCwd(request.cwd.clone()).into());
     }
     let cwd = resolved(&request.cwd);
@@ -163,6 +176,9 @@ pub fn prepare(request: &RunRequest) -> Result<PreparedRun, RunError> {
             }
             let mut policy =
                 sandbox_policy(options, &request.cwd, request.workspace.as_ref(), home, env);
+            if let Some(ws) = overlay {
+                overlay_policy(&mut policy, ws, &request.cwd);
+            }
             scrubbed = scrub_git_data(&mut policy, request.workspace.as_ref())?;
             let prepared = cordon_sandbox::prepare(&policy, program, rest)?;
             let mut spec = RunSpec::new(&prepared.program, &prepared.args);
@@ -178,19 +194,27 @@ pub fn prepare(request: &RunRequest) -> Result<PreparedRun, RunError> {
         }
     };
     spec.display_command = Some(shown_command.clone());
+    // The helper starts in a host directory; an overlay's subdirectories exist only inside.
+    let spawn_cwd = overlay.map_or(&request.cwd, |ws| &ws.root);
     spec = spec
         .timeout(request.bounds.timeout)
         .grace(request.bounds.grace)
         .output_limit(request.bounds.output_limit)
-        .cwd(&request.cwd);
+        .cwd(spawn_cwd);
     spec.leak_window = request.bounds.leak_window;
     spec.stdin = request.stdin;
     spec.exclusive_children = request.exclusive_children;
-    let disk_root = request
-        .workspace
-        .as_ref()
-        .map_or_else(|| request.cwd.clone(), |ws| ws.root.clone());
+    // An overlay's own disk use is its upper layer: what the program wrote.
+    let disk_root = match &request.workspace {
+        Some(WorkspaceMount {
+            overlay: Some(layers),
+            ..
+        }) => layers.layer.join("upper"),
+        Some(ws) => ws.root.clone(),
+        None => request.cwd.clone(),
+    };
     Ok(PreparedRun {
+        shown_cwd: overlay.map(|_| request.cwd.display().to_string()),
         proxy,
         _scrubbed: scrubbed,
         disk: request.bounds.disk.map(|limit| (disk_root, limit)),
@@ -286,6 +310,9 @@ impl PreparedRun {
         // Reasons quote the program name, paths, set-up errors: redacted like everything else.
         if let Some(failure) = &mut result.failure {
             failure.reason = self.redact_bytes(&failure.reason);
+        }
+        if let Some(cwd) = &self.shown_cwd {
+            result.cwd = cwd.clone();
         }
         result.cwd = self.redact_bytes(&result.cwd);
         result.run_id = transcript.map(|t| t.recorder.id().to_owned());
@@ -444,6 +471,52 @@ fn sandbox_policy(
         }
     }
     policy
+}
+
+/// Shows an overlay workspace: its tree mounted from its layers at
+/// [`cordon_sandbox::SANDBOX_WORKSPACE`] (writable through its private layer, or read-only),
+/// its build caches over directories of it, its `.git` file and git directory read-only, and
+/// everything under the tree's host directory translated to the inside.
+fn overlay_policy(policy: &mut SandboxPolicy, ws: &WorkspaceMount, cwd: &Path) {
+    let Some(layers) = &ws.overlay else { return };
+    let inside = PathBuf::from(cordon_sandbox::SANDBOX_WORKSPACE);
+    if let Some(workdir) = ws.inside(cwd) {
+        policy.workdir = workdir;
+    }
+    policy.writable_within = Some(inside.clone());
+    // The tree's own (empty) host directory and binds under it are replaced by the tree.
+    policy.binds.retain(|b| !b.path.starts_with(&ws.root));
+    let (lowers, layer) = if ws.read_only {
+        let mut lowers = vec![layers.layer.join("upper")];
+        lowers.extend(layers.lowers.iter().cloned());
+        (lowers, None)
+    } else {
+        (layers.lowers.clone(), Some(layers.layer.clone()))
+    };
+    policy.trees.push(cordon_sandbox::LayeredTree {
+        at: inside.clone(),
+        lowers,
+        layer,
+    });
+    for cache in &layers.caches {
+        policy.trees.push(cordon_sandbox::LayeredTree {
+            at: inside.join(&cache.dir),
+            lowers: cache.lowers.clone(),
+            layer: if ws.read_only {
+                None
+            } else {
+                cache.layer.clone()
+            },
+        });
+    }
+    policy.binds.push(Bind {
+        path: layers.git_dir.clone(),
+        access: Access::ReadOnly,
+    });
+    policy.replacements.push(Replacement {
+        path: inside.join(".git"),
+        with: layers.dot_git.clone(),
+    });
 }
 
 /// Creates `dir` (and its parents) with mode 0700 when missing; failures are left to the

@@ -45,4 +45,6 @@ pub use error::{RunError, RunErrorClass, RunErrorKind};
 pub use launch::{Hooks, PreparedRun, Ran, TranscriptTarget, prepare, run};
 pub use record::{RecordError, Recorder, TranscriptStats, transcript_notes};
 pub use redaction::{RedactRules, build_redactor};
-pub use request::{Bounds, Isolation, RunRequest, SandboxOptions, WorkspaceMount};
+pub use request::{
+    Bounds, Isolation, OverlayMount, RunRequest, SandboxOptions, TreeCache, WorkspaceMount,
+};

@@ -1,7 +1,7 @@
 //! What a caller asks for: the program, where, within which bounds, with which isolation.
 
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use cordon_exec::StdinMode;
@@ -78,6 +78,55 @@ pub struct WorkspaceMount {
     pub git_common_dir: Option<PathBuf>,
     /// The whole tree read-only, enforced by the kernel (a session's reviewer).
     pub read_only: bool,
+    /// An overlay workspace's layers: the tree is then mounted from them, inside the sandbox
+    /// only, at [`cordon_sandbox::SANDBOX_WORKSPACE`] (`root` is its empty host directory;
+    /// paths under it, such as the working directory, are translated).
+    pub overlay: Option<OverlayMount>,
+}
+
+/// The layers of an overlay workspace (see [`WorkspaceMount::overlay`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OverlayMount {
+    /// The read-only layers, topmost first (the commit's base tree).
+    pub lowers: Vec<PathBuf>,
+    /// cordon's directory holding the writable layer (`upper/`, `work/`).
+    pub layer: PathBuf,
+    /// The workspace's git directory (`HEAD`, `commondir`, `index`), shown read-only.
+    pub git_dir: PathBuf,
+    /// The `.git` file shown, read-only, at the top of the tree.
+    pub dot_git: PathBuf,
+    /// Copy-on-write trees over directories of the workspace (build caches).
+    pub caches: Vec<TreeCache>,
+}
+
+/// A build cache over a directory of an overlay workspace (`target/`, `node_modules/`): its
+/// trusted layers read-only underneath, and a private layer taking the program's writes
+/// (`None`: read-only).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TreeCache {
+    /// The directory, relative to the workspace's top (or absolute inside the sandbox, such
+    /// as a cache in the sandbox's home).
+    pub dir: PathBuf,
+    /// The trusted layers, topmost first (read-only; never written).
+    pub lowers: Vec<PathBuf>,
+    /// cordon's private directory taking the writes (`upper/`, `work/`).
+    pub layer: Option<PathBuf>,
+}
+
+impl WorkspaceMount {
+    /// Where a host path under the workspace's tree is inside the sandbox.
+    pub fn inside(&self, host: &Path) -> Option<PathBuf> {
+        match &self.overlay {
+            None => Some(host.to_owned()),
+            Some(_) => {
+                let rel = host.strip_prefix(&self.root).ok()?;
+                let plain = rel
+                    .components()
+                    .all(|c| matches!(c, std::path::Component::Normal(_)));
+                plain.then(|| Path::new(cordon_sandbox::SANDBOX_WORKSPACE).join(rel))
+            }
+        }
+    }
 }
 
 /// The kernel sandbox, or bounds only.

@@ -8,7 +8,13 @@ use crate::{outer, sys};
 /// [`crate::INIT_ARG`], before any thread exists (it creates a user namespace, which a
 /// multi-threaded process cannot). Writes one [`ChildReport`] to [`CHILD_REPORT_FD`] and
 /// exits 0; a set-up failure becomes `setup_error` and the program does not run.
+///
+/// With [`crate::OVERLAY_EXEC_ENV`] set instead of a plan, it mounts a copy-on-write tree in
+/// a private namespace and executes the program there (see [`crate::OverlayExec`]).
 pub fn init_main() -> ! {
+    if let Some(plan) = std::env::var_os(crate::overlay_exec::OVERLAY_EXEC_ENV) {
+        crate::overlay_exec::run(&plan)
+    }
     let report = match outer::run() {
         Ok(report) => report,
         Err(e) => ChildReport {
@@ -21,4 +27,27 @@ pub fn init_main() -> ! {
     sys::write_all(CHILD_REPORT_FD, &text);
     sys::close(CHILD_REPORT_FD);
     sys::exit_now(0)
+}
+
+static HAS_ENTRY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Call first thing in `main`, before any thread starts: when this process was started as the
+/// helper (`argv[1]` is [`crate::INIT_ARG`]) it runs [`init_main`] and never returns;
+/// otherwise it records that this executable contains the helper's entry point, so that
+/// cordon may start it as its own helper ([`has_helper_entry`]).
+pub fn dispatch_helper() {
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == crate::INIT_ARG)
+    {
+        init_main();
+    }
+    HAS_ENTRY.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether this executable's `main` called [`dispatch_helper`]: whether it can be started as
+/// the helper. (An executable that does not, such as a library's test binary, would take the
+/// helper's arguments for its own.)
+pub fn has_helper_entry() -> bool {
+    HAS_ENTRY.load(std::sync::atomic::Ordering::Relaxed)
 }

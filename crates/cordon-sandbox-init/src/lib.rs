@@ -18,6 +18,11 @@
 //! - **the program's process**: rlimits, `no_new_privs`, no capabilities, Landlock, the
 //!   seccomp filter ([`SyscallFilter`]), then `execve`.
 //!
+//! With [`OVERLAY_EXEC_ENV`] instead of a plan, the helper does something much smaller for
+//! cordon's host-side work on an overlay workspace: it mounts the workspace's layers in a
+//! private user and mount namespace and executes the program (cordon's hardened git) there
+//! ([`OverlayExec`]).
+//!
 //! The crate also holds the host probes that need raw system calls ([`probe`]), as safe
 //! functions, so the policy side forbids `unsafe` altogether.
 //!
@@ -43,6 +48,7 @@ mod landlock;
 mod leftovers;
 mod mounts;
 mod outer;
+mod overlay_exec;
 mod pid;
 mod pid1;
 mod pinned;
@@ -53,11 +59,12 @@ mod seccomp;
 mod status;
 mod sys;
 
-pub use entry::init_main;
+pub use entry::{dispatch_helper, has_helper_entry, init_main};
 pub use error::{SeccompError, SetupError};
+pub use overlay_exec::{OVERLAY_EXEC_ENV, OverlayExec};
 pub use pid::{ProcessGroup, ProcessId};
 pub use plan::{
     BUILD_ENV, CgroupPlan, FALLBACK_ENV, FileIdentity, HELPER_BUILD, HELPER_ENV, INIT_ARG,
-    InitPlan, LandlockPlan, MountOp, PLAN_ENV, Rlimit, RlimitResource,
+    InitPlan, LandlockPlan, MountOp, PLAN_ENV, PinnedPath, Rlimit, RlimitResource, UpperLayer,
 };
 pub use seccomp::SyscallFilter;

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::Setup;
 use crate::pinned;
-use crate::plan::MountOp;
+use crate::plan::{MountOp, PinnedPath, UpperLayer};
 use crate::sys::{self, ATTR_NODEV, ATTR_NOEXEC, ATTR_NOSUID, ATTR_RDONLY};
 
 /// Where the host root is reachable while the new root is built.
@@ -138,6 +138,7 @@ fn apply(op: &MountOp) -> Setup<()> {
             pinned::set_attributes(&tree, ro | ATTR_NOSUID | ATTR_NODEV, false)?;
             pinned::attach(&tree, &target, dst)
         }
+        MountOp::Layers { dst, lowers, upper } => layers(dst, lowers, upper.as_ref()),
         MountOp::Tmpfs {
             dst,
             mode,
@@ -187,6 +188,38 @@ fn apply(op: &MountOp) -> Setup<()> {
         MountOp::Dev { shm_size_bytes } => dev(*shm_size_bytes),
         MountOp::Proc => proc(),
     }
+}
+
+/// A copy-on-write tree; fails closed (no weaker fallback).
+fn layers(dst: &Path, lowers: &[PinnedPath], upper: Option<&UpperLayer>) -> Setup<()> {
+    let mut paths = Vec::with_capacity(lowers.len());
+    for lower in lowers {
+        let fd = pinned::open(&host(&lower.path))?;
+        if pinned::identity(&fd)? != lower.identity {
+            return Err(format!(
+                "{} changed while the sandbox was being set up: refused",
+                lower.path.display()
+            )
+            .into());
+        }
+        paths.push(host(&lower.path));
+    }
+    let target = pinned::mkdir_p(dst, 0o755)?;
+    let tree = match (upper, paths.as_slice()) {
+        // One read-only layer needs no overlay (overlayfs wants two without an upper).
+        (None, [only]) => pinned::clone_tree(&pinned::open(only)?, false)?,
+        (upper, _) => {
+            let upper = upper.map(|u| (host(&u.upper), host(&u.work)));
+            pinned::layered(
+                &paths,
+                upper.as_ref().map(|(u, w)| (u.as_path(), w.as_path())),
+            )
+            .map_err(|e| format!("{e} (a copy-on-write tree at {})", dst.display()))?
+        }
+    };
+    let ro = if upper.is_some() { 0 } else { ATTR_RDONLY };
+    pinned::set_attributes(&tree, ro | ATTR_NOSUID | ATTR_NODEV, false)?;
+    pinned::attach(&tree, &target, dst)
 }
 
 fn dev(shm_size_bytes: Option<u64>) -> Setup<()> {

@@ -188,6 +188,47 @@ pub fn overlay(lower: &Path, upper: &Path, work: &Path, writable: bool) -> Setup
         .map_err(|e| err("fsmount", e).into())
 }
 
+/// A new, detached overlay of `lowers` (topmost first) and, when given, an `(upper, work)`
+/// pair taking the writes; read-only without it. Paths are absolute paths as the helper
+/// sees them.
+pub fn layered(lowers: &[std::path::PathBuf], upper: Option<(&Path, &Path)>) -> Setup<OwnedFd> {
+    let err =
+        |what: &str, e: rustix::io::Errno| format!("overlay {what}: {}", std::io::Error::from(e));
+    let all = lowers
+        .iter()
+        .map(|p| p.as_path())
+        .chain(upper.into_iter().flat_map(|(u, w)| [u, w]));
+    for path in all {
+        // `:` separates layers and `\` escapes in `lowerdir`: such paths are refused.
+        let bytes = path.as_os_str().as_encoded_bytes();
+        if bytes.contains(&b':') || bytes.contains(&b'\\') {
+            return Err(format!("overlay: {} contains ':' or '\\'", path.display()).into());
+        }
+    }
+    if lowers.is_empty() || (upper.is_none() && lowers.len() < 2) {
+        return Err("overlay: too few layers".into());
+    }
+    let fs = fsopen("overlay", FsOpenFlags::FSOPEN_CLOEXEC).map_err(|e| err("fsopen", e))?;
+    // Unprivileged overlays keep their whiteouts' and opaque directories' marks in `user.`
+    // extended attributes.
+    rustix::mount::fsconfig_set_flag(&fs, "userxattr").map_err(|e| err("userxattr", e))?;
+    let mut joined = std::ffi::OsString::new();
+    for (i, lower) in lowers.iter().enumerate() {
+        if i > 0 {
+            joined.push(":");
+        }
+        joined.push(lower);
+    }
+    fsconfig_set_string(&fs, "lowerdir", joined.as_os_str()).map_err(|e| err("lowerdir", e))?;
+    if let Some((upper, work)) = upper {
+        fsconfig_set_string(&fs, "upperdir", upper).map_err(|e| err("upperdir", e))?;
+        fsconfig_set_string(&fs, "workdir", work).map_err(|e| err("workdir", e))?;
+    }
+    fsconfig_create(&fs).map_err(|e| err("create", e))?;
+    fsmount(&fs, FsMountFlags::FSMOUNT_CLOEXEC, MountAttrFlags::empty())
+        .map_err(|e| err("fsmount", e).into())
+}
+
 /// Sets mount attributes (`MOUNT_ATTR_*`) on a detached tree, before it is attached.
 pub fn set_attributes(tree: &OwnedFd, set: u64, recursive: bool) -> Setup<()> {
     let attr = crate::sys::MountAttr::set(set);

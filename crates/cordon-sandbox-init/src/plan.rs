@@ -97,6 +97,19 @@ pub enum MountOp {
         /// Whether the program may write.
         writable: bool,
     },
+    /// A copy-on-write tree (an overlay workspace, a build cache): overlayfs of the read-only
+    /// `lowers` (topmost first) and, with `upper`, a private layer taking every write; without
+    /// it, the layers read-only. Unlike [`MountOp::Overlay`] nothing weaker ever replaces it:
+    /// where overlayfs cannot be mounted, the set-up fails.
+    Layers {
+        /// Path inside.
+        dst: PathBuf,
+        /// The read-only layers, topmost first (host paths, canonical), each as the policy
+        /// side checked it.
+        lowers: Vec<PinnedPath>,
+        /// The writable layer, when the tree may be changed.
+        upper: Option<UpperLayer>,
+    },
     /// A fresh tmpfs.
     Tmpfs {
         /// Path inside.
@@ -142,6 +155,25 @@ pub enum MountOp {
     Proc,
 }
 
+/// A host path and the object the policy side found there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PinnedPath {
+    /// Host path (canonical).
+    pub path: PathBuf,
+    /// What it was when the policy side checked it: the helper mounts that object or refuses.
+    pub identity: FileIdentity,
+}
+
+/// The writable layer of a copy-on-write tree: overlayfs's `upperdir` and `workdir`, two
+/// empty-at-first directories of cordon's own on the same file system.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UpperLayer {
+    /// Where the writes go (canonical host path).
+    pub upper: PathBuf,
+    /// Overlayfs's work directory (canonical host path, same file system as `upper`).
+    pub work: PathBuf,
+}
+
 /// A file system object by device and inode number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileIdentity {
@@ -157,6 +189,7 @@ impl MountOp {
         match self {
             Self::Bind { dst, .. }
             | Self::Overlay { dst, .. }
+            | Self::Layers { dst, .. }
             | Self::Tmpfs { dst, .. }
             | Self::MaskFile { dst }
             | Self::CopyFile { dst, .. }
@@ -176,7 +209,7 @@ impl MountOp {
     /// it (an overlay over a toolchain's read-only bind), then masks.
     pub fn layer_rank(&self) -> u8 {
         match self {
-            Self::Overlay { .. } => 1,
+            Self::Overlay { .. } | Self::Layers { .. } => 1,
             _ if self.is_mask() => 2,
             _ => 0,
         }

@@ -47,6 +47,12 @@ pub enum SandboxErrorKind {
         /// Why not.
         reason: &'static str,
     },
+    /// This executable cannot act as the helper, and no dedicated helper is beside it.
+    #[error("{} cannot act as cordon's sandbox helper, and no cordon-sandbox-init is beside it", exe.display())]
+    NoHelper {
+        /// This executable.
+        exe: PathBuf,
+    },
     /// The path of the cordon binary (the helper) is unknown.
     #[error("cannot find the cordon binary to run the sandbox helper: {0}")]
     CurrentExe(#[source] std::io::Error),

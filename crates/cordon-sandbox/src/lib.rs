@@ -43,18 +43,20 @@ mod plan;
 mod policy;
 mod prepare;
 mod secrets;
+mod trees;
 
-pub use cordon_sandbox_init::{INIT_ARG, init_main};
+pub use cordon_sandbox_init::{INIT_ARG, dispatch_helper, has_helper_entry, init_main};
 pub use doctor::{
     CgroupReport, Check, DOCTOR_SCHEMA, DoctorReport, DoctorTag, EnforcementPreview, doctor,
 };
 pub use error::{SandboxError, SandboxErrorKind};
-pub use plan::{SANDBOX_HOME, SANDBOX_TMP, protected_git_data};
+pub use plan::{SANDBOX_HOME, SANDBOX_TMP, SANDBOX_WORKSPACE, protected_git_data};
 pub use policy::{
-    Access, Bind, CacheLayer, DEFAULT_TMPFS_BYTES, Degradation, EnvVar, Limits, Replacement,
-    SandboxPolicy,
+    Access, Bind, CacheLayer, DEFAULT_TMPFS_BYTES, Degradation, EnvVar, LayeredTree, Limits,
+    Replacement, SandboxPolicy,
 };
 pub use prepare::{
     HELPER_NAME, PROXY_PORT, PreparedCommand, helper_executable, prepare, proxy_env,
 };
 pub use secrets::{is_secret_path, secret_paths};
+pub use trees::{OVERLAY_EXEC_ENV, OverlayExec, TreeLauncher, UpperLayer, probe_trees};

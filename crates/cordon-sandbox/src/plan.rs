@@ -6,7 +6,7 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use cordon_sandbox_init::{FileIdentity, LandlockPlan, MountOp};
+use cordon_sandbox_init::{FileIdentity, LandlockPlan, MountOp, PinnedPath, UpperLayer};
 
 use crate::policy::{Access, Degradation, SandboxPolicy};
 use crate::secrets;
@@ -83,6 +83,9 @@ const LIBRARY_DIRS: &[&str] = &["/usr", "/lib", "/lib32", "/lib64", "/libx32"];
 pub const SANDBOX_HOME: &str = "/home/cordon";
 /// The private temporary directory inside.
 pub const SANDBOX_TMP: &str = "/tmp";
+/// Where an overlay workspace appears inside, whichever workspace it is: every build of a
+/// commit sees the same absolute paths (a build cache made by one is valid for the next).
+pub const SANDBOX_WORKSPACE: &str = "/home/cordon/work";
 
 /// The toolchain homes present on the host, from its environment and home directory.
 pub fn find_toolchains(
@@ -246,12 +249,18 @@ pub fn mount_ops(policy: &SandboxPolicy, toolchains: &[PathBuf]) -> Vec<MountOp>
             b.access == Access::ReadWrite,
         ));
     }
-    ops.push(bind(
-        &policy.workdir,
-        &policy.workdir,
-        true,
-        !policy.workdir_read_only,
-    ));
+    // A working directory inside a copy-on-write tree is shown by the tree.
+    if policy.tree_holding(&policy.workdir).is_none() {
+        ops.push(bind(
+            &policy.workdir,
+            &policy.workdir,
+            true,
+            !policy.workdir_read_only,
+        ));
+    }
+    for tree in &policy.trees {
+        ops.push(layers(tree));
+    }
     for git in protected_git_data(policy) {
         let is_dir = git.is_dir();
         ops.push(bind(&git, &git, is_dir, false));
@@ -357,9 +366,9 @@ pub fn confine_exec(
         .iter()
         .filter_map(|op| match op {
             MountOp::Bind { dst, dir: true, .. } if !keeps_exec(dst) => Some(dst.clone()),
-            MountOp::Tmpfs { dst, ro: false, .. } | MountOp::Overlay { dst, .. } => {
-                Some(dst.clone())
-            }
+            MountOp::Tmpfs { dst, ro: false, .. }
+            | MountOp::Overlay { dst, .. }
+            | MountOp::Layers { dst, .. } => Some(dst.clone()),
             MountOp::Dev { .. } => Some(PathBuf::from("/dev/shm")),
             _ => None,
         })
@@ -385,7 +394,10 @@ pub fn protected_git_data(policy: &SandboxPolicy) -> Vec<PathBuf> {
         .iter()
         .filter(|b| b.access == Access::ReadWrite)
         .map(|b| b.path.as_path())
-        .chain((!policy.workdir_read_only).then_some(policy.workdir.as_path()));
+        .chain((!policy.workdir_read_only).then_some(policy.workdir.as_path()))
+        // Inside a copy-on-write tree nothing is a host path (its `.git` is the caller's
+        // read-only replacement).
+        .filter(|tree| policy.tree_holding(tree).is_none());
     let mut out: Vec<PathBuf> = writable
         .map(|tree| tree.join(".git"))
         .filter(|git| {
@@ -452,6 +464,25 @@ fn overlay(cache: &crate::policy::CacheLayer) -> MountOp {
     }
 }
 
+/// A copy-on-write tree (its layer's directories made by `prepare`).
+fn layers(tree: &crate::policy::LayeredTree) -> MountOp {
+    MountOp::Layers {
+        dst: tree.at.clone(),
+        lowers: tree
+            .lowers
+            .iter()
+            .map(|path| PinnedPath {
+                path: path.clone(),
+                identity: pin(path),
+            })
+            .collect(),
+        upper: tree.layer.as_ref().map(|layer| UpperLayer {
+            upper: layer.join("upper"),
+            work: layer.join("work"),
+        }),
+    }
+}
+
 /// The first bind whose source could not be pinned (it vanished or became a symlink while
 /// the plan was made).
 pub fn unpinned(ops: &[MountOp]) -> Option<&Path> {
@@ -462,6 +493,10 @@ pub fn unpinned(ops: &[MountOp]) -> Option<&Path> {
             lower_identity,
             ..
         } if *lower_identity == UNPINNED => Some(lower.as_path()),
+        MountOp::Layers { lowers, .. } => lowers
+            .iter()
+            .find(|l| l.identity == UNPINNED)
+            .map(|l| l.path.as_path()),
         _ => None,
     })
 }
@@ -497,6 +532,12 @@ pub fn landlock_plan(
                 ..
             } => write.push(dst.clone()),
             MountOp::Overlay { dst, .. } => read.push(dst.clone()),
+            MountOp::Layers {
+                dst,
+                upper: Some(_),
+                ..
+            } => write.push(dst.clone()),
+            MountOp::Layers { dst, .. } => read.push(dst.clone()),
             _ => {}
         }
     }

@@ -53,6 +53,37 @@ pub struct SandboxPolicy {
     /// Visible host files shown with other content (see [`Replacement`]).
     #[serde(default)]
     pub replacements: Vec<Replacement>,
+    /// Copy-on-write trees mounted inside (see [`LayeredTree`]): an overlay workspace at its
+    /// fixed path, build caches over its directories, host caches with trusted layers.
+    #[serde(default)]
+    pub trees: Vec<LayeredTree>,
+}
+
+/// A copy-on-write tree shown at `at`, a path inside the sandbox that need not exist on the
+/// host: overlayfs of read-only `lowers` (host directories, topmost first) and, with `layer`,
+/// a private layer of cordon's taking every write (`layer/upper`, `layer/work`; created by
+/// [`crate::prepare`]). The `workdir`, `writable_within`, replaced files and other trees may
+/// lie inside `at`: such paths are the sandbox's, not the host's. Where overlayfs cannot be
+/// mounted the set-up fails: a tree is never replaced by something weaker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LayeredTree {
+    /// Where the tree appears inside (absolute, normalized).
+    pub at: PathBuf,
+    /// The read-only layers, topmost first (absolute host directories).
+    pub lowers: Vec<PathBuf>,
+    /// cordon's private directory taking the writes; `None`: the tree is read-only.
+    pub layer: Option<PathBuf>,
+}
+
+impl SandboxPolicy {
+    /// The tree whose inside path holds `path`, if any (the innermost).
+    pub fn tree_holding(&self, path: &Path) -> Option<&LayeredTree> {
+        self.trees
+            .iter()
+            .filter(|t| path.starts_with(&t.at))
+            .max_by_key(|t| t.at.components().count())
+    }
 }
 
 /// A visible host file shown, read-only, with the content of another file: a repository's
@@ -214,6 +245,7 @@ impl SandboxPolicy {
             caches: Vec::new(),
             workdir_read_only: false,
             replacements: Vec::new(),
+            trees: Vec::new(),
         }
     }
 
@@ -230,6 +262,7 @@ impl SandboxPolicy {
             return false;
         }
         (path.starts_with(&self.workdir) && !self.workdir_read_only)
+            || self.tree_holding(path).is_some_and(|t| t.layer.is_some())
             || path.starts_with(crate::SANDBOX_TMP)
             || path.starts_with(crate::SANDBOX_HOME)
             || self

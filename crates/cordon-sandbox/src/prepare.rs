@@ -316,7 +316,15 @@ fn path_err(path: &Path, source: std::io::Error) -> SandboxError {
 fn canonical(policy: &SandboxPolicy) -> Result<SandboxPolicy, SandboxError> {
     let mut p = policy.clone();
     let canon = |path: &Path| path.canonicalize().map_err(|e| path_err(path, e));
-    p.workdir = canon(&policy.workdir)?;
+    p.trees = canonical_trees(policy)?;
+    // A path inside a copy-on-write tree is the sandbox's own: checked lexically, never
+    // looked up on the host.
+    let inside = |path: &Path| policy.tree_holding(path).is_some();
+    p.workdir = if inside(&policy.workdir) {
+        lexical(&policy.workdir)?
+    } else {
+        canon(&policy.workdir)?
+    };
     if let Some(home) = &policy.host_home {
         p.host_home = Some(home.canonicalize().unwrap_or_else(|_| home.clone()));
     }
@@ -346,7 +354,11 @@ fn canonical(policy: &SandboxPolicy) -> Result<SandboxPolicy, SandboxError> {
         }
     }
     for replacement in &mut p.replacements {
-        replacement.path = canon(&replacement.path)?;
+        replacement.path = if inside(&replacement.path) {
+            lexical(&replacement.path)?
+        } else {
+            canon(&replacement.path)?
+        };
         replacement.with = canon(&replacement.with)?;
     }
     p.caches.clear();
@@ -375,7 +387,11 @@ fn canonical(policy: &SandboxPolicy) -> Result<SandboxPolicy, SandboxError> {
         });
     }
     if let Some(within) = &policy.writable_within {
-        let within = canon(within)?;
+        let within = if inside(within) {
+            lexical(within)?
+        } else {
+            canon(within)?
+        };
         p.writable_within = Some(within.clone());
         let writable = std::iter::once(&p.workdir).chain(
             p.binds
@@ -396,6 +412,75 @@ fn canonical(policy: &SandboxPolicy) -> Result<SandboxPolicy, SandboxError> {
         }
     }
     Ok(p)
+}
+
+/// `path` when it is absolute and normalized (no `.`, `..` or empty component).
+fn lexical(path: &Path) -> Result<PathBuf, SandboxError> {
+    use std::path::Component;
+    let plain = path.is_absolute()
+        && path
+            .components()
+            .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
+    if plain {
+        Ok(path.to_owned())
+    } else {
+        Err(path_err(
+            path,
+            std::io::Error::other("a path inside the sandbox must be absolute and normalized"),
+        ))
+    }
+}
+
+/// The copy-on-write trees with their layers canonical (the private layer's directories
+/// created); a layer holding credentials, or a tree over the whole root, is refused.
+fn canonical_trees(
+    policy: &SandboxPolicy,
+) -> Result<Vec<crate::policy::LayeredTree>, SandboxError> {
+    let home = policy.host_home.as_deref();
+    let mut trees = Vec::with_capacity(policy.trees.len());
+    for tree in &policy.trees {
+        let at = lexical(&tree.at)?;
+        if at == Path::new("/") || tree.lowers.is_empty() {
+            return Err(SandboxError::new(
+                SandboxErrorKind::Forbidden {
+                    path: at,
+                    reason: "a copy-on-write tree needs a directory of its own and a layer",
+                },
+                None,
+            ));
+        }
+        let mut lowers = Vec::with_capacity(tree.lowers.len());
+        for lower in &tree.lowers {
+            let lower = lower.canonicalize().map_err(|e| path_err(lower, e))?;
+            let secrets = secrets::secret_paths(home);
+            let holds_secret = secrets::is_secret_path(&lower, home)
+                || secrets::secrets_under(&secrets, std::slice::from_ref(&lower))
+                    .next()
+                    .is_some();
+            if holds_secret {
+                return Err(SandboxError::new(
+                    SandboxErrorKind::Forbidden {
+                        path: lower,
+                        reason: "it holds credentials and is never visible in the sandbox",
+                    },
+                    None,
+                ));
+            }
+            lowers.push(lower);
+        }
+        let layer = match &tree.layer {
+            Some(layer) => {
+                for dir in ["upper", "work"] {
+                    let dir = layer.join(dir);
+                    std::fs::create_dir_all(&dir).map_err(|e| path_err(&dir, e))?;
+                }
+                Some(layer.canonicalize().map_err(|e| path_err(layer, e))?)
+            }
+            None => None,
+        };
+        trees.push(crate::policy::LayeredTree { at, lowers, layer });
+    }
+    Ok(trees)
 }
 
 type LimitsPlan = (Option<CgroupPlan>, EnforcementSummary, Vec<Rlimit>);

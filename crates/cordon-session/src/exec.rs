@@ -134,6 +134,7 @@ impl ExecLease {
             root: self.record.path.clone(),
             git_common_dir: None,
             read_only: self.access == Access::ReadOnly,
+            overlay: None,
         }
     }
 

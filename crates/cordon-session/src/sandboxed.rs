@@ -59,6 +59,7 @@ impl SandboxedGit<'_> {
             root: self.root.to_owned(),
             git_common_dir: None,
             read_only: self.read_only,
+            overlay: None,
         });
         let mut options = SandboxOptions {
             toolchains: false,

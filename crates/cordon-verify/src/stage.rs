@@ -233,6 +233,7 @@ pub(crate) fn run_stage(
         root: ws_path,
         git_common_dir: Some(common_dir.to_owned()),
         read_only: false,
+        overlay: None,
     });
     run.isolation = Isolation::Sandboxed(stage_sandbox(stage, scratch));
     run.env = stage

@@ -93,6 +93,13 @@ impl WorkspaceError {
                 Some("`cordon workspace remove ID` deletes only cordon's own directory of it")
             }
             WorkspaceErrorKind::Io(_) | WorkspaceErrorKind::Record(_) => None,
+            WorkspaceErrorKind::BaseMissing { .. } => {
+                Some("remove the workspace and create it again")
+            }
+            WorkspaceErrorKind::OverlayUnavailable(_) => Some(
+                "`cordon doctor` says why; `--strategy git-worktree` (or CORDON_WORKSPACE_STRATEGY=git-worktree) works everywhere",
+            ),
+            WorkspaceErrorKind::InUse => Some("wait for the other program to finish, then retry"),
         }
     }
 
@@ -138,6 +145,19 @@ pub enum WorkspaceErrorKind {
     /// A file operation failed.
     #[error(transparent)]
     Io(std::io::Error),
+    /// The base tree of an overlay workspace is gone (removed by hand: gc keeps held ones).
+    #[error("the base tree of commit {commit} is missing")]
+    BaseMissing {
+        /// The commit.
+        commit: cordon_git::CommitId,
+    },
+    /// An overlay workspace was asked for, or must be mounted, and this host cannot.
+    #[error("overlay workspaces are unavailable here: {0}")]
+    OverlayUnavailable(String),
+    /// An overlay workspace is mounted writable by another program right now (overlayfs
+    /// takes one writer per upper layer).
+    #[error("the workspace is in use by another writer; overlay workspaces take one at a time")]
+    InUse,
     /// A record could not be read or written as JSON.
     #[error("bad workspace record")]
     Record(#[source] serde_json::Error),

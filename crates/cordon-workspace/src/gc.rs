@@ -20,6 +20,10 @@
 //! own worktrees stay registered, even when they look gone). Stray lock and temporary files older than
 //! a minute are deleted (younger ones may belong to a create in progress). A record that is
 //! JSON but not `cordon.workspace/v1` (a newer cordon's) is reported as a failure and left.
+//!
+//! A full gc then removes the base trees (`bases/<commit>`) that no live holder holds: a hold
+//! whose holder's record is gone is stale and dropped; a base being created or taken hold of
+//! right now (its lock is held) is left for the next gc.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -66,7 +70,10 @@ impl Workspaces {
         for name in stray {
             remove_if_old(&self.layout().workspaces().join(name));
         }
-        Ok(self.collect(ids, older_than, true))
+        let mut report = self.collect(ids, older_than, true);
+        // After the workspaces: the ones just removed no longer hold their bases.
+        (report.bases_removed, report.base_failures) = self.gc_bases();
+        Ok(report)
     }
 
     /// A cheap gc for each start of cordon: reads only the records, and does nothing more
@@ -87,6 +94,8 @@ impl Workspaces {
             kept: 0,
             pruned_repos: Vec::new(),
             failures: Vec::new(),
+            bases_removed: Vec::new(),
+            base_failures: Vec::new(),
         };
         let mut repos = BTreeSet::new();
         for id in ids {
@@ -168,7 +177,7 @@ impl Workspaces {
                     let tree = layout.tree(id);
                     let common_dir = orphan_common_dir(&tree).map(|c| (c, tree));
                     crate::strategy::remove_dir_all(&dir)?;
-                    record::remove(&record_path)?;
+                    record::remove(&record_path, record::Durability::Durable)?;
                     let _ = std::fs::remove_file(layout.lock(id));
                     let reason = if corrupt {
                         GcReason::UnreadableRecord

@@ -5,9 +5,21 @@
 //!   workspaces/
 //!     <id>.json      the record (cordon.workspace/v1), replaced atomically
 //!     <id>.lock      flock: held while the workspace is created, changed or removed
-//!     <id>/tree/     the files (for git-worktree: the linked worktree)
+//!     <id>/tree/     the files (git-worktree: the linked worktree; overlay: an empty
+//!                    directory, where cordon's host-side git sees the merged tree)
+//!     <id>/layer/    overlay: `upper/` (the workspace's changes) and `work/` (overlayfs's)
+//!     <id>/git/      overlay: the workspace's git directory (`HEAD`, `commondir`, `index`)
+//!     <id>/dot-git   overlay: the `.git` file shown at the top of the tree (read-only)
+//!     <id>/mount.lock  overlay: flock, exclusive while the tree is mounted writable
 //!     <id>/scratch/  cordon's private data for the workspace (cache layers of a
 //!                    verification); never visible to programs, removed with the workspace
+//!   bases/
+//!     <commit>/      a commit's files, checked out once, shared read-only by every overlay
+//!                    workspace, session and cache of it: `tree/`, `index`, `base.json`
+//!     <commit>.lock  flock around creating, holding and removing the base
+//!     <commit>.holds/<holder>   one file per holder (its content: the holder's record, which
+//!                    gc checks); gc removes a base without holders
+//!   overlay-support.json   whether overlay workspaces work on this host (probed once a boot)
 //!   locks/
 //!     repo-<hash>.lock   flock per source repository, around `git worktree add/remove/prune`
 //! ```
@@ -56,6 +68,30 @@ impl Layout {
 
     pub(crate) fn tree(&self, id: &WorkspaceId) -> PathBuf {
         self.dir(id).join("tree")
+    }
+
+    pub(crate) fn layer(&self, id: &WorkspaceId) -> PathBuf {
+        self.dir(id).join("layer")
+    }
+
+    pub(crate) fn git_dir(&self, id: &WorkspaceId) -> PathBuf {
+        self.dir(id).join("git")
+    }
+
+    pub(crate) fn dot_git(&self, id: &WorkspaceId) -> PathBuf {
+        self.dir(id).join("dot-git")
+    }
+
+    pub(crate) fn mount_lock(&self, id: &WorkspaceId) -> PathBuf {
+        self.dir(id).join("mount.lock")
+    }
+
+    pub(crate) fn bases(&self) -> PathBuf {
+        self.home.join("bases")
+    }
+
+    pub(crate) fn support(&self) -> PathBuf {
+        self.home.join("overlay-support.json")
     }
 
     /// The lock of a source repository, named by a stable hash of its common directory.

@@ -37,6 +37,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod bases;
 mod error;
 mod gc;
 mod id;
@@ -48,9 +49,11 @@ mod remove;
 mod reports;
 mod size;
 mod strategy;
+mod support;
 mod transient;
 mod workspaces;
 
+pub use bases::{BaseHolder, BaseRecord, BaseRecordTag, BaseRemoval, BaseTree};
 pub use cordon_types::{HomeError, cordon_home};
 pub use error::{WorkspaceError, WorkspaceErrorKind};
 pub use id::{ID_LEN, WorkspaceId, is_short_id, random_short_id};
@@ -62,5 +65,7 @@ pub use reports::{
     WorkspaceDiff, WorkspaceDiffTag, WorkspaceInfo, WorkspaceInfoTag, WorkspaceList,
     WorkspaceListTag,
 };
+pub use strategy::OverlayParts;
+pub use support::STRATEGY_ENV;
 pub use transient::TransientWorkspace;
-pub use workspaces::{CreateRequest, Workspaces};
+pub use workspaces::{CreateRequest, MountGuard, Workspaces};

@@ -41,6 +41,25 @@ impl FileLock {
         Ok(FileLock { _file: file })
     }
 
+    /// Whether the locked file is still the one at `path` (not removed or replaced since).
+    pub(crate) fn is_at(&self, path: &Path) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        match (self._file.metadata(), std::fs::metadata(path)) {
+            (Ok(held), Ok(now)) => held.dev() == now.dev() && held.ino() == now.ino(),
+            _ => false,
+        }
+    }
+
+    /// Takes a shared lock if no exclusive holder has it; `None` otherwise.
+    pub(crate) fn try_shared(path: &Path) -> Result<Option<FileLock>, WorkspaceError> {
+        let file = Self::open(path, Create::IfMissing).map_err(|e| WorkspaceError::io(path, e))?;
+        match flock(&file, FlockOperation::NonBlockingLockShared) {
+            Ok(()) => Ok(Some(FileLock { _file: file })),
+            Err(rustix::io::Errno::WOULDBLOCK) => Ok(None),
+            Err(e) => Err(WorkspaceError::io(path, e.into())),
+        }
+    }
+
     /// Takes the lock if it is free; `None` if another holder has it.
     pub(crate) fn try_acquire(path: &Path) -> Result<Option<FileLock>, WorkspaceError> {
         let file = Self::open(path, Create::IfMissing).map_err(|e| WorkspaceError::io(path, e))?;

@@ -24,6 +24,41 @@ cordon_types::schema_tag!(
 pub enum Strategy {
     /// A detached `git worktree` of the source repository at the commit.
     GitWorktree,
+    /// A copy-on-write overlay: the commit's shared, read-only base tree
+    /// (`$CORDON_HOME/bases/<commit>`) under a private upper layer holding the workspace's
+    /// changes, mounted only inside the sandbox (and in cordon's own helper namespace for
+    /// host-side git); created in constant time once the base exists.
+    Overlay,
+}
+
+impl Strategy {
+    /// The name used on the command line and in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Strategy::GitWorktree => "git-worktree",
+            Strategy::Overlay => "overlay",
+        }
+    }
+}
+
+impl std::fmt::Display for Strategy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Strategy {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "git-worktree" => Ok(Strategy::GitWorktree),
+            "overlay" => Ok(Strategy::Overlay),
+            _ => Err(format!(
+                "unknown workspace strategy {s:?} (expected overlay or git-worktree)"
+            )),
+        }
+    }
 }
 
 /// Where a workspace is in its life.
@@ -50,6 +85,7 @@ impl std::fmt::Display for WorkspaceState {
 
 /// The record of one workspace (`$CORDON_HOME/workspaces/<id>.json`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[schemars(extend("x-revision" = 2))]
 pub struct WorkspaceRecord {
     /// Always `cordon.workspace/v1`.
     pub schema: WorkspaceRecordTag,
@@ -61,7 +97,8 @@ pub struct WorkspaceRecord {
     pub repo: PathBuf,
     /// The source repository's common git directory.
     pub git_common_dir: PathBuf,
-    /// The workspace's own git directory (`<git_common_dir>/worktrees/<name>`), once created.
+    /// The workspace's own git directory, once created: `<git_common_dir>/worktrees/<name>`
+    /// for a git worktree, `<home>/workspaces/<id>/git` for an overlay.
     pub git_dir: Option<PathBuf>,
     /// The revision the user asked for, as given.
     #[serde(rename = "ref")]
@@ -70,6 +107,10 @@ pub struct WorkspaceRecord {
     pub commit: cordon_git::CommitId,
     /// How the files are made.
     pub strategy: Strategy,
+    /// Why this strategy: set when the one asked for (or the default, overlay) could not be
+    /// used here and the workspace fell back to another (`cordon doctor` says more).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strategy_note: Option<String>,
     /// When the workspace was created (RFC 3339, UTC).
     pub created_at: String,
     /// Whether the workspace outlives its owner (`false`: removed when the owner is gone).
@@ -188,9 +229,10 @@ pub(crate) fn write(
     result.map_err(|e| WorkspaceError::io(path, e))
 }
 
-/// Removes a file (if present) and makes the removal durable.
-pub(crate) fn remove(path: &Path) -> Result<(), WorkspaceError> {
+/// Removes a file (if present); with [`Durability::Durable`], durably.
+pub(crate) fn remove(path: &Path, durability: Durability) -> Result<(), WorkspaceError> {
     match std::fs::remove_file(path) {
+        Ok(()) if durability == Durability::Atomic => Ok(()),
         Ok(()) => sync_dir(path.parent().unwrap_or(Path::new(".")))
             .map_err(|e| WorkspaceError::io(path, e)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),

@@ -140,6 +140,7 @@ pub struct GcFailure {
 
 /// What a gc run did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[schemars(extend("x-revision" = 2))]
 pub struct GcReport {
     /// Always `cordon.workspace-gc/v1`.
     pub schema: GcReportTag,
@@ -152,4 +153,10 @@ pub struct GcReport {
     pub pruned_repos: Vec<PathBuf>,
     /// What could not be removed (gc goes on with the rest).
     pub failures: Vec<GcFailure>,
+    /// Base trees removed because nothing held them any more (full gc only).
+    #[serde(default)]
+    pub bases_removed: Vec<crate::bases::BaseRemoval>,
+    /// Base trees that could not be removed, with the reason.
+    #[serde(default)]
+    pub base_failures: Vec<String>,
 }

@@ -38,8 +38,12 @@ pub struct CreateRequest {
     pub rev: String,
     /// Whether the workspace outlives the creating process.
     pub persistent: bool,
-    /// How to make the files.
-    pub strategy: Strategy,
+    /// How to make the files; `None` picks one: overlay where this host supports it, else a
+    /// git worktree (the record's `strategy_note` says why), unless [`STRATEGY_ENV`] names
+    /// one. An explicit choice this host cannot honour is an error, never a fallback.
+    ///
+    /// [`STRATEGY_ENV`]: crate::STRATEGY_ENV
+    pub strategy: Option<Strategy>,
     /// The process a transient workspace belongs to (gc removes it once that process is
     /// gone); `None` means this process. The CLI names its parent (the shell or agent that
     /// ran `cordon workspace create`), since it exits at once itself.
@@ -47,7 +51,7 @@ pub struct CreateRequest {
 }
 
 impl CreateRequest {
-    /// A git-worktree workspace of `repo` at `rev`.
+    /// A workspace of `repo` at `rev`, of the strategy this host does best.
     pub fn new(
         repo: impl Into<PathBuf>,
         rev: impl Into<String>,
@@ -57,9 +61,17 @@ impl CreateRequest {
             repo: repo.into(),
             rev: rev.into(),
             persistent,
-            strategy: Strategy::GitWorktree,
+            strategy: None,
             owner: None,
         }
+    }
+}
+
+impl CreateRequest {
+    /// The same request with the strategy chosen (no fallback: see [`CreateRequest::strategy`]).
+    pub fn with_strategy(mut self, strategy: Strategy) -> CreateRequest {
+        self.strategy = Some(strategy);
+        self
     }
 }
 
@@ -108,10 +120,9 @@ impl Workspaces {
     pub fn create(&self, request: &CreateRequest) -> Result<WorkspaceRecord, WorkspaceError> {
         let repo_err = |e: WorkspaceError| e.with_repo(&request.repo);
         self.ensure_dirs().map_err(repo_err)?;
-        let repo = Repo::open(&request.repo).map_err(|e| repo_err(e.into()))?;
-        let commit = repo
-            .resolve_commit(&request.rev)
-            .map_err(|e| repo_err(e.into()))?;
+        let (repo, commit) =
+            Repo::open_at(&request.repo, &request.rev).map_err(|e| repo_err(e.into()))?;
+        let (strategy, strategy_note) = self.pick_strategy(request.strategy).map_err(repo_err)?;
         let (id, lock) = self.claim_id().map_err(repo_err)?;
         let owner = request.owner.unwrap_or_else(ProcessIdentity::current);
         let mut record = WorkspaceRecord {
@@ -123,7 +134,8 @@ impl Workspaces {
             git_dir: None,
             rev: request.rev.clone(),
             commit: commit.clone(),
-            strategy: request.strategy,
+            strategy,
+            strategy_note,
             created_at: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
             persistent: request.persistent,
             owner_pid: owner.pid,
@@ -132,11 +144,17 @@ impl Workspaces {
         };
         let record_path = self.layout.record(&id);
         let result = (|| {
-            record::write(&record_path, &record, Durability::Durable)?;
+            // A git worktree writes into the repository and takes long: its record must
+            // survive a power loss meanwhile, so gc finds what to undo. An overlay writes
+            // only under its own directory, which gc collects as an orphan if need be.
+            let durability = match strategy {
+                Strategy::GitWorktree => Durability::Durable,
+                Strategy::Overlay => Durability::Atomic,
+            };
+            record::write(&record_path, &record, durability)?;
             let dir = self.layout.dir(&id);
             std::fs::create_dir(&dir).map_err(|e| WorkspaceError::io(&dir, e))?;
-            record.git_dir =
-                strategy::create(request.strategy, &self.layout, &repo, &record.path, &commit)?;
+            record.git_dir = strategy::create(self, &record, &repo)?;
             record.state = WorkspaceState::Ready;
             record::write(&record_path, &record, Durability::Atomic)
         })();
@@ -147,6 +165,44 @@ impl Workspaces {
         }
         drop(lock);
         Ok(record)
+    }
+
+    /// The strategy of a new workspace, and why when it is not the one asked for.
+    fn pick_strategy(
+        &self,
+        asked: Option<Strategy>,
+    ) -> Result<(Strategy, Option<String>), WorkspaceError> {
+        let from_env = std::env::var(crate::support::STRATEGY_ENV)
+            .ok()
+            .filter(|v| !v.is_empty() && v != "auto");
+        let asked = match (asked, from_env) {
+            (Some(asked), _) => Some(asked),
+            (None, Some(text)) => Some(text.parse().map_err(|e: String| {
+                WorkspaceError::new(WorkspaceErrorKind::OverlayUnavailable(format!(
+                    "{}: {e}",
+                    crate::support::STRATEGY_ENV
+                )))
+            })?),
+            (None, None) => None,
+        };
+        match asked {
+            Some(Strategy::GitWorktree) => Ok((Strategy::GitWorktree, None)),
+            Some(Strategy::Overlay) => match self.overlay_support() {
+                Ok(()) => Ok((Strategy::Overlay, None)),
+                Err(why) => Err(WorkspaceError::new(WorkspaceErrorKind::OverlayUnavailable(
+                    why,
+                ))),
+            },
+            None => match self.overlay_support() {
+                Ok(()) => Ok((Strategy::Overlay, None)),
+                Err(why) => Ok((
+                    Strategy::GitWorktree,
+                    Some(format!(
+                        "overlay workspaces are unavailable here ({why}): a git worktree instead"
+                    )),
+                )),
+            },
+        }
     }
 
     /// Picks a fresh random id and takes its lock (`create_new`: a collision picks again).
@@ -224,7 +280,10 @@ impl Workspaces {
     pub fn apply(&self, id: &WorkspaceId, patch: &[u8]) -> Result<ApplyReport, WorkspaceError> {
         let (record, _lock) = self.lock_ready(id)?;
         self.check_location(&record)?;
-        let worktree = strategy::worktree(&record).ok_or_else(|| not_ready(&record))?;
+        let _mounted = self.mount_guard(&record, true)?;
+        let worktree = strategy::worktree(self, &record, true)
+            .map_err(|e| e.with_id(id))?
+            .ok_or_else(|| not_ready(&record))?;
         let files = worktree
             .apply_patch(patch)
             .map_err(|e| WorkspaceError::from(e).with_id(id))?;
@@ -240,7 +299,10 @@ impl Workspaces {
     pub fn diff(&self, id: &WorkspaceId, name_only: bool) -> Result<WorkspaceDiff, WorkspaceError> {
         let (record, _lock) = self.lock_ready(id)?;
         self.check_location(&record)?;
-        let worktree = strategy::worktree(&record).ok_or_else(|| not_ready(&record))?;
+        let _mounted = self.mount_guard(&record, false)?;
+        let worktree = strategy::worktree(self, &record, false)
+            .map_err(|e| e.with_id(id))?
+            .ok_or_else(|| not_ready(&record))?;
         let diff = worktree
             .diff(&record.commit, !name_only)
             .map_err(|e| WorkspaceError::from(e).with_id(id))?;
@@ -253,6 +315,50 @@ impl Workspaces {
             nested_repositories: diff.nested_repositories,
             patch: diff.patch,
         })
+    }
+
+    /// The layers of an overlay workspace (`None` for a git worktree), as the sandbox mounts
+    /// them: from cordon's own layout, canonical.
+    pub fn overlay_parts(
+        &self,
+        record: &WorkspaceRecord,
+    ) -> Result<Option<strategy::OverlayParts>, WorkspaceError> {
+        self.check_location(record)?;
+        strategy::overlay_parts(self, record).map_err(|e| e.with_id(&record.id))
+    }
+
+    /// The workspace's files as cordon reads them on the host: an overlay's layers read
+    /// directly, or the worktree's directory.
+    pub fn tree(&self, record: &WorkspaceRecord) -> Result<cordon_git::Layers, WorkspaceError> {
+        Ok(match self.overlay_parts(record)? {
+            Some(parts) => parts.layers(),
+            None => cordon_git::Layers::dir(record.path.clone()),
+        })
+    }
+
+    /// Claims an overlay workspace's tree for one mount: `writable` ones one at a time
+    /// (overlayfs's rule for an upper layer), read-only ones together but not beside a
+    /// writer. Refuses at once ([`WorkspaceErrorKind::InUse`]) rather than wait. A git
+    /// worktree needs no claim (`None`). Hold the guard while the tree is mounted.
+    pub fn mount_guard(
+        &self,
+        record: &WorkspaceRecord,
+        writable: bool,
+    ) -> Result<Option<MountGuard>, WorkspaceError> {
+        if record.strategy != Strategy::Overlay {
+            return Ok(None);
+        }
+        let path = self.layout.mount_lock(&record.id);
+        let lock = if writable {
+            FileLock::try_acquire(&path)
+        } else {
+            FileLock::try_shared(&path)
+        }
+        .map_err(|e| e.with_id(&record.id))?;
+        match lock {
+            Some(lock) => Ok(Some(MountGuard { _lock: lock })),
+            None => Err(WorkspaceError::new(WorkspaceErrorKind::InUse).with_id(&record.id)),
+        }
     }
 
     pub(crate) fn read_record(&self, id: &WorkspaceId) -> Result<WorkspaceRecord, WorkspaceError> {
@@ -306,10 +412,17 @@ impl Workspaces {
         }
         // A forged record must not steer git or a deletion outside cordon's own directory.
         if self.check_location(record).is_ok() {
-            strategy::destroy(&self.layout, record)?;
+            strategy::destroy(self, record)?;
         }
         strategy::remove_dir_all(&self.layout.dir(&record.id))?;
-        record::remove(&record_path)?;
+        // A removed git worktree's record goes durably (a power loss must not bring back a
+        // record of a worktree the repository forgot); an overlay's record brought back would
+        // name a missing directory, which gc collects.
+        let durability = match record.strategy {
+            Strategy::GitWorktree => Durability::Durable,
+            Strategy::Overlay => Durability::Atomic,
+        };
+        record::remove(&record_path, durability)?;
         // Whoever waits on this lock file re-reads the record and finds none.
         let _ = std::fs::remove_file(self.layout.lock(&record.id));
         Ok(())
@@ -337,6 +450,13 @@ impl Workspaces {
             .filter_map(|e| e.file_name().into_string().ok())
             .collect())
     }
+}
+
+/// A claim on an overlay workspace's tree (see [`Workspaces::mount_guard`]); released when
+/// dropped.
+#[derive(Debug)]
+pub struct MountGuard {
+    _lock: FileLock,
 }
 
 fn not_ready(record: &WorkspaceRecord) -> WorkspaceError {

@@ -6,7 +6,7 @@ use std::process::Command;
 use std::time::{Duration, SystemTime};
 
 use cordon_workspace::{
-    CreateRequest, GcReason, Liveness, WorkspaceErrorKind, WorkspaceId, WorkspaceRecord,
+    CreateRequest, GcReason, Liveness, Strategy, WorkspaceErrorKind, WorkspaceId, WorkspaceRecord,
     WorkspaceState, Workspaces,
 };
 use pretty_assertions::assert_eq;
@@ -64,7 +64,10 @@ impl Fixture {
 
     fn create(&self, persistent: bool) -> WorkspaceRecord {
         self.workspaces
-            .create(&CreateRequest::new(self.repo(), "HEAD", persistent))
+            .create(
+                &CreateRequest::new(self.repo(), "HEAD", persistent)
+                    .with_strategy(Strategy::GitWorktree),
+            )
             .unwrap()
     }
 
@@ -212,7 +215,9 @@ fn record_json_shape() {
     let fx = Fixture::new();
     let record = fx
         .workspaces
-        .create(&CreateRequest::new(fx.repo(), "feature", true))
+        .create(
+            &CreateRequest::new(fx.repo(), "feature", true).with_strategy(Strategy::GitWorktree),
+        )
         .unwrap();
     let json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(fx.record_path(&record.id)).unwrap()).unwrap();
@@ -283,17 +288,19 @@ fn unknown_and_invalid_ids_and_bad_refs() {
     ));
     let err = fx
         .workspaces
-        .create(&CreateRequest::new(fx.repo(), "no-such-ref", false))
+        .create(
+            &CreateRequest::new(fx.repo(), "no-such-ref", false)
+                .with_strategy(Strategy::GitWorktree),
+        )
         .unwrap_err();
     assert!(matches!(err.kind, WorkspaceErrorKind::Git(_)), "{err}");
     assert_eq!(err.repo, Some(fx.repo()));
     let err = fx
         .workspaces
-        .create(&CreateRequest::new(
-            fx.dir.path().join("nope"),
-            "HEAD",
-            false,
-        ))
+        .create(
+            &CreateRequest::new(fx.dir.path().join("nope"), "HEAD", false)
+                .with_strategy(Strategy::GitWorktree),
+        )
         .unwrap_err();
     assert!(matches!(err.kind, WorkspaceErrorKind::Git(_)), "{err}");
     assert!(fx.workspaces.list().unwrap().is_empty());
@@ -470,7 +477,7 @@ fn gc_skips_a_workspace_whose_lock_is_held() {
 fn churn(workspaces: &Workspaces, repo: &Path, rounds: usize) {
     for _ in 0..rounds {
         let record = workspaces
-            .create(&CreateRequest::new(repo, "HEAD", false))
+            .create(&CreateRequest::new(repo, "HEAD", false).with_strategy(Strategy::GitWorktree))
             .unwrap();
         assert_eq!(
             std::fs::read_to_string(record.path.join("a.txt")).unwrap(),

@@ -22,12 +22,7 @@ use clap::Parser;
 /// Entry point of the `cordon` binary.
 pub fn main() -> ExitCode {
     // The sandbox helper must run before any thread exists: it unshares a user namespace.
-    if std::env::args_os()
-        .nth(1)
-        .is_some_and(|a| a == cordon_sandbox::INIT_ARG)
-    {
-        cordon_sandbox::init_main();
-    }
+    cordon_sandbox::dispatch_helper();
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let cli = match args::Cli::try_parse_from(&argv) {
         Ok(cli) => cli,

@@ -40,10 +40,10 @@ impl Worktree {
         let files =
             parse::parse(patch).map_err(|e| GitError::patch(GitErrorKind::PatchMalformed(e)))?;
         self.compare_with_git(patch, &files)?;
-        check_paths(self.path(), &files)?;
+        check_paths(&self.tree(), &files)?;
 
         let apply = |check: bool| -> Result<(), GitError> {
-            let mut cmd = GitCommand::new(&self.context(), ["apply", "--whitespace=nowarn"]);
+            let mut cmd = self.on_files(["apply", "--whitespace=nowarn"]);
             if check {
                 cmd = cmd.arg("--check");
             }
@@ -130,7 +130,7 @@ fn parse_numstat(out: &[u8]) -> Option<Vec<RepoPath>> {
     Some(entries)
 }
 
-fn check_paths(root: &std::path::Path, files: &[parse::FilePatch]) -> Result<(), GitError> {
+fn check_paths(root: &crate::layers::Layers, files: &[parse::FilePatch]) -> Result<(), GitError> {
     let new_symlinks: HashSet<&[u8]> = files
         .iter()
         .filter(|f| f.new_mode == Some(SYMLINK_MODE))

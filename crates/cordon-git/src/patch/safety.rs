@@ -7,7 +7,6 @@
 //! work tree (whatever it points to), or passes through a symlink the same patch creates.
 
 use std::collections::HashSet;
-use std::path::Path;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -81,7 +80,7 @@ fn is_dot_git(component: &[u8]) -> bool {
 
 /// Checks that no directory on `path` is a symlink, in the work tree or created by the patch.
 pub(crate) fn check_no_symlink_on_path(
-    root: &Path,
+    root: &crate::layers::Layers,
     path: &RepoPath,
     new_symlinks: &HashSet<&[u8]>,
 ) -> Result<(), RefusalReason> {
@@ -93,15 +92,13 @@ pub(crate) fn check_no_symlink_on_path(
             return Err(RefusalReason::ThroughNewSymlink);
         }
         if on_disk {
-            match std::fs::symlink_metadata(
-                root.join(RepoPath::from_bytes(prefix.to_vec()).as_path()),
-            ) {
-                Ok(meta) if meta.file_type().is_symlink() => {
+            match root.lstat(RepoPath::from_bytes(prefix.to_vec()).as_path()) {
+                Ok(Some(entry)) if entry.kind == crate::layers::EntryKind::Symlink => {
                     return Err(RefusalReason::ThroughSymlink);
                 }
-                Ok(_) => {}
+                Ok(Some(_)) => {}
                 // Nothing deeper exists either; the patch's own symlinks are still checked.
-                Err(_) => on_disk = false,
+                Ok(None) | Err(_) => on_disk = false,
             }
         }
     }

@@ -190,6 +190,7 @@ pub(crate) fn run_job(attempt: &Attempt<'_>) -> Outcome {
                 root,
                 git_common_dir: None,
                 read_only: false,
+                overlay: None,
             },
             network: inputs.network.unwrap_or(NetworkRule::None),
             memory: inputs.memory,

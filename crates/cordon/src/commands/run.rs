@@ -8,8 +8,8 @@ use std::process::ExitCode;
 use anyhow::Context;
 use cordon_exec::StdinMode;
 use cordon_runner::{
-    Bounds, Hooks, Isolation, Recorder, RunError, RunErrorClass, RunRequest, TranscriptTarget,
-    WorkspaceMount,
+    Bounds, Hooks, Isolation, OverlayMount, Recorder, RunError, RunErrorClass, RunRequest,
+    TranscriptTarget, WorkspaceMount,
 };
 
 use crate::args::{RunArgs, StdinArg};
@@ -24,21 +24,39 @@ pub(crate) fn run(args: RunArgs, argv: &[OsString]) -> Result<ExitCode, CliError
             .with_context(|| format!("cannot resolve --cwd {}", dir.display()))?,
         None => std::env::current_dir().context("cannot read the current directory")?,
     };
-    if !cwd.is_dir() {
-        return Err(CliError::msg(
-            CORDON_FAILED,
-            format_args!("--cwd {} is not a directory", cwd.display()),
-        ));
-    }
     let workspace = find_workspace(args.workspace.as_deref(), &cwd)?;
+    let overlay = match &workspace {
+        Some(ws) => overlay_of(ws)?,
+        None => None,
+    };
     let cwd = match (&workspace, &args.cwd) {
         (Some(ws), None) if args.workspace.is_some() => ws.path.clone(),
         _ => cwd,
     };
+    match (&workspace, &overlay) {
+        (Some(ws), Some((workspaces, _))) => check_overlay_cwd(workspaces, ws, &cwd)?,
+        _ if !cwd.is_dir() => {
+            return Err(CliError::msg(
+                CORDON_FAILED,
+                format_args!("--cwd {} is not a directory", cwd.display()),
+            ));
+        }
+        _ => {}
+    }
     let isolation = match args.sandbox.resolve(&cwd)? {
         Some(options) => Isolation::Sandboxed(options),
         None => {
             if let Some(ws) = &workspace {
+                if overlay.is_some() {
+                    return Err(CliError::msg(
+                        CORDON_FAILED,
+                        format_args!(
+                            "--no-sandbox: workspace {} is an overlay, whose files exist only inside the sandbox",
+                            ws.id.as_str()
+                        ),
+                    )
+                    .hint("run it sandboxed, or create a workspace with --strategy git-worktree"));
+                }
                 eprintln!(
                     "cordon: warning: --no-sandbox: the program can change the git data of {} (hooks, config, refs) that workspace {} shares with the live checkout",
                     ws.repo.display(),
@@ -48,14 +66,77 @@ pub(crate) fn run(args: RunArgs, argv: &[OsString]) -> Result<ExitCode, CliError
             Isolation::Unsandboxed
         }
     };
+    // One writer at a time in an overlay workspace (overlayfs's rule for an upper layer).
+    let _mounted = match (&workspace, &overlay) {
+        (Some(ws), Some((workspaces, _))) => {
+            Some(workspaces.mount_guard(ws, true).map_err(|e| {
+                let hint = e.hint();
+                CliError::new(CORDON_FAILED, e)
+                    .context(format!("--workspace {}", ws.id.as_str()))
+                    .maybe_hint(hint)
+            })?)
+        }
+        _ => None,
+    };
     let workspace = workspace.as_ref().map(|ws| WorkspaceMount {
         root: ws.path.clone(),
         git_common_dir: Some(ws.git_common_dir.clone()),
         read_only: false,
+        overlay: overlay.as_ref().map(|(_, parts)| OverlayMount {
+            lowers: parts.lowers.clone(),
+            layer: parts.layer.clone(),
+            git_dir: parts.git_dir.clone(),
+            dot_git: parts.dot_git.clone(),
+            caches: Vec::new(),
+        }),
     });
     let request = request_from(&args, cwd, workspace, isolation);
     let executed = execute(&request, &args, &request.cwd, None)?;
     Ok(ExitCode::from(executed.exit_code))
+}
+
+/// The layers of an overlay workspace (`None` for a git worktree).
+fn overlay_of(
+    record: &cordon_workspace::WorkspaceRecord,
+) -> Result<Option<(cordon_workspace::Workspaces, cordon_workspace::OverlayParts)>, CliError> {
+    let fail = |e: cordon_workspace::WorkspaceError| {
+        let hint = e.hint();
+        CliError::new(CORDON_FAILED, e)
+            .context(format!("--workspace {}", record.id.as_str()))
+            .maybe_hint(hint)
+    };
+    let workspaces = cordon_workspace::Workspaces::from_env().map_err(fail)?;
+    Ok(workspaces
+        .overlay_parts(record)
+        .map_err(fail)?
+        .map(|parts| (workspaces, parts)))
+}
+
+/// The working directory must be a directory of the overlay's merged tree (checked on its
+/// layers: the host never mounts it).
+fn check_overlay_cwd(
+    workspaces: &cordon_workspace::Workspaces,
+    record: &cordon_workspace::WorkspaceRecord,
+    cwd: &Path,
+) -> Result<(), CliError> {
+    let not_dir = || {
+        CliError::msg(
+            CORDON_FAILED,
+            format_args!(
+                "--cwd {} is not a directory of workspace {}",
+                cwd.display(),
+                record.id.as_str()
+            ),
+        )
+    };
+    let rel = cwd.strip_prefix(&record.path).map_err(|_| not_dir())?;
+    let tree = workspaces
+        .tree(record)
+        .map_err(|e| CliError::new(CORDON_FAILED, e))?;
+    match tree.lstat(rel) {
+        Ok(Some(entry)) if entry.kind == cordon_git::EntryKind::Dir => Ok(()),
+        _ => Err(not_dir()),
+    }
 }
 
 /// The run request of `cordon run`'s options, in `cwd`.

@@ -26,8 +26,17 @@ pub struct WorkspaceArgs {
 /// The workspace subcommands.
 #[derive(Debug, Subcommand)]
 pub enum WorkspaceCommand {
-    /// Create an isolated workspace: the committed content of REF as a detached git worktree
-    /// under $CORDON_HOME/workspaces. The live checkout is never touched.
+    /// Create an isolated workspace: the committed content of REF under
+    /// $CORDON_HOME/workspaces. The live checkout is never touched.
+    ///
+    /// By default an overlay: the commit's files are checked out once into a shared,
+    /// read-only base ($CORDON_HOME/bases/<commit>), and each workspace is a private
+    /// copy-on-write layer over it, made in milliseconds whatever the size of the repository
+    /// and taking disk only for what changes. Its files exist only inside the sandbox
+    /// (`cordon run --workspace ID`, where it appears at /home/cordon/work) and to cordon's own
+    /// `workspace apply` and `diff`; its directory on the host stays empty. Where this host
+    /// cannot mount overlays (`cordon doctor` says why), a detached git worktree is made
+    /// instead and the record's `strategy_note` says so.
     ///
     /// Without --persistent, the workspace belongs to the process that ran this command (your
     /// shell, your agent): once that process is gone, `cordon gc` removes it.
@@ -41,6 +50,11 @@ pub enum WorkspaceCommand {
         /// Keep the workspace until `cordon workspace remove` (or `gc --older-than`).
         #[arg(long)]
         persistent: bool,
+        /// How to make it: `overlay`, `git-worktree` (a full checkout whose files are visible
+        /// on the host), or `auto` (overlay where this host supports it). Default: auto, or
+        /// $CORDON_WORKSPACE_STRATEGY. An explicit strategy this host cannot make fails.
+        #[arg(long, value_name = "STRATEGY")]
+        strategy: Option<String>,
         /// Print the record as JSON.
         #[arg(long)]
         json: bool,
@@ -181,9 +195,17 @@ pub(crate) fn run(args: WorkspaceArgs) -> Result<ExitCode, CliError> {
             repo,
             rev,
             persistent,
+            strategy,
             json,
         } => {
             let mut request = CreateRequest::new(&repo, &rev, persistent);
+            request.strategy =
+                match strategy.as_deref() {
+                    None | Some("auto") => None,
+                    Some(name) => Some(name.parse().map_err(|e: String| {
+                        CliError::msg(USAGE, format_args!("--strategy: {e}"))
+                    })?),
+                };
             if !persistent {
                 request.owner = Some(ProcessIdentity::parent());
             }
@@ -196,17 +218,21 @@ pub(crate) fn run(args: WorkspaceArgs) -> Result<ExitCode, CliError> {
             } else {
                 println!("{}", record.id.as_str());
                 eprintln!(
-                    "created {} workspace {} of {}@{} at {}",
+                    "created {} {} workspace {} of {}@{} at {}",
                     if persistent {
                         "persistent"
                     } else {
                         "transient"
                     },
+                    record.strategy,
                     record.id.as_str(),
                     record.repo.display(),
                     record.rev,
                     record.path.display()
                 );
+                if let Some(note) = &record.strategy_note {
+                    eprintln!("cordon: note: {note}");
+                }
             }
         }
         WorkspaceCommand::List { json } => {
