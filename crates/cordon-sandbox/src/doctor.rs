@@ -20,6 +20,7 @@ cordon_types::schema_tag!(
 /// What this host can enforce.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(extend("x-revision" = 2))]
 pub struct DoctorReport {
     /// Always `cordon.doctor/v1`.
     pub schema: DoctorTag,
@@ -35,7 +36,8 @@ pub struct DoctorReport {
     pub seccomp: Check,
     /// `mount_setattr`, which makes binds recursively read-only (required).
     pub mount_setattr: Check,
-    /// Overlayfs inside a user namespace (informational; not needed today).
+    /// Overlayfs inside a user namespace (overlay workspaces and warm build caches need it;
+    /// without it workspaces are git worktrees).
     pub overlayfs_userns: Check,
     /// Cgroups for memory and pids limits.
     pub cgroup: CgroupReport,
@@ -47,6 +49,21 @@ pub struct DoctorReport {
     pub helper: Option<String>,
     /// What `cordon run` will enforce.
     pub enforce: EnforcementPreview,
+    /// How workspaces are made on this host (filled in by whoever knows `CORDON_HOME`: the
+    /// probe mounts a real overlay of layers in its file system).
+    #[serde(default)]
+    pub workspaces: Option<WorkspacesReport>,
+}
+
+/// How workspaces are made on this host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorkspacesReport {
+    /// The strategy of workspaces created without one: `overlay` or `git-worktree`.
+    pub strategy: String,
+    /// Whether overlay workspaces can be mounted here (layers in `CORDON_HOME`'s file system,
+    /// in a user namespace, through the sandbox helper).
+    pub overlay: Check,
 }
 
 /// One capability check.
@@ -157,7 +174,9 @@ pub fn doctor() -> DoctorReport {
         } else {
             "overlayfs cannot be mounted inside a user namespace"
         },
-        Some("Linux 5.11 or later with overlayfs; cordon does not need it today"),
+        Some(
+            "Linux 5.11 or later with overlayfs; without it workspaces are git worktrees (slower to make, no warm build caches)",
+        ),
     );
     let cgroup = cgroup_report(h);
     let default_policy_ok = user_namespaces.ok && landlock.ok && seccomp.ok && mount_setattr.ok;
@@ -199,6 +218,7 @@ pub fn doctor() -> DoctorReport {
             pids,
             cpu: Enforcement::Rlimit,
         },
+        workspaces: None,
     }
 }
 

@@ -47,7 +47,8 @@ mod trees;
 
 pub use cordon_sandbox_init::{INIT_ARG, dispatch_helper, has_helper_entry, init_main};
 pub use doctor::{
-    CgroupReport, Check, DOCTOR_SCHEMA, DoctorReport, DoctorTag, EnforcementPreview, doctor,
+    CgroupReport, Check, DOCTOR_SCHEMA, DoctorReport, DoctorTag, EnforcementPreview,
+    WorkspacesReport, doctor,
 };
 pub use error::{SandboxError, SandboxErrorKind};
 pub use plan::{SANDBOX_HOME, SANDBOX_TMP, SANDBOX_WORKSPACE, protected_git_data};

@@ -25,6 +25,15 @@ impl Workspaces {
     /// `Ok` when overlay workspaces can be mounted here, else why not (probed once per boot
     /// and helper; the answer is kept in `$CORDON_HOME`).
     pub fn overlay_support(&self) -> Result<(), String> {
+        self.support(false)
+    }
+
+    /// [`Workspaces::overlay_support`], probed afresh (what `cordon doctor` reports).
+    pub fn probe_overlay_support(&self) -> Result<(), String> {
+        self.support(true)
+    }
+
+    fn support(&self, fresh: bool) -> Result<(), String> {
         let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
             .unwrap_or_default()
             .trim()
@@ -41,7 +50,8 @@ impl Workspaces {
             })
             .unwrap_or_default();
         let path = self.layout().support();
-        if let Ok(bytes) = std::fs::read(&path)
+        if !fresh
+            && let Ok(bytes) = std::fs::read(&path)
             && let Ok(known) = serde_json::from_slice::<Remembered>(&bytes)
             && !boot_id.is_empty()
             && known.boot_id == boot_id

@@ -11,13 +11,16 @@ use support::{TestDir, cordon, git};
 struct Fixture {
     repo: TestDir,
     home: TestDir,
+    /// `overlay` or `git-worktree`: every workspace of the fixture is of it.
+    strategy: &'static str,
 }
 
 impl Fixture {
-    fn new() -> Fixture {
+    fn new(strategy: &'static str) -> Fixture {
         let f = Fixture {
             repo: TestDir::new(),
             home: TestDir::new(),
+            strategy,
         };
         git(f.repo.path(), &["init", "-q", "-b", "main"]);
         f.repo.write("a.txt", "alpha\n");
@@ -47,25 +50,76 @@ impl Fixture {
     fn create(&self, extra: &[&str]) -> (String, String) {
         let repo = self.repo.path().to_str().unwrap().to_owned();
         let mut args = vec!["workspace", "create", "--json", "--repo", &repo];
+        args.extend_from_slice(&["--strategy", self.strategy]);
         args.extend_from_slice(extra);
         let record = self.json(&args);
+        assert_eq!(record["strategy"], self.strategy, "{record:#}");
         (
             record["id"].as_str().unwrap().to_owned(),
             record["path"].as_str().unwrap().to_owned(),
         )
     }
+
+    fn overlay(&self) -> bool {
+        self.strategy == "overlay"
+    }
+
+    /// Runs `sh -c script` in the workspace, sandboxed; its standard output.
+    fn sh(&self, id: &str, script: &str) -> String {
+        let out = self.cordon(&["run", "--json", "--workspace", id, "--", "sh", "-c", script]);
+        let result: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|_| panic!("{script}: {}", String::from_utf8_lossy(&out.stderr)));
+        assert_eq!(result["exit_code"], 0, "{script}: {result:#}");
+        result["stdout"]["head"].as_str().unwrap().to_owned()
+    }
+
+    /// A file of the workspace as its programs see it.
+    fn read(&self, id: &str, path: &str, rel: &str) -> Option<String> {
+        if self.overlay() {
+            let text = self.sh(id, &format!("cat '{rel}' 2>/dev/null || echo MISSING"));
+            (text != "MISSING\n").then_some(text)
+        } else {
+            std::fs::read_to_string(Path::new(path).join(rel)).ok()
+        }
+    }
+}
+
+/// Whether overlay workspaces work here (else the overlay cases fail, or skip outside CI).
+fn overlay_available() -> bool {
+    support::sandbox_available() && {
+        let home = TestDir::new();
+        let out = cordon()
+            .env("CORDON_HOME", home.path())
+            .args(["doctor", "--json"])
+            .output()
+            .unwrap();
+        let doctor: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        if doctor["workspaces"]["overlay"]["ok"] == true {
+            true
+        } else {
+            support::missing_capability(&format!("overlay workspaces: {doctor}"));
+            false
+        }
+    }
 }
 
 #[test]
 fn life_cycle_through_the_cli() {
-    let f = Fixture::new();
+    life_cycle(Fixture::new("git-worktree"));
+}
+
+#[test]
+fn life_cycle_of_an_overlay_through_the_cli() {
+    if overlay_available() {
+        life_cycle(Fixture::new("overlay"));
+    }
+}
+
+fn life_cycle(f: Fixture) {
     let status_before = git(f.repo.path(), &["status", "--porcelain"]);
     let (id, path) = f.create(&["--persistent"]);
     assert_eq!(id.len(), 8);
-    assert_eq!(
-        std::fs::read_to_string(Path::new(&path).join("a.txt")).unwrap(),
-        "alpha\n"
-    );
+    assert_eq!(f.read(&id, &path, "a.txt").as_deref(), Some("alpha\n"));
     let list = f.json(&["workspace", "list", "--json"]);
     let listed = &list["workspaces"][0];
     assert_eq!(listed["record"]["id"], id.as_str());
@@ -93,7 +147,20 @@ fn life_cycle_through_the_cli() {
     );
 
     // Odd file names survive diff --name-only -z.
-    std::fs::write(Path::new(&path).join("new\nline name.txt"), "x").unwrap();
+    if f.overlay() {
+        f.sh(
+            &id,
+            "printf x > 'new
+line name.txt'",
+        );
+        assert_eq!(
+            std::fs::read_dir(&path).unwrap().count(),
+            0,
+            "an overlay's files are never on the host"
+        );
+    } else {
+        std::fs::write(Path::new(&path).join("new\nline name.txt"), "x").unwrap();
+    }
     let out = f.cordon(&["workspace", "diff", &id, "--name-only", "-z"]);
     assert!(out.status.success());
     let mut names: Vec<&[u8]> = out
@@ -130,15 +197,26 @@ fn life_cycle_through_the_cli() {
 
 #[test]
 fn transient_workspaces_live_as_long_as_the_process_that_asked() {
-    let f = Fixture::new();
+    transient_workspaces(Fixture::new("git-worktree"));
+}
+
+#[test]
+fn transient_overlays_live_as_long_as_the_process_that_asked() {
+    if overlay_available() {
+        transient_workspaces(Fixture::new("overlay"));
+    }
+}
+
+fn transient_workspaces(f: Fixture) {
     // Created from this test process: it is alive, so gc keeps the workspace.
     let (kept, kept_path) = f.create(&[]);
     // Created from a shell that exits right away: gc collects it.
     let out = Command::new("sh")
         .arg("-c")
         .arg(format!(
-            "{} workspace create --json --repo {}",
+            "{} workspace create --json --strategy {} --repo {}",
             env!("CARGO_BIN_EXE_cordon"),
+            f.strategy,
             f.repo.path().display()
         ))
         .env("CORDON_HOME", f.home.path())
@@ -169,10 +247,19 @@ fn transient_workspaces_live_as_long_as_the_process_that_asked() {
 
 #[test]
 fn inside_a_workspace_git_data_is_read_only_to_the_program() {
-    if !support::sandbox_available() {
-        return;
+    if support::sandbox_available() {
+        git_data_is_read_only(Fixture::new("git-worktree"));
     }
-    let f = Fixture::new();
+}
+
+#[test]
+fn inside_an_overlay_git_data_is_read_only_to_the_program() {
+    if overlay_available() {
+        git_data_is_read_only(Fixture::new("overlay"));
+    }
+}
+
+fn git_data_is_read_only(f: Fixture) {
     let (id, path) = f.create(&[]);
     let common = f.repo.path().join(".git");
     let script = r#"
@@ -205,7 +292,18 @@ true
     let result: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let printed = result["stdout"]["head"].as_str().unwrap();
     assert_eq!(printed, "LOG_OK\nWRITE_OK\n", "{result:#}");
-    assert!(Path::new(&path).join("made-inside.txt").exists());
+    assert_eq!(
+        f.read(&id, &path, "made-inside.txt").as_deref(),
+        Some("data\n")
+    );
+    // The workspace's own git data (`.git` file, index, HEAD) is read-only too.
+    let planted = f.sh(
+        &id,
+        "echo 'gitdir: /tmp' > .git 2>/dev/null && echo PLANTED_DOT_GIT; \
+         cp \"$(git rev-parse --git-dir)/HEAD\" /dev/null && echo > \"$(git rev-parse --git-dir)/HEAD\" 2>/dev/null && echo PLANTED_HEAD; \
+         git status --porcelain",
+    );
+    assert_eq!(planted, "?? made-inside.txt\n");
     assert!(!common.join("hooks/post-checkout").exists());
     assert!(!common.join("refs/heads/evil").exists());
     assert!(!git(f.repo.path(), &["config", "--list"]).contains("fsmonitor"));
@@ -231,7 +329,17 @@ true
 
 #[test]
 fn a_forged_record_cannot_steer_deletion_or_patches_outside_the_workspace() {
-    let f = Fixture::new();
+    forged_record(Fixture::new("git-worktree"));
+}
+
+#[test]
+fn a_forged_overlay_record_cannot_steer_deletion_or_patches_outside_the_workspace() {
+    if overlay_available() {
+        forged_record(Fixture::new("overlay"));
+    }
+}
+
+fn forged_record(f: Fixture) {
     let (id, _path) = f.create(&["--persistent"]);
     let victim = TestDir::new();
     victim.write("precious.txt", "keep me\n");
@@ -262,4 +370,66 @@ fn a_forged_record_cannot_steer_deletion_or_patches_outside_the_workspace() {
         "keep me\n"
     );
     assert!(!record_file.exists());
+}
+
+#[test]
+fn where_overlays_are_refused_workspaces_are_git_worktrees_and_say_why() {
+    if !overlay_available() {
+        return;
+    }
+    // Inside cordon's own sandbox the kernel refuses new namespaces (seccomp): a real
+    // refusal, as on a host without unprivileged overlayfs. A cordon run there falls back.
+    let f = Fixture::new("overlay");
+    let bin_dir = Path::new(env!("CARGO_BIN_EXE_cordon")).parent().unwrap();
+    let cwd = f.repo.path().to_str().unwrap().to_owned();
+    let inner = |args: &str| -> serde_json::Value {
+        let out = f.cordon(&[
+            "run",
+            "--json",
+            "--cwd",
+            &cwd,
+            "--ro",
+            bin_dir.to_str().unwrap(),
+            // The inner git worktree registers itself in the repository's git data.
+            "--rw",
+            &format!("{cwd}/.git"),
+            "--env",
+            &format!("CORDON_HOME={cwd}/.inner-home"),
+            "--",
+            "sh",
+            "-c",
+            &format!("{} {args} 2>&1", env!("CARGO_BIN_EXE_cordon")),
+        ]);
+        serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)))
+    };
+    let created = inner("workspace create --json --persistent");
+    assert_eq!(created["exit_code"], 0, "{created:#}");
+    let record: serde_json::Value =
+        serde_json::from_str(created["stdout"]["head"].as_str().unwrap()).unwrap();
+    assert_eq!(record["strategy"], "git-worktree", "{record:#}");
+    let note = record["strategy_note"].as_str().unwrap();
+    assert!(
+        note.contains("overlay workspaces are unavailable here"),
+        "{note}"
+    );
+    // Asked for explicitly, an overlay is refused, never replaced.
+    let refused = inner("workspace create --strategy overlay");
+    assert_ne!(refused["exit_code"], 0, "{refused:#}");
+    assert!(
+        refused["stdout"]["head"]
+            .as_str()
+            .unwrap()
+            .contains("overlay workspaces are unavailable here"),
+        "{refused:#}"
+    );
+    // `cordon doctor` there says which strategy workspaces get, and why.
+    let doctor = inner("doctor --json");
+    let report: serde_json::Value =
+        serde_json::from_str(doctor["stdout"]["head"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        report["workspaces"]["strategy"], "git-worktree",
+        "{report:#}"
+    );
+    assert_eq!(report["workspaces"]["overlay"]["ok"], false);
 }

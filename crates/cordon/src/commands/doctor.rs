@@ -17,7 +17,8 @@ pub struct DoctorArgs {
 /// Probes the host and prints the report. Exit 0 when the default policy can be enforced,
 /// 1 otherwise.
 pub fn run(args: &DoctorArgs) -> Result<ExitCode, crate::exit::CliError> {
-    let report = cordon_sandbox::doctor();
+    let mut report = cordon_sandbox::doctor();
+    report.workspaces = Some(workspaces_report());
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -28,6 +29,35 @@ pub fn run(args: &DoctorArgs) -> Result<ExitCode, crate::exit::CliError> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// How workspaces are made here: overlay when a real overlay of layers in `CORDON_HOME`
+/// mounts, else git worktrees (with the reason).
+fn workspaces_report() -> cordon_sandbox::WorkspacesReport {
+    let probed = cordon_workspace::Workspaces::from_env()
+        .map_err(|e| e.to_string())
+        .and_then(|w| w.probe_overlay_support());
+    let strategy = match std::env::var(cordon_workspace::STRATEGY_ENV).as_deref() {
+        Ok("git-worktree") => "git-worktree (CORDON_WORKSPACE_STRATEGY)".to_owned(),
+        Ok("overlay") => "overlay (CORDON_WORKSPACE_STRATEGY)".to_owned(),
+        _ if probed.is_ok() => "overlay".to_owned(),
+        _ => "git-worktree".to_owned(),
+    };
+    let overlay = match probed {
+        Ok(()) => Check {
+            ok: true,
+            detail: "overlay workspaces mount here: created in constant time over shared base trees, warm build caches".into(),
+            hint: None,
+        },
+        Err(why) => Check {
+            ok: false,
+            detail: format!("overlay workspaces cannot be mounted here: {why}"),
+            hint: Some(
+                "workspaces are git worktrees instead (full checkouts, cold builds); overlays need Linux 5.11+ with unprivileged overlayfs and CORDON_HOME on a file system with user extended attributes (ext4, xfs, btrfs, tmpfs)".into(),
+            ),
+        },
+    };
+    cordon_sandbox::WorkspacesReport { strategy, overlay }
 }
 
 fn line(out: &mut String, name: &str, check: &Check) {
@@ -54,6 +84,10 @@ pub fn render(r: &DoctorReport) -> String {
     line(&mut out, "mount_setattr", &r.mount_setattr);
     line(&mut out, "cgroup limits", &r.cgroup.limits);
     line(&mut out, "overlayfs in userns", &r.overlayfs_userns);
+    if let Some(w) = &r.workspaces {
+        line(&mut out, "overlay workspaces", &w.overlay);
+        let _ = writeln!(out, "    {:<22} workspaces are made as: {}", "", w.strategy);
+    }
     let bwrap = Check {
         ok: r.bwrap_free,
         detail: "no bubblewrap, setuid helper or daemon needed".into(),
