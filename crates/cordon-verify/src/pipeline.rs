@@ -158,8 +158,12 @@ fn prepare(request: &VerifyRequest) -> Result<Prepared, VerifyError> {
     let workspaces = Workspaces::from_env()
         .map_err(|e| VerifyError::infra("cannot open the workspace store", e))?;
     let _ = workspaces.reconcile_on_start();
+    // Verification reads the workspace's files on the host: a git worktree until it reads
+    // overlays through their layers.
+    let create = cordon_workspace::CreateRequest::new(&repo, commit.as_str(), false)
+        .with_strategy(cordon_workspace::Strategy::GitWorktree);
     let workspace = workspaces
-        .create_transient(&repo, commit.as_str())
+        .create_transient_from(&create)
         .map_err(|e| VerifyError::infra("cannot create the workspace", e))?;
     let project_root = if project.as_os_str().is_empty() {
         workspace.path().to_owned()

@@ -24,7 +24,20 @@ impl Workspaces {
         repo: &Path,
         rev: &str,
     ) -> Result<TransientWorkspace, WorkspaceError> {
-        let record = self.create(&CreateRequest::new(repo, rev, false))?;
+        self.create_transient_from(&CreateRequest::new(repo, rev, false))
+    }
+
+    /// Creates a transient workspace as `request` says (its `persistent` is ignored),
+    /// removed when the guard is dropped.
+    pub fn create_transient_from(
+        &self,
+        request: &CreateRequest,
+    ) -> Result<TransientWorkspace, WorkspaceError> {
+        let request = CreateRequest {
+            persistent: false,
+            ..request.clone()
+        };
+        let record = self.create(&request)?;
         Ok(TransientWorkspace {
             workspaces: self.clone(),
             record: Some(record),
