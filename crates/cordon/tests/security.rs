@@ -37,7 +37,10 @@ impl Workspace {
         git(repo.path(), &["commit", "-qm", "init"]);
         let out = cordon()
             .env("CORDON_HOME", home.path())
-            .args(["workspace", "create", "--persistent", "--json", "--repo"])
+            // These cases race the host-visible tree of a git worktree; an overlay's tree
+            // exists only inside the sandbox (workspace_cli.rs covers overlays).
+            .args(["workspace", "create", "--persistent", "--json"])
+            .args(["--strategy", "git-worktree", "--repo"])
             .arg(repo.path())
             .output()
             .unwrap();
