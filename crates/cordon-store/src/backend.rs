@@ -219,6 +219,8 @@ pub(crate) struct AuditEntry<'a> {
 pub(crate) enum AnyBackend {
     /// One SQLite file.
     Sqlite(SqliteBackend),
+    /// A PostgreSQL database.
+    Postgres(crate::postgres::PostgresBackend),
 }
 
 /// Calls `$method` on whichever backend `$backend` holds, through `$trait`.
@@ -226,6 +228,9 @@ macro_rules! dispatch {
     ($backend:expr, $trait:ident :: $method:ident ( $($arg:expr),* )) => {
         match $backend {
             $crate::backend::AnyBackend::Sqlite(b) => {
+                $crate::backend::$trait::$method(b, $($arg),*)
+            }
+            $crate::backend::AnyBackend::Postgres(b) => {
                 $crate::backend::$trait::$method(b, $($arg),*)
             }
         }

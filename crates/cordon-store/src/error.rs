@@ -7,7 +7,7 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 #[error("{operation} failed on the run store {location}")]
 pub struct StoreError {
-    /// Where the store is (a file path, later a database URL without its password).
+    /// Where the store is (a file path, or a database URL without its password).
     pub location: String,
     /// What was being done (`open`, `begin a run`, `list runs`, ...).
     pub operation: &'static str,
@@ -30,7 +30,7 @@ impl StoreError {
         match &self.kind {
             StoreErrorKind::NotADatabase | StoreErrorKind::Foreign { .. } => Some(format!(
                 "move {} away (cordon then creates a new, empty store there), or set \
-                 CORDON_HOME to another directory",
+                 CORDON_HOME to another directory (or CORDON_STORE to another store)",
                 self.location
             )),
             StoreErrorKind::TooNew { .. } => Some(
@@ -38,10 +38,11 @@ impl StoreError {
                  to another directory"
                     .to_owned(),
             ),
-            StoreErrorKind::NoHome(_) => None,
+            StoreErrorKind::NoHome(_) | StoreErrorKind::NotUtf8 => None,
             StoreErrorKind::Directory { .. }
             | StoreErrorKind::File { .. }
             | StoreErrorKind::Sqlite(_)
+            | StoreErrorKind::Postgres(_)
             | StoreErrorKind::Corrupt { .. }
             | StoreErrorKind::Runtime(_) => None,
         }
@@ -65,6 +66,9 @@ pub enum StoreErrorKind {
         #[source]
         source: std::io::Error,
     },
+    /// `CORDON_STORE` is not valid UTF-8.
+    #[error("CORDON_STORE is not valid UTF-8")]
+    NotUtf8,
     /// The database file cannot be created.
     #[error("cannot create the file {path}")]
     File {
@@ -94,6 +98,9 @@ pub enum StoreErrorKind {
     /// An SQLite query failed.
     #[error(transparent)]
     Sqlite(#[from] rusqlite::Error),
+    /// A PostgreSQL connection or query failed.
+    #[error(transparent)]
+    Postgres(#[from] sqlx::Error),
     /// A stored value cannot be read back (damaged row).
     #[error("a stored value is damaged: {what}")]
     Corrupt {

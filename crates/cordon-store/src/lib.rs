@@ -19,9 +19,10 @@
 //! redacted; the store writes exactly the bytes it is given and returns exactly those bytes
 //! (compressed with LZ4 on disk, which is lossless).
 //!
-//! Backends: SQLite today. PostgreSQL (one store shared by many workers) slots in behind the
-//! same [`Store`] methods: a new backend module implementing the internal `Backend` trait,
-//! its own `migrations/postgres/`, and a [`StoreLocation`] variant — callers do not change.
+//! Backends: SQLite (the default: one file, embedded, no runtime) and PostgreSQL (one database
+//! shared by many workers and API servers on many machines: [`StoreLocation::Postgres`], a
+//! `postgres://` URL in `CORDON_STORE`), behind the same [`Store`] methods and the same
+//! migration versions (`migrations/sqlite/`, `migrations/postgres/`).
 //!
 //! ```no_run
 //! use cordon_store::{NewRun, RunKind, RunState, Store, Stream};
@@ -48,6 +49,10 @@ mod error;
 mod jobs;
 mod model;
 mod owner;
+mod postgres;
+mod postgres_admin;
+mod postgres_jobs;
+mod postgres_runs;
 mod queue;
 mod reclaim;
 mod sqlite;

@@ -18,28 +18,74 @@ use crate::transcript::TranscriptWriter;
 /// The file name of the SQLite store inside the cordon home.
 pub const DATABASE_FILE: &str = "cordon.db";
 
+/// The variable that names the store: a `postgres://`/`postgresql://` URL or a file path.
+pub const STORE_ENV: &str = "CORDON_STORE";
+
 /// Where a store lives.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum StoreLocation {
     /// An SQLite database file (created when missing).
     Sqlite(PathBuf),
+    /// A PostgreSQL database, by URL (`postgres://user:password@host:port/db`, or
+    /// `postgres://user@/db?host=/run/postgresql` for a Unix socket); its schema is created
+    /// when missing.
+    Postgres(String),
+}
+
+impl std::fmt::Debug for StoreLocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreLocation::Sqlite(path) => f.debug_tuple("Sqlite").field(path).finish(),
+            StoreLocation::Postgres(url) => f
+                .debug_tuple("Postgres")
+                .field(&crate::postgres::redact_url(url))
+                .finish(),
+        }
+    }
+}
+
+impl std::str::FromStr for StoreLocation {
+    type Err = std::convert::Infallible;
+
+    /// A `postgres://` or `postgresql://` URL names a PostgreSQL database; anything else is
+    /// the path of an SQLite file.
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let lower = text.get(..13).unwrap_or(text).to_ascii_lowercase();
+        if lower.starts_with("postgres://") || lower.starts_with("postgresql://") {
+            Ok(StoreLocation::Postgres(text.to_owned()))
+        } else {
+            Ok(StoreLocation::Sqlite(PathBuf::from(text)))
+        }
+    }
 }
 
 impl StoreLocation {
-    /// The default location: `cordon.db` in `$CORDON_HOME`, else in
-    /// `$XDG_DATA_HOME/cordon`, else in `~/.local/share/cordon`.
+    /// Where the store is: `$CORDON_STORE` when set (a URL or a path), else `cordon.db` in
+    /// `$CORDON_HOME`, else in `$XDG_DATA_HOME/cordon`, else in `~/.local/share/cordon`.
     pub fn from_env() -> Result<Self, StoreError> {
+        if let Some(text) = std::env::var_os(STORE_ENV).filter(|t| !t.is_empty()) {
+            let text = text.to_str().ok_or_else(|| {
+                StoreError::new(
+                    &text.to_string_lossy(),
+                    "find the store",
+                    StoreErrorKind::NotUtf8,
+                )
+            })?;
+            let Ok(location) = text.parse();
+            return Ok(location);
+        }
         let home = cordon_types::cordon_home().map_err(|e| {
             StoreError::new("(unknown)", "find the store", StoreErrorKind::NoHome(e))
         })?;
         Ok(StoreLocation::Sqlite(home.join(DATABASE_FILE)))
     }
 
-    /// How errors name this location.
-    fn display(&self) -> String {
+    /// How messages name this location (a URL without its password).
+    pub fn display(&self) -> String {
         match self {
             StoreLocation::Sqlite(path) => path.display().to_string(),
+            StoreLocation::Postgres(url) => crate::postgres::redact_url(url),
         }
     }
 }
@@ -80,8 +126,9 @@ impl Store {
         Self::open(&StoreLocation::Sqlite(path.to_owned()))
     }
 
-    /// Opens a store, creating and migrating it as needed. A file that is not a cordon store
-    /// (another database, random bytes, a newer schema) is refused with an error that says so.
+    /// Opens a store, creating and migrating it as needed. A file or database that is not a
+    /// cordon store (another database, random bytes, a newer schema) is refused with an error
+    /// that says so. Only a PostgreSQL store starts an async runtime (its client's).
     pub fn open(location: &StoreLocation) -> Result<Self, StoreError> {
         let name = location.display();
         let fail = |kind| StoreError::new(&name, "open", kind);
@@ -96,6 +143,9 @@ impl Store {
                     })?;
                 }
                 AnyBackend::Sqlite(SqliteBackend::open(path).map_err(fail)?)
+            }
+            StoreLocation::Postgres(url) => {
+                AnyBackend::Postgres(crate::postgres::PostgresBackend::open(url).map_err(fail)?)
             }
         };
         Ok(Self {

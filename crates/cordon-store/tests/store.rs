@@ -1,13 +1,16 @@
 //! Integration tests of the store: real SQLite files in temporary directories, and real
 //! processes (this test binary re-run as a helper) for crashes and concurrency.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::TestStore;
 use cordon_store::{
     Chunk, ChunkBody, ChunkFilter, ExportedBody, NewRun, RunFilter, RunId, RunKind, RunState,
-    StageRecord, Store, StoreErrorKind, Stream,
+    StageRecord, Store, StoreErrorKind, StoreLocation, Stream,
 };
 use pretty_assertions::assert_eq;
 use serde_json::json;
@@ -41,8 +44,17 @@ fn data(chunks: &[Chunk]) -> Vec<u8> {
     all
 }
 
+/// How a helper process is told where the store is: a path or a URL.
+fn location_text(location: &StoreLocation) -> String {
+    match location {
+        StoreLocation::Sqlite(path) => path.display().to_string(),
+        StoreLocation::Postgres(url) => url.clone(),
+        other => panic!("no such backend in the tests: {other:?}"),
+    }
+}
+
 /// Runs this test binary as a helper doing `role` against the store at `db`.
-fn spawn_helper(role: &str, db: &Path) -> Child {
+fn spawn_helper(role: &str, db: &StoreLocation) -> Child {
     Command::new(std::env::current_exe().expect("test binary"))
         .args([
             "--exact",
@@ -51,7 +63,7 @@ fn spawn_helper(role: &str, db: &Path) -> Child {
             "--test-threads=1",
         ])
         .env(HELPER_ENV, role)
-        .env(HELPER_DB_ENV, db)
+        .env(HELPER_DB_ENV, location_text(db))
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -64,8 +76,11 @@ fn helper_process() {
     let Ok(role) = std::env::var(HELPER_ENV) else {
         return;
     };
-    let db = PathBuf::from(std::env::var_os(HELPER_DB_ENV).expect("db path"));
-    let store = Store::open_sqlite(&db).expect("helper opens the store");
+    let location: StoreLocation = std::env::var(HELPER_DB_ENV)
+        .expect("store location")
+        .parse()
+        .expect("a path or a URL");
+    let store = Store::open(&location).expect("helper opens the store");
     let id = store
         .begin_run(&new_run(&["helper", &role]))
         .expect("begin");
@@ -136,10 +151,8 @@ fn read_run_id(child: &mut Child) -> RunId {
     }
 }
 
-#[test]
-fn runs_stages_and_documents_round_trip() {
-    let (_dir, db) = temp_db();
-    let store = Store::open_sqlite(&db).expect("open");
+each_backend!(runs_stages_and_documents_round_trip, |t: &TestStore| {
+    let store = t.open();
     let first = store
         .begin_run(&new_run(&["cargo", "test"]))
         .expect("begin");
@@ -238,7 +251,11 @@ fn runs_stages_and_documents_round_trip() {
 
     // Transcripts are private: the database and its WAL are readable by their owner only.
     use std::os::unix::fs::PermissionsExt;
-    for file in [db.clone(), db.with_extension("db-wal")] {
+    let files = match t.location() {
+        StoreLocation::Sqlite(db) => vec![db.clone(), db.with_extension("db-wal")],
+        _ => vec![],
+    };
+    for file in files {
         let mode = std::fs::metadata(&file)
             .expect("exists")
             .permissions()
@@ -248,278 +265,287 @@ fn runs_stages_and_documents_round_trip() {
 
     // Reopening sees the same data.
     drop(store);
-    let again = Store::open_sqlite(&db).expect("reopen");
+    let again = t.open();
     assert_eq!(again.list_runs(&RunFilter::default()).expect("list"), all);
-}
+});
 
-#[test]
-fn transcript_keeps_order_offsets_and_exact_bytes() {
-    let (_dir, db) = temp_db();
-    let store = Store::open_sqlite(&db).expect("open");
-    let id = store.begin_run(&new_run(&["prog"])).expect("begin");
-    let writer = store.transcript(&id).expect("transcript");
-    let binary: Vec<u8> = (0..=255u8).cycle().take(5000).collect();
-    let repetitive = vec![b'a'; 100_000];
-    writer.write(None, Stream::Stdout, b"out 1\n");
-    writer.write(None, Stream::Stderr, b"err 1\n");
-    writer.write(None, Stream::Stdout, &binary);
-    writer.write(None, Stream::Stdout, b"");
-    writer.write(
-        None,
-        Stream::Stderr,
-        "caf\u{e9} [REDACTED:token]\r\n".as_bytes(),
-    );
-    writer.write(None, Stream::Stdout, &repetitive);
-    let stats = writer.finish().expect("finish");
-    let total = 6 + 6 + binary.len() + "caf\u{e9} [REDACTED:token]\r\n".len() + repetitive.len();
-    assert_eq!(stats.bytes_written, total as u64);
-    assert_eq!(stats.bytes_lost, 0);
+each_backend!(
+    transcript_keeps_order_offsets_and_exact_bytes,
+    |t: &TestStore| {
+        let store = t.open();
+        let id = store.begin_run(&new_run(&["prog"])).expect("begin");
+        let writer = store.transcript(&id).expect("transcript");
+        let binary: Vec<u8> = (0..=255u8).cycle().take(5000).collect();
+        let repetitive = vec![b'a'; 100_000];
+        writer.write(None, Stream::Stdout, b"out 1\n");
+        writer.write(None, Stream::Stderr, b"err 1\n");
+        writer.write(None, Stream::Stdout, &binary);
+        writer.write(None, Stream::Stdout, b"");
+        writer.write(
+            None,
+            Stream::Stderr,
+            "caf\u{e9} [REDACTED:token]\r\n".as_bytes(),
+        );
+        writer.write(None, Stream::Stdout, &repetitive);
+        let stats = writer.finish().expect("finish");
+        let total =
+            6 + 6 + binary.len() + "caf\u{e9} [REDACTED:token]\r\n".len() + repetitive.len();
+        assert_eq!(stats.bytes_written, total as u64);
+        assert_eq!(stats.bytes_lost, 0);
 
-    let chunks = store.logs(&id, &ChunkFilter::default()).expect("logs");
-    let seqs: Vec<u64> = chunks.iter().map(|c| c.seq).collect();
-    let mut sorted = seqs.clone();
-    sorted.sort_unstable();
-    assert_eq!(seqs, sorted, "chunks come in seq order");
-    let streams: Vec<Stream> = chunks.iter().map(|c| c.stream).collect();
-    assert_eq!(
-        streams.first().copied(),
-        Some(Stream::Stdout),
-        "first write first"
-    );
-    // Interleaving: stdout, stderr, stdout..., stderr, stdout...
-    let mut switches = streams.windows(2).filter(|w| w[0] != w[1]).count();
-    switches += 1;
-    assert_eq!(switches, 5, "streams: {streams:?}");
+        let chunks = store.logs(&id, &ChunkFilter::default()).expect("logs");
+        let seqs: Vec<u64> = chunks.iter().map(|c| c.seq).collect();
+        let mut sorted = seqs.clone();
+        sorted.sort_unstable();
+        assert_eq!(seqs, sorted, "chunks come in seq order");
+        let streams: Vec<Stream> = chunks.iter().map(|c| c.stream).collect();
+        assert_eq!(
+            streams.first().copied(),
+            Some(Stream::Stdout),
+            "first write first"
+        );
+        // Interleaving: stdout, stderr, stdout..., stderr, stdout...
+        let mut switches = streams.windows(2).filter(|w| w[0] != w[1]).count();
+        switches += 1;
+        assert_eq!(switches, 5, "streams: {streams:?}");
 
-    let stdout = store
-        .logs(
-            &id,
-            &ChunkFilter {
-                stream: Some(Stream::Stdout),
-                ..ChunkFilter::default()
-            },
-        )
-        .expect("stdout");
-    let mut expected = b"out 1\n".to_vec();
-    expected.extend_from_slice(&binary);
-    expected.extend_from_slice(&repetitive);
-    assert_eq!(data(&stdout), expected, "stdout bytes exactly as written");
-    // Offsets are contiguous within the stream.
-    let mut next = 0;
-    for chunk in &stdout {
-        assert_eq!(chunk.offset, next);
-        if let ChunkBody::Data(bytes) = &chunk.body {
-            next += bytes.len() as u64;
+        let stdout = store
+            .logs(
+                &id,
+                &ChunkFilter {
+                    stream: Some(Stream::Stdout),
+                    ..ChunkFilter::default()
+                },
+            )
+            .expect("stdout");
+        let mut expected = b"out 1\n".to_vec();
+        expected.extend_from_slice(&binary);
+        expected.extend_from_slice(&repetitive);
+        assert_eq!(data(&stdout), expected, "stdout bytes exactly as written");
+        // Offsets are contiguous within the stream.
+        let mut next = 0;
+        for chunk in &stdout {
+            assert_eq!(chunk.offset, next);
+            if let ChunkBody::Data(bytes) = &chunk.body {
+                next += bytes.len() as u64;
+            }
         }
-    }
-    let stderr = store
-        .logs(
-            &id,
-            &ChunkFilter {
-                stream: Some(Stream::Stderr),
-                ..ChunkFilter::default()
-            },
-        )
-        .expect("stderr");
-    let mut expected_err = b"err 1\n".to_vec();
-    expected_err.extend_from_slice("caf\u{e9} [REDACTED:token]\r\n".as_bytes());
-    assert_eq!(data(&stderr), expected_err);
-    assert_eq!(stderr[1].offset, 6);
+        let stderr = store
+            .logs(
+                &id,
+                &ChunkFilter {
+                    stream: Some(Stream::Stderr),
+                    ..ChunkFilter::default()
+                },
+            )
+            .expect("stderr");
+        let mut expected_err = b"err 1\n".to_vec();
+        expected_err.extend_from_slice("caf\u{e9} [REDACTED:token]\r\n".as_bytes());
+        assert_eq!(data(&stderr), expected_err);
+        assert_eq!(stderr[1].offset, 6);
 
-    // The repetitive part is stored compressed: the file stays far below 100 KB of payload
-    // (measured beyond what an empty store takes: one page per table and index).
-    drop(store);
-    let size_of = |db: &std::path::Path| {
-        std::fs::metadata(db).expect("db").len()
-            + std::fs::metadata(db.with_extension("db-wal")).map_or(0, |m| m.len())
-    };
-    let empty = db.with_file_name("empty.db");
-    drop(Store::open_sqlite(&empty).expect("an empty store"));
-    let size = size_of(&db).saturating_sub(size_of(&empty));
-    assert!(size < 62_000, "the payload takes {size} bytes");
+        // The repetitive part is stored compressed: the file stays far below 100 KB of payload
+        // (measured beyond what an empty store takes: one page per table and index).
+        drop(store);
+        if let StoreLocation::Sqlite(db) = t.location() {
+            let size_of = |db: &std::path::Path| {
+                std::fs::metadata(db).expect("db").len()
+                    + std::fs::metadata(db.with_extension("db-wal")).map_or(0, |m| m.len())
+            };
+            let empty = db.with_file_name("empty.db");
+            drop(Store::open_sqlite(&empty).expect("an empty store"));
+            let size = size_of(db).saturating_sub(size_of(&empty));
+            assert!(size < 62_000, "the payload takes {size} bytes");
+        }
 
-    // The export is lossless: text where UTF-8, base64 where not.
-    let store = Store::open_sqlite(&db).expect("reopen");
-    let export = store.export(&id).expect("export").expect("exists");
-    let json = serde_json::to_value(&export).expect("serializes");
-    assert_eq!(json["schema"], "cordon.run-export/v1");
-    assert_eq!(export.transcript.len(), chunks.len());
-    let kinds: Vec<&str> = export
-        .transcript
-        .iter()
-        .map(|c| match &c.body {
-            ExportedBody::Text { .. } => "text",
-            ExportedBody::Base64 { .. } => "base64",
-            ExportedBody::Lost { .. } => "lost",
-        })
-        .collect();
-    assert!(
-        kinds.contains(&"base64") && kinds.contains(&"text"),
-        "{kinds:?}"
-    );
-}
-
-#[test]
-fn transcript_continues_after_a_second_writer_opens() {
-    let (_dir, db) = temp_db();
-    let store = Store::open_sqlite(&db).expect("open");
-    let id = store.begin_run(&new_run(&["prog"])).expect("begin");
-    let writer = store.transcript(&id).expect("transcript");
-    writer.write(Some("build"), Stream::Stdout, b"0123456789");
-    writer.finish().expect("finish");
-    let writer = store.transcript(&id).expect("transcript again");
-    writer.write(Some("build"), Stream::Stdout, b"abc");
-    writer.write(Some("test"), Stream::Stdout, b"xyz");
-    writer.finish().expect("finish");
-    let chunks = store.logs(&id, &ChunkFilter::default()).expect("logs");
-    let placed: Vec<(u64, Option<&str>, u64)> = chunks
-        .iter()
-        .map(|c| (c.seq, c.stage.as_deref(), c.offset))
-        .collect();
-    assert_eq!(
-        placed,
-        vec![
-            (0, Some("build"), 0),
-            (1, Some("build"), 10),
-            (2, Some("test"), 0)
-        ]
-    );
-    let build = store
-        .logs(
-            &id,
-            &ChunkFilter {
-                stage: Some("build".to_owned()),
-                stream: None,
-            },
-        )
-        .expect("logs");
-    assert_eq!(data(&build), b"0123456789abc");
-}
-
-#[test]
-fn chunks_are_visible_to_another_connection_before_finish() {
-    let (_dir, db) = temp_db();
-    let store = Store::open_sqlite(&db).expect("open");
-    let id = store.begin_run(&new_run(&["prog"])).expect("begin");
-    let writer = store.transcript(&id).expect("transcript");
-    writer.write(None, Stream::Stdout, b"early output\n");
-    // The background flush makes it visible (within about FLUSH_INTERVAL), before `finish`.
-    let reader = Store::open_sqlite(&db).expect("second store");
-    let mut seen = Vec::new();
-    wait_until(
-        "the chunk is visible to another connection",
-        Duration::from_secs(30),
-        || {
-            seen = reader.logs(&id, &ChunkFilter::default()).expect("logs");
-            !seen.is_empty()
-        },
-    );
-    assert_eq!(data(&seen), b"early output\n");
-    writer.finish().expect("finish");
-}
-
-#[test]
-fn a_killed_writer_is_marked_interrupted_and_its_transcript_survives() {
-    let (_dir, db) = temp_db();
-    drop(Store::open_sqlite(&db).expect("create"));
-    let mut child = spawn_helper("forever", &db);
-    let id = read_run_id(&mut child);
-    let store = Store::open_sqlite(&db).expect("open");
-    // The helper writes on: wait until more than 50 lines are stored.
-    let stored_lines = || {
-        data(&store.logs(&id, &ChunkFilter::default()).expect("logs"))
+        // The export is lossless: text where UTF-8, base64 where not.
+        let store = t.open();
+        let export = store.export(&id).expect("export").expect("exists");
+        let json = serde_json::to_value(&export).expect("serializes");
+        assert_eq!(json["schema"], "cordon.run-export/v1");
+        assert_eq!(export.transcript.len(), chunks.len());
+        let kinds: Vec<&str> = export
+            .transcript
             .iter()
-            .filter(|&&b| b == b'\n')
-            .count()
-    };
-    wait_until("50 lines stored", Duration::from_secs(30), || {
-        stored_lines() > 50
-    });
-    // While the writer lives, nothing is interrupted.
-    assert_eq!(store.mark_interrupted().expect("mark"), 0);
-    child.kill().expect("SIGKILL");
-    child.wait().expect("reap");
-    assert_eq!(store.mark_interrupted().expect("mark"), 1);
-    assert_eq!(store.mark_interrupted().expect("mark again"), 0);
-    let record = store.get_run(&id).expect("get").expect("exists");
-    assert_eq!(record.run.status, RunState::Interrupted);
-    assert!(record.run.finished_at_ms.is_some());
-    let text = String::from_utf8(data(
-        &store.logs(&id, &ChunkFilter::default()).expect("logs"),
-    ))
-    .expect("utf-8");
-    let lines: Vec<&str> = text.lines().collect();
-    assert!(lines.len() > 50, "only {} lines survived", lines.len());
-    for (i, line) in lines.iter().enumerate() {
-        assert_eq!(*line, format!("line {i}"));
+            .map(|c| match &c.body {
+                ExportedBody::Text { .. } => "text",
+                ExportedBody::Base64 { .. } => "base64",
+                ExportedBody::Lost { .. } => "lost",
+            })
+            .collect();
+        assert!(
+            kinds.contains(&"base64") && kinds.contains(&"text"),
+            "{kinds:?}"
+        );
     }
-    let listed = store
-        .list_runs(&RunFilter {
-            status: Some(RunState::Interrupted),
-            ..RunFilter::default()
-        })
-        .expect("list");
-    assert_eq!(listed.len(), 1);
-}
+);
 
-#[test]
-fn follow_returns_when_the_run_ends_or_its_owner_dies() {
-    let (_dir, db) = temp_db();
-    drop(Store::open_sqlite(&db).expect("create"));
-    let mut child = spawn_helper("forever", &db);
-    let id = read_run_id(&mut child);
-    let store = Store::open_sqlite(&db).expect("open");
-    // The writer is killed once `follow` has received some of its output.
-    let (following, first_output) = std::sync::mpsc::channel::<()>();
-    let killer = std::thread::spawn(move || {
-        let _ = first_output.recv();
+each_backend!(
+    transcript_continues_after_a_second_writer_opens,
+    |t: &TestStore| {
+        let store = t.open();
+        let id = store.begin_run(&new_run(&["prog"])).expect("begin");
+        let writer = store.transcript(&id).expect("transcript");
+        writer.write(Some("build"), Stream::Stdout, b"0123456789");
+        writer.finish().expect("finish");
+        let writer = store.transcript(&id).expect("transcript again");
+        writer.write(Some("build"), Stream::Stdout, b"abc");
+        writer.write(Some("test"), Stream::Stdout, b"xyz");
+        writer.finish().expect("finish");
+        let chunks = store.logs(&id, &ChunkFilter::default()).expect("logs");
+        let placed: Vec<(u64, Option<&str>, u64)> = chunks
+            .iter()
+            .map(|c| (c.seq, c.stage.as_deref(), c.offset))
+            .collect();
+        assert_eq!(
+            placed,
+            vec![
+                (0, Some("build"), 0),
+                (1, Some("build"), 10),
+                (2, Some("test"), 0)
+            ]
+        );
+        let build = store
+            .logs(
+                &id,
+                &ChunkFilter {
+                    stage: Some("build".to_owned()),
+                    stream: None,
+                },
+            )
+            .expect("logs");
+        assert_eq!(data(&build), b"0123456789abc");
+    }
+);
+
+each_backend!(
+    chunks_are_visible_to_another_connection_before_finish,
+    |t: &TestStore| {
+        let store = t.open();
+        let id = store.begin_run(&new_run(&["prog"])).expect("begin");
+        let writer = store.transcript(&id).expect("transcript");
+        writer.write(None, Stream::Stdout, b"early output\n");
+        // The background flush makes it visible (within about FLUSH_INTERVAL), before `finish`.
+        let reader = t.open();
+        let mut seen = Vec::new();
+        wait_until(
+            "the chunk is visible to another connection",
+            Duration::from_secs(30),
+            || {
+                seen = reader.logs(&id, &ChunkFilter::default()).expect("logs");
+                !seen.is_empty()
+            },
+        );
+        assert_eq!(data(&seen), b"early output\n");
+        writer.finish().expect("finish");
+    }
+);
+
+each_backend!(
+    a_killed_writer_is_marked_interrupted_and_its_transcript_survives,
+    |t: &TestStore| {
+        let db = t.location();
+        drop(t.open());
+        let mut child = spawn_helper("forever", db);
+        let id = read_run_id(&mut child);
+        let store = t.open();
+        // The helper writes on: wait until more than 50 lines are stored.
+        let stored_lines = || {
+            data(&store.logs(&id, &ChunkFilter::default()).expect("logs"))
+                .iter()
+                .filter(|&&b| b == b'\n')
+                .count()
+        };
+        wait_until("50 lines stored", Duration::from_secs(30), || {
+            stored_lines() > 50
+        });
+        // While the writer lives, nothing is interrupted.
+        assert_eq!(store.mark_interrupted().expect("mark"), 0);
         child.kill().expect("SIGKILL");
         child.wait().expect("reap");
-    });
-    let mut received = Vec::new();
-    let started = Instant::now();
-    let end = store
-        .follow(
-            &id,
-            &ChunkFilter::default(),
-            Duration::from_millis(50),
-            &mut |c| {
-                if let ChunkBody::Data(bytes) = c.body {
-                    received.extend_from_slice(&bytes);
-                    let _ = following.send(());
-                }
-                std::ops::ControlFlow::Continue(())
-            },
-        )
-        .expect("follow");
-    killer.join().expect("killer");
-    assert_eq!(end, Some(RunState::Interrupted));
-    assert!(started.elapsed() < Duration::from_secs(10));
-    let stored = data(&store.logs(&id, &ChunkFilter::default()).expect("logs"));
-    assert_eq!(received, stored, "follow saw the whole transcript");
-    assert!(!stored.is_empty());
-    let unknown: RunId = "r-aaaaaaaaaa".parse().expect("id");
-    let none = store
-        .follow(
-            &unknown,
-            &ChunkFilter::default(),
-            Duration::from_millis(10),
-            &mut |_| std::ops::ControlFlow::Continue(()),
-        )
-        .expect("follow unknown");
-    assert_eq!(none, None);
-}
+        assert_eq!(store.mark_interrupted().expect("mark"), 1);
+        assert_eq!(store.mark_interrupted().expect("mark again"), 0);
+        let record = store.get_run(&id).expect("get").expect("exists");
+        assert_eq!(record.run.status, RunState::Interrupted);
+        assert!(record.run.finished_at_ms.is_some());
+        let text = String::from_utf8(data(
+            &store.logs(&id, &ChunkFilter::default()).expect("logs"),
+        ))
+        .expect("utf-8");
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines.len() > 50, "only {} lines survived", lines.len());
+        for (i, line) in lines.iter().enumerate() {
+            assert_eq!(*line, format!("line {i}"));
+        }
+        let listed = store
+            .list_runs(&RunFilter {
+                status: Some(RunState::Interrupted),
+                ..RunFilter::default()
+            })
+            .expect("list");
+        assert_eq!(listed.len(), 1);
+    }
+);
 
-#[test]
-fn concurrent_processes_lose_nothing() {
-    let (_dir, db) = temp_db();
-    let mut children: Vec<Child> = (0..4).map(|_| spawn_helper("burst", &db)).collect();
+each_backend!(
+    follow_returns_when_the_run_ends_or_its_owner_dies,
+    |t: &TestStore| {
+        let db = t.location();
+        drop(t.open());
+        let mut child = spawn_helper("forever", db);
+        let id = read_run_id(&mut child);
+        let store = t.open();
+        // The writer is killed once `follow` has received some of its output.
+        let (following, first_output) = std::sync::mpsc::channel::<()>();
+        let killer = std::thread::spawn(move || {
+            let _ = first_output.recv();
+            child.kill().expect("SIGKILL");
+            child.wait().expect("reap");
+        });
+        let mut received = Vec::new();
+        let started = Instant::now();
+        let end = store
+            .follow(
+                &id,
+                &ChunkFilter::default(),
+                Duration::from_millis(50),
+                &mut |c| {
+                    if let ChunkBody::Data(bytes) = c.body {
+                        received.extend_from_slice(&bytes);
+                        let _ = following.send(());
+                    }
+                    std::ops::ControlFlow::Continue(())
+                },
+            )
+            .expect("follow");
+        killer.join().expect("killer");
+        assert_eq!(end, Some(RunState::Interrupted));
+        assert!(started.elapsed() < Duration::from_secs(10));
+        let stored = data(&store.logs(&id, &ChunkFilter::default()).expect("logs"));
+        assert_eq!(received, stored, "follow saw the whole transcript");
+        assert!(!stored.is_empty());
+        let unknown: RunId = "r-aaaaaaaaaa".parse().expect("id");
+        let none = store
+            .follow(
+                &unknown,
+                &ChunkFilter::default(),
+                Duration::from_millis(10),
+                &mut |_| std::ops::ControlFlow::Continue(()),
+            )
+            .expect("follow unknown");
+        assert_eq!(none, None);
+    }
+);
+
+each_backend!(concurrent_processes_lose_nothing, |t: &TestStore| {
+    let db = t.location();
+    let mut children: Vec<Child> = (0..4).map(|_| spawn_helper("burst", db)).collect();
     let ids: Vec<RunId> = children.iter_mut().map(read_run_id).collect();
     for child in &mut children {
         let status = child.wait().expect("wait");
         assert!(status.success(), "helper failed: {status}");
     }
-    let store = Store::open_sqlite(&db).expect("open");
+    let store = t.open();
     assert_eq!(
         store.list_runs(&RunFilter::default()).expect("list").len(),
         4
@@ -534,44 +560,45 @@ fn concurrent_processes_lose_nothing() {
         let expected: String = (0..200).map(|i| format!("{id} chunk {i:03}\n")).collect();
         assert_eq!(text, expected);
     }
-}
+});
 
-#[test]
-fn concurrent_threads_with_their_own_stores_lose_nothing() {
-    let (_dir, db) = temp_db();
-    drop(Store::open_sqlite(&db).expect("create"));
-    let threads: Vec<_> = (0..4)
-        .map(|t| {
-            let db = db.clone();
-            std::thread::spawn(move || {
-                let store = Store::open_sqlite(&db).expect("open");
-                let id = store.begin_run(&new_run(&["thread"])).expect("begin");
-                let writer = store.transcript(&id).expect("transcript");
-                for i in 0..200 {
-                    writer.write(None, Stream::Stdout, format!("t{t} {i}\n").as_bytes());
-                    if i % 25 == 0 {
-                        std::thread::sleep(Duration::from_millis(30));
+each_backend!(
+    concurrent_threads_with_their_own_stores_lose_nothing,
+    |test: &TestStore| {
+        drop(test.open());
+        let threads: Vec<_> = (0..4)
+            .map(|t| {
+                let location = test.location().clone();
+                std::thread::spawn(move || {
+                    let store = Store::open(&location).expect("open");
+                    let id = store.begin_run(&new_run(&["thread"])).expect("begin");
+                    let writer = store.transcript(&id).expect("transcript");
+                    for i in 0..200 {
+                        writer.write(None, Stream::Stdout, format!("t{t} {i}\n").as_bytes());
+                        if i % 25 == 0 {
+                            std::thread::sleep(Duration::from_millis(30));
+                        }
                     }
-                }
-                writer.finish().expect("finish");
-                store
-                    .finish_run(&id, RunState::Fail, None)
-                    .expect("finish run");
-                (t, id)
+                    writer.finish().expect("finish");
+                    store
+                        .finish_run(&id, RunState::Fail, None)
+                        .expect("finish run");
+                    (t, id)
+                })
             })
-        })
-        .collect();
-    let store = Store::open_sqlite(&db).expect("open");
-    for thread in threads {
-        let (t, id) = thread.join().expect("thread");
-        let text = String::from_utf8(data(
-            &store.logs(&id, &ChunkFilter::default()).expect("logs"),
-        ))
-        .expect("utf-8");
-        let expected: String = (0..200).map(|i| format!("t{t} {i}\n")).collect();
-        assert_eq!(text, expected);
+            .collect();
+        let store = test.open();
+        for thread in threads {
+            let (t, id) = thread.join().expect("thread");
+            let text = String::from_utf8(data(
+                &store.logs(&id, &ChunkFilter::default()).expect("logs"),
+            ))
+            .expect("utf-8");
+            let expected: String = (0..200).map(|i| format!("t{t} {i}\n")).collect();
+            assert_eq!(text, expected);
+        }
     }
-}
+);
 
 #[test]
 fn a_file_of_random_bytes_is_refused_clearly() {
@@ -688,59 +715,61 @@ fn raw_sql(db: &Path, sql: &str) {
     connection.execute_batch(sql).expect("sql");
 }
 
-#[test]
-fn delete_older_than_removes_old_finished_runs_and_their_chunks() {
-    let (_dir, db) = temp_db();
-    let store = Store::open_sqlite(&db).expect("open");
-    let old = store.begin_run(&new_run(&["old"])).expect("begin");
-    let writer = store.transcript(&old).expect("transcript");
-    writer.write(None, Stream::Stdout, b"old output");
-    writer.finish().expect("finish");
-    store
-        .finish_run(&old, RunState::Pass, None)
-        .expect("finish");
-    let old_running = store
-        .begin_run(&new_run(&["still running"]))
-        .expect("begin");
-    let recent = store.begin_run(&new_run(&["recent"])).expect("begin");
-    store
-        .finish_run(&recent, RunState::Fail, None)
-        .expect("finish");
-    // Two of them started two hours ago.
-    raw_sql(
-        &db,
+each_backend!(
+    delete_older_than_removes_old_finished_runs_and_their_chunks,
+    |t: &TestStore| {
+        let store = t.open();
+        let old = store.begin_run(&new_run(&["old"])).expect("begin");
+        let writer = store.transcript(&old).expect("transcript");
+        writer.write(None, Stream::Stdout, b"old output");
+        writer.finish().expect("finish");
+        store
+            .finish_run(&old, RunState::Pass, None)
+            .expect("finish");
+        let old_running = store
+            .begin_run(&new_run(&["still running"]))
+            .expect("begin");
+        let recent = store.begin_run(&new_run(&["recent"])).expect("begin");
+        store
+            .finish_run(&recent, RunState::Fail, None)
+            .expect("finish");
+        // Two of them started two hours ago.
+        t.raw_sql(
         &format!(
             "UPDATE runs SET started_at_ms = started_at_ms - 7200000 WHERE id IN ('{old}', '{old_running}')"
         ),
     );
 
-    assert_eq!(
-        store
-            .delete_older_than(Duration::from_secs(3 * 3600))
-            .expect("gc"),
-        0
-    );
-    assert_eq!(
-        store
-            .delete_older_than(Duration::from_secs(3600))
-            .expect("gc"),
-        1
-    );
-    assert_eq!(store.get_run(&old).expect("get"), None);
-    assert_eq!(
-        store
-            .read_chunks(&old, &ChunkFilter::default(), None, 10)
-            .expect("chunks"),
-        vec![]
-    );
-    assert!(
-        store.get_run(&old_running).expect("get").is_some(),
-        "running runs stay"
-    );
-    assert!(store.get_run(&recent).expect("get").is_some());
-    let chunk_rows = count_rows(&db, "SELECT COUNT(*) FROM transcript_chunks");
-    assert_eq!(chunk_rows, 0, "chunks of deleted runs are gone");
-}
+        assert_eq!(
+            store
+                .delete_older_than(Duration::from_secs(3 * 3600))
+                .expect("gc"),
+            0
+        );
+        assert_eq!(
+            store
+                .delete_older_than(Duration::from_secs(3600))
+                .expect("gc"),
+            1
+        );
+        assert_eq!(store.get_run(&old).expect("get"), None);
+        assert_eq!(
+            store
+                .read_chunks(&old, &ChunkFilter::default(), None, 10)
+                .expect("chunks"),
+            vec![]
+        );
+        assert!(
+            store.get_run(&old_running).expect("get").is_some(),
+            "running runs stay"
+        );
+        assert!(store.get_run(&recent).expect("get").is_some());
+        if let StoreLocation::Sqlite(db) = t.location() {
+            let chunk_rows = count_rows(db, "SELECT COUNT(*) FROM transcript_chunks");
+            assert_eq!(chunk_rows, 0, "chunks of deleted runs are gone");
+        }
+    }
+);
 
 fn count_rows(db: &Path, sql: &str) -> i64 {
     let connection = rusqlite::Connection::open(db).expect("connect");
@@ -825,10 +854,8 @@ fn a_blocked_database_costs_bytes_with_a_marker_never_silently() {
     );
 }
 
-#[test]
-fn random_writes_read_back_byte_for_byte() {
-    let (_dir, db) = temp_db();
-    let store = Store::open_sqlite(&db).expect("open");
+each_backend!(random_writes_read_back_byte_for_byte, |t: &TestStore| {
+    let store = t.open();
     let id = store.begin_run(&new_run(&["random"])).expect("begin");
     let writer = store.transcript(&id).expect("transcript");
     let mut state = 0x2545_F491_4F6C_DD1D_u64;
@@ -905,7 +932,7 @@ fn random_writes_read_back_byte_for_byte() {
         }
     }
     assert_eq!(decoded, in_order);
-}
+});
 
 fn base64_decode(text: &str) -> Vec<u8> {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -924,30 +951,89 @@ fn base64_decode(text: &str) -> Vec<u8> {
     out
 }
 
+each_backend!(
+    a_transcript_limit_keeps_the_head_and_marks_the_rest,
+    |t: &TestStore| {
+        let store = t.open();
+        let id = store.begin_run(&new_run(&["flood"])).expect("begin");
+        let writer = store.transcript(&id).expect("transcript");
+        writer.set_limit(10);
+        writer.write(None, Stream::Stdout, b"12345");
+        writer.write(None, Stream::Stdout, b"678");
+        // Crosses the limit: the part that fits is kept.
+        writer.write(None, Stream::Stdout, b"90overflow");
+        writer.write(None, Stream::Stderr, b"more");
+        let stats = writer.finish().expect("finish");
+        assert_eq!(stats.bytes_written, 10);
+        assert_eq!(stats.bytes_over_limit, 12);
+        assert_eq!(stats.bytes_lost, 12);
+        let chunks = store.logs(&id, &ChunkFilter::default()).expect("logs");
+        assert_eq!(data(&chunks), b"1234567890");
+        let lost: Vec<(Stream, u64)> = chunks
+            .iter()
+            .filter_map(|c| match c.body {
+                ChunkBody::Lost { bytes } => Some((c.stream, bytes)),
+                ChunkBody::Data(_) => None,
+            })
+            .collect();
+        assert_eq!(lost, vec![(Stream::Stdout, 8), (Stream::Stderr, 4)]);
+    }
+);
+
+/// PostgreSQL: a database holding other tables, or migrated by a newer cordon, is refused, and
+/// the error names it without its password.
 #[test]
-fn a_transcript_limit_keeps_the_head_and_marks_the_rest() {
-    let (_dir, db) = temp_db();
-    let store = Store::open_sqlite(&db).expect("open");
-    let id = store.begin_run(&new_run(&["flood"])).expect("begin");
-    let writer = store.transcript(&id).expect("transcript");
-    writer.set_limit(10);
-    writer.write(None, Stream::Stdout, b"12345");
-    writer.write(None, Stream::Stdout, b"678");
-    // Crosses the limit: the part that fits is kept.
-    writer.write(None, Stream::Stdout, b"90overflow");
-    writer.write(None, Stream::Stderr, b"more");
-    let stats = writer.finish().expect("finish");
-    assert_eq!(stats.bytes_written, 10);
-    assert_eq!(stats.bytes_over_limit, 12);
-    assert_eq!(stats.bytes_lost, 12);
-    let chunks = store.logs(&id, &ChunkFilter::default()).expect("logs");
-    assert_eq!(data(&chunks), b"1234567890");
-    let lost: Vec<(Stream, u64)> = chunks
-        .iter()
-        .filter_map(|c| match c.body {
-            ChunkBody::Lost { bytes } => Some((c.stream, bytes)),
-            ChunkBody::Data(_) => None,
-        })
-        .collect();
-    assert_eq!(lost, vec![(Stream::Stdout, 8), (Stream::Stderr, 4)]);
+fn a_foreign_or_newer_postgres_database_is_refused_clearly() {
+    let Some(foreign) = TestStore::postgres() else {
+        return;
+    };
+    foreign.raw_sql("CREATE TABLE users (id BIGINT PRIMARY KEY, name TEXT)");
+    let error = Store::open(foreign.location()).expect_err("foreign");
+    assert!(
+        matches!(&error.kind, StoreErrorKind::Foreign { tables } if tables == "users"),
+        "{error:?}"
+    );
+    let Some(newer) = TestStore::postgres() else {
+        return;
+    };
+    drop(newer.open());
+    newer.raw_sql(
+        "INSERT INTO cordon_migrations (version, description, applied_at_ms) VALUES (99, 'x', 0)",
+    );
+    let error = Store::open(newer.location()).expect_err("newer");
+    assert!(
+        matches!(error.kind, StoreErrorKind::TooNew { found: 99, known } if known < 99),
+        "{error:?}"
+    );
+    // Concurrent first opens migrate once (under the advisory lock) and all succeed.
+    let Some(fresh) = TestStore::postgres() else {
+        return;
+    };
+    std::thread::scope(|scope| {
+        for _ in 0..4 {
+            scope.spawn(|| drop(fresh.open()));
+        }
+    });
+    assert!(
+        fresh
+            .open()
+            .list_runs(&RunFilter::default())
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[test]
+fn a_store_location_is_a_url_or_a_path_and_messages_hide_passwords() {
+    let url: StoreLocation = "postgres://cordon:s3cret@db:5432/cordon".parse().unwrap();
+    assert!(matches!(url, StoreLocation::Postgres(_)));
+    assert!(!url.display().contains("s3cret"), "{}", url.display());
+    assert!(!format!("{url:?}").contains("s3cret"));
+    let upper: StoreLocation = "PostgreSQL://me@db/cordon".parse().unwrap();
+    assert!(matches!(upper, StoreLocation::Postgres(_)));
+    let path: StoreLocation = "/var/lib/cordon/cordon.db".parse().unwrap();
+    assert_eq!(
+        path,
+        StoreLocation::Sqlite("/var/lib/cordon/cordon.db".into())
+    );
 }

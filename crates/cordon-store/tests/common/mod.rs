@@ -13,6 +13,99 @@ use serde_json::json;
 pub struct TestStore {
     location: StoreLocation,
     _dir: Option<tempfile::TempDir>,
+    database: Option<TestDatabase>,
+}
+
+/// The variable `scripts/test` sets: a PostgreSQL database to connect to as a superuser.
+pub const POSTGRES_ENV: &str = "CORDON_TEST_POSTGRES_URL";
+
+/// Whether a test that cannot run here must fail instead of skipping (`CI=true` or
+/// `CORDON_REQUIRE_SANDBOX=1`, as for the sandbox tests).
+pub fn required() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true")
+        || std::env::var("CORDON_REQUIRE_SANDBOX").is_ok_and(|v| v == "1")
+}
+
+/// The admin URL, or `None` (after saying why) when PostgreSQL tests may be skipped here.
+pub fn postgres_admin_url() -> Option<String> {
+    match std::env::var(POSTGRES_ENV) {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ if required() => panic!(
+            "error: the PostgreSQL tests are required here (CI=true or CORDON_REQUIRE_SANDBOX=1) \
+             but {POSTGRES_ENV} is not set: run them through scripts/test, which starts a \
+             throw-away cluster"
+        ),
+        _ => {
+            eprintln!("skipped: {POSTGRES_ENV} is not set (scripts/test sets it)");
+            None
+        }
+    }
+}
+
+/// `url` with its database replaced by `database`.
+pub fn with_database(url: &str, database: &str) -> String {
+    let (scheme, rest) = url.split_once("://").expect("a URL");
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    let query = tail.find('?').map_or("", |at| &tail[at..]);
+    format!("{scheme}://{authority}/{database}{query}")
+}
+
+/// A database created for one test, dropped (with its connections) afterwards.
+pub struct TestDatabase {
+    admin: String,
+    name: String,
+}
+
+impl TestDatabase {
+    /// Creates a database with a unique name.
+    pub fn create(admin: &str) -> Self {
+        let name = format!(
+            "cordon_test_{}_{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+        );
+        admin_sql(admin, &format!("CREATE DATABASE {name}"));
+        TestDatabase {
+            admin: admin.to_owned(),
+            name,
+        }
+    }
+
+    /// Its URL.
+    pub fn url(&self) -> String {
+        with_database(&self.admin, &self.name)
+    }
+}
+
+impl Drop for TestDatabase {
+    fn drop(&mut self) {
+        admin_sql(
+            &self.admin,
+            &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name),
+        );
+    }
+}
+
+static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Runs one statement on the admin database.
+pub fn admin_sql(url: &str, sql: &str) {
+    use sqlx::Connection;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let mut connection = sqlx::PgConnection::connect(url)
+            .await
+            .unwrap_or_else(|e| panic!("connect to {url}: {e}"));
+        sqlx::raw_sql(sql)
+            .execute(&mut connection)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+        connection.close().await.expect("close");
+    });
 }
 
 impl TestStore {
@@ -23,6 +116,35 @@ impl TestStore {
         TestStore {
             location: StoreLocation::Sqlite(path),
             _dir: Some(dir),
+            database: None,
+        }
+    }
+
+    /// A new PostgreSQL store in a database of its own, or `None` when skipped here.
+    pub fn postgres() -> Option<Self> {
+        let admin = postgres_admin_url()?;
+        let database = TestDatabase::create(&admin);
+        Some(TestStore {
+            location: StoreLocation::Postgres(database.url()),
+            _dir: None,
+            database: Some(database),
+        })
+    }
+
+    /// Whether this is the PostgreSQL store.
+    pub fn is_postgres(&self) -> bool {
+        self.database.is_some()
+    }
+
+    /// Runs SQL on the store's database directly (to age rows, to break things).
+    pub fn raw_sql(&self, sql: &str) {
+        match &self.location {
+            StoreLocation::Postgres(url) => admin_sql(url, sql),
+            StoreLocation::Sqlite(path) => {
+                let connection = rusqlite::Connection::open(path).expect("connect");
+                connection.execute_batch(sql).expect("sql");
+            }
+            other => panic!("no such backend in the tests: {other:?}"),
         }
     }
 
@@ -114,6 +236,13 @@ macro_rules! each_backend {
             #[test]
             fn sqlite() {
                 super::$name(&$crate::common::TestStore::sqlite());
+            }
+
+            #[test]
+            fn postgres() {
+                if let Some(store) = $crate::common::TestStore::postgres() {
+                    super::$name(&store);
+                }
             }
         }
     };
