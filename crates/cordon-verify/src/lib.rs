@@ -28,6 +28,7 @@ pub mod render;
 mod smoke;
 mod stage;
 pub mod target;
+mod tree;
 
 pub use config::{Config, NetworkSetting, ReadyConfig, StageConfig};
 pub use error::{ConfigError, VerifyError};
@@ -35,3 +36,4 @@ pub use pipeline::{Quiet, Verified, VerifyHooks, VerifyObserver, VerifyRequest, 
 pub use plan::{
     Plan, PlanDocument, PlanDocumentTag, PlannedSkip, PlannedStage, PlannedStageDocument,
 };
+pub use tree::Dir;

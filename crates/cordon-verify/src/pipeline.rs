@@ -15,6 +15,7 @@ use crate::config::StageConfig;
 use crate::error::VerifyError;
 use crate::plan::{self, Plan, PlannedSkip};
 use crate::stage::{StageHooks, StagePlace, run_stage, skipped};
+use crate::tree::Dir;
 use cordon_runner::Recorder;
 
 /// What to verify.
@@ -113,6 +114,10 @@ struct Prepared {
     commit: String,
     common_dir: PathBuf,
     project_root: PathBuf,
+    /// The workspace's files as read on the host (an overlay's layers, or the worktree).
+    tree: Dir,
+    /// An overlay workspace's layers, mounted by each stage's sandbox.
+    overlay: Option<cordon_workspace::OverlayParts>,
     plan: Plan,
     changed: Vec<String>,
 }
@@ -158,37 +163,43 @@ fn prepare(request: &VerifyRequest) -> Result<Prepared, VerifyError> {
     let workspaces = Workspaces::from_env()
         .map_err(|e| VerifyError::infra("cannot open the workspace store", e))?;
     let _ = workspaces.reconcile_on_start();
-    // Verification reads the workspace's files on the host: a git worktree until it reads
-    // overlays through their layers.
-    let create = cordon_workspace::CreateRequest::new(&repo, commit.as_str(), false)
-        .with_strategy(cordon_workspace::Strategy::GitWorktree);
     let workspace = workspaces
-        .create_transient_from(&create)
+        .create_transient(&repo, commit.as_str())
         .map_err(|e| VerifyError::infra("cannot create the workspace", e))?;
-    let project_root = if project.as_os_str().is_empty() {
-        workspace.path().to_owned()
-    } else {
-        workspace.path().join(&project)
+    let overlay = workspaces
+        .overlay_parts(workspace.record())
+        .map_err(|e| VerifyError::infra("cannot read the workspace's layers", e))?;
+    // The files as the host reads them: an overlay's layers (never mounted on the host), or
+    // the worktree's directory; symlinks followed only inside.
+    let tree = match &overlay {
+        Some(parts) => Dir::tree(
+            parts.layers(),
+            Some(PathBuf::from(cordon_sandbox::SANDBOX_WORKSPACE)),
+        ),
+        None => Dir::host(workspace.path()),
     };
-    if !project_root.is_dir() {
+    let project_dir = tree.join(&project);
+    if !project_dir.is_dir() {
         return Err(VerifyError::Usage(format!(
             "--project {}: no such directory at {rev}",
             project.display()
         )));
     }
     // A symlink committed at the ref must not lead the project out of the workspace.
-    if crate::stage::confined(workspace.path(), &project_root).is_none() {
+    let Some(project) = project_dir.resolved() else {
         return Err(VerifyError::Usage(format!(
             "--project {}: leads out of the workspace (a symlink)",
             project.display()
         )));
-    }
+    };
+    let project_dir = tree.join(&project);
+    let project_root = workspace.path().join(&project);
     let declared = trusted_plan(
         &git,
         &commit,
         base.as_ref(),
         &project,
-        &project_root,
+        &project_dir,
         request,
     )?;
     if let Some(patch) = &request.patch {
@@ -201,12 +212,19 @@ fn prepare(request: &VerifyRequest) -> Result<Prepared, VerifyError> {
     let changed = match (&base, &record.git_dir) {
         // No patch, and the ref is its own base: nothing changed (no need to ask git).
         _ if pristine => Vec::new(),
-        (Some(base), Some(git_dir)) => {
-            let tree = cordon_git::Worktree::from_parts(
-                record.git_common_dir.clone(),
-                git_dir.clone(),
-                record.path.clone(),
-            );
+        (Some(base), Some(_)) => {
+            let _mounted = workspaces
+                .mount_guard(&record, false)
+                .map_err(|e| VerifyError::infra("cannot read the workspace", e))?;
+            let tree = workspaces
+                .worktree(&record, false)
+                .map_err(|e| VerifyError::infra("cannot read the workspace", e))?
+                .ok_or_else(|| {
+                    VerifyError::infra(
+                        "cannot read the workspace",
+                        std::io::Error::other("it has no git directory"),
+                    )
+                })?;
             tree.diff(base, false)
                 .map_err(|e| VerifyError::infra("cannot list the changed files", e))?
                 .files
@@ -246,6 +264,8 @@ fn prepare(request: &VerifyRequest) -> Result<Prepared, VerifyError> {
         commit: commit.as_str().to_owned(),
         common_dir: record.git_common_dir.clone(),
         project_root,
+        tree,
+        overlay,
         workspace,
         plan,
         changed,
@@ -264,7 +284,7 @@ fn trusted_plan(
     commit: &cordon_git::CommitId,
     base: Option<&cordon_git::CommitId>,
     project: &Path,
-    project_root: &Path,
+    project_root: &Dir,
     request: &VerifyRequest,
 ) -> Result<plan::Declared, VerifyError> {
     if request.config.is_some() {
@@ -393,6 +413,8 @@ pub fn verify(
                     ws_path: &ws_path,
                     common_dir: &prepared.common_dir,
                     scratch: &scratch,
+                    tree: &prepared.tree,
+                    overlay: prepared.overlay.as_ref(),
                 },
                 &prepared.plan.redact,
                 request,

@@ -7,7 +7,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{Config, NetworkSetting, RedactConfig, StageConfig};
-use crate::error::VerifyError;
+use crate::error::{ConfigError, VerifyError};
+use crate::tree::Dir;
 use crate::{detect, target};
 
 /// A stage as it will run (or why it will not).
@@ -168,23 +169,26 @@ pub struct Declared {
 /// Reads the stages for the tree at `root`: `--config`, else `cordon.toml` at the root, else
 /// detection. Call it before the patch is applied, so that the candidate change cannot
 /// rewrite the plan that judges it.
-pub fn declared(root: &Path, config: Option<&Path>) -> Result<Declared, VerifyError> {
-    let config_path = config
-        .map(Path::to_owned)
-        .unwrap_or_else(|| root.join("cordon.toml"));
-    if config.is_some() || config_path.is_file() {
+pub fn declared(root: &Dir, config: Option<&Path>) -> Result<Declared, VerifyError> {
+    let committed = root.join("cordon.toml");
+    if config.is_some() || committed.is_file() {
         // An error in the committed cordon.toml names it as the repository does, not by its
         // path in the transient workspace.
-        let cfg = Config::load(&config_path).map_err(|mut e| {
-            if config.is_none() {
-                e.path = "cordon.toml".into();
+        let cfg = match config {
+            Some(path) => Config::load(path)?,
+            None => {
+                let shown = Path::new("cordon.toml");
+                let text = committed.read_to_string().map_err(|e| ConfigError {
+                    path: shown.to_owned(),
+                    line: None,
+                    message: format!("cannot read it: {e}"),
+                })?;
+                Config::parse(shown, &text)?
             }
-            e
-        })?;
-        let shown = if config.is_some() {
-            config_path.display().to_string()
-        } else {
-            "cordon.toml".to_owned()
+        };
+        let shown = match config {
+            Some(path) => path.display().to_string(),
+            None => "cordon.toml".to_owned(),
         };
         return Ok(Declared {
             cargo_packages: target::cargo_packages(root),

@@ -4,8 +4,8 @@ use std::path::{Path, PathBuf};
 
 use cordon_exec::{CancelHandle, OutputSink, StdinMode, Stream};
 use cordon_runner::{
-    Bounds, Hooks, Isolation, Recorder, RedactRules, RunErrorClass, RunRequest, SandboxOptions,
-    TranscriptTarget, WorkspaceMount,
+    Bounds, Hooks, Isolation, OverlayMount, Recorder, RedactRules, RunErrorClass, RunRequest,
+    SandboxOptions, TranscriptTarget, WorkspaceMount,
 };
 use cordon_sandbox::CacheLayer;
 use cordon_types::{
@@ -20,14 +20,7 @@ use crate::findings::{self, PathContext, Tool};
 use crate::pipeline::{VerifyObserver, VerifyRequest};
 use crate::plan::PlannedStage;
 use crate::smoke::{OutputMatches, TcpListening};
-
-/// `path` resolved (symlinks followed), when it stays inside `root` (also resolved); `None`
-/// when it leads out — e.g. through a symlink that a candidate patch added.
-pub(crate) fn confined(root: &Path, path: &Path) -> Option<PathBuf> {
-    let root = root.canonicalize().ok()?;
-    let path = path.canonicalize().ok()?;
-    path.starts_with(&root).then_some(path)
-}
+use crate::tree::Dir;
 
 pub(crate) fn stage_cwd(planned: &PlannedStage, ws_path: &Path) -> PathBuf {
     match &planned.stage.cwd {
@@ -179,6 +172,10 @@ pub(crate) struct StagePlace<'a> {
     pub(crate) common_dir: &'a Path,
     /// cordon's private directory of the workspace (cache layers).
     pub(crate) scratch: &'a Path,
+    /// The workspace's files as the host reads them (at `ws_path`'s top).
+    pub(crate) tree: &'a Dir,
+    /// An overlay workspace's layers.
+    pub(crate) overlay: Option<&'a cordon_workspace::OverlayParts>,
 }
 
 /// What a stage reports to besides its result.
@@ -200,11 +197,15 @@ pub(crate) fn run_stage(
         ws_path,
         common_dir,
         scratch,
+        tree,
+        overlay,
     } = &place;
     let (root, ws_path, common_dir, scratch) = (*root, *ws_path, *common_dir, *scratch);
     let stage = &planned.stage;
     let cwd = stage_cwd(planned, root);
-    if !cwd.is_dir() {
+    let rel = cwd.strip_prefix(ws_path).unwrap_or(Path::new(""));
+    let cwd_dir = tree.join(rel);
+    if !cwd_dir.is_dir() {
         return error_result(
             planned,
             root,
@@ -215,7 +216,7 @@ pub(crate) fn run_stage(
         );
     }
     // The writable root must be inside the workspace, whatever symlinks the tree holds.
-    let Some(cwd) = confined(ws_path, &cwd) else {
+    let Some(resolved) = cwd_dir.resolved() else {
         return error_result(
             planned,
             root,
@@ -225,15 +226,26 @@ pub(crate) fn run_stage(
             ),
         );
     };
-    let ws_path = ws_path
-        .canonicalize()
-        .unwrap_or_else(|_| ws_path.to_owned());
+    let ws_path = match overlay {
+        Some(parts) => parts.mount_point.clone(),
+        None => ws_path
+            .canonicalize()
+            .unwrap_or_else(|_| ws_path.to_owned()),
+    };
+    let cwd = ws_path.join(&resolved);
+    let cwd_dir = tree.join(&resolved);
     let mut run = RunRequest::new(&stage.run, &cwd);
     run.workspace = Some(WorkspaceMount {
         root: ws_path,
         git_common_dir: Some(common_dir.to_owned()),
         read_only: false,
-        overlay: None,
+        overlay: overlay.map(|parts| OverlayMount {
+            lowers: parts.lowers.clone(),
+            layer: parts.layer.clone(),
+            git_dir: parts.git_dir.clone(),
+            dot_git: parts.dot_git.clone(),
+            caches: Vec::new(),
+        }),
     });
     run.isolation = Isolation::Sandboxed(stage_sandbox(stage, scratch));
     run.env = stage
@@ -289,8 +301,11 @@ pub(crate) fn run_stage(
         Ok(ran) => {
             // The command as the run path shows it: redacted.
             let command = ran.result.command.clone();
-            let paths = PathContext::new(place.ws_path, &cwd);
-            let tool = Tool::identify(&stage.run, &cwd);
+            let mut paths = PathContext::new(place.ws_path, &cwd);
+            if overlay.is_some() {
+                paths.add_root(Path::new(cordon_sandbox::SANDBOX_WORKSPACE), &cwd_dir);
+            }
+            let tool = Tool::identify(&stage.run, &cwd_dir);
             // 127: the program was not found (typed by the run path, not read from a message).
             let not_found = ran.exit_code == 127 && ran.result.status == RunStatus::Error;
             let mut result = stage_result(planned, ran.result, ran.ready, not_found);

@@ -1,6 +1,7 @@
 //! Targeting: which stages run, and on what, given the changed files. Fail closed: a change
 //! that maps to nothing known runs the full suite.
 
+use crate::tree::Dir;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -36,9 +37,9 @@ pub struct Package {
 
 /// The packages of the Cargo workspace at `root`, read from the manifests (cargo is not run:
 /// the manifests are hostile input and nothing in them is executed).
-pub fn cargo_packages(root: &Path) -> Option<Vec<Package>> {
+pub fn cargo_packages(root: &Dir) -> Option<Vec<Package>> {
     let manifest: toml::Table =
-        toml::from_str(&std::fs::read_to_string(root.join("Cargo.toml")).ok()?).ok()?;
+        toml::from_str(&root.join("Cargo.toml").read_to_string().ok()?).ok()?;
     let mut dirs: Vec<PathBuf> = Vec::new();
     if manifest.contains_key("package") {
         dirs.push(PathBuf::new());
@@ -66,7 +67,7 @@ pub fn cargo_packages(root: &Path) -> Option<Vec<Package>> {
     }
     let mut packages = Vec::new();
     for dir in dirs {
-        let Ok(text) = std::fs::read_to_string(root.join(&dir).join("Cargo.toml")) else {
+        let Ok(text) = root.join(&dir).join("Cargo.toml").read_to_string() else {
             continue;
         };
         let Ok(manifest) = toml::from_str::<toml::Table>(&text) else {
@@ -132,7 +133,7 @@ pub fn cargo_packages(root: &Path) -> Option<Vec<Package>> {
     )
 }
 
-fn expand_member(root: &Path, member: &str, manifest: &str) -> Vec<PathBuf> {
+fn expand_member(root: &Dir, member: &str, manifest: &str) -> Vec<PathBuf> {
     if !member.contains('*') && !member.contains('?') && !member.contains('[') {
         return vec![PathBuf::from(member)];
     }
@@ -148,14 +149,11 @@ fn expand_member(root: &Path, member: &str, manifest: &str) -> Vec<PathBuf> {
     let mut found = Vec::new();
     let mut stack = vec![(PathBuf::new(), 0)];
     while let Some((rel, depth)) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(root.join(&rel)) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+        for (name, is_dir) in root.join(&rel).entries() {
+            if !is_dir {
                 continue;
             }
-            let path = rel.join(entry.file_name());
+            let path = rel.join(name);
             if matcher.is_match(&path) && root.join(&path).join(manifest).is_file() {
                 found.push(path.clone());
             }
@@ -186,9 +184,9 @@ fn normalize(path: &Path) -> PathBuf {
 /// (an array, or `{ "packages": [...] }`), or pnpm's `pnpm-workspace.yaml` `packages:` list.
 /// Dependencies are the workspace packages named in `dependencies`, `devDependencies`,
 /// `peerDependencies` and `optionalDependencies`.
-pub fn node_packages(root: &Path) -> Option<Vec<Package>> {
+pub fn node_packages(root: &Dir) -> Option<Vec<Package>> {
     let manifest: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(root.join("package.json")).ok()?).ok()?;
+        serde_json::from_str(&root.join("package.json").read_to_string().ok()?).ok()?;
     let mut globs: Vec<String> = match manifest.get("workspaces") {
         Some(serde_json::Value::Array(list)) => list
             .iter()
@@ -205,7 +203,7 @@ pub fn node_packages(root: &Path) -> Option<Vec<Package>> {
             .unwrap_or_default(),
         _ => Vec::new(),
     };
-    if let Ok(yaml) = std::fs::read_to_string(root.join("pnpm-workspace.yaml")) {
+    if let Ok(yaml) = root.join("pnpm-workspace.yaml").read_to_string() {
         globs.extend(pnpm_workspace_globs(&yaml));
     }
     if globs.is_empty() {
@@ -214,7 +212,7 @@ pub fn node_packages(root: &Path) -> Option<Vec<Package>> {
     let mut found: Vec<(String, PathBuf, Vec<String>)> = Vec::new();
     for glob in globs.iter().filter(|g| !g.starts_with('!')) {
         for dir in expand_member(root, glob.trim_end_matches('/'), "package.json") {
-            let Ok(text) = std::fs::read_to_string(root.join(&dir).join("package.json")) else {
+            let Ok(text) = root.join(&dir).join("package.json").read_to_string() else {
                 continue;
             };
             let Ok(pkg) = serde_json::from_str::<serde_json::Value>(&text) else {
@@ -362,7 +360,7 @@ mod tests {
     #[test]
     fn maps_changes_to_packages_and_reverse_dependencies() {
         let dir = workspace();
-        let packages = cargo_packages(dir.path()).unwrap();
+        let packages = cargo_packages(&Dir::host(dir.path())).unwrap();
         assert_eq!(packages.len(), 5, "{packages:?}");
         let select = |files: &[&str]| {
             select(
@@ -404,7 +402,7 @@ mod tests {
             r#"{"name":"@x/web","dependencies":{"@x/util":"*","left-pad":"1"}}"#,
         );
         write(r, "packages/cli/package.json", r#"{"name":"@x/cli"}"#);
-        let packages = node_packages(r).unwrap();
+        let packages = node_packages(&Dir::host(r)).unwrap();
         assert_eq!(packages.len(), 3);
         let sel = select(&packages, &["packages/util/index.js".to_string()]).unwrap();
         assert_eq!(
@@ -420,8 +418,8 @@ mod tests {
         );
         write(pnpm.path(), "apps/a/package.json", r#"{"name":"a"}"#);
         write(pnpm.path(), "libs/b/package.json", r#"{"name":"b"}"#);
-        assert_eq!(node_packages(pnpm.path()).unwrap().len(), 2);
-        assert_eq!(node_packages(r.join("packages/cli").as_path()), None);
+        assert_eq!(node_packages(&Dir::host(pnpm.path())).unwrap().len(), 2);
+        assert_eq!(node_packages(&Dir::host(&r.join("packages/cli"))), None);
     }
 
     #[test]

@@ -327,6 +327,18 @@ impl Workspaces {
         strategy::overlay_parts(self, record).map_err(|e| e.with_id(&record.id))
     }
 
+    /// The workspace's git worktree (an overlay's through the helper, mounted `writable` or
+    /// read-only), to diff or patch; `None` before it has a git directory. The caller holds
+    /// the [`Workspaces::mount_guard`] while using it.
+    pub fn worktree(
+        &self,
+        record: &WorkspaceRecord,
+        writable: bool,
+    ) -> Result<Option<cordon_git::Worktree>, WorkspaceError> {
+        self.check_location(record)?;
+        strategy::worktree(self, record, writable).map_err(|e| e.with_id(&record.id))
+    }
+
     /// The workspace's files as cordon reads them on the host: an overlay's layers read
     /// directly, or the worktree's directory.
     pub fn tree(&self, record: &WorkspaceRecord) -> Result<cordon_git::Layers, WorkspaceError> {

@@ -641,15 +641,18 @@ fn interrupted_verify_cleans_up_and_a_killed_one_is_collected_by_gc() {
             .map(|d| d.flatten().filter(|e| e.path().is_dir()).count())
             .unwrap_or(0)
     };
-    // The stage runs: it made `started` in its workspace (checked out at `workspaces/ID/tree`).
+    // The stage runs: it made `started` in its workspace (an overlay's upper layer at
+    // `workspaces/ID/layer/upper`, or a git worktree at `workspaces/ID/tree`).
     let wait_for_the_stage = || {
         support::wait_until(
             "the stage started",
             std::time::Duration::from_secs(30),
             || {
                 std::fs::read_dir(&workspaces).is_ok_and(|d| {
-                    d.flatten()
-                        .any(|e| e.path().join("tree").join("started").exists())
+                    d.flatten().any(|e| {
+                        e.path().join("layer/upper/started").exists()
+                            || e.path().join("tree/started").exists()
+                    })
                 })
             },
         );

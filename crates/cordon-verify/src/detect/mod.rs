@@ -5,7 +5,7 @@
 //! test stages gate. Setup stages fetch dependencies with the network on and writable caches;
 //! every other stage runs offline with caches read-only.
 
-use std::path::Path;
+use crate::tree::Dir;
 
 use cordon_types::StageCategory;
 
@@ -53,14 +53,14 @@ pub enum Ecosystem {
 }
 
 /// Detects the project at `root`, for this host's tools.
-pub fn detect(root: &Path) -> Detected {
+pub fn detect(root: &Dir) -> Detected {
     detect_on(root, &Installed::from_host())
 }
 
 /// Detects the project at `root` for a host with the tools `host` finds: a stage whose program
 /// it lacks is planned as skipped ("pnpm is not installed on this host"), never run into an
 /// infrastructure error.
-pub fn detect_on(root: &Path, host: &Installed) -> Detected {
+pub fn detect_on(root: &Dir, host: &Installed) -> Detected {
     let mut found = Detected::default();
     if root.join("Cargo.toml").is_file() {
         cargo(&mut found);
@@ -195,8 +195,8 @@ fn cargo(found: &mut Detected) {
 }
 
 /// The scripts of `package.json`, when it parses.
-fn node_scripts(root: &Path) -> Vec<String> {
-    let Ok(text) = std::fs::read_to_string(root.join("package.json")) else {
+fn node_scripts(root: &Dir) -> Vec<String> {
+    let Ok(text) = root.join("package.json").read_to_string() else {
         return Vec::new();
     };
     let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else {
@@ -210,8 +210,8 @@ fn node_scripts(root: &Path) -> Vec<String> {
 }
 
 /// The package's plain-JavaScript entry file (`main`, else `index.js`), when it exists.
-fn node_entry(root: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(root.join("package.json")).ok()?;
+fn node_entry(root: &Dir) -> Option<String> {
+    let text = root.join("package.json").read_to_string().ok()?;
     let value: serde_json::Value = serde_json::from_str(&text).ok()?;
     let main = value
         .get("main")
@@ -223,7 +223,7 @@ fn node_entry(root: &Path) -> Option<String> {
     (plain && safe && root.join(main).is_file()).then(|| main.to_owned())
 }
 
-fn node(root: &Path, found: &mut Detected) {
+fn node(root: &Dir, found: &mut Detected) {
     let (pm, install): (&str, Vec<&str>) = if root.join("pnpm-lock.yaml").is_file() {
         ("pnpm", vec!["pnpm", "install", "--frozen-lockfile"])
     } else if root.join("yarn.lock").is_file() {
@@ -368,7 +368,7 @@ mod tests {
     fn cargo_project() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("Cargo.toml"), "[package]\nname='x'\n").unwrap();
-        let d = detect(dir.path());
+        let d = detect(&Dir::host(dir.path()));
         assert_eq!(
             names(&d),
             vec![
@@ -392,7 +392,7 @@ mod tests {
         )
         .unwrap();
         std::fs::write(dir.path().join("pnpm-lock.yaml"), "").unwrap();
-        let d = detect(dir.path());
+        let d = detect(&Dir::host(dir.path()));
         assert_eq!(
             names(&d),
             vec![
@@ -407,10 +407,10 @@ mod tests {
     fn stages_of_missing_programs_are_planned_as_skipped() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("go.mod"), "module x\n").unwrap();
-        let d = detect_on(dir.path(), &Installed::default());
+        let d = detect_on(&Dir::host(dir.path()), &Installed::default());
         let missing: Vec<&str> = d.missing.iter().map(|m| m.reason.as_str()).collect();
         assert_eq!(missing, ["go is not installed on this host"; 4]);
-        let here = detect_on(dir.path(), &Installed::from_host());
+        let here = detect_on(&Dir::host(dir.path()), &Installed::from_host());
         assert_eq!(
             here.missing.is_empty(),
             Installed::from_host().program("go").is_some()
@@ -426,11 +426,11 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            names(&detect(dir.path())),
+            names(&detect(&Dir::host(dir.path()))),
             vec![("ruff", false), ("pytest", true)]
         );
         let empty = tempfile::tempdir().unwrap();
-        let d = detect(empty.path());
+        let d = detect(&Dir::host(empty.path()));
         assert!(d.stages.is_empty());
         assert!(d.reasons[0].contains("no Cargo.toml"));
     }

@@ -3,6 +3,8 @@
 
 use std::path::Path;
 
+use crate::tree::Dir;
+
 use cordon_types::StageCategory;
 
 use super::{Detected, Installed, Missing, stage};
@@ -14,22 +16,11 @@ const NOT_COMPILED: &str = r"(^|/)(\.[^/]+|venv|env|node_modules|build|dist|__py
 /// What `compileall` checks: the package's own sources — the top-level modules and package
 /// directories (with `__init__.py`), at the root or under `src/` — never the tests, whose data
 /// may hold files that are broken on purpose. Paths start with `./` (never an option).
-fn package_sources(root: &Path) -> Vec<String> {
+fn package_sources(root: &Dir) -> Vec<String> {
     let mut sources = Vec::new();
     for base in ["", "src"] {
-        let Ok(entries) = std::fs::read_dir(root.join(base)) else {
-            continue;
-        };
-        let mut names: Vec<(String, bool)> = entries
-            .flatten()
-            .take(10_000)
-            .filter_map(|e| {
-                let name = e.file_name().into_string().ok()?;
-                let dir = e.file_type().ok()?.is_dir();
-                Some((name, dir))
-            })
-            .collect();
-        names.sort();
+        let names: Vec<(String, bool)> =
+            root.join(base).entries().into_iter().take(10_000).collect();
         for (name, dir) in names {
             let hidden_or_tests =
                 name.starts_with('.') || matches!(name.as_str(), "tests" | "test");
@@ -55,8 +46,8 @@ struct PythonConfig {
 }
 
 impl PythonConfig {
-    fn read(root: &Path) -> PythonConfig {
-        let text = |name: &str| std::fs::read_to_string(root.join(name)).unwrap_or_default();
+    fn read(root: &Dir) -> PythonConfig {
+        let text = |name: &str| root.join(name).read_to_string().unwrap_or_default();
         PythonConfig {
             pyproject: toml::from_str(&text("pyproject.toml")).unwrap_or_default(),
             setup_cfg: text("setup.cfg"),
@@ -79,15 +70,10 @@ fn has_section(ini: &str, section: &str) -> bool {
 }
 
 /// Whether `dir` holds a pytest test file (`test_*.py`, `*_test.py`), two levels deep at most.
-fn has_test_files(dir: &Path, depth: u8) -> bool {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return false;
-    };
-    entries.flatten().take(1000).any(|e| {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let kind = e.file_type().ok();
-        if kind.is_some_and(|k| k.is_dir()) {
-            depth > 0 && has_test_files(&e.path(), depth - 1)
+fn has_test_files(dir: &Dir, depth: u8) -> bool {
+    dir.entries().into_iter().take(1000).any(|(name, is_dir)| {
+        if is_dir {
+            depth > 0 && has_test_files(&dir.join(&name), depth - 1)
         } else {
             name.ends_with(".py") && (name.starts_with("test_") || name.ends_with("_test.py"))
         }
@@ -95,7 +81,7 @@ fn has_test_files(dir: &Path, depth: u8) -> bool {
 }
 
 /// Where pytest's configuration was found, if anywhere.
-fn pytest_configured(root: &Path, config: &PythonConfig) -> Option<&'static str> {
+fn pytest_configured(root: &Dir, config: &PythonConfig) -> Option<&'static str> {
     if config.tool("pytest") {
         Some("[tool.pytest] in pyproject.toml")
     } else if root.join("pytest.ini").is_file() {
@@ -116,13 +102,13 @@ fn pytest_configured(root: &Path, config: &PythonConfig) -> Option<&'static str>
 
 /// The file that makes `root` a Python project: `pyproject.toml`, else `setup.py` or
 /// `setup.cfg` (older packages).
-pub(super) fn marker(root: &Path) -> Option<&'static str> {
+pub(super) fn marker(root: &Dir) -> Option<&'static str> {
     ["pyproject.toml", "setup.py", "setup.cfg"]
         .into_iter()
         .find(|m| root.join(m).is_file())
 }
 
-pub(super) fn detect(root: &Path, marker: &str, found: &mut Detected, host: &Installed) {
+pub(super) fn detect(root: &Dir, marker: &str, found: &mut Detected, host: &Installed) {
     let config = PythonConfig::read(root);
     let sources = package_sources(root);
     if !sources.is_empty() {
@@ -208,8 +194,9 @@ mod tests {
             std::fs::write(path, text).unwrap();
         }
         let mut found = Detected::default();
-        let marker = marker(dir.path()).expect("a Python project");
-        detect(dir.path(), marker, &mut found, host);
+        let root = Dir::host(dir.path());
+        let marker = marker(&root).expect("a Python project");
+        detect(&root, marker, &mut found, host);
         found
     }
 

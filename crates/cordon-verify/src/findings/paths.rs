@@ -40,6 +40,19 @@ impl PathContext {
         }
     }
 
+    /// Adds where the workspace's top also appears (an overlay's path inside the sandbox);
+    /// the Go module is then read from `cwd` (the stage's directory in the tree).
+    pub fn add_root(&mut self, inside: &Path, cwd: &crate::tree::Dir) {
+        self.workspace.push(inside.to_owned());
+        if self.go_module.is_none() {
+            self.go_module = cwd
+                .join("go.mod")
+                .read_limited(64 * 1024)
+                .ok()
+                .and_then(|text| module_line(&text));
+        }
+    }
+
     /// `file` as a finding shows it: repository-relative when it lies in the workspace,
     /// `~/...` under the sandbox's home, absolute elsewhere (the standard library); `None` for
     /// a relative path that climbs out of the repository (no guess).
@@ -95,6 +108,11 @@ fn go_module(dir: &Path) -> Option<String> {
         .take(64 * 1024)
         .read_to_string(&mut text)
         .ok()?;
+    module_line(&text)
+}
+
+/// The module path of a `go.mod`'s text.
+fn module_line(text: &str) -> Option<String> {
     text.lines()
         .find_map(|l| l.trim().strip_prefix("module "))
         .map(|m| m.trim().trim_matches('"').to_owned())

@@ -1,8 +1,7 @@
 //! Which tool a stage runs, read from its argv — never guessed from its output.
 
-use std::path::Path;
-
 use super::Sink;
+use crate::tree::Dir;
 
 /// A tool whose output cordon parses into findings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,11 +56,11 @@ const MAX_MANIFEST: u64 = 1 << 20;
 impl Tool {
     /// The tool `argv` runs in `cwd` (whose `package.json` names the scripts a package
     /// manager runs).
-    pub fn identify(argv: &[String], cwd: &Path) -> Tool {
+    pub fn identify(argv: &[String], cwd: &Dir) -> Tool {
         Self::identify_at_depth(argv, cwd, 0)
     }
 
-    fn identify_at_depth(argv: &[String], cwd: &Path, depth: u8) -> Tool {
+    fn identify_at_depth(argv: &[String], cwd: &Dir, depth: u8) -> Tool {
         // `env A=B prog`, `npx prog`, `A=B prog` (in a script): the program that runs.
         let mut args: Vec<&str> = argv.iter().map(String::as_str).collect();
         loop {
@@ -182,7 +181,7 @@ fn program(arg: &str) -> &str {
 /// The tool behind `npm run NAME` / `npm test` / `pnpm NAME` / `yarn NAME`: the script's own
 /// command, from `package.json` in `cwd` — or, for a workspace-wide run, the tool every
 /// package's script agrees on.
-fn script_tool(rest: &[&str], cwd: &Path, depth: u8) -> Tool {
+fn script_tool(rest: &[&str], cwd: &Dir, depth: u8) -> Tool {
     let words: Vec<&str> = rest
         .iter()
         .copied()
@@ -218,11 +217,8 @@ fn script_tool(rest: &[&str], cwd: &Path, depth: u8) -> Tool {
 }
 
 /// `scripts[name]` of `dir/package.json`.
-fn script(dir: &Path, name: &str) -> Option<String> {
-    use std::io::Read;
-    let file = std::fs::File::open(dir.join("package.json")).ok()?;
-    let mut text = String::new();
-    file.take(MAX_MANIFEST).read_to_string(&mut text).ok()?;
+fn script(dir: &Dir, name: &str) -> Option<String> {
+    let text = dir.join("package.json").read_limited(MAX_MANIFEST).ok()?;
     let value: serde_json::Value = serde_json::from_str(&text).ok()?;
     value.get("scripts")?.get(name)?.as_str().map(str::to_owned)
 }
@@ -230,10 +226,11 @@ fn script(dir: &Path, name: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     fn tool(argv: &[&str]) -> Tool {
         let argv: Vec<String> = argv.iter().map(|s| (*s).to_owned()).collect();
-        Tool::identify(&argv, Path::new("/nonexistent"))
+        Tool::identify(&argv, &Dir::host(Path::new("/nonexistent")))
     }
 
     #[test]
@@ -278,7 +275,7 @@ mod tests {
         .unwrap();
         let at = |argv: &[&str]| {
             let argv: Vec<String> = argv.iter().map(|s| (*s).to_owned()).collect();
-            Tool::identify(&argv, dir.path())
+            Tool::identify(&argv, &Dir::host(dir.path()))
         };
         assert_eq!(at(&["npm", "run", "--silent", "test"]), Tool::Tap);
         assert_eq!(at(&["npm", "test"]), Tool::Tap);

@@ -18,6 +18,10 @@ pub(crate) fn repo_paths(report: &RunReport, text: &str) -> String {
         return text.to_owned();
     }
     let mut text = text.replace(workspace.as_str(), &report.repo);
+    // An overlay workspace appears at one fixed path inside the sandbox.
+    if report.workspace.strategy == "overlay" {
+        text = text.replace(cordon_sandbox::SANDBOX_WORKSPACE, &report.repo);
+    }
     if let Ok(real) = std::fs::canonicalize(workspace) {
         let real = real.display().to_string();
         if real.len() > 1 {
