@@ -55,6 +55,7 @@ mod postgres_jobs;
 mod postgres_runs;
 mod queue;
 mod reclaim;
+mod rows;
 mod sqlite;
 mod sqlite_admin;
 mod sqlite_jobs;

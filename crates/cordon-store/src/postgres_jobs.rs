@@ -28,7 +28,7 @@ use crate::jobs::{
 };
 use crate::postgres::{PostgresBackend, get};
 use crate::reclaim::{Reclaim, reclaim_failure, reclaimed_state};
-use crate::sqlite_jobs::json;
+use crate::rows::json;
 
 /// The advisory lock key that serialises claims (`'cordon:claim'` as an integer).
 const CLAIM_LOCK: i64 = 0x636f_7264_6f6e_636c;

@@ -10,7 +10,7 @@ use crate::model::{
 };
 use crate::owner::Owner;
 use crate::postgres::{PostgresBackend, get};
-use crate::sqlite_runs::{
+use crate::rows::{
     RawChunk, decode_chunk, kind_str, parse_id, parse_json, parse_kind, parse_state, parse_stream,
     stage_status, to_i64, to_u64,
 };

@@ -12,19 +12,12 @@ use crate::jobs::{
     TokenRow, corrupt,
 };
 use crate::reclaim::{Reclaim, reclaim_failure, reclaimed_state};
+use crate::rows::json;
 use crate::sqlite::{SqliteBackend, optional};
 
 const JOB_COLUMNS: &str = "id, project, type, state, priority, attempt, max_attempts, timeout_ms, \
      idempotency_key, inputs, result, failure, cancel_requested, created_at_ms, not_before_ms, \
      started_at_ms, finished_at_ms, submitted_by, worker, lease_expires_at_ms";
-
-pub(crate) fn json(
-    text: Option<String>,
-    what: &str,
-) -> Result<Option<serde_json::Value>, StoreErrorKind> {
-    text.map(|t| serde_json::from_str(&t).map_err(|e| corrupt(format!("{what}: {e}"))))
-        .transpose()
-}
 
 fn job_row(row: &Row<'_>) -> Result<JobRow, StoreErrorKind> {
     let id: String = row.get("id")?;

@@ -1,16 +1,18 @@
 //! Runs, stages and transcript chunks on SQLite.
 
-use std::str::FromStr;
-
 use rusqlite::Row;
 
-use crate::backend::{Backend, EncodedChunk, EncodedData, TranscriptCursor};
+use crate::backend::{Backend, EncodedChunk, TranscriptCursor};
 use crate::error::StoreErrorKind;
 use crate::model::{
-    Chunk, ChunkBody, ChunkFilter, NewRun, RunFilter, RunId, RunKind, RunRecord, RunRecordTag,
-    RunState, RunSummary, StageRecord, Stream,
+    Chunk, ChunkFilter, NewRun, RunFilter, RunId, RunRecord, RunRecordTag, RunState, RunSummary,
+    StageRecord, Stream,
 };
 use crate::owner::Owner;
+use crate::rows::{
+    RawChunk, decode_chunk, kind_str, parse_id, parse_json, parse_kind, parse_state, parse_stream,
+    stage_status, to_i64, to_u64,
+};
 use crate::sqlite::{SqliteBackend, optional};
 
 impl Backend for SqliteBackend {
@@ -187,7 +189,9 @@ impl Backend for SqliteBackend {
                     index: u32::try_from(row.get::<_, i64>(0)?).unwrap_or(u32::MAX),
                     name: row.get(1)?,
                     status: serde_json::from_value(serde_json::Value::String(status.clone()))
-                        .map_err(|_| corrupt(format!("stage status {status:?}")))?,
+                        .map_err(|_| StoreErrorKind::Corrupt {
+                            what: format!("stage status {status:?}"),
+                        })?,
                     document: parse_json(&row.get::<_, String>(3)?, "stage document")?,
                 });
             }
@@ -327,111 +331,4 @@ fn owner_from_row(row: &Row<'_>) -> rusqlite::Result<Owner> {
         boot_id: row.get("owner_boot_id")?,
         host: row.get("host")?,
     })
-}
-
-/// A stage's status as stored (`pass`, `fail`, ...).
-pub(crate) fn stage_status(stage: &StageRecord) -> String {
-    serde_json::to_value(stage.status)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default()
-}
-
-impl EncodedData {
-    /// The stored columns: `(encoding, raw_len, data)`.
-    pub(crate) fn columns(&self) -> (&'static str, u64, &[u8]) {
-        match self {
-            EncodedData::Lz4 { raw_len, bytes } => ("lz4", *raw_len, bytes),
-            EncodedData::Raw(bytes) => ("raw", bytes.len() as u64, bytes),
-            EncodedData::Lost(bytes) => ("lost", *bytes, &[]),
-        }
-    }
-}
-
-/// A transcript chunk's columns as read from any backend.
-pub(crate) struct RawChunk {
-    pub(crate) seq: i64,
-    pub(crate) stage: Option<String>,
-    pub(crate) stream: String,
-    pub(crate) offset: i64,
-    pub(crate) at_ms: i64,
-    pub(crate) encoding: String,
-    pub(crate) raw_len: i64,
-    pub(crate) data: Vec<u8>,
-}
-
-/// Decodes (decompresses, checks) a stored chunk.
-pub(crate) fn decode_chunk(raw: RawChunk) -> Result<Chunk, StoreErrorKind> {
-    let seq = to_u64(raw.seq);
-    let raw_len = to_u64(raw.raw_len);
-    let body = match raw.encoding.as_str() {
-        "lz4" => {
-            let len =
-                usize::try_from(raw_len).map_err(|_| corrupt(format!("chunk {seq} length")))?;
-            let bytes = lz4_flex::block::decompress(&raw.data, len)
-                .map_err(|e| corrupt(format!("chunk {seq}: {e}")))?;
-            if bytes.len() != len {
-                return Err(corrupt(format!(
-                    "chunk {seq}: length {} != {len}",
-                    bytes.len()
-                )));
-            }
-            ChunkBody::Data(bytes)
-        }
-        "raw" => ChunkBody::Data(raw.data),
-        "lost" => ChunkBody::Lost { bytes: raw_len },
-        other => return Err(corrupt(format!("chunk {seq} encoding {other:?}"))),
-    };
-    Ok(Chunk {
-        seq,
-        stage: raw.stage,
-        stream: parse_stream(&raw.stream)?,
-        offset: to_u64(raw.offset),
-        at_ms: raw.at_ms,
-        body,
-    })
-}
-
-/// A run kind as stored.
-pub(crate) fn kind_str(kind: RunKind) -> &'static str {
-    match kind {
-        RunKind::Run => "run",
-        RunKind::Verify => "verify",
-    }
-}
-
-pub(crate) fn parse_kind(text: &str) -> Result<RunKind, StoreErrorKind> {
-    match text {
-        "run" => Ok(RunKind::Run),
-        "verify" => Ok(RunKind::Verify),
-        other => Err(corrupt(format!("run kind {other:?}"))),
-    }
-}
-
-pub(crate) fn parse_id(text: &str) -> Result<RunId, StoreErrorKind> {
-    RunId::from_str(text).map_err(|e| corrupt(e.to_string()))
-}
-
-pub(crate) fn parse_state(text: &str) -> Result<RunState, StoreErrorKind> {
-    RunState::from_str(text).map_err(corrupt)
-}
-
-pub(crate) fn parse_stream(text: &str) -> Result<Stream, StoreErrorKind> {
-    Stream::from_str(text).map_err(corrupt)
-}
-
-pub(crate) fn parse_json(text: &str, what: &str) -> Result<serde_json::Value, StoreErrorKind> {
-    serde_json::from_str(text).map_err(|e| corrupt(format!("{what} is not JSON: {e}")))
-}
-
-fn corrupt(what: String) -> StoreErrorKind {
-    StoreErrorKind::Corrupt { what }
-}
-
-pub(crate) fn to_u64(value: i64) -> u64 {
-    u64::try_from(value).unwrap_or(0)
-}
-
-pub(crate) fn to_i64(value: u64) -> i64 {
-    i64::try_from(value).unwrap_or(i64::MAX)
 }

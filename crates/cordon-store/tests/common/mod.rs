@@ -3,10 +3,13 @@
 
 #![allow(dead_code)]
 
-use std::path::PathBuf;
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
-use cordon_store::{AttemptEnd, Claim, Claimed, JobRow, JobState, NewJob, Store, StoreLocation};
+use cordon_store::{
+    AttemptEnd, Chunk, ChunkBody, Claim, Claimed, JobRow, JobState, NewJob, NewRun, RunKind, Store,
+    StoreLocation,
+};
 use serde_json::json;
 
 /// A throw-away store: its location, and what must live as long as it does.
@@ -221,6 +224,60 @@ pub fn retry() -> AttemptEnd {
         not_before_ms: 0,
         failure: json!({"category": "infra", "reason": "x"}),
         cpu_ms: None,
+    }
+}
+
+pub fn new_run(command: &[&str]) -> NewRun {
+    NewRun {
+        kind: RunKind::Run,
+        repo: Some("/src/project".to_owned()),
+        session: None,
+        command: json!(command),
+    }
+}
+
+pub fn data(chunks: &[Chunk]) -> Vec<u8> {
+    let mut all = Vec::new();
+    for chunk in chunks {
+        if let ChunkBody::Data(bytes) = &chunk.body {
+            all.extend_from_slice(bytes);
+        }
+    }
+    all
+}
+
+pub fn base64_decode(text: &str) -> Vec<u8> {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = Vec::new();
+    let mut bits = 0u32;
+    let mut count = 0;
+    for byte in text.bytes().filter(|&b| b != b'=') {
+        let value = ALPHABET.iter().position(|&c| c == byte).expect("base64") as u32;
+        bits = (bits << 6) | value;
+        count += 6;
+        if count >= 8 {
+            count -= 8;
+            out.push((bits >> count) as u8);
+        }
+    }
+    out
+}
+
+pub fn count_rows(db: &Path, sql: &str) -> i64 {
+    let connection = rusqlite::Connection::open(db).expect("connect");
+    connection
+        .query_row(sql, [], |row| row.get(0))
+        .expect("count")
+}
+
+/// Polls `done` every 10 ms until it holds; fails naming `what` after `limit` (a generous
+/// bound: only a hang reaches it).
+#[track_caller]
+pub fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}: not after {limit:?}");
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 
