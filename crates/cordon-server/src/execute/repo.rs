@@ -91,7 +91,14 @@ fn clone(
     )
     .run()?;
     let repo = cordon_git::Repo::open(dest)?;
-    let commit = repo.resolve_commit(rev.unwrap_or("HEAD"))?;
+    // A branch of the source is a remote-tracking branch of the clone.
+    let rev = rev.unwrap_or("HEAD");
+    let commit = match repo.resolve_commit(rev) {
+        Ok(commit) => commit,
+        Err(error) => repo
+            .resolve_commit(&format!("refs/remotes/origin/{rev}"))
+            .map_err(|_| error)?,
+    };
     GitCommand::new(
         &GitContext::Discover {
             dir: dest.to_owned(),

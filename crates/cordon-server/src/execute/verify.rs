@@ -127,18 +127,30 @@ pub(crate) fn verify_job(attempt: &Attempt<'_>) -> Outcome {
         )),
     };
     let outcome = match repo {
-        Ok(repo) => verify_in(attempt, &inputs, repo),
+        Ok(repo) => {
+            // A clone made for the job has the ref checked out already.
+            let rev = match &inputs.repo {
+                Some(_) => "HEAD".to_owned(),
+                None => inputs.rev.clone().unwrap_or_else(|| "HEAD".into()),
+            };
+            verify_in(attempt, &inputs, repo, rev)
+        }
         Err(o) => o,
     };
     let _ = std::fs::remove_dir_all(&scratch);
     outcome
 }
 
-fn verify_in(attempt: &Attempt<'_>, inputs: &VerifyInputs, repo: std::path::PathBuf) -> Outcome {
+fn verify_in(
+    attempt: &Attempt<'_>,
+    inputs: &VerifyInputs,
+    repo: std::path::PathBuf,
+    rev: String,
+) -> Outcome {
     let job = attempt.job;
     let mut request = cordon_verify::VerifyRequest {
         repo,
-        rev: inputs.rev.clone().unwrap_or_else(|| "HEAD".into()),
+        rev,
         patch: inputs.patch.clone().map(String::into_bytes),
         output_limit: cordon_exec::DEFAULT_OUTPUT_LIMIT,
         run_id: Some(format!("{}-{}", job.id, job.attempt)),

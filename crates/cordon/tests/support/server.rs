@@ -55,7 +55,7 @@ impl Server {
         let home = dir.path().join("home");
         let mut command = Command::new(env!("CARGO_BIN_EXE_cordon"));
         command
-            .args(["serve", "--retry-backoff", "50ms"])
+            .arg("serve")
             .arg("--config")
             .arg(&policy)
             .env("CORDON_HOME", &home)
@@ -63,8 +63,10 @@ impl Server {
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
         adjust(&mut command);
-        if !command.get_args().any(|a| a == "--listen") {
-            command.args(["--listen", "127.0.0.1:0"]);
+        for (flag, default) in [("--listen", "127.0.0.1:0"), ("--retry-backoff", "50ms")] {
+            if !command.get_args().any(|a| a == flag) {
+                command.args([flag, default]);
+            }
         }
         let mut child = command.spawn().expect("cordon serve starts");
         let mut line = String::new();

@@ -1,0 +1,556 @@
+//! `cordon serve`'s job types and policy end to end, beyond the basics of `serve.rs`:
+//! sessions as jobs, verify of a repository and ref by category, network per job type,
+//! the secrets file, the Unix socket, and retries of infrastructure failures. A real server,
+//! real git repositories, the real sandbox; jobs are followed through their live logs.
+
+mod support;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use support::server::{Server, outputs};
+use support::{TestDir, git};
+
+const POLICY: &str = r#"
+workers = 3
+
+[projects.a]
+concurrency = 2
+max_timeout = "60s"
+allow = [["sh", "*"], ["cat", "*"], ["git", "*"], ["true"]]
+
+[projects.b]
+allow = [["true"]]
+"#;
+
+/// A repository with one commit: a README and a `cordon.toml` of an optional lint stage and
+/// a required test stage.
+fn repo(dir: &Path) -> PathBuf {
+    let repo = dir.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    std::fs::write(repo.join("README"), "hello from the repo\n").unwrap();
+    std::fs::write(
+        repo.join("cordon.toml"),
+        r#"
+[[stage]]
+name = "lint"
+category = "lint"
+required = false
+run = ["sh", "-c", "echo linting"]
+
+[[stage]]
+name = "check"
+category = "test"
+run = ["sh", "-c", "cat README"]
+"#,
+    )
+    .unwrap();
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "-qm", "init"]);
+    repo
+}
+
+fn clone(server: &Server, token: &str, src: &Path) -> Value {
+    let clone = server.run_to_end(
+        token,
+        &json!({"project": "a", "type": "repo.clone", "inputs": {"url": src.display().to_string()}}),
+    );
+    assert_eq!(clone["state"], "succeeded", "{clone}");
+    clone
+}
+
+#[test]
+fn serve_session_jobs_create_exec_review_pull_and_remove() {
+    let server = Server::start(POLICY);
+    let token = server.token("a", "submit,read");
+    let src = repo(server.dir.path());
+    let clone = clone(&server, &token, &src);
+    let workspace = json!({"from_job": clone["id"]});
+    let created = server.run_to_end(
+        &token,
+        &json!({"project": "a", "type": "session.create", "inputs": {"workspace": workspace}}),
+    );
+    assert_eq!(created["state"], "succeeded", "{created}");
+    assert_eq!(created["result"]["schema"], "cordon.session/v1");
+    assert_eq!(created["result"]["state"], "active", "{created}");
+    let session = json!({"from_job": created["id"]});
+
+    // The writer commits in the session.
+    let wrote = server.run_to_end(
+        &token,
+        &json!({"project": "a", "type": "session.exec", "inputs": {"session": session, "argv": [
+            "sh", "-c",
+            "echo from the agent > AGENT && git add AGENT && \
+             git -c user.name=agent -c user.email=agent@x commit -qm agent && echo committed"
+        ]}}),
+    );
+    assert_eq!(wrote["state"], "succeeded", "{wrote}");
+    assert!(
+        wrote["result"]["stdout"]["head"]
+            .as_str()
+            .unwrap()
+            .contains("committed"),
+        "{wrote}"
+    );
+    // A reviewer reads but cannot write: the kernel refuses.
+    let reviewed = server.run_to_end(
+        &token,
+        &json!({"project": "a", "type": "session.exec", "inputs": {"session": session, "read_only": true,
+            "argv": ["sh", "-c", "cat AGENT; echo tamper > AGENT"]}}),
+    );
+    assert_eq!(reviewed["state"], "failed", "{reviewed}");
+    let text = reviewed["result"]["stdout"]["head"].as_str().unwrap();
+    assert!(text.contains("from the agent"), "{reviewed}");
+    let stderr = reviewed["result"]["stderr"]["head"].as_str().unwrap();
+    assert!(stderr.contains("Read-only file system"), "{stderr}");
+
+    // Another project cannot name this session: for it, there is no such job.
+    let other = server.token("b", "submit,read");
+    let (status, refused) = server.submit(
+        &other,
+        &json!({"project": "b", "type": "session.exec", "inputs": {"session": session, "argv": ["true"]}}),
+    );
+    assert_eq!(status, 400, "{refused}");
+    assert!(
+        refused["message"]
+            .as_str()
+            .unwrap()
+            .contains("no session.create job"),
+        "{refused}"
+    );
+
+    // Pulled back: the workspace's branch fast-forwards; a run there sees the agent's file.
+    let pulled = server.run_to_end(
+        &token,
+        &json!({"project": "a", "type": "session.pull", "inputs": {"session": session}}),
+    );
+    assert_eq!(pulled["state"], "succeeded", "{pulled}");
+    assert_eq!(
+        pulled["result"]["schema"], "cordon.session-pull/v1",
+        "{pulled}"
+    );
+    assert_eq!(pulled["result"]["commits"], 1, "{pulled}");
+    let seen = server.run_to_end(
+        &token,
+        &json!({"project": "a", "type": "run", "inputs": {"workspace": workspace,
+            "argv": ["sh", "-c", "cat AGENT && git log --format=%s -1"]}}),
+    );
+    assert_eq!(seen["state"], "succeeded", "{seen}");
+    let text = seen["result"]["stdout"]["head"].as_str().unwrap();
+    assert_eq!(text, "from the agent\nagent\n", "{seen}");
+
+    // Removed: later session jobs fail as usage, the session's tree is gone.
+    let removed = server.run_to_end(
+        &token,
+        &json!({"project": "a", "type": "session.remove", "inputs": {"session": session}}),
+    );
+    assert_eq!(removed["state"], "succeeded", "{removed}");
+    assert_eq!(removed["result"]["state"], "ended", "{removed}");
+    let tree = PathBuf::from(created["result"]["path"].as_str().unwrap());
+    assert!(!tree.exists(), "{} still exists", tree.display());
+    let late = server.run_to_end(
+        &token,
+        &json!({"project": "a", "type": "session.exec", "inputs": {"session": session, "argv": ["true"]}}),
+    );
+    assert_eq!(late["state"], "failed", "{late}");
+    assert_eq!(late["failure"]["category"], "usage", "{late}");
+}
+
+#[test]
+fn serve_session_remove_ends_a_running_session_exec() {
+    let server = Server::start(POLICY);
+    let token = server.token("a", "submit,read");
+    let src = repo(server.dir.path());
+    let clone = clone(&server, &token, &src);
+    let created = server.run_to_end(
+        &token,
+        &json!({"project": "a", "type": "session.create", "inputs": {"workspace": {"from_job": clone["id"]}}}),
+    );
+    let session = json!({"from_job": created["id"]});
+    let marker = format!("serve-session-sleeper-{}", std::process::id());
+    let (status, long) = server.submit(
+        &token,
+        &json!({"project": "a", "type": "session.exec", "inputs": {"session": session,
+            "argv": ["sh", "-c", format!("echo started; sleep 300; : {marker}")]}}),
+    );
+    assert_eq!(status, 201, "{long}");
+    let long_id = long["id"].as_str().unwrap().to_owned();
+    // Started: its first output arrived.
+    server.follow(&token, &long_id, None, |e| e.1 != "output");
+    let removed = server.run_to_end(
+        &token,
+        &json!({"project": "a", "type": "session.remove", "inputs": {"session": session}}),
+    );
+    assert_eq!(removed["state"], "succeeded", "{removed}");
+    let events = server.events(&token, &long_id, None);
+    assert_eq!(events.last().unwrap().2["state"], "cancelled", "{events:?}");
+    assert_eq!(
+        support::server::sleepers(&marker),
+        0,
+        "the exec's tree died"
+    );
+}
+
+#[test]
+fn serve_verifies_a_repository_at_a_ref_by_category() {
+    let server = Server::start(POLICY);
+    let token = server.token("a", "submit,read");
+    let src = repo(server.dir.path());
+    git(&src, &["checkout", "-q", "-b", "feature"]);
+    std::fs::write(src.join("README"), "hello from the feature\n").unwrap();
+    git(&src, &["commit", "-qam", "feature"]);
+    git(&src, &["checkout", "-q", "main"]);
+    let verified = server.run_to_end(
+        &token,
+        &json!({"project": "a", "type": "verify", "inputs": {
+            "repo": src.display().to_string(), "ref": "feature", "categories": ["test"]}}),
+    );
+    assert_eq!(verified["state"], "succeeded", "{verified}");
+    let stages = verified["result"]["stages"].as_array().unwrap();
+    let status: Vec<(&str, &str)> = stages
+        .iter()
+        .map(|s| (s["name"].as_str().unwrap(), s["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        status,
+        [("lint", "skipped"), ("check", "pass")],
+        "{verified}"
+    );
+    assert!(
+        stages[1]["stdout"]["head"]
+            .as_str()
+            .unwrap()
+            .contains("hello from the feature"),
+        "{verified}"
+    );
+    // Bad inputs are refused at submission, with the field.
+    for (inputs, field) in [
+        (
+            json!({"repo": src.display().to_string(), "categories": ["tests"]}),
+            "categories",
+        ),
+        (json!({"categories": ["test"]}), "exactly one of"),
+        (json!({"repo": "--upload-pack=x"}), "inputs.repo"),
+    ] {
+        let (status, answer) = server.submit(
+            &token,
+            &json!({"project": "a", "type": "verify", "inputs": inputs}),
+        );
+        assert_eq!(status, 400, "{answer}");
+        assert!(
+            answer["message"].as_str().unwrap().contains(field),
+            "{answer}"
+        );
+    }
+}
+
+const NETWORK_POLICY: &str = r#"
+[projects.a]
+max_timeout = "60s"
+allow = [["sh", "*"], ["git", "clone", "*"]]
+network = { run = { allow = ["*.example.org"] }, verify = "none", "repo.clone" = "none" }
+"#;
+
+#[test]
+fn serve_network_is_limited_per_job_type() {
+    let server = Server::start(NETWORK_POLICY);
+    let token = server.token("a", "submit,read");
+    let run = |network: Value| {
+        server.submit(
+            &token,
+            &json!({"project": "a", "type": "run", "inputs": {"argv": ["sh", "-c", "true"], "network": network}}),
+        )
+    };
+    let (status, answer) = run(json!("host"));
+    assert_eq!(status, 403, "{answer}");
+    assert_eq!(answer["rule"], "projects.a.network.run", "{answer}");
+    let (status, answer) = run(json!({"allow": ["evil.com"]}));
+    assert_eq!(status, 403, "{answer}");
+    let (status, answer) = run(json!({"allow": ["pkg.example.org:443"]}));
+    assert_eq!(status, 201, "{answer}");
+    let (status, answer) = run(json!("none"));
+    assert_eq!(status, 201, "{answer}");
+
+    // A clone from the network is refused when repo.clone has none; a local path is not.
+    for url in [
+        "https://git.example.org/x.git",
+        "git@github.com:o/r.git",
+        "ssh://git@host:2222/r",
+    ] {
+        let (status, answer) = server.submit(
+            &token,
+            &json!({"project": "a", "type": "repo.clone", "inputs": {"url": url}}),
+        );
+        assert_eq!(status, 403, "{url}: {answer}");
+        assert_eq!(answer["rule"], "projects.a.network.repo.clone", "{answer}");
+    }
+    let src = repo(server.dir.path());
+    let cloned = clone(&server, &token, &src);
+
+    // A verify whose plan asks for more network than verify jobs may have: refused before
+    // any stage runs.
+    std::fs::write(
+        src.join("cordon.toml"),
+        "[[stage]]\nname = \"fetch\"\ncategory = \"setup\"\nnetwork = \"host\"\n\
+         run = [\"sh\", \"-c\", \"echo fetched > /tmp/ran\"]\n",
+    )
+    .unwrap();
+    git(&src, &["commit", "-qam", "network"]);
+    let refused = server.run_to_end(
+        &token,
+        &json!({"project": "a", "type": "verify", "inputs": {"repo": src.display().to_string()}}),
+    );
+    assert_eq!(refused["state"], "failed", "{refused}");
+    assert_eq!(refused["failure"]["category"], "policy", "{refused}");
+    let reason = refused["failure"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("fetch")
+            && reason.contains("network host")
+            && reason.contains("nothing ran"),
+        "{reason}"
+    );
+    assert!(refused["result"].is_null(), "{refused}");
+    drop(cloned);
+}
+
+#[test]
+fn serve_secrets_file_values_reach_only_asking_jobs_and_are_redacted() {
+    let dir = Arc::new(TestDir::new());
+    let secrets = dir.write(
+        "secrets.env",
+        "# deploy\nFILE_SECRET=s3cr3t-from-the-file-42\n",
+    );
+    std::fs::set_permissions(&secrets, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let policy = dir.write(
+        "cordon-server.toml",
+        &format!(
+            "secrets_file = {:?}\n[projects.a]\nallow = [[\"sh\", \"*\"]]\nsecrets = [\"FILE_SECRET\"]\n\
+             [projects.b]\nallow = [[\"sh\", \"*\"]]\n",
+            secrets.display().to_string()
+        ),
+    );
+    let server = Server::start_in(Arc::clone(&dir), policy.clone());
+    let token = server.token("a", "submit,read");
+    let script = "printf '%s\\n' \"got:$FILE_SECRET\"; printf 's3cr3t-from-the-file-42\\n'";
+    let job = server.run_to_end(
+        &token,
+        &json!({"project": "a", "type": "run", "secrets": ["FILE_SECRET"],
+                "inputs": {"argv": ["sh", "-c", script]}}),
+    );
+    assert_eq!(job["state"], "succeeded", "{job}");
+    let stdout = job["result"]["stdout"]["head"].as_str().unwrap();
+    assert!(!stdout.contains("s3cr3t"), "{stdout}");
+    assert!(stdout.contains("got:[REDACTED"), "{stdout}");
+    let id = job["id"].as_str().unwrap();
+    let log = outputs(&server.events(&token, id, None));
+    assert!(
+        log.contains("got:[REDACTED") && !log.contains("s3cr3t"),
+        "{log}"
+    );
+    // A job that did not ask has no such variable; the value is still redacted if it finds
+    // it some other way.
+    let without = server.run_to_end(
+        &token,
+        &json!({"project": "a", "type": "run", "inputs": {"argv": ["sh", "-c", script]}}),
+    );
+    let stdout = without["result"]["stdout"]["head"].as_str().unwrap();
+    assert!(stdout.starts_with("got:\n"), "{stdout}");
+    assert!(!stdout.contains("s3cr3t"), "{stdout}");
+    // Another project may not ask for it.
+    let other = server.token("b", "submit,read");
+    let (status, answer) = server.submit(
+        &other,
+        &json!({"project": "b", "type": "run", "secrets": ["FILE_SECRET"],
+                "inputs": {"argv": ["sh", "-c", "true"]}}),
+    );
+    assert_eq!(status, 403, "{answer}");
+    // The value never reaches the store.
+    drop(server);
+    let db = std::fs::read(dir.path().join("home/cordon.db")).unwrap();
+    let needle = b"s3cr3t-from-the-file-42";
+    assert!(
+        !db.windows(needle.len()).any(|w| w == needle),
+        "the secret is in the store"
+    );
+
+    // A secrets file others can read is refused at start, naming the file.
+    std::fs::set_permissions(&secrets, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_cordon"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&policy)
+        .env("CORDON_HOME", dir.path().join("home"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("secrets.env") && stderr.contains("chmod 600"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn serve_verify_stage_asking_for_a_secret_the_job_did_not_name_is_refused() {
+    let dir = Arc::new(TestDir::new());
+    let policy = dir.write(
+        "cordon-server.toml",
+        "[projects.a]\nallow = [[\"sh\", \"*\"], [\"git\", \"clone\", \"*\"]]\nsecrets = [\"SERVE_TEST_SECRET\"]\n",
+    );
+    let server = Server::start_in(Arc::clone(&dir), policy);
+    let token = server.token("a", "submit,read");
+    let src = dir.path().join("repo");
+    std::fs::create_dir_all(&src).unwrap();
+    git(&src, &["init", "-q", "-b", "main"]);
+    std::fs::write(
+        src.join("cordon.toml"),
+        "[[stage]]\nname = \"leak\"\ncategory = \"test\"\nsecrets = [\"SERVE_TEST_SECRET\"]\n\
+         run = [\"sh\", \"-c\", \"echo $SERVE_TEST_SECRET\"]\n",
+    )
+    .unwrap();
+    git(&src, &["add", "."]);
+    git(&src, &["commit", "-qm", "i"]);
+    let inputs = json!({"repo": src.display().to_string()});
+    let refused = server.run_to_end(
+        &token,
+        &json!({"project": "a", "type": "verify", "inputs": inputs}),
+    );
+    assert_eq!(refused["failure"]["category"], "policy", "{refused}");
+    assert!(
+        refused["failure"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("SERVE_TEST_SECRET"),
+        "{refused}"
+    );
+    // Named by the job (and allowed for the project): it runs, redacted.
+    let named = server.run_to_end(
+        &token,
+        &json!({"project": "a", "type": "verify", "secrets": ["SERVE_TEST_SECRET"], "inputs": inputs}),
+    );
+    assert_eq!(named["state"], "succeeded", "{named}");
+    let stdout = named["result"]["stages"][0]["stdout"]["head"]
+        .as_str()
+        .unwrap();
+    assert!(
+        stdout.contains("[REDACTED") && !stdout.contains("hunter2"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn serve_listens_on_a_unix_socket_only_its_user_may_use() {
+    let dir = Arc::new(TestDir::new());
+    let policy = dir.write("cordon-server.toml", POLICY);
+    let socket = dir.path().join("cordon.sock");
+    let listen = format!("unix:{}", socket.display());
+    let server = Server::start_with(Arc::clone(&dir), policy, |c| {
+        c.args(["--listen", &listen]);
+    });
+    let mode = std::fs::metadata(&socket).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+    let token = server.token("a", "submit,read");
+    let job = server.run_to_end(
+        &token,
+        &json!({"project": "a", "type": "run", "inputs": {"argv": ["sh", "-c", "echo over the socket"]}}),
+    );
+    assert_eq!(job["state"], "succeeded", "{job}");
+    // The CLI client reaches it too.
+    let out = Command::new(env!("CARGO_BIN_EXE_cordon"))
+        .args(["jobs", "--server", &listen, "list"])
+        .env("CORDON_TOKEN", &token)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(job["id"].as_str().unwrap()),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    // A second server refuses to steal a live socket.
+    let out = Command::new(env!("CARGO_BIN_EXE_cordon"))
+        .args(["serve", "--listen", &listen])
+        .env("CORDON_HOME", dir.path().join("home2"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("another server answers"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn serve_retries_a_stage_that_fails_as_infra_twice_then_passes() {
+    let dir = Arc::new(TestDir::new());
+    // The tool lives in a toolchain directory the sandbox shows ($CARGO_HOME/bin); it is
+    // missing for the first two attempts (an infrastructure failure: the host lacks it).
+    let cargo_home = dir.path().join("cargo-home");
+    let bin = cargo_home.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let policy = dir.write(
+        "cordon-server.toml",
+        "[projects.a]\nmax_attempts = 3\nallow = [[\"cordon-flaky-tool\", \"*\"], [\"git\", \"clone\", \"*\"]]\n",
+    );
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let server = Server::start_with(Arc::clone(&dir), policy, |c| {
+        c.args(["--retry-backoff", "2s"])
+            .env("CARGO_HOME", &cargo_home)
+            .env("PATH", &path);
+    });
+    let token = server.token("a", "submit,read");
+    let src = dir.path().join("repo");
+    std::fs::create_dir_all(&src).unwrap();
+    git(&src, &["init", "-q", "-b", "main"]);
+    std::fs::write(
+        src.join("cordon.toml"),
+        "[[stage]]\nname = \"t\"\ncategory = \"test\"\nrun = [\"cordon-flaky-tool\", \"ok\"]\n",
+    )
+    .unwrap();
+    git(&src, &["add", "."]);
+    git(&src, &["commit", "-qm", "i"]);
+    let (status, job) = server.submit(
+        &token,
+        &json!({"project": "a", "type": "verify", "inputs": {"repo": src.display().to_string()}}),
+    );
+    assert_eq!(status, 201, "{job}");
+    let id = job["id"].as_str().unwrap().to_owned();
+    let mut retries = Vec::new();
+    let mut events = Vec::new();
+    server.follow(&token, &id, None, |e| {
+        events.push(e.clone());
+        if e.1 == "state" && e.2["retry"] == true {
+            retries.push((e.2["attempt"].clone(), e.2["failure"]["category"].clone()));
+            if retries.len() == 2 {
+                // The host gets the tool before the third attempt (4 s of backoff away).
+                let tool = bin.join("cordon-flaky-tool");
+                std::fs::write(&tool, "#!/bin/sh\necho \"tool says $1\"\n").unwrap();
+                std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+            }
+        }
+        e.1 != "end"
+    });
+    assert_eq!(
+        retries,
+        [(json!(1), json!("infra")), (json!(2), json!("infra"))],
+        "{events:?}"
+    );
+    let done = server.job(&token, &id);
+    assert_eq!(done["state"], "succeeded", "{done}");
+    assert_eq!(done["attempt"], 3, "{done}");
+    assert!(
+        done["result"]["stages"][0]["stdout"]["head"]
+            .as_str()
+            .unwrap()
+            .contains("tool says ok"),
+        "{done}"
+    );
+}
