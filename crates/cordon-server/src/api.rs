@@ -117,7 +117,10 @@ pub struct JobRequest {
     /// The job type.
     #[serde(rename = "type")]
     pub job_type: JobType,
-    /// The type's inputs (see [`RunInputs`], [`VerifyInputs`], [`CloneInputs`]).
+    /// The type's inputs, an object (see [`RunInputs`], [`VerifyInputs`], [`CloneInputs`],
+    /// [`ApplyPatchInputs`], [`SessionCreateInputs`], [`SessionInputs`],
+    /// [`SessionExecInputs`]).
+    #[schemars(with = "serde_json::Map<String, serde_json::Value>")]
     pub inputs: serde_json::Value,
     /// Time limit per attempt (`"90s"`, `"10m"`); at most the project's `max_timeout`.
     #[serde(default)]
@@ -132,8 +135,22 @@ pub struct JobRequest {
     #[serde(default)]
     pub env_keys: Vec<String>,
     /// Higher runs first within the project.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "integer")]
     pub priority: i64,
+}
+
+/// An integer as JSON Schema counts them: `356` or `356.0` (a number with no fraction).
+fn integer<'de, D: serde::Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+    let number = serde_json::Number::deserialize(d)?;
+    if let Some(n) = number.as_i64() {
+        return Ok(n);
+    }
+    match number.as_f64() {
+        Some(f) if f.fract() == 0.0 && f >= i64::MIN as f64 && f < i64::MAX as f64 => Ok(f as i64),
+        _ => Err(serde::de::Error::custom(format!(
+            "{number} is not an integer within the 64-bit range"
+        ))),
+    }
 }
 
 /// A reference to an earlier job's output.
@@ -370,6 +387,7 @@ pub struct JobDocument {
     /// Reached its final state.
     pub finished_at: Option<String>,
     /// The inputs as submitted, plus `secrets` and `env_keys` by name only.
+    #[schemars(with = "serde_json::Map<String, serde_json::Value>")]
     pub inputs: serde_json::Value,
     /// The type's output document.
     pub result: Option<serde_json::Value>,

@@ -150,14 +150,6 @@ async fn list(
     let Query(query) = query.map_err(|e| RequestError::BadRequest(e.body_text()))?;
     let token = authenticate(&service, &headers).await?;
     require(&token, "read")?;
-    // Another project's jobs are invisible, not forbidden; an operator token sees them all.
-    let Some(projects) = crate::access::listed_projects(&token, query.project.as_deref()) else {
-        return Ok(axum::Json(JobList {
-            schema: JobListTag,
-            jobs: Vec::new(),
-            next_cursor: None,
-        }));
-    };
     let state = query
         .state
         .map(|s| s.parse::<JobState>().map_err(RequestError::BadRequest))
@@ -166,11 +158,25 @@ async fn list(
         .cursor
         .map(|c| {
             c.split_once('.')
-                .and_then(|(at, id)| Some((at.parse::<i64>().ok()?, id.to_owned())))
+                .and_then(|(at, id)| Some((at.parse::<i64>().ok()?, id.parse::<JobId>().ok()?)))
+                .map(|(at, id)| (at, id.to_string()))
                 .ok_or_else(|| RequestError::BadRequest(format!("cursor {c:?} is invalid")))
         })
         .transpose()?;
-    let limit = query.limit.unwrap_or(50).clamp(1, 500);
+    let limit = query.limit.unwrap_or(50);
+    if !(1..=500).contains(&limit) {
+        return Err(RequestError::BadRequest(format!(
+            "limit {limit} is not within 1..=500"
+        )));
+    }
+    // Another project's jobs are invisible, not forbidden; an operator token sees them all.
+    let Some(projects) = crate::access::listed_projects(&token, query.project.as_deref()) else {
+        return Ok(axum::Json(JobList {
+            schema: JobListTag,
+            jobs: Vec::new(),
+            next_cursor: None,
+        }));
+    };
     let filter = JobFilter {
         projects,
         state,

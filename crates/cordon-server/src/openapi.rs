@@ -5,10 +5,23 @@ use schemars::generate::SchemaSettings;
 use serde_json::{Value, json};
 
 use crate::api::{
-    ApiError, ApplyPatchInputs, CloneInputs, JobDocument, JobList, JobRequest, RunInputs,
+    ApiError, ApplyPatchInputs, CloneInputs, JobDocument, JobList, JobRequest, JobType, RunInputs,
     SessionCreateInputs, SessionExecInputs, SessionInputs, VerifyInputs,
 };
 use crate::policy::Policy;
+
+/// The component that describes a job type's inputs.
+fn inputs_schema(job_type: JobType) -> &'static str {
+    match job_type {
+        JobType::Run => "RunInputs",
+        JobType::Verify => "VerifyInputs",
+        JobType::RepoClone => "CloneInputs",
+        JobType::RepoApplyPatch => "ApplyPatchInputs",
+        JobType::SessionCreate => "SessionCreateInputs",
+        JobType::SessionPush | JobType::SessionPull | JobType::SessionRemove => "SessionInputs",
+        JobType::SessionExec => "SessionExecInputs",
+    }
+}
 
 /// The document, pretty-printed with a final newline.
 pub fn document() -> String {
@@ -42,9 +55,42 @@ pub fn document() -> String {
             schemas.insert(name.clone(), reference.clone());
         }
     }
+    // A submission's `inputs` depend on its `type`: one alternative per type, so that the
+    // document says exactly which inputs go with which type.
+    if let Some(request) = schemas.get("JobRequest").cloned() {
+        let variants: Vec<Value> = JobType::ALL
+            .iter()
+            .map(|t| {
+                let mut variant = request.clone();
+                variant["properties"]["type"] = json!({"const": t.as_str()});
+                variant["properties"]["inputs"] =
+                    json!({"$ref": format!("#/components/schemas/{}", inputs_schema(*t))});
+                if let Some(d) = variant.as_object_mut() {
+                    d.remove("$schema");
+                    d.insert("title".into(), json!(format!("a {} job", t.as_str())));
+                }
+                variant
+            })
+            .collect();
+        schemas.insert(
+            "JobRequest".into(),
+            json!({"description": request["description"], "oneOf": variants}),
+        );
+    }
     let r = |name: &str| json!({"$ref": format!("#/components/schemas/{name}")});
     let error = |what: &str| json!({"description": what, "content": {"application/json": {"schema": r("ApiError")}}});
     let job = |what: &str| json!({"description": what, "content": {"application/json": {"schema": r("JobDocument")}}});
+    let job_links = |what: &str| {
+        let mut answer = job(what);
+        let link = |operation: &str| json!({"operationId": operation, "parameters": {"id": "$response.body#/id"}});
+        answer["links"] = json!({
+            "GetJob": link("getJob"),
+            "CancelJob": link("cancelJob"),
+            "JobEvents": link("jobEvents"),
+            "JobTranscript": link("jobTranscript"),
+        });
+        answer
+    };
     let id = json!({"name": "id", "in": "path", "required": true, "schema": {"type": "string", "pattern": "^j-[a-z2-7]{10}$"}});
     let auth_errors = |mut responses: Value| {
         responses["401"] = error("no valid bearer token");
@@ -74,7 +120,7 @@ pub fn document() -> String {
                     "operationId": "submitJob",
                     "requestBody": {"required": true, "content": {"application/json": {"schema": r("JobRequest")}}},
                     "responses": auth_errors(json!({
-                        "201": job("queued"),
+                        "201": job_links("queued"),
                         "200": job("the job this idempotency key already names"),
                         "400": error("malformed request (the field is named)"),
                         "413": {"description": "the body is too large"},
@@ -87,7 +133,7 @@ pub fn document() -> String {
                         {"name": "project", "in": "query", "schema": {"type": "string"}},
                         {"name": "state", "in": "query", "schema": {"type": "string", "enum": ["queued", "running", "succeeded", "failed", "cancelled", "interrupted"]}},
                         {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 500}},
-                        {"name": "cursor", "in": "query", "schema": {"type": "string"}}
+                        {"name": "cursor", "in": "query", "schema": {"type": "string", "pattern": "^-?[0-9]{1,18}\\.j-[a-z2-7]{10}$"}}
                     ],
                     "responses": auth_errors(json!({
                         "200": {"description": "newest first", "content": {"application/json": {"schema": r("JobList")}}},
@@ -102,7 +148,16 @@ pub fn document() -> String {
             "/v1/jobs/{id}/events": {"get": {"operationId": "jobEvents",
                 "parameters": [id.clone(), {"name": "Last-Event-ID", "in": "header", "schema": {"type": "string"}}],
                 "responses": auth_errors(json!({
-                    "200": {"description": "Server-Sent Events: state, stage, output (redacted), end", "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+                    "200": {"description": "Server-Sent Events: state, stage, output (redacted), end; each event's `data` is a JSON object, its `id` the event's sequence number (send it back as `Last-Event-ID` to resume)",
+                        "content": {"text/event-stream": {"schema": {
+                            "type": "object",
+                            "required": ["id", "event", "data"],
+                            "properties": {
+                                "id": {"type": "string", "pattern": "^[0-9]+$"},
+                                "event": {"enum": ["state", "stage", "output", "end"]},
+                                "data": {"type": "string", "contentMediaType": "application/json"}
+                            }
+                        }}}},
                     "404": error("no such job visible to this token")
                 }))}},
             "/v1/jobs/{id}/transcript": {"get": {"operationId": "jobTranscript", "parameters": [id],
