@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use support::server::{Server, outputs};
-use support::{TestDir, git};
+use support::{TestDir, git, repo_with};
 
 const POLICY: &str = r#"
 workers = 3
@@ -29,13 +29,13 @@ allow = [["true"]]
 /// A repository with one commit: a README and a `cordon.toml` of an optional lint stage and
 /// a required test stage.
 fn repo(dir: &Path) -> PathBuf {
-    let repo = dir.join("repo");
-    std::fs::create_dir_all(&repo).unwrap();
-    git(&repo, &["init", "-q", "-b", "main"]);
-    std::fs::write(repo.join("README"), "hello from the repo\n").unwrap();
-    std::fs::write(
-        repo.join("cordon.toml"),
-        r#"
+    repo_with(
+        dir,
+        &[
+            ("README", "hello from the repo\n"),
+            (
+                "cordon.toml",
+                r#"
 [[stage]]
 name = "lint"
 category = "lint"
@@ -47,11 +47,9 @@ name = "check"
 category = "test"
 run = ["sh", "-c", "cat README"]
 "#,
+            ),
+        ],
     )
-    .unwrap();
-    git(&repo, &["add", "."]);
-    git(&repo, &["commit", "-qm", "init"]);
-    repo
 }
 
 fn clone(server: &Server, token: &str, src: &Path) -> Value {
@@ -402,17 +400,14 @@ fn serve_verify_stage_asking_for_a_secret_the_job_did_not_name_is_refused() {
     );
     let server = Server::start_in(Arc::clone(&dir), policy);
     let token = server.token("a", "submit,read");
-    let src = dir.path().join("repo");
-    std::fs::create_dir_all(&src).unwrap();
-    git(&src, &["init", "-q", "-b", "main"]);
-    std::fs::write(
-        src.join("cordon.toml"),
-        "[[stage]]\nname = \"leak\"\ncategory = \"test\"\nsecrets = [\"SERVE_TEST_SECRET\"]\n\
-         run = [\"sh\", \"-c\", \"echo $SERVE_TEST_SECRET\"]\n",
-    )
-    .unwrap();
-    git(&src, &["add", "."]);
-    git(&src, &["commit", "-qm", "i"]);
+    let src = repo_with(
+        dir.path(),
+        &[(
+            "cordon.toml",
+            "[[stage]]\nname = \"leak\"\ncategory = \"test\"\nsecrets = [\"SERVE_TEST_SECRET\"]\n\
+             run = [\"sh\", \"-c\", \"echo $SERVE_TEST_SECRET\"]\n",
+        )],
+    );
     let inputs = json!({"repo": src.display().to_string()});
     let refused = server.run_to_end(
         &token,
@@ -507,16 +502,13 @@ fn serve_retries_a_stage_that_fails_as_infra_twice_then_passes() {
             .env("PATH", &path);
     });
     let token = server.token("a", "submit,read");
-    let src = dir.path().join("repo");
-    std::fs::create_dir_all(&src).unwrap();
-    git(&src, &["init", "-q", "-b", "main"]);
-    std::fs::write(
-        src.join("cordon.toml"),
-        "[[stage]]\nname = \"t\"\ncategory = \"test\"\nrun = [\"cordon-flaky-tool\", \"ok\"]\n",
-    )
-    .unwrap();
-    git(&src, &["add", "."]);
-    git(&src, &["commit", "-qm", "i"]);
+    let src = repo_with(
+        dir.path(),
+        &[(
+            "cordon.toml",
+            "[[stage]]\nname = \"t\"\ncategory = \"test\"\nrun = [\"cordon-flaky-tool\", \"ok\"]\n",
+        )],
+    );
     let (status, job) = server.submit(
         &token,
         &json!({"project": "a", "type": "verify", "inputs": {"repo": src.display().to_string()}}),

@@ -45,6 +45,13 @@ fn session_of(attempt: &Attempt<'_>, from_job: &str) -> Result<Session, Outcome>
     sessions()?.open_str(id).map_err(|e| failed(&e))
 }
 
+/// The inputs of a `session.push`, `session.pull` or `session.remove` job and its session.
+fn session_inputs(attempt: &Attempt<'_>) -> Result<(SessionInputs, Session), Outcome> {
+    let inputs: SessionInputs = attempt.inputs()?;
+    let session = session_of(attempt, &inputs.session.from_job)?;
+    Ok((inputs, session))
+}
+
 /// How long a session operation may wait for the session's writer: the job's timeout.
 fn wait(attempt: &Attempt<'_>) -> Duration {
     Duration::from_millis(attempt.job.timeout_ms)
@@ -87,12 +94,8 @@ pub(crate) fn create_job(attempt: &Attempt<'_>) -> Outcome {
 
 /// `session.push`: the workspace branch's new commits into the session.
 pub(crate) fn push_job(attempt: &Attempt<'_>) -> Outcome {
-    let inputs: SessionInputs = match attempt.inputs() {
-        Ok(i) => i,
-        Err(o) => return o,
-    };
-    let session = match session_of(attempt, &inputs.session.from_job) {
-        Ok(s) => s,
+    let session = match session_inputs(attempt) {
+        Ok((_, s)) => s,
         Err(o) => return o,
     };
     let request = PushRequest {
@@ -107,12 +110,8 @@ pub(crate) fn push_job(attempt: &Attempt<'_>) -> Outcome {
 
 /// `session.pull`: the session's branch back into the workspace's, fast-forward only.
 pub(crate) fn pull_job(attempt: &Attempt<'_>) -> Outcome {
-    let inputs: SessionInputs = match attempt.inputs() {
-        Ok(i) => i,
-        Err(o) => return o,
-    };
-    let session = match session_of(attempt, &inputs.session.from_job) {
-        Ok(s) => s,
+    let session = match session_inputs(attempt) {
+        Ok((_, s)) => s,
         Err(o) => return o,
     };
     let request = PullRequest {
@@ -181,12 +180,8 @@ pub(crate) fn exec_job(attempt: &Attempt<'_>) -> Outcome {
 /// `session.remove`: ends the session's running `session.exec` jobs (their process trees
 /// die, here or on any worker), then removes the session.
 pub(crate) fn remove_job(attempt: &Attempt<'_>) -> Outcome {
-    let inputs: SessionInputs = match attempt.inputs() {
-        Ok(i) => i,
-        Err(o) => return o,
-    };
-    let session = match session_of(attempt, &inputs.session.from_job) {
-        Ok(s) => s,
+    let (inputs, session) = match session_inputs(attempt) {
+        Ok(found) => found,
         Err(o) => return o,
     };
     let store = &attempt.service.store;

@@ -246,6 +246,23 @@ pub fn wait4(pid: i32) -> (i32, u64) {
     (libc::WEXITSTATUS(status), usage.ru_maxrss as u64 * 1024)
 }
 
+/// A new repository `dir/repo` on branch `main` with `files` (path, contents) in one commit.
+pub fn repo_with(dir: &Path, files: &[(&str, &str)]) -> PathBuf {
+    let repo = dir.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    for (path, contents) in files {
+        let path = repo.join(path);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).unwrap();
+        }
+        std::fs::write(path, contents).unwrap();
+    }
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "-qm", "init"]);
+    repo
+}
+
 /// Runs git in `dir` (with an identity for commits); panics on failure; returns stdout.
 pub fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
