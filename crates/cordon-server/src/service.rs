@@ -277,11 +277,14 @@ impl Service {
             });
         }
         self.check_inputs(request, key, rules)?;
-        if let Some(budget) = rules.daily_wall() {
+        if rules.daily_wall().is_some() || rules.daily_cpu().is_some() {
             let now = now_ms();
             let day_start = now - now.rem_euclid(DAY_MS);
-            let used = self.store.project_wall_ms(&request.project, day_start)?;
-            if u128::from(used) >= budget.as_millis() {
+            let used = self.store.project_usage(&request.project, day_start)?;
+            let spent = |budget: Option<Duration>, used: u64| {
+                budget.is_some_and(|b| u128::from(used) >= b.as_millis())
+            };
+            if spent(rules.daily_wall(), used.wall_ms) || spent(rules.daily_cpu(), used.cpu_ms) {
                 return Err(RequestError::Budget {
                     resets_at_ms: day_start + DAY_MS,
                 });

@@ -168,14 +168,14 @@ fn finish(service: &Service, job: &JobRow, outcome: Outcome) {
         AttemptEnd::Retry {
             not_before_ms: now_ms() + i64::try_from(backoff.as_millis()).unwrap_or(i64::MAX),
             failure: failure_json.clone().unwrap_or_default(),
-            cpu_ms: None,
+            cpu_ms: Some(outcome.cpu_ms),
         }
     } else {
         AttemptEnd::Final {
             state: outcome.state,
             result: outcome.result.clone(),
             failure: failure_json.clone(),
-            cpu_ms: None,
+            cpu_ms: Some(outcome.cpu_ms),
         }
     };
     match store.end_attempt(&job.id, job.attempt, &end) {

@@ -546,3 +546,27 @@ fn serve_retries_a_stage_that_fails_as_infra_twice_then_passes() {
         "{done}"
     );
 }
+
+#[test]
+fn serve_refuses_a_project_past_its_daily_cpu_budget() {
+    let server = Server::start(
+        "[projects.a]\nallow = [[\"sh\", \"*\"]]\ndaily_budget = { wall = \"8h\", cpu = \"300ms\" }\n",
+    );
+    let token = server.token("a", "submit,read");
+    // A second of CPU at least (a busy shell loop), well inside the wall budget.
+    let burn = "end=$(( $(date +%s) + 2 )); while [ $(date +%s) -lt $end ]; do :; done";
+    let job = server.run_to_end(
+        &token,
+        &json!({"project": "a", "type": "run", "inputs": {"argv": ["sh", "-c", burn]}}),
+    );
+    assert_eq!(job["state"], "succeeded", "{job}");
+    let resource = &job["result"]["resource"];
+    let cpu = resource["cpu_user_ms"].as_u64().unwrap() + resource["cpu_sys_ms"].as_u64().unwrap();
+    assert!(cpu >= 300, "the loop used {cpu} ms of CPU: {resource}");
+    let (status, answer) = server.submit(
+        &token,
+        &json!({"project": "a", "type": "run", "inputs": {"argv": ["sh", "-c", "true"]}}),
+    );
+    assert_eq!(status, 429, "{answer}");
+    assert_eq!(answer["error"], "budget", "{answer}");
+}
