@@ -129,6 +129,38 @@ pub struct RunArgs {
     pub command: Vec<std::ffi::OsString>,
 }
 
+/// Parses the command line.
+///
+/// `cordon run ...` (the command agents call thousands of times a day) is parsed by the `run`
+/// subcommand's own definition alone: building clap's whole command tree (every subcommand's
+/// arguments, then dropping them) cost about a third of a short run's user-space
+/// instructions. The arguments and their parsers are the very ones of the full tree, so a
+/// command line it accepts means the same; anything it does not accept (help, a usage
+/// error) is parsed again by the full tree, which says it the way it always did.
+pub fn parse(argv: &[std::ffi::OsString]) -> Result<Cli, clap::Error> {
+    if argv.get(1).is_some_and(|a| a == "run")
+        && let Some(args) = parse_run(&argv[1..])
+    {
+        return Ok(Cli {
+            command: Command::Run(args),
+        });
+    }
+    Cli::try_parse_from(argv)
+}
+
+/// The `run` subcommand alone: the arguments of [`RunArgs`].
+pub fn run_command() -> clap::Command {
+    RunArgs::augment_args(clap::Command::new("run"))
+}
+
+/// `run ARGS...` parsed by [`run_command`]; `None` when it does not parse (the full tree then
+/// reports why).
+fn parse_run(argv: &[std::ffi::OsString]) -> Option<RunArgs> {
+    use clap::FromArgMatches;
+    let matches = run_command().try_get_matches_from(argv).ok()?;
+    RunArgs::from_arg_matches(&matches).ok()
+}
+
 /// Standard input of the program.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum StdinArg {
@@ -238,6 +270,130 @@ mod tests {
     fn cli_definition_is_consistent() {
         use clap::CommandFactory;
         Cli::command().debug_assert();
+    }
+
+    /// The `run` fast path and the full tree agree on every command line the fast path
+    /// accepts, and leave the rest (help, errors) to the full tree.
+    #[test]
+    fn run_is_parsed_as_the_full_tree_parses_it() {
+        let lines: &[&[&str]] = &[
+            &["cordon", "run", "--", "/bin/true"],
+            &["cordon", "run", "true"],
+            &["cordon", "run", "ls", "-la", "--", "x"],
+            &[
+                "cordon",
+                "run",
+                "--json",
+                "--no-record",
+                "--timeout",
+                "5s",
+                "--",
+                "sh",
+                "-c",
+                "x",
+            ],
+            &[
+                "cordon",
+                "run",
+                "--env",
+                "A=b",
+                "--env=C=d",
+                "--secret",
+                "S",
+                "--stdin",
+                "null",
+                "--",
+                "env",
+            ],
+            &[
+                "cordon",
+                "run",
+                "--no-sandbox",
+                "--output-limit",
+                "64KiB",
+                "--leak-timeout=1s",
+                "--",
+                "x",
+            ],
+            &[
+                "cordon",
+                "run",
+                "--memory",
+                "1GiB",
+                "--pids",
+                "64",
+                "--network",
+                "host",
+                "--ro",
+                "/usr",
+                "--rw",
+                "/tmp",
+                "--",
+                "x",
+            ],
+            &[
+                "cordon",
+                "run",
+                "--allow-degraded",
+                "cgroup",
+                "--no-toolchains",
+                "--cwd",
+                "/tmp",
+                "--disk",
+                "0",
+                "prog",
+                "--timeout",
+                "1s",
+            ],
+            &[
+                "cordon",
+                "run",
+                "--network",
+                "allow=example.org,*.example.com:8443",
+                "--network-bytes",
+                "1MiB",
+                "--",
+                "curl",
+            ],
+        ];
+        for line in lines {
+            let argv: Vec<std::ffi::OsString> = line.iter().map(Into::into).collect();
+            let fast =
+                parse_run(&argv[1..]).unwrap_or_else(|| panic!("fast path refused {line:?}"));
+            let Command::Run(full) = Cli::try_parse_from(&argv).unwrap().command else {
+                panic!("not run: {line:?}");
+            };
+            assert_eq!(format!("{fast:?}"), format!("{full:?}"), "{line:?}");
+        }
+        let refused: &[&[&str]] = &[
+            &["cordon", "run"],
+            &["cordon", "run", "--help"],
+            &["cordon", "run", "-h"],
+            &["cordon", "run", "--timeout", "soon", "--", "x"],
+            &["cordon", "run", "--bogus", "--", "x"],
+        ];
+        for line in refused {
+            let argv: Vec<std::ffi::OsString> = line.iter().map(Into::into).collect();
+            assert!(parse_run(&argv[1..]).is_none(), "{line:?}");
+            assert!(Cli::try_parse_from(&argv).is_err(), "{line:?}");
+        }
+        let mut names: Vec<String> = run_command()
+            .get_arguments()
+            .map(|a| a.get_id().to_string())
+            .collect();
+        let full = {
+            use clap::CommandFactory;
+            Cli::command()
+        };
+        let mut full_names: Vec<String> = full
+            .find_subcommand("run")
+            .unwrap()
+            .get_arguments()
+            .map(|a| a.get_id().to_string())
+            .collect();
+        names.sort();
+        full_names.sort();
+        assert_eq!(names, full_names);
     }
 
     #[test]

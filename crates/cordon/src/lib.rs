@@ -17,14 +17,12 @@ mod signals;
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 /// Entry point of the `cordon` binary.
 pub fn main() -> ExitCode {
     // The sandbox helper must run before any thread exists: it unshares a user namespace.
     cordon_sandbox::dispatch_helper();
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    let cli = match args::Cli::try_parse_from(&argv) {
+    let cli = match args::parse(&argv) {
         Ok(cli) => cli,
         Err(error) => return exit::clap_error(error, &argv),
     };

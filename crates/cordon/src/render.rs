@@ -18,8 +18,44 @@ const QUEUE_LIMIT: usize = 1 << 20;
 /// pauses reading that stream (the program blocks on its pipe, as it would writing to the
 /// terminal itself), and timeouts and kills still happen on time. A closed destination
 /// (EPIPE) stops the passthrough for that stream; capture goes on.
+///
+/// A stream's writer thread starts with its first output: a program that prints nothing (or
+/// only on one stream) costs no thread.
 pub(crate) struct Passthrough {
-    lanes: [Option<Lane>; 2],
+    lanes: [LazyLane; 2],
+}
+
+/// A lane not started yet (its destination kept), started, or unavailable.
+enum LazyLane {
+    Idle(OwnedFd),
+    Started(Lane),
+    Unavailable,
+}
+
+impl LazyLane {
+    fn new(fd: std::io::Result<OwnedFd>) -> Self {
+        fd.map_or(LazyLane::Unavailable, LazyLane::Idle)
+    }
+
+    /// The lane, started now if it was not yet.
+    fn start(&mut self) -> Option<&Lane> {
+        if matches!(self, LazyLane::Idle(_)) {
+            let LazyLane::Idle(fd) = std::mem::replace(self, LazyLane::Unavailable) else {
+                unreachable!("checked above");
+            };
+            if let Some(lane) = Lane::start(fd) {
+                *self = LazyLane::Started(lane);
+            }
+        }
+        self.started()
+    }
+
+    fn started(&self) -> Option<&Lane> {
+        match self {
+            LazyLane::Started(lane) => Some(lane),
+            LazyLane::Idle(_) | LazyLane::Unavailable => None,
+        }
+    }
 }
 
 /// One stream's queue and writer thread.
@@ -114,19 +150,20 @@ fn write_loop(fd: &OwnedFd, shared: &(Mutex<LaneState>, Condvar)) {
 impl Passthrough {
     pub(crate) fn new() -> Self {
         // Raw writes, past std's line buffering: output appears as the program writes it.
-        let lane = |fd: std::io::Result<OwnedFd>| fd.ok().and_then(Lane::start);
         Passthrough {
             lanes: [
-                lane(std::io::stdout().as_fd().try_clone_to_owned()),
-                lane(std::io::stderr().as_fd().try_clone_to_owned()),
+                LazyLane::new(std::io::stdout().as_fd().try_clone_to_owned()),
+                LazyLane::new(std::io::stderr().as_fd().try_clone_to_owned()),
             ],
         }
     }
 
     /// Waits until everything queued is written (or the destination refused it).
     pub(crate) fn finish(&mut self) {
-        for lane in self.lanes.iter_mut().flatten() {
-            lane.finish();
+        for lane in &mut self.lanes {
+            if let LazyLane::Started(lane) = lane {
+                lane.finish();
+            }
         }
     }
 }
@@ -139,20 +176,22 @@ impl Drop for Passthrough {
 
 impl OutputSink for Passthrough {
     fn write(&mut self, stream: Stream, bytes: &[u8]) {
-        if let Some(lane) = &self.lanes[index(stream)] {
+        if let Some(lane) = self.lanes[index(stream)].start() {
             lane.push(bytes);
         }
     }
 
     fn wants_more(&self, stream: Stream) -> bool {
-        self.lanes[index(stream)]
-            .as_ref()
-            .is_some_and(|lane| !lane.state().broken)
+        match &self.lanes[index(stream)] {
+            LazyLane::Idle(_) => true,
+            LazyLane::Started(lane) => !lane.state().broken,
+            LazyLane::Unavailable => false,
+        }
     }
 
     fn accepts_more(&self, stream: Stream) -> bool {
         self.lanes[index(stream)]
-            .as_ref()
+            .started()
             .is_none_or(|lane| lane.state().queued < QUEUE_LIMIT)
     }
 }

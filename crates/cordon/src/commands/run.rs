@@ -383,16 +383,11 @@ fn check_separator(command: &[OsString], argv: &[OsString]) -> Result<(), CliErr
 
 /// The long option names of `cordon run`.
 fn run_options() -> Vec<String> {
-    use clap::CommandFactory;
-    let cli = crate::args::Cli::command();
-    cli.find_subcommand("run")
-        .map(|run| {
-            run.get_arguments()
-                .filter_map(|a| a.get_long().map(str::to_owned))
-                .chain(["help".to_owned()])
-                .collect()
-        })
-        .unwrap_or_default()
+    crate::args::run_command()
+        .get_arguments()
+        .filter_map(|a| a.get_long().map(str::to_owned))
+        .chain(["help".to_owned()])
+        .collect()
 }
 
 /// The workspace to run in: `--workspace ID`, or the one whose directory contains `cwd`.
