@@ -42,6 +42,7 @@ mod process_tree;
 mod pty;
 mod runner;
 mod signals;
+mod spawn;
 mod spec;
 mod stdin;
 mod supervisor;

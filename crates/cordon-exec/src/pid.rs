@@ -22,12 +22,6 @@ impl ProcessId {
         }
     }
 
-    /// The id of a spawned child (`std::process::Child::id`), or `None` when it does not fit
-    /// a positive `i32`.
-    pub(crate) fn from_child_id(id: u32) -> Option<Self> {
-        i32::try_from(id).ok().and_then(Self::new)
-    }
-
     /// The raw id.
     pub(crate) fn get(self) -> i32 {
         self.0.as_raw_nonzero().get()
@@ -53,11 +47,7 @@ mod tests {
         for raw in [0, -1, -2, i32::MIN] {
             assert_eq!(ProcessId::new(raw), None, "{raw}");
         }
-        // A child id past i32::MAX would wrap to a negative number with `as`.
-        assert_eq!(ProcessId::from_child_id(u32::MAX), None);
-        assert_eq!(ProcessId::from_child_id(1 << 31), None);
-        assert_eq!(ProcessId::from_child_id(0), None);
-        assert_eq!(ProcessId::from_child_id(42).map(ProcessId::get), Some(42));
+        assert_eq!(ProcessId::new(42).map(ProcessId::get), Some(42));
         assert_eq!(ProcessId::new(i32::MAX).map(ProcessId::get), Some(i32::MAX));
     }
 }

@@ -1,14 +1,10 @@
 //! The run loop: spawn, poll output / exit / deadlines / cancellation, terminate, drain, report.
 
-use std::os::fd::AsRawFd;
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
+use std::ffi::OsString;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::{Duration, Instant, SystemTime};
 
-use cordon_types::{
-    CHILD_NETWORK_FD, CHILD_REPORT_FD, LeakReport, LimitKind, ResourceUsage, RunResult,
-    RunResultTag,
-};
+use cordon_types::{LeakReport, LimitKind, ResourceUsage, RunResult, RunResultTag};
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 use rustix::pipe::{PipeFlags, pipe_with};
 use rustix::process::{PidfdFlags, Signal, pidfd_open};
@@ -24,6 +20,7 @@ use crate::pid::ProcessId;
 const END_OF_FILE: u8 = 0x04;
 use crate::process_tree::{ActiveRun, Tree, become_subreaper};
 use crate::signals::signal_name;
+use crate::spawn::{Command as SpawnCommand, Spawn, Stdio};
 use crate::spec::{RunSpec, StdinMode};
 use crate::supervisor::{apply_report, parse_report, read_report};
 
@@ -80,83 +77,88 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
         None
     };
 
-    let mut cmd = Command::new(&spec.program);
-    cmd.args(&spec.args).current_dir(&cwd);
-    if spec.env.clear {
-        cmd.env_clear();
-    }
-    cmd.envs(spec.env.set.iter().map(|(k, v)| (k, v)));
     let mut forwarder = None;
-    let mut terminal_input = None;
+    // Descriptors the program gets; they are closed here once it has them.
+    let mut stdin_fd: Option<OwnedFd> = None;
     let (out_r, out_w, err_w) = match spec.stdin {
         StdinMode::Terminal => {
             // A terminal of cordon's own is the program's input, output and error; what it
             // writes is read from the primary side as stdout (the pipes above go unused).
             drop((out_r, out_w, err_w));
             let pty = crate::pty::Pty::open().map_err(ExecError::Pipe)?;
-            let clone = |fd: &std::os::fd::OwnedFd| fd.try_clone().map_err(ExecError::Pipe);
+            let clone = |fd: &OwnedFd| fd.try_clone().map_err(ExecError::Pipe);
             let into_terminal = clone(&pty.primary)?;
             forwarder = Some(
                 crate::stdin::Forwarder::start_into(into_terminal, Some(END_OF_FILE))
                     .map_err(ExecError::Pipe)?,
             );
-            terminal_input = Some(clone(&pty.secondary)?);
+            stdin_fd = Some(clone(&pty.secondary)?);
             let output = clone(&pty.secondary)?;
             (pty.primary, output, pty.secondary)
         }
         StdinMode::Inherit | StdinMode::Null | StdinMode::Forward => (out_r, out_w, err_w),
     };
-    cmd.stdin(match spec.stdin {
-        StdinMode::Terminal => Stdio::from(
-            terminal_input
-                .take()
-                .expect("a terminal's input was opened above"),
-        ),
-        StdinMode::Inherit => Stdio::inherit(),
-        StdinMode::Null => Stdio::null(),
-        StdinMode::Forward if !crate::stdin::stdin_is_terminal() => Stdio::inherit(),
+    match spec.stdin {
+        StdinMode::Terminal | StdinMode::Inherit => {}
+        StdinMode::Null => {
+            stdin_fd = Some(
+                rustix::fs::open(
+                    "/dev/null",
+                    rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+                    rustix::fs::Mode::empty(),
+                )
+                .map_err(|e| ExecError::Pipe(e.into()))?,
+            );
+        }
+        StdinMode::Forward if !crate::stdin::stdin_is_terminal() => {}
         StdinMode::Forward => {
             let mut started = crate::stdin::Forwarder::start().map_err(ExecError::Pipe)?;
-            let end = started
-                .program_end
-                .take()
-                .expect("a new forwarder has its pipe");
+            stdin_fd = started.program_end.take();
             forwarder = Some(started);
-            Stdio::from(end)
         }
-    });
-    cmd.stdout(Stdio::from(out_w)).stderr(Stdio::from(err_w));
-    let report_w_raw = report_pipe.as_ref().map(|(_, w)| w.as_raw_fd());
+    }
     let network_fd = if spec.supervised {
         io.network_fd.take()
     } else {
         None
     };
-    let network_raw = network_fd.as_ref().map(|fd| fd.as_raw_fd());
-    // SAFETY: the closure only makes async-signal-safe system calls (setsid, prctl, dup2,
-    // fcntl) and allocates nothing.
-    unsafe {
-        cmd.pre_exec(move || child_setup(report_w_raw, network_raw));
-    }
+    let env: Vec<(OsString, OsString)> = if spec.env.clear {
+        spec.env.set.clone()
+    } else {
+        let mut env: Vec<(OsString, OsString)> = std::env::vars_os()
+            .filter(|(k, _)| !spec.env.set.iter().any(|(s, _)| s == k))
+            .collect();
+        env.extend(spec.env.set.iter().cloned());
+        env
+    };
+    let prepared = Spawn::new(SpawnCommand {
+        program: &spec.program,
+        args: &spec.args,
+        env,
+        cwd: &cwd,
+        stdin: stdin_fd
+            .as_ref()
+            .map_or(Stdio::Inherit, |fd| Stdio::Fd(fd.as_raw_fd())),
+        stdout: out_w.as_raw_fd(),
+        stderr: err_w.as_raw_fd(),
+        report_fd: report_pipe.as_ref().map(|(_, w)| w.as_raw_fd()),
+        network_fd: network_fd.as_ref().map(AsRawFd::as_raw_fd),
+    });
 
     let children_before = children_rusage();
     let t0 = Instant::now();
-    let spawned = cmd.spawn();
-    // Dropping the command closes the parent's copies of the pipes' write ends (and of the
-    // forwarded input's read end).
-    drop(cmd);
-    drop(network_fd);
+    let spawned = prepared.and_then(|p| p.spawn());
+    // The program has its copies: close ours of the pipes' write ends (and of the forwarded
+    // input's read end).
+    drop((stdin_fd, out_w, err_w, network_fd));
     let report_r = report_pipe.map(|(r, _w)| r);
-    let child = match spawned {
-        Ok(child) => child,
+    let pid = match spawned {
+        Ok(pid) => pid,
         Err(error) => {
             return Ok(not_started(spec, &cwd, started_at, t0, &error));
         }
     };
-    let root =
-        ProcessId::from_child_id(child.id()).expect("a spawned child has a positive process id");
-    let pid = root.get();
-    drop(child);
+    let root = ProcessId::new(pid).expect("a spawned child has a positive process id");
     let active = ActiveRun::register(pid);
     let tree = Tree {
         root: pid,
@@ -480,68 +482,6 @@ enum Slot {
     Report,
     Exit,
     Cancel,
-}
-
-/// In the child, between fork and exec: only async-signal-safe calls.
-fn child_setup(report_fd: Option<i32>, network_fd: Option<i32>) -> std::io::Result<()> {
-    // A session of its own: the run's processes share a session id cordon can recognise,
-    // and the terminal's job-control signals do not reach them.
-    rustix::process::setsid()?;
-    // The program dies with the thread that spawned it, whatever kills cordon.
-    rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
-    // cordon may ignore SIGTTIN (forwarding a terminal); the program gets the default back.
-    // SAFETY: sigaction with a zeroed (SIG_DFL) action is async-signal-safe.
-    unsafe {
-        let action: libc::sigaction = std::mem::zeroed();
-        libc::sigaction(libc::SIGTTIN, &action, std::ptr::null_mut());
-    }
-    // Descriptors cordon inherited from its own parent stay out of the program: mark every one
-    // above the standard ones (and the report pipe) close-on-exec. Best effort on old kernels.
-    let first_private = if network_fd.is_some() {
-        CHILD_NETWORK_FD as libc::c_uint + 1
-    } else if report_fd.is_some() {
-        CHILD_REPORT_FD as libc::c_uint + 1
-    } else {
-        3
-    };
-    // Out of the way of the fixed numbers first (the report pipe may be moved onto it).
-    let network_fd = match network_fd {
-        // SAFETY: fcntl on a descriptor this process owns; async-signal-safe.
-        Some(fd) => match unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 10) } {
-            -1 => return Err(std::io::Error::last_os_error()),
-            moved => Some(moved),
-        },
-        None => None,
-    };
-    // SAFETY: close_range with integer arguments; only sets close-on-exec flags.
-    unsafe {
-        libc::syscall(
-            libc::SYS_close_range,
-            first_private,
-            libc::c_uint::MAX,
-            libc::CLOSE_RANGE_CLOEXEC,
-        );
-    }
-    if let Some(fd) = report_fd {
-        // SAFETY: plain descriptor syscalls on descriptors this process owns.
-        unsafe {
-            if fd == CHILD_REPORT_FD {
-                let flags = libc::fcntl(fd, libc::F_GETFD);
-                if flags < 0 || libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            } else if libc::dup2(fd, CHILD_REPORT_FD) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-        }
-    }
-    if let Some(fd) = network_fd {
-        // SAFETY: dup2 onto the fixed number (which clears close-on-exec there).
-        if unsafe { libc::dup2(fd, CHILD_NETWORK_FD) } < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(())
 }
 
 fn not_started(

@@ -187,7 +187,8 @@ impl Spawn {
             // SAFETY: our own child, valid out-pointer.
             while unsafe { libc::waitpid(pid, &mut status, 0) } < 0
                 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
-            {}
+            {
+            }
             let error = std::io::Error::from_raw_os_error(error);
             return Err(match child.stage {
                 Stage::Started | Stage::Exec => error,
@@ -325,8 +326,8 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
 /// Called only in the cloned child, with `child` prepared by [`Spawn::spawn`].
 unsafe fn child_setup(child: &mut Child<'_>) -> i32 {
     let spawn = child.spawn;
-    // SAFETY (whole function): only async-signal-safe system calls on integers, on the
-    // prepared C strings and pointer arrays, and on local buffers.
+    // SAFETY: only async-signal-safe system calls on integers, on the prepared C strings and
+    // pointer arrays, and on local buffers.
     unsafe {
         // No handler of cordon's may run here: every caught signal goes back to the default
         // (ignored ones stay ignored across exec, as always), then the blocked set is emptied
@@ -358,7 +359,14 @@ unsafe fn child_setup(child: &mut Child<'_>) -> i32 {
         }
         // The program dies with the thread that spawned it, whatever kills cordon.
         child.stage = Stage::DeathSignal;
-        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
+        if libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        ) != 0
+        {
             return errno();
         }
         child.stage = Stage::Descriptors;
@@ -482,7 +490,11 @@ mod tests {
     fn runs_a_program_from_path_with_its_environment_and_directory() {
         let (status, out) = run(
             "sh",
-            &["-c", "echo \"$X $(pwd)\"; grep SigBlk /proc/$$/status"],
+            // `exec`: the shell's own mask, as it started (a waiting shell blocks signals).
+            &[
+                "-c",
+                "echo \"$X $(pwd)\"; exec grep SigBlk /proc/self/status",
+            ],
             &[("PATH", "/nonexistent:/usr/bin:/bin"), ("X", "y")],
         )
         .unwrap();
