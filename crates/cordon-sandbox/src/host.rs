@@ -51,17 +51,23 @@ impl CgroupSupport {
 /// The probed host, computed once per process.
 pub fn host() -> &'static HostSupport {
     static HOST: OnceLock<HostSupport> = OnceLock::new();
-    HOST.get_or_init(probe)
+    HOST.get_or_init(|| HostSupport {
+        cgroup: cgroup_support(),
+        ..host_without_cgroups().clone()
+    })
 }
 
-fn probe() -> HostSupport {
-    HostSupport {
+/// The probed host without its cgroup facts (left empty): all a policy without memory or
+/// pids limits needs. Computed once per process.
+pub fn host_without_cgroups() -> &'static HostSupport {
+    static HOST: OnceLock<HostSupport> = OnceLock::new();
+    HOST.get_or_init(|| HostSupport {
         userns_blocker: userns_blocker(),
         landlock_abi: probe::landlock_abi(),
         seccomp: probe::seccomp_available(),
         mount_setattr: probe::mount_setattr_available(),
-        cgroup: cgroup_support(),
-    }
+        cgroup: CgroupSupport::default(),
+    })
 }
 
 fn read_trim(path: &str) -> Option<String> {

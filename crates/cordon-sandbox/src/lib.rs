@@ -36,6 +36,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod canonical_dirs;
 mod doctor;
 mod error;
 mod host;

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use cordon_sandbox_init::{FileIdentity, LandlockPlan, MountOp, PinnedPath, UpperLayer};
 
+use crate::canonical_dirs::CanonicalDirs;
 use crate::policy::{Access, Degradation, SandboxPolicy};
 use crate::secrets;
 
@@ -168,6 +169,7 @@ fn add_existing(out: &mut Vec<PathBuf>, base: &Path, rels: &[&str]) {
 
 /// Turns a policy into mount steps. Paths in `policy` must be canonical and exist.
 pub fn mount_ops(policy: &SandboxPolicy, toolchains: &[PathBuf]) -> Vec<MountOp> {
+    let mut canonical_dirs = CanonicalDirs::default();
     let mut ops = Vec::new();
     for dir in SYSTEM_DIRS {
         let path = Path::new(dir);
@@ -180,7 +182,7 @@ pub fn mount_ops(policy: &SandboxPolicy, toolchains: &[PathBuf]) -> Vec<MountOp>
                     });
                 }
             }
-            Ok(m) if m.is_dir() => ops.push(bind(path, path, true, false)),
+            Ok(m) if m.is_dir() => ops.push(bind_found(path, path, false, &m)),
             _ => {}
         }
     }
@@ -206,16 +208,30 @@ pub fn mount_ops(policy: &SandboxPolicy, toolchains: &[PathBuf]) -> Vec<MountOp>
     let allowlist = ETC_ALLOWLIST.iter().map(PathBuf::from).chain(etc_dirs);
     for path in allowlist {
         let path = path.as_path();
-        if let Ok(src) = path.canonicalize()
-            && let Ok(m) = src.metadata()
-        {
+        // A name that is no symlink, in a directory reached through none, is its own
+        // canonical path: one lstat says what it is (realpath would readlink every
+        // component, then stat). Anything else is resolved.
+        let found = match path.symlink_metadata() {
+            Err(_) => None,
+            Ok(m)
+                if !m.file_type().is_symlink()
+                    && path.parent().is_some_and(|d| canonical_dirs.contains(d)) =>
+            {
+                Some((path.to_owned(), m))
+            }
+            Ok(_) => path
+                .canonicalize()
+                .ok()
+                .and_then(|src| src.metadata().ok().map(|m| (src, m))),
+        };
+        if let Some((src, m)) = found {
             if m.is_file() && m.len() <= COPY_MAX_BYTES {
                 ops.push(MountOp::CopyFile {
                     src,
                     dst: path.into(),
                 });
             } else {
-                ops.push(bind(&src, path, m.is_dir(), false));
+                ops.push(bind_found(&src, path, false, &m));
             }
         }
     }
@@ -238,14 +254,14 @@ pub fn mount_ops(policy: &SandboxPolicy, toolchains: &[PathBuf]) -> Vec<MountOp>
         size_bytes: Some(home_bytes),
         inodes: Some(tmpfs_inodes(home_bytes)),
     });
+    // Toolchain homes and the policy's binds are canonical: one lstat says what each is.
     for tc in toolchains {
-        ops.push(bind(tc, tc, tc.is_dir(), false));
+        ops.push(bind_canonical(tc, tc, false));
     }
     for b in &policy.binds {
-        ops.push(bind(
+        ops.push(bind_canonical(
             &b.path,
             &b.path,
-            b.path.is_dir(),
             b.access == Access::ReadWrite,
         ));
     }
@@ -262,8 +278,7 @@ pub fn mount_ops(policy: &SandboxPolicy, toolchains: &[PathBuf]) -> Vec<MountOp>
         ops.push(layers(tree));
     }
     for git in protected_git_data(policy) {
-        let is_dir = git.is_dir();
-        ops.push(bind(&git, &git, is_dir, false));
+        ops.push(bind_canonical(&git, &git, false));
     }
     for cache in &policy.caches {
         ops.push(overlay(cache));
@@ -437,6 +452,40 @@ fn bind(src: &Path, dst: &Path, dir: bool, rw: bool) -> MountOp {
         dir,
         rw,
         identity: pin(src),
+    }
+}
+
+/// A bind of the canonical `src`, its kind and identity from one lstat (a source that is gone
+/// or a symlink is [`UNPINNED`], which `prepare` refuses).
+fn bind_canonical(src: &Path, dst: &Path, rw: bool) -> MountOp {
+    match src.symlink_metadata() {
+        Ok(m) => bind_found(src, dst, rw, &m),
+        Err(_) => MountOp::Bind {
+            src: src.into(),
+            dst: dst.into(),
+            dir: false,
+            rw,
+            identity: UNPINNED,
+        },
+    }
+}
+
+/// A bind of the canonical `src` whose lstat is `m`.
+fn bind_found(src: &Path, dst: &Path, rw: bool, m: &std::fs::Metadata) -> MountOp {
+    use std::os::unix::fs::MetadataExt;
+    MountOp::Bind {
+        src: src.into(),
+        dst: dst.into(),
+        dir: m.is_dir(),
+        rw,
+        identity: if m.file_type().is_symlink() {
+            UNPINNED
+        } else {
+            FileIdentity {
+                dev: m.dev(),
+                ino: m.ino(),
+            }
+        },
     }
 }
 

@@ -10,7 +10,7 @@ use cordon_sandbox_init::{
 use cordon_types::{Enforcement, EnforcementSummary, NetworkMode, SandboxSummary};
 
 use crate::error::{SandboxError, SandboxErrorKind};
-use crate::host::{HostSupport, host};
+use crate::host::{HostSupport, host, host_without_cgroups};
 use crate::plan;
 use crate::policy::{Access, Degradation, SandboxPolicy};
 use crate::secrets;
@@ -52,7 +52,14 @@ pub fn prepare(
 ) -> Result<PreparedCommand, SandboxError> {
     let exe = std::env::current_exe()
         .map_err(|e| SandboxError::new(SandboxErrorKind::CurrentExe(e), None))?;
-    prepare_with(host(), &helper_executable(&exe), policy, program, args)
+    // Where cgroups could be made is read (the mount table, our memberships) only for a
+    // policy that asks for cgroup limits.
+    let host = if policy.limits.wants_cgroup() {
+        host()
+    } else {
+        host_without_cgroups()
+    };
+    prepare_with(host, &helper_executable(&exe), policy, program, args)
 }
 
 /// The name of the dedicated helper executable, installed next to `cordon`.
