@@ -62,6 +62,8 @@ pub struct PreparedRun {
     shown_command: Vec<String>,
     /// The credential-free copies of git data the sandbox shows; removed with the run.
     _scrubbed: Vec<tempfile::TempPath>,
+    /// Keeps the `/etc` snapshot the sandbox shows until the run ends.
+    _lease: Option<cordon_sandbox::SnapshotLease>,
     /// The tree whose disk use is bounded, and the bound.
     disk: Option<(PathBuf, u64)>,
     /// The network proxy's settings, when the network is an allowlist.
@@ -150,6 +152,7 @@ pub fn prepare(request: &RunRequest) -> Result<PreparedRun, RunError> {
         .map(|a| String::from_utf8_lossy(&redactor.redact_all(a.as_encoded_bytes())).into_owned())
         .collect();
     let mut scrubbed = Vec::new();
+    let mut lease = None;
     let proxy = match &request.isolation {
         Isolation::Sandboxed(o) if o.network == NetworkMode::Allowlist => Some(o.proxy.clone()),
         Isolation::Sandboxed(_) | Isolation::Unsandboxed => None,
@@ -180,7 +183,8 @@ pub fn prepare(request: &RunRequest) -> Result<PreparedRun, RunError> {
                 overlay_policy(&mut policy, ws, &request.cwd);
             }
             scrubbed = scrub_git_data(&mut policy, request.workspace.as_ref())?;
-            let prepared = cordon_sandbox::prepare(&policy, program, rest)?;
+            let mut prepared = cordon_sandbox::prepare(&policy, program, rest)?;
+            lease = prepared.lease.take();
             let mut spec = RunSpec::new(&prepared.program, &prepared.args);
             spec.env = EnvSpec {
                 clear: true,
@@ -217,6 +221,7 @@ pub fn prepare(request: &RunRequest) -> Result<PreparedRun, RunError> {
         shown_cwd: overlay.map(|_| request.cwd.display().to_string()),
         proxy,
         _scrubbed: scrubbed,
+        _lease: lease,
         disk: request.bounds.disk.map(|limit| (disk_root, limit)),
         spec,
         summary,
@@ -433,7 +438,9 @@ fn sandbox_policy(
     policy.caches = options.caches.clone();
     policy.host_home = std::env::var_os("HOME").map(PathBuf::from);
     policy.env = env;
-    // cordon's own state (run history, workspace records, locks) is never visible.
+    // cordon's own state (run history, workspace records, locks) is never visible; what
+    // sandboxes reuse from run to run (the /etc snapshot) lives in its cache.
+    policy.host_cache = home.as_ref().map(|home| home.join("cache"));
     policy.hidden.extend(home);
     if let Some(ws) = workspace {
         // Whatever is writable stays inside the workspace, checked by the sandbox itself at

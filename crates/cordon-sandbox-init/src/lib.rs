@@ -61,6 +61,7 @@ mod sys;
 
 pub use entry::{dispatch_helper, has_helper_entry, init_main};
 pub use error::{SeccompError, SetupError};
+pub use mounts::{HOSTNAME, etc_hosts};
 pub use overlay_exec::{OVERLAY_EXEC_ENV, OverlayExec};
 pub use pid::{ProcessGroup, ProcessId};
 pub use plan::{

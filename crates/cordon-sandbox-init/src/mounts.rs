@@ -13,6 +13,13 @@ const OLD_ROOT: &str = "/.oldroot";
 /// The host name inside the sandbox (its own UTS namespace).
 pub const HOSTNAME: &str = "cordon";
 
+/// The sandbox's `/etc/hosts`: the host's, with the sandbox's own host name resolving, as
+/// programs expect.
+pub fn etc_hosts(mut host: Vec<u8>) -> Vec<u8> {
+    host.extend_from_slice(format!("\n127.0.1.1\t{HOSTNAME}\n").as_bytes());
+    host
+}
+
 /// Device nodes bound from the host into the minimal `/dev`.
 const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
 
@@ -173,8 +180,7 @@ fn apply(op: &MountOp) -> Setup<()> {
             let mut data =
                 std::fs::read(host(src)).map_err(|e| format!("read {}: {e}", src.display()))?;
             if dst == Path::new("/etc/hosts") {
-                // The sandbox's own host name resolves, as programs expect.
-                data.extend_from_slice(format!("\n127.0.1.1\t{HOSTNAME}\n").as_bytes());
+                data = etc_hosts(data);
             }
             std::fs::write(dst, data).map_err(|e| format!("write {}: {e}", dst.display()).into())
         }

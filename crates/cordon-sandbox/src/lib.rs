@@ -39,6 +39,7 @@
 mod canonical_dirs;
 mod doctor;
 mod error;
+mod etc_snapshot;
 mod host;
 mod plan;
 mod policy;
@@ -52,6 +53,7 @@ pub use doctor::{
     WorkspacesReport, doctor,
 };
 pub use error::{SandboxError, SandboxErrorKind};
+pub use etc_snapshot::SnapshotLease;
 pub use plan::{SANDBOX_HOME, SANDBOX_TMP, SANDBOX_WORKSPACE, protected_git_data};
 pub use policy::{
     Access, Bind, CacheLayer, DEFAULT_TMPFS_BYTES, Degradation, EnvVar, LayeredTree, Limits,

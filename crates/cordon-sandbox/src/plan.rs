@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use cordon_sandbox_init::{FileIdentity, LandlockPlan, MountOp, PinnedPath, UpperLayer};
 
 use crate::canonical_dirs::CanonicalDirs;
+use crate::etc_snapshot::Copied;
 use crate::policy::{Access, Degradation, SandboxPolicy};
 use crate::secrets;
 
@@ -168,9 +169,20 @@ fn add_existing(out: &mut Vec<PathBuf>, base: &Path, rels: &[&str]) {
 }
 
 /// Turns a policy into mount steps. Paths in `policy` must be canonical and exist.
+#[cfg(test)]
 pub fn mount_ops(policy: &SandboxPolicy, toolchains: &[PathBuf]) -> Vec<MountOp> {
+    plan_mounts(policy, toolchains).0
+}
+
+/// Turns a policy into mount steps, and says what the `/etc` files copied were when planned.
+/// Paths in `policy` must be canonical and exist.
+pub(crate) fn plan_mounts(
+    policy: &SandboxPolicy,
+    toolchains: &[PathBuf],
+) -> (Vec<MountOp>, Vec<Copied>) {
     let mut canonical_dirs = CanonicalDirs::default();
     let mut ops = Vec::new();
+    let mut copied = Vec::new();
     for dir in SYSTEM_DIRS {
         let path = Path::new(dir);
         match path.symlink_metadata() {
@@ -227,9 +239,10 @@ pub fn mount_ops(policy: &SandboxPolicy, toolchains: &[PathBuf]) -> Vec<MountOp>
         if let Some((src, m)) = found {
             if m.is_file() && m.len() <= COPY_MAX_BYTES {
                 ops.push(MountOp::CopyFile {
-                    src,
+                    src: src.clone(),
                     dst: path.into(),
                 });
+                copied.push(Copied { src, meta: m });
             } else {
                 ops.push(bind_found(&src, path, false, &m));
             }
@@ -298,6 +311,15 @@ pub fn mount_ops(policy: &SandboxPolicy, toolchains: &[PathBuf]) -> Vec<MountOp>
         .collect();
     let mut secret_list = secrets::secret_paths(policy.host_home.as_deref());
     secret_list.extend(policy.hidden.iter().cloned());
+    // cordon's cache is masked too, unless a hidden directory holding it (cordon's home)
+    // already is (a mask inside a mask would have no mount point).
+    secret_list.extend(
+        policy
+            .host_cache
+            .iter()
+            .filter(|cache| !policy.hidden.iter().any(|h| cache.starts_with(h)))
+            .cloned(),
+    );
     // A secret that is a symlink is masked where it points, too (the home directory itself is
     // canonical already, so only the last component can be a link).
     let canon: Vec<PathBuf> = secret_list
@@ -332,7 +354,7 @@ pub fn mount_ops(policy: &SandboxPolicy, toolchains: &[PathBuf]) -> Vec<MountOp>
             .cmp(b.dst())
             .then(a.layer_rank().cmp(&b.layer_rank()))
     });
-    ops
+    (ops, copied)
 }
 
 /// Confines execution to the `allowed` files (`--allow-exec`, canonical, with their

@@ -57,6 +57,12 @@ pub struct SandboxPolicy {
     /// fixed path, build caches over its directories, host caches with trusted layers.
     #[serde(default)]
     pub trees: Vec<LayeredTree>,
+    /// cordon's own directory for what sandboxes reuse from run to run: the snapshot of
+    /// `/etc`'s allowlisted files, bound read-only instead of copied into every sandbox.
+    /// Masked like [`SandboxPolicy::hidden`]; binds into it are refused. `None`: the files
+    /// are copied at every start.
+    #[serde(default)]
+    pub host_cache: Option<PathBuf>,
 }
 
 /// A copy-on-write tree shown at `at`, a path inside the sandbox that need not exist on the
@@ -246,6 +252,7 @@ impl SandboxPolicy {
             workdir_read_only: false,
             replacements: Vec::new(),
             trees: Vec::new(),
+            host_cache: None,
         }
     }
 

@@ -10,6 +10,7 @@ use cordon_sandbox_init::{
 use cordon_types::{Enforcement, EnforcementSummary, NetworkMode, SandboxSummary};
 
 use crate::error::{SandboxError, SandboxErrorKind};
+use crate::etc_snapshot::{self, SnapshotLease};
 use crate::host::{HostSupport, host, host_without_cgroups};
 use crate::plan;
 use crate::policy::{Access, Degradation, SandboxPolicy};
@@ -25,6 +26,9 @@ pub struct PreparedCommand {
     pub args: Vec<OsString>,
     /// The helper's complete environment (the program's environment plus the plan).
     pub env: Vec<(OsString, OsString)>,
+    /// Keeps what the sandbox shows from cordon's cache (the `/etc` snapshot) from being
+    /// removed: hold it until the run ends.
+    pub lease: Option<SnapshotLease>,
     /// What will hold, for the run result.
     pub summary: SandboxSummary,
 }
@@ -100,7 +104,13 @@ pub(crate) fn prepare_with(
                 .map_err(|source| path_err(&policy.allow_exec[0], source))?,
         )
     };
-    let mut mounts = plan::mount_ops(&policy, &toolchains.binds);
+    let (mut mounts, copied) = plan::plan_mounts(&policy, &toolchains.binds);
+    // The /etc copies come from the snapshot in cordon's cache when there is one: one bind
+    // instead of twenty copies in every sandbox. Without a usable cache they are copied.
+    let lease = policy
+        .host_cache
+        .as_ref()
+        .and_then(|cache| etc_snapshot::substitute(&mut mounts, &copied, cache).ok());
     let noexec = match &exec_only {
         Some(allowed) => plan::confine_exec(&mut mounts, allowed, &toolchains.binds),
         None => Vec::new(),
@@ -153,6 +163,7 @@ pub(crate) fn prepare_with(
         program: exe.to_owned(),
         args: argv,
         env,
+        lease,
         summary: SandboxSummary {
             enabled: true,
             namespaces,
@@ -337,6 +348,21 @@ fn canonical(policy: &SandboxPolicy) -> Result<SandboxPolicy, SandboxError> {
     }
     for b in &mut p.binds {
         b.path = canon(&b.path)?;
+    }
+    if let Some(cache) = &policy.host_cache {
+        let cache = cache.canonicalize().unwrap_or_else(|_| cache.clone());
+        for path in std::iter::once(&p.workdir).chain(p.binds.iter().map(|b| &b.path)) {
+            if path.starts_with(&cache) {
+                return Err(SandboxError::new(
+                    SandboxErrorKind::Forbidden {
+                        path: path.clone(),
+                        reason: "it is cordon's own cache, which sandboxes reuse",
+                    },
+                    None,
+                ));
+            }
+        }
+        p.host_cache = Some(cache);
     }
     for path in std::iter::once(&p.workdir).chain(p.binds.iter().map(|b| &b.path)) {
         let secret = secrets::is_secret_path(path, p.host_home.as_deref())
