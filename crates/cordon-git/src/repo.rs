@@ -222,6 +222,34 @@ impl Repo {
         Ok(cmd.run()?.stdout)
     }
 
+    /// What differs between two commits (renames found), without any work tree.
+    pub fn diff_commits(
+        &self,
+        from: &CommitId,
+        to: &CommitId,
+    ) -> Result<Vec<crate::ChangedFile>, GitError> {
+        let cmd = GitCommand::new(
+            &self.context(),
+            [
+                "diff",
+                "--raw",
+                "-z",
+                "--no-abbrev",
+                "--no-ext-diff",
+                "--no-textconv",
+                "--find-renames",
+                from.as_str(),
+                to.as_str(),
+                "--",
+            ],
+        )
+        .read_only();
+        let out = cmd.run()?;
+        crate::changes::parse_raw(&out.stdout).map_err(|detail| {
+            GitError::new(&cmd.display_args(), GitErrorKind::UnexpectedOutput(detail))
+        })
+    }
+
     /// The best common ancestor of two commits, `None` when they share no history.
     pub fn merge_base(&self, a: &CommitId, b: &CommitId) -> Result<Option<CommitId>, GitError> {
         let cmd =

@@ -32,9 +32,9 @@ pub use network::{
     DeniedConnection, HostTraffic, MAX_DENIALS_REPORTED, NetworkLimit, NetworkReport,
 };
 pub use run_report::{
-    Overall, PlanInfo, PlanOrigin, PlanSource, Promotion, RUN_REPORT_REVISION, ReportFailure,
-    RunReport, RunReportTag, StageCategory, StageFailure, StageFailureCategory, StageResult,
-    StageStatus, TestCounts, WorkspaceInfo,
+    CacheInfo, Overall, PlanInfo, PlanOrigin, PlanSource, Promotion, RUN_REPORT_REVISION,
+    ReportFailure, RunReport, RunReportTag, StageCategory, StageFailure, StageFailureCategory,
+    StageResult, StageStatus, TestCounts, WorkspaceInfo,
 };
 pub use run_result::{
     CapturedOutput, Failure, FailureCategory, LeakReport, LimitKind, RUN_RESULT_SCHEMA,

@@ -15,13 +15,14 @@ crate::schema_tag!(
 /// The revision of `cordon.run-report/v1` these types describe. A revision adds optional fields
 /// only (a reader of an older revision ignores nothing it knew; a document of an older revision
 /// still parses): revision 2 added `stages[].findings`, `stages[].findings_omitted` and
-/// `stages[].tests.subtests_passed` / `subtests_failed`; revision 3 added `stages[].network`.
-pub const RUN_REPORT_REVISION: u32 = 3;
+/// `stages[].tests.subtests_passed` / `subtests_failed`; revision 3 added `stages[].network`;
+/// revision 4 added `workspace.strategy_note` and `cache`.
+pub const RUN_REPORT_REVISION: u32 = 4;
 
 /// What happened when a candidate change was verified stage by stage.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-#[schemars(extend("x-revision" = 3))]
+#[schemars(extend("x-revision" = 4))]
 pub struct RunReport {
     /// Always `cordon.run-report/v1`.
     pub schema: RunReportTag,
@@ -53,6 +54,25 @@ pub struct RunReport {
     pub changed_files: Vec<String>,
     /// Where the plan came from and whether it was targeted.
     pub plan: PlanInfo,
+    /// Which trusted build cache the stages saw, and whether this verification made one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<CacheInfo>,
+}
+
+/// The build caches of a verification (`cordon verify`'s warm builds).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CacheInfo {
+    /// The trusted cache the stages saw (its key), if any.
+    pub used: Option<String>,
+    /// The commit the cache was built from.
+    pub used_commit: Option<String>,
+    /// Whether this verification was a trusted build whose layers became a cache.
+    pub promoted: Option<String>,
+    /// Each place and what it showed: `target/ ← trusted cache 1a2b… (3 layers)`.
+    pub places: Vec<String>,
+    /// Why: one line per decision.
+    pub reasons: Vec<String>,
 }
 
 /// The overall outcome of a verification.
@@ -73,8 +93,11 @@ pub enum Overall {
 pub struct WorkspaceInfo {
     /// Its path while it existed.
     pub path: String,
-    /// How it was made (`git-worktree`).
+    /// How it was made (`overlay`, `git-worktree`).
     pub strategy: String,
+    /// Why that strategy, when it is not the default's (overlay refused here).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strategy_note: Option<String>,
     /// Always true: the live checkout was not used.
     pub isolated: bool,
 }

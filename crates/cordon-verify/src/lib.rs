@@ -17,6 +17,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod cache;
 pub mod config;
 mod counts;
 pub mod detect;
@@ -30,6 +31,7 @@ mod stage;
 pub mod target;
 mod tree;
 
+pub use cache::CacheMode;
 pub use config::{Config, NetworkSetting, ReadyConfig, StageConfig};
 pub use error::{ConfigError, VerifyError};
 pub use pipeline::{Quiet, Verified, VerifyHooks, VerifyObserver, VerifyRequest, explain, verify};

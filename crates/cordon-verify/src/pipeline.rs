@@ -11,6 +11,7 @@ use cordon_types::{
 use cordon_workspace::Workspaces;
 use sha2::{Digest, Sha256};
 
+use crate::cache::{CacheInput, CachePlan};
 use crate::config::StageConfig;
 use crate::error::VerifyError;
 use crate::plan::{self, Plan, PlannedSkip};
@@ -51,6 +52,9 @@ pub struct VerifyRequest {
     /// names are looked up here before cordon's environment, and every value is redacted
     /// from every stage's output.
     pub secret_values: Vec<(String, String)>,
+    /// Whether stages see a trusted build cache, and whether a trusted build makes one (see
+    /// [`crate::CacheMode`]).
+    pub cache: crate::cache::CacheMode,
 }
 
 /// Live progress of a verification, for a terminal view or a transcript.
@@ -118,6 +122,8 @@ struct Prepared {
     tree: Dir,
     /// An overlay workspace's layers, mounted by each stage's sandbox.
     overlay: Option<cordon_workspace::OverlayParts>,
+    /// The build caches the stages see.
+    cache: CachePlan,
     plan: Plan,
     changed: Vec<String>,
 }
@@ -202,40 +208,40 @@ fn prepare(request: &VerifyRequest) -> Result<Prepared, VerifyError> {
         &project_dir,
         request,
     )?;
-    if let Some(patch) = &request.patch {
-        workspaces
-            .apply(workspace.id(), patch)
-            .map_err(VerifyError::PatchRefused)?;
-    }
+    let patched = match &request.patch {
+        Some(patch) => {
+            workspaces
+                .apply(workspace.id(), patch)
+                .map_err(VerifyError::PatchRefused)?
+                .files
+        }
+        None => Vec::new(),
+    };
     let record = workspace.record().clone();
     let pristine = request.patch.is_none() && base.as_ref() == Some(&commit);
-    let changed = match (&base, &record.git_dir) {
-        // No patch, and the ref is its own base: nothing changed (no need to ask git).
-        _ if pristine => Vec::new(),
-        (Some(base), Some(_)) => {
-            let _mounted = workspaces
-                .mount_guard(&record, false)
-                .map_err(|e| VerifyError::infra("cannot read the workspace", e))?;
-            let tree = workspaces
-                .worktree(&record, false)
-                .map_err(|e| VerifyError::infra("cannot read the workspace", e))?
-                .ok_or_else(|| {
-                    VerifyError::infra(
-                        "cannot read the workspace",
-                        std::io::Error::other("it has no git directory"),
-                    )
-                })?;
-            tree.diff(base, false)
-                .map_err(|e| VerifyError::infra("cannot list the changed files", e))?
-                .files
-                .iter()
-                .flat_map(|f| {
-                    std::iter::once(f.path.to_string_lossy().into_owned())
-                        .chain(f.old_path.iter().map(|p| p.to_string_lossy().into_owned()))
-                })
-                .collect()
-        }
-        _ => Vec::new(),
+    // The workspace is fresh (no program has run in it): what changed is what the commits
+    // since the base changed, plus what the patch changed — no need to read its files.
+    let changed = if pristine {
+        Vec::new()
+    } else {
+        let mut files: Vec<cordon_git::ChangedFile> = match &base {
+            Some(base) if base != &commit => git
+                .diff_commits(base, &commit)
+                .map_err(|e| VerifyError::infra("cannot list the changed files", e))?,
+            _ => Vec::new(),
+        };
+        files.extend(patched);
+        let mut names: Vec<String> = files
+            .iter()
+            .flat_map(|f| {
+                std::iter::once(f.path.to_string_lossy().into_owned())
+                    .chain(f.old_path.iter().map(|p| p.to_string_lossy().into_owned()))
+            })
+            .filter(|name| !name.is_empty())
+            .collect();
+        names.sort();
+        names.dedup();
+        if base.is_none() { Vec::new() } else { names }
     };
     // Targeting sees the project's changes, relative to the project. A change outside the
     // project may affect it in ways targeting cannot see: then nothing is narrowed.
@@ -257,8 +263,38 @@ fn prepare(request: &VerifyRequest) -> Result<Prepared, VerifyError> {
             Vec::new()
         }
     };
-    let plan = plan::build(declared, request.only.as_deref(), &in_project)?;
+    let declared_stages = declared.stages.clone();
+    let mut plan = plan::build(declared, request.only.as_deref(), &in_project)?;
+    let cache = CachePlan::decide(&CacheInput {
+        mode: request.cache,
+        workspaces: &workspaces,
+        common_dir: &record.git_common_dir,
+        commit: &commit,
+        base: base.as_ref(),
+        patched: request.patch.is_some(),
+        overlay: overlay.as_ref(),
+        tree: &tree,
+        project: &project,
+        stages: &declared_stages,
+        scratch: &workspaces.scratch_dir(&record.id),
+        run_id: request.run_id.as_deref(),
+    });
+    if let Some(why) = cache.skips_install(&tree, &project) {
+        for p in &mut plan.stages {
+            let installs = p.stage.category == cordon_types::StageCategory::Setup
+                && p.stage.name.ends_with("-install")
+                && p.stage.run.first().is_some_and(|r| {
+                    matches!(r.rsplit('/').next(), Some("npm" | "pnpm" | "yarn" | "bun"))
+                });
+            if installs && p.skip.is_none() {
+                p.skip = Some(PlannedSkip::Cached(why.clone()));
+            }
+        }
+    }
+    plan.cache = cache.lines();
+    plan.cache_reasons = cache.reasons.clone();
     Ok(Prepared {
+        cache,
         workspaces,
         repo: record.repo.clone(),
         commit: commit.as_str().to_owned(),
@@ -387,7 +423,6 @@ pub fn verify(
     let prepared = prepare(request)?;
     observer.planned(&prepared.plan);
     let ws_path = prepared.workspace.path().to_owned();
-    let scratch = prepared.workspaces.scratch_dir(prepared.workspace.id());
     let root = prepared.project_root.clone();
     let mut results: Vec<StageResult> = Vec::with_capacity(prepared.plan.stages.len());
     let mut blocked_by: Option<String> = None;
@@ -412,9 +447,9 @@ pub fn verify(
                     root: &root,
                     ws_path: &ws_path,
                     common_dir: &prepared.common_dir,
-                    scratch: &scratch,
                     tree: &prepared.tree,
                     overlay: prepared.overlay.as_ref(),
+                    cache: &prepared.cache,
                 },
                 &prepared.plan.redact,
                 request,
@@ -446,20 +481,12 @@ pub fn verify(
         commit,
         plan,
         changed,
+        cache,
         ..
     } = prepared;
-    let strategy = serde_json::to_value(workspace.record().strategy)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_else(|| "git-worktree".into());
-    // A workspace that cannot be removed must not cost the verdict: the report is kept, the
-    // workspace left for `cordon gc`, and the caller told.
-    if let Err(e) = workspace.remove() {
-        warnings.push(format!(
-            "the workspace could not be removed ({e}); `cordon gc` will retry"
-        ));
-    }
-    let report = assemble(
+    let strategy = workspace.record().strategy.name().to_owned();
+    let strategy_note = workspace.record().strategy_note.clone();
+    let mut report = assemble(
         AssembleInput {
             repo,
             rev: if request.rev.is_empty() {
@@ -480,6 +507,31 @@ pub fn verify(
         &plan,
         results,
     );
+    report.workspace.strategy_note = strategy_note;
+    // A trusted build whose gate passed becomes the cache of its commit: before its
+    // workspace (where its layers are) goes.
+    let mut promoted = None;
+    if report.overall == Overall::Pass && !cancel.is_some_and(|c| c.is_cancelled()) {
+        match cache.promote() {
+            Ok(key) => promoted = key,
+            Err(e) => warnings.push(format!("the build cache was not kept: {e}")),
+        }
+    }
+    report.cache = Some(cordon_types::CacheInfo {
+        used: cache.used.as_ref().map(|(key, _)| key.clone()),
+        used_commit: cache.used.as_ref().map(|(_, commit)| commit.clone()),
+        promoted,
+        places: plan.cache.clone(),
+        reasons: plan.cache_reasons.clone(),
+    });
+    drop(cache);
+    // A workspace that cannot be removed must not cost the verdict: the report is kept, the
+    // workspace left for `cordon gc`, and the caller told.
+    if let Err(e) = workspace.remove() {
+        warnings.push(format!(
+            "the workspace could not be removed ({e}); `cordon gc` will retry"
+        ));
+    }
     Ok(Verified {
         report,
         plan,
@@ -507,7 +559,11 @@ fn assemble(input: AssembleInput<'_>, plan: &Plan, stages: Vec<StageResult>) -> 
     let targeted_out = |s: &StageResult| {
         s.status == StageStatus::Skipped
             && plan.stages.iter().any(|p| {
-                p.stage.name == s.name && matches!(p.skip, Some(PlannedSkip::NotAffected(_)))
+                p.stage.name == s.name
+                    && matches!(
+                        p.skip,
+                        Some(PlannedSkip::NotAffected(_) | PlannedSkip::Cached(_))
+                    )
             })
     };
     let blocking: Vec<String> = stages
@@ -574,6 +630,7 @@ fn assemble(input: AssembleInput<'_>, plan: &Plan, stages: Vec<StageResult>) -> 
         workspace: WorkspaceInfo {
             path: input.ws_path.display().to_string(),
             strategy: input.strategy,
+            strategy_note: None,
             isolated: true,
         },
         started_at: humantime::format_rfc3339_millis(input.started_at).to_string(),
@@ -595,6 +652,7 @@ fn assemble(input: AssembleInput<'_>, plan: &Plan, stages: Vec<StageResult>) -> 
             targeted: plan.targeted,
             reasons: plan.reasons.clone(),
         },
+        cache: None,
     }
 }
 

@@ -31,6 +31,9 @@ pub enum PlannedSkip {
     NotSelected,
     /// Targeting decided the change cannot affect it (the text says why): it does not block.
     NotAffected(String),
+    /// What it would make comes from a trusted build cache unchanged (an install whose
+    /// manifests did not change): it does not block.
+    Cached(String),
     /// This host lacks the stage's tool (`ruff is not installed on this host`): a required
     /// stage then counts as not passed.
     NotInstalled(String),
@@ -41,7 +44,9 @@ impl PlannedSkip {
     pub fn reason(&self) -> String {
         match self {
             PlannedSkip::NotSelected => "not selected by --stages".to_owned(),
-            PlannedSkip::NotAffected(why) | PlannedSkip::NotInstalled(why) => why.clone(),
+            PlannedSkip::NotAffected(why)
+            | PlannedSkip::NotInstalled(why)
+            | PlannedSkip::Cached(why) => why.clone(),
         }
     }
 }
@@ -68,6 +73,11 @@ pub struct Plan {
     pub reasons: Vec<String>,
     /// Redaction settings from the config (`[redact]`).
     pub redact: RedactConfig,
+    /// What each cached place shows the stages (build directories for every stage; host
+    /// caches writable through a private layer in setup stages, read-only otherwise).
+    pub cache: Vec<String>,
+    /// Why those caches: one line per decision.
+    pub cache_reasons: Vec<String>,
 }
 
 cordon_types::schema_tag!(
@@ -93,6 +103,13 @@ pub struct PlanDocument {
     pub changed_files: Vec<String>,
     /// Every stage, in order.
     pub stages: Vec<PlannedStageDocument>,
+    /// The build caches: what each place shows (directories of the workspace in every stage;
+    /// host caches writable through a private layer in setup stages, read-only otherwise).
+    #[serde(default)]
+    pub cache: Vec<String>,
+    /// Why those caches.
+    #[serde(default)]
+    pub cache_reasons: Vec<String>,
 }
 
 /// One stage of a [`PlanDocument`].
@@ -126,6 +143,8 @@ impl Plan {
             targeted: self.targeted,
             reasons: self.reasons.clone(),
             changed_files: changed.to_vec(),
+            cache: self.cache.clone(),
+            cache_reasons: self.cache_reasons.clone(),
             stages: self
                 .stages
                 .iter()
@@ -355,6 +374,8 @@ pub fn build(
         targeted,
         reasons,
         redact,
+        cache: Vec::new(),
+        cache_reasons: Vec::new(),
     })
 }
 

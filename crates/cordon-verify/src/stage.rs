@@ -5,14 +5,16 @@ use std::path::{Path, PathBuf};
 use cordon_exec::{CancelHandle, OutputSink, StdinMode, Stream};
 use cordon_runner::{
     Bounds, Hooks, Isolation, OverlayMount, Recorder, RedactRules, RunErrorClass, RunRequest,
-    SandboxOptions, TranscriptTarget, WorkspaceMount,
+    SandboxOptions, TranscriptTarget, TreeCache, WorkspaceMount,
 };
 use cordon_sandbox::CacheLayer;
 use cordon_types::{
     CapturedOutput, FailureCategory, LimitKind, ResourceUsage, RunResult, RunStatus, Severity,
     StageCategory, StageFailure, StageFailureCategory, StageResult, StageStatus,
 };
+use cordon_workspace::CachePlace;
 
+use crate::cache::CachePlan;
 use crate::config::{
     DEFAULT_STAGE_TIMEOUT, NetworkSetting, ReadyConfig, RedactConfig, StageConfig,
 };
@@ -65,45 +67,50 @@ fn error_result(planned: &PlannedStage, ws_path: &Path, reason: String) -> Stage
     r
 }
 
-/// Dependency caches a setup stage may write (only those that exist).
-fn cache_dirs() -> Vec<PathBuf> {
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    let cargo_home = std::env::var_os("CARGO_HOME")
-        .map(PathBuf::from)
-        .or_else(|| home.as_ref().map(|h| h.join(".cargo")));
-    let mut dirs = Vec::new();
-    if let Some(c) = &cargo_home {
-        dirs.push(c.join("registry"));
-        dirs.push(c.join("git"));
-    }
-    if let Some(h) = &home {
-        for rel in [
-            ".npm",
-            ".cache/pnpm",
-            ".local/share/pnpm",
-            ".cache/yarn",
-            "go/pkg/mod",
-            ".cache/pip",
-            ".bun/install/cache",
-        ] {
-            dirs.push(h.join(rel));
-        }
-    }
-    dirs.into_iter().filter(|d| d.is_dir()).collect()
-}
-
-/// What differs for a stage's sandbox: its network and limits, and the dependency caches —
-/// shown through the verification's private layers (in `scratch`), writable for setup
-/// stages, read-only for the others. The user's own caches are never written: what a
-/// candidate's build scripts or install hooks put there is discarded with the verification.
-fn stage_sandbox(stage: &StageConfig, scratch: &Path) -> SandboxOptions {
+/// What differs for a stage's sandbox: its network and limits, and the caches of the
+/// [`CachePlan`] — the build directories (trusted layers, or nothing yet) under the
+/// verification's private layer in every stage; the host's dependency caches (with their
+/// trusted layers) writable through a private layer in setup stages, read-only in the others.
+/// The user's own caches and the trusted layers are never written: what a candidate's build
+/// scripts or install hooks put there is discarded with its workspace. Returns the options and
+/// the copy-on-write trees an overlay workspace mounts.
+fn stage_sandbox(stage: &StageConfig, cache: &CachePlan) -> (SandboxOptions, Vec<TreeCache>) {
     let mut options = SandboxOptions::default();
-    for (i, dir) in cache_dirs().into_iter().enumerate() {
-        options.caches.push(CacheLayer {
-            layer: scratch.join(format!("cache-{i}")),
-            path: dir,
-            writable: stage.writable_caches,
-        });
+    let mut trees = Vec::new();
+    for place in &cache.places {
+        match &place.place {
+            // The build directories: the trusted layers (or nothing yet) under the
+            // verification's own layer, writable in every stage.
+            CachePlace::Tree(dir) => trees.push(TreeCache {
+                dir: dir.clone(),
+                lowers: place.lowers.clone(),
+                layer: Some(place.layer.clone()),
+            }),
+            CachePlace::Host(path) if place.trusted.is_empty() => options.caches.push(CacheLayer {
+                layer: place.layer.clone(),
+                path: path.clone(),
+                writable: stage.writable_caches,
+            }),
+            // A host cache with trusted layers: writable through the private layer in setup
+            // stages; read-only, with what setup stages added, in the others.
+            CachePlace::Host(path) => {
+                let upper = place.layer.join("upper");
+                let _ = std::fs::create_dir_all(&upper);
+                let _ = std::fs::create_dir_all(place.layer.join("work"));
+                let (lowers, layer) = if stage.writable_caches {
+                    (place.lowers.clone(), Some(place.layer.clone()))
+                } else {
+                    let mut lowers = vec![upper];
+                    lowers.extend(place.lowers.iter().cloned());
+                    (lowers, None)
+                };
+                trees.push(TreeCache {
+                    dir: path.clone(),
+                    lowers,
+                    layer,
+                });
+            }
+        }
     }
     options.network = NetworkSetting::mode(stage.network.as_ref());
     match &stage.network {
@@ -126,7 +133,7 @@ fn stage_sandbox(stage: &StageConfig, scratch: &Path) -> SandboxOptions {
     }
     options.limits.memory_bytes = stage.memory;
     options.limits.pids = stage.pids;
-    options
+    (options, trees)
 }
 
 /// The ecosystems whose registries a stage's `registry` network allows: the one its program
@@ -170,12 +177,12 @@ pub(crate) struct StagePlace<'a> {
     pub(crate) root: &'a Path,
     pub(crate) ws_path: &'a Path,
     pub(crate) common_dir: &'a Path,
-    /// cordon's private directory of the workspace (cache layers).
-    pub(crate) scratch: &'a Path,
     /// The workspace's files as the host reads them (at `ws_path`'s top).
     pub(crate) tree: &'a Dir,
     /// An overlay workspace's layers.
     pub(crate) overlay: Option<&'a cordon_workspace::OverlayParts>,
+    /// The build caches.
+    pub(crate) cache: &'a CachePlan,
 }
 
 /// What a stage reports to besides its result.
@@ -196,11 +203,12 @@ pub(crate) fn run_stage(
         root,
         ws_path,
         common_dir,
-        scratch,
         tree,
         overlay,
+        cache,
     } = &place;
-    let (root, ws_path, common_dir, scratch) = (*root, *ws_path, *common_dir, *scratch);
+    let (root, ws_path, common_dir) = (*root, *ws_path, *common_dir);
+    let (options, caches) = stage_sandbox(&planned.stage, cache);
     let stage = &planned.stage;
     let cwd = stage_cwd(planned, root);
     let rel = cwd.strip_prefix(ws_path).unwrap_or(Path::new(""));
@@ -244,10 +252,10 @@ pub(crate) fn run_stage(
             layer: parts.layer.clone(),
             git_dir: parts.git_dir.clone(),
             dot_git: parts.dot_git.clone(),
-            caches: Vec::new(),
+            caches,
         }),
     });
-    run.isolation = Isolation::Sandboxed(stage_sandbox(stage, scratch));
+    run.isolation = Isolation::Sandboxed(options);
     run.env = stage
         .env
         .iter()

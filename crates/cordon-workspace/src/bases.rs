@@ -42,6 +42,9 @@ pub struct BaseRecord {
     /// The repository it was checked out from (any repository with the commit has the same
     /// files).
     pub source_repo: PathBuf,
+    /// When its checkout began (ms since the epoch): every file of it is newer.
+    #[serde(default)]
+    pub created_ms: u64,
 }
 
 /// A base tree that the caller holds.
@@ -187,6 +190,10 @@ impl Workspaces {
             std::process::id(),
             crate::id::random_short_id().map_err(|e| WorkspaceError::io(&dir, e))?
         ));
+        let created_ms = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or_default();
         let result = (|| {
             let tree = tmp.join("tree");
             std::fs::create_dir_all(&tree).map_err(|e| WorkspaceError::io(&tree, e))?;
@@ -196,6 +203,7 @@ impl Workspaces {
                 commit: commit.clone(),
                 created_at: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
                 source_repo: repo.toplevel().unwrap_or(repo.common_dir()).to_owned(),
+                created_ms,
             };
             let text = serde_json::to_vec_pretty(&record)
                 .map_err(|e| WorkspaceError::new(WorkspaceErrorKind::Record(e)))?;

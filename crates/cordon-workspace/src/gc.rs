@@ -71,7 +71,8 @@ impl Workspaces {
             remove_if_old(&self.layout().workspaces().join(name));
         }
         let mut report = self.collect(ids, older_than, true);
-        // After the workspaces: the ones just removed no longer hold their bases.
+        // After the workspaces and the caches: the ones just removed no longer hold their bases.
+        (report.caches_removed, report.cache_failures) = self.caches().gc(older_than);
         (report.bases_removed, report.base_failures) = self.gc_bases();
         Ok(report)
     }
@@ -96,6 +97,8 @@ impl Workspaces {
             failures: Vec::new(),
             bases_removed: Vec::new(),
             base_failures: Vec::new(),
+            caches_removed: Vec::new(),
+            cache_failures: Vec::new(),
         };
         let mut repos = BTreeSet::new();
         for id in ids {

@@ -38,6 +38,7 @@
 #![forbid(unsafe_code)]
 
 mod bases;
+mod caches;
 mod error;
 mod gc;
 mod id;
@@ -54,6 +55,10 @@ mod transient;
 mod workspaces;
 
 pub use bases::{BaseHolder, BaseRecord, BaseRecordTag, BaseRemoval, BaseTree};
+pub use caches::{
+    BuildCaches, CACHE_IDLE_DEFAULT, CacheEntry, CacheEntryTag, CacheInUse, CachePlace,
+    CacheRemoval, CachedPlace, PromotedPlace,
+};
 pub use cordon_types::{HomeError, cordon_home};
 pub use error::{WorkspaceError, WorkspaceErrorKind};
 pub use id::{ID_LEN, WorkspaceId, is_short_id, random_short_id};

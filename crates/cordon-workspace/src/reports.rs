@@ -159,4 +159,11 @@ pub struct GcReport {
     /// Base trees that could not be removed, with the reason.
     #[serde(default)]
     pub base_failures: Vec<String>,
+    /// Trusted build caches removed: unused for longer than `older_than` (two weeks by
+    /// default) or of a repository that is gone (full gc only).
+    #[serde(default)]
+    pub caches_removed: Vec<crate::caches::CacheRemoval>,
+    /// Caches and cache layers that could not be removed, with the reason.
+    #[serde(default)]
+    pub cache_failures: Vec<String>,
 }

@@ -80,6 +80,11 @@ pub struct VerifyArgs {
     /// Most bytes of output (all stages together) kept in the recorded transcript.
     #[arg(long, value_name = "SIZE", default_value = "256MiB", value_parser = parse_size_u64)]
     pub transcript_limit: u64,
+    /// Build caches: `warm` (default) uses the trusted build cache of the base commit and,
+    /// when this verification is the base commit itself without a patch, makes it; `use`
+    /// only uses one; `off` builds cold. A candidate's writes never reach a cache.
+    #[arg(long, value_name = "MODE", default_value = "warm", value_parser = ["warm", "use", "off"])]
+    pub cache: String,
     /// Bytes of each stage's output kept in the report (head and tail together).
     #[arg(long, value_name = "SIZE", default_value = "256KiB", value_parser = parse_size)]
     pub output_limit: usize,
@@ -150,6 +155,11 @@ fn run_verify(args: VerifyArgs) -> Result<ExitCode, CliError> {
         project: args.project.clone(),
         run_id: None,
         trust_ref_plan: args.trust_ref_plan,
+        cache: match args.cache.as_str() {
+            "off" => cordon_verify::CacheMode::Off,
+            "use" => cordon_verify::CacheMode::Use,
+            _ => cordon_verify::CacheMode::Warm,
+        },
         ..VerifyRequest::default()
     };
     if args.explain {
@@ -311,6 +321,23 @@ fn print_explain(plan: &Plan, changed: &[String], json: bool) -> anyhow::Result<
             writeln!(out, "     skipped: {}", shown(&reason))?;
         } else if let Some(t) = &p.targeting {
             writeln!(out, "     targeting: {}", shown(t))?;
+        }
+        if p.skip.is_none() && !plan.cache.is_empty() {
+            writeln!(
+                out,
+                "     caches: build directories under a private layer{}",
+                if s.writable_caches {
+                    "; host caches writable (through a private layer)"
+                } else {
+                    "; host caches read-only"
+                }
+            )?;
+        }
+    }
+    if !plan.cache.is_empty() || !plan.cache_reasons.is_empty() {
+        writeln!(out, "Build caches:")?;
+        for line in plan.cache.iter().chain(&plan.cache_reasons) {
+            writeln!(out, "  - {}", shown(line))?;
         }
     }
     Ok(())

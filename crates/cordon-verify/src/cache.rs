@@ -1,0 +1,583 @@
+//! Warm verification: which trusted build cache the stages see, and when a verification
+//! becomes one.
+//!
+//! A cache is made only by a **trusted build**: a verification, without a patch, of the base
+//! commit itself (the merge-base with the default branch, or the `--base` the operator
+//! named). Its stages write the build's directories (`target/`, `node_modules/`, `.mypy_cache/`)
+//! and the host caches (`~/.cargo/registry`, `~/.npm`, ...) into private upper layers; when
+//! the gate passes, those layers are *promoted*: moved into `$CORDON_HOME/caches`, never to be
+//! mounted writable again. A candidate (a patch on that commit) sees them as read-only lower
+//! layers under upper layers of its own, deleted with its workspace: whatever its `build.rs`
+//! or install scripts write, the next verification never sees it.
+//!
+//! Keyed by the repository, the commit, the toolchains' versions and the stages; the
+//! dependency manifests' digests are kept to decide whether an install can be skipped.
+//!
+//! Soundness rests on modification times, which build tools trust: a candidate uses the
+//! build directories' cache only when its tree is the cache's commit plus the candidate's own
+//! changes, written after the cache was made (a ref other than the base gets the host caches
+//! only), and a trusted build builds over an earlier cache only when its base tree was checked
+//! out after that cache was made (its files all look newer).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use cordon_git::CommitId;
+use cordon_workspace::{
+    BuildCaches, CacheEntry, CacheEntryTag, CacheInUse, CachePlace, OverlayParts, PromotedPlace,
+    Workspaces,
+};
+use sha2::{Digest, Sha256};
+
+use crate::config::StageConfig;
+use crate::tree::Dir;
+
+/// How a verification uses the trusted build caches.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum CacheMode {
+    /// No caches: every build starts cold (the host caches still show through private
+    /// layers, as always).
+    Off,
+    /// Use a trusted cache when there is one; never make one (the library's default: whoever
+    /// submits the verification does not decide what is trusted).
+    #[default]
+    Use,
+    /// Also make one when this verification is a trusted build (`cordon verify`'s default).
+    Warm,
+}
+
+/// Build caches an overlay of the workspace is never worth more than this many layers deep.
+const MAX_DEPTH: usize = 8;
+
+/// The caches one verification mounts, and why.
+#[derive(Debug, Default)]
+pub struct CachePlan {
+    /// One line per decision.
+    pub reasons: Vec<String>,
+    /// What each place shows.
+    pub places: Vec<PlannedPlace>,
+    /// Whether this verification's layers become a cache when its gate passes.
+    pub trusted_build: bool,
+    /// The cache the stages see (its key and commit).
+    pub used: Option<(String, String)>,
+    /// The entry to promote (trusted builds).
+    template: Option<CacheEntry>,
+    /// The entries in use (their shared locks keep gc away).
+    held: Vec<CacheInUse>,
+    caches: Option<BuildCaches>,
+}
+
+/// One place under a cache.
+#[derive(Debug, Clone)]
+pub struct PlannedPlace {
+    /// Where: a directory of the workspace or a host cache.
+    pub place: CachePlace,
+    /// The read-only layers under the verification's own, topmost first (the trusted
+    /// layers, then the host's own cache or an empty directory).
+    pub lowers: Vec<PathBuf>,
+    /// The verification's private directory for this place (`upper/`, `work/`).
+    pub layer: PathBuf,
+    /// The trusted layers it shows (ids).
+    pub trusted: Vec<String>,
+    /// What it shows, for `--explain` and the report.
+    pub note: String,
+}
+
+/// Everything the cache decision needs.
+pub(crate) struct CacheInput<'a> {
+    pub(crate) mode: CacheMode,
+    pub(crate) workspaces: &'a Workspaces,
+    pub(crate) common_dir: &'a Path,
+    pub(crate) commit: &'a CommitId,
+    pub(crate) base: Option<&'a CommitId>,
+    pub(crate) patched: bool,
+    pub(crate) overlay: Option<&'a OverlayParts>,
+    /// The workspace's files (after the patch), and the project in them.
+    pub(crate) tree: &'a Dir,
+    pub(crate) project: &'a Path,
+    /// The stages before targeting.
+    pub(crate) stages: &'a [StageConfig],
+    /// cordon's private directory of the workspace.
+    pub(crate) scratch: &'a Path,
+    pub(crate) run_id: Option<&'a str>,
+}
+
+/// The host caches a stage may see (those that exist), as before warm builds: dependency
+/// downloads of cargo, npm, pnpm, yarn, Go, pip and bun.
+pub(crate) fn host_cache_dirs() -> Vec<PathBuf> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let cargo_home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| home.as_ref().map(|h| h.join(".cargo")));
+    let mut dirs = Vec::new();
+    if let Some(c) = &cargo_home {
+        dirs.push(c.join("registry"));
+        dirs.push(c.join("git"));
+    }
+    if let Some(h) = &home {
+        for rel in [
+            ".npm",
+            ".cache/pnpm",
+            ".local/share/pnpm",
+            ".cache/yarn",
+            "go/pkg/mod",
+            ".cache/pip",
+            ".bun/install/cache",
+        ] {
+            dirs.push(h.join(rel));
+        }
+    }
+    dirs.into_iter()
+        .filter(|d| d.is_dir())
+        .filter_map(|d| d.canonicalize().ok())
+        .collect()
+}
+
+/// Whether a stage runs one of `programs` (directly, or as `python3 -m NAME`).
+fn runs(stages: &[StageConfig], programs: &[&str]) -> bool {
+    stages.iter().any(|s| {
+        let first = s.run.first().map(|r| r.rsplit('/').next().unwrap_or(r));
+        let module = s
+            .run
+            .iter()
+            .position(|a| a == "-m")
+            .and_then(|i| s.run.get(i + 1))
+            .map(String::as_str);
+        first.is_some_and(|p| programs.contains(&p))
+            || module.is_some_and(|m| programs.contains(&m))
+    })
+}
+
+/// The build directories of the project the stages write, relative to the workspace's top:
+/// Cargo's `target/` (of the Cargo workspace the project belongs to), `node_modules/`,
+/// mypy's and ruff's caches.
+fn build_dirs(tree: &Dir, project: &Path, stages: &[StageConfig]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let at = tree.join(project);
+    if at.join("Cargo.toml").is_file() && runs(stages, &["cargo"]) {
+        // The highest manifest up to the top that declares a `[workspace]` owns `target/`.
+        let mut owner = project.to_owned();
+        let mut dir = project.to_owned();
+        while dir.pop() {
+            let manifest = tree.join(&dir).join("Cargo.toml");
+            if manifest
+                .read_to_string()
+                .ok()
+                .and_then(|t| toml::from_str::<toml::Table>(&t).ok())
+                .is_some_and(|t| t.contains_key("workspace"))
+            {
+                owner = dir.clone();
+            }
+        }
+        out.push(owner.join("target"));
+    }
+    if at.join("package.json").is_file() && runs(stages, &["npm", "npx", "pnpm", "yarn", "bun"]) {
+        out.push(project.join("node_modules"));
+    }
+    if runs(stages, &["mypy", "dmypy"]) {
+        out.push(project.join(".mypy_cache"));
+    }
+    if runs(stages, &["ruff"]) {
+        out.push(project.join(".ruff_cache"));
+    }
+    out
+}
+
+/// The dependency manifests whose digests decide whether an install can be skipped.
+const MANIFESTS: &[&str] = &[
+    "Cargo.lock",
+    "package.json",
+    "package-lock.json",
+    "npm-shrinkwrap.json",
+    "yarn.lock",
+    "pnpm-lock.yaml",
+    "bun.lock",
+    "bun.lockb",
+    "poetry.lock",
+    "uv.lock",
+    "requirements.txt",
+];
+
+fn manifest_digests(tree: &Dir, project: &Path) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for name in MANIFESTS {
+        let rel = project.join(name);
+        if let Ok(text) = tree.join(&rel).read_to_string() {
+            out.insert(
+                rel.display().to_string(),
+                hex(&Sha256::digest(text.as_bytes())),
+            );
+        }
+    }
+    out
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The versions of the toolchains the stages use, asked from a neutral directory (a
+/// repository's `rust-toolchain.toml` could name a program to run).
+fn toolchain(stages: &[StageConfig]) -> String {
+    let uses = |p: &[&str]| {
+        stages.iter().any(|s| {
+            s.run
+                .first()
+                .is_some_and(|r| p.contains(&r.rsplit('/').next().unwrap_or(r)))
+        })
+    };
+    let mut probes: Vec<&[&str]> = Vec::new();
+    if uses(&["cargo", "rustc"]) {
+        probes.push(&["rustc", "-vV"]);
+    }
+    if uses(&["npm", "npx", "pnpm", "yarn", "node", "bun"]) {
+        probes.push(&["node", "--version"]);
+    }
+    if uses(&["python", "python3", "pytest", "mypy", "ruff"]) {
+        probes.push(&["python3", "--version"]);
+    }
+    if uses(&["go"]) {
+        probes.push(&["go", "version"]);
+    }
+    let mut out = String::new();
+    for argv in probes {
+        let version = std::process::Command::new(argv[0])
+            .args(&argv[1..])
+            .current_dir("/")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+            .unwrap_or_else(|| "missing".into());
+        out.push_str(&format!("{}: {version}\n", argv[0]));
+    }
+    out
+}
+
+/// A digest of the stages (before targeting narrows them).
+fn plan_digest(stages: &[StageConfig]) -> String {
+    let mut h = Sha256::new();
+    for s in stages {
+        h.update(s.name.as_bytes());
+        h.update([0]);
+        h.update(s.category.as_str().as_bytes());
+        for a in &s.run {
+            h.update([1]);
+            h.update(a.as_bytes());
+        }
+        for (k, v) in &s.env {
+            h.update([2]);
+            h.update(k.as_bytes());
+            h.update([3]);
+            h.update(v.as_bytes());
+        }
+        if let Some(cwd) = &s.cwd {
+            h.update([4]);
+            h.update(cwd.as_os_str().as_encoded_bytes());
+        }
+        h.update([5]);
+    }
+    hex(&h.finalize())
+}
+
+fn key(common_dir: &Path, commit: &CommitId, toolchain: &str, plan: &str) -> String {
+    let mut h = Sha256::new();
+    for part in [
+        common_dir.as_os_str().as_encoded_bytes(),
+        commit.as_str().as_bytes(),
+        toolchain.as_bytes(),
+        plan.as_bytes(),
+    ] {
+        h.update((part.len() as u64).to_le_bytes());
+        h.update(part);
+    }
+    hex(&h.finalize())
+}
+
+impl CachePlan {
+    /// Decides what the stages see (see the module documentation).
+    pub(crate) fn decide(input: &CacheInput<'_>) -> CachePlan {
+        let mut plan = CachePlan::default();
+        let host = host_cache_dirs();
+        let host_place = |plan: &mut CachePlan,
+                          i: usize,
+                          dir: &Path,
+                          trusted: Vec<PathBuf>,
+                          ids: Vec<String>| {
+            let mut lowers = trusted;
+            lowers.push(dir.to_owned());
+            let note = if ids.is_empty() {
+                "the host's cache under a private layer".to_owned()
+            } else {
+                format!(
+                    "the host's cache and {} trusted layer(s) under a private layer",
+                    ids.len()
+                )
+            };
+            plan.places.push(PlannedPlace {
+                place: CachePlace::Host(dir.to_owned()),
+                lowers,
+                layer: input.scratch.join(format!("cache-{i}")),
+                trusted: ids,
+                note,
+            });
+        };
+        let plain_host = |plan: &mut CachePlan| {
+            for (i, dir) in host.iter().enumerate() {
+                host_place(plan, i, dir, Vec::new(), Vec::new());
+            }
+        };
+        let Some(_overlay) = input.overlay else {
+            plan.reasons.push(
+                "no build cache: the workspace is a git worktree (build caches need overlay workspaces; `cordon doctor` says why they are unavailable)"
+                    .into(),
+            );
+            plain_host(&mut plan);
+            return plan;
+        };
+        if input.mode == CacheMode::Off {
+            plan.reasons.push("no build cache: caching is off".into());
+            plain_host(&mut plan);
+            return plan;
+        }
+        let caches = input.workspaces.caches();
+        let toolchain = toolchain(input.stages);
+        let plan_fp = plan_digest(input.stages);
+        let base_commit = input.base.cloned();
+        let base_record = input
+            .workspaces
+            .existing_base(input.commit)
+            .map(|b| b.record);
+        let own_key = key(input.common_dir, input.commit, &toolchain, &plan_fp);
+        let dirs: Vec<PathBuf> = build_dirs(input.tree, input.project, input.stages)
+            .into_iter()
+            // A build directory committed to the repository is the project's, not a cache.
+            .filter(|d| !input.tree.join(d).is_dir())
+            .collect();
+        let trusted_build = input.mode == CacheMode::Warm
+            && !input.patched
+            && base_commit.as_ref() == Some(input.commit);
+        if trusted_build {
+            plan.trusted_build = true;
+            plan.reasons.push(format!(
+                "trusted build: the base commit {} itself, without a patch; when the gate passes, what its stages wrote into {} becomes the cache of this commit",
+                short(input.commit),
+                if dirs.is_empty() {
+                    "the host caches".to_owned()
+                } else {
+                    dirs.iter()
+                        .map(|d| format!("{}/", d.display()))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                }
+            ));
+            // Build over the newest cache of an earlier commit whose build ended before this
+            // base was checked out (so every file here looks newer than what it built).
+            let created = base_record.as_ref().map_or(0, |b| b.created_ms);
+            let parent = caches
+                .list()
+                .into_iter()
+                .filter(|e| {
+                    e.repo == input.common_dir
+                        && e.toolchain == toolchain
+                        && e.plan == plan_fp
+                        && e.key != own_key
+                        && e.built_ms < created
+                        && e.places.iter().all(|p| p.layers.len() < MAX_DEPTH)
+                })
+                .find_map(|e| caches.open(&e.key).ok().flatten());
+            match &parent {
+                Some(p) => plan.reasons.push(format!(
+                    "built over the trusted cache of {} (its base tree was checked out after that cache was made, so the project's own files all look newer than it)",
+                    short(&p.entry.commit)
+                )),
+                None => plan.reasons.push("built cold: no earlier trusted cache made before this commit's base tree".into()),
+            }
+            let empty = caches.empty().ok();
+            let parent_entry = parent.as_ref().map(|p| p.entry.clone());
+            for (i, dir) in dirs.iter().enumerate() {
+                let ids: Vec<String> = parent_entry
+                    .as_ref()
+                    .and_then(|e| e.layers_of(&CachePlace::Tree(dir.clone())))
+                    .map(<[String]>::to_vec)
+                    .unwrap_or_default();
+                let mut lowers: Vec<PathBuf> = ids.iter().map(|id| caches.layer(id)).collect();
+                if lowers.is_empty() {
+                    lowers.extend(empty.clone());
+                }
+                plan.places.push(PlannedPlace {
+                    place: CachePlace::Tree(dir.clone()),
+                    lowers,
+                    layer: input.scratch.join(format!("tree-{i}")),
+                    note: if ids.is_empty() {
+                        "empty: a private layer to promote".into()
+                    } else {
+                        format!(
+                            "{} layer(s) of the earlier cache, a private layer to promote",
+                            ids.len()
+                        )
+                    },
+                    trusted: ids,
+                });
+            }
+            for (i, dir) in host.iter().enumerate() {
+                let ids: Vec<String> = parent_entry
+                    .as_ref()
+                    .and_then(|e| e.layers_of(&CachePlace::Host(dir.clone())))
+                    .map(<[String]>::to_vec)
+                    .unwrap_or_default();
+                let trusted = ids.iter().map(|id| caches.layer(id)).collect();
+                host_place(&mut plan, i, dir, trusted, ids);
+            }
+            plan.template = Some(CacheEntry {
+                schema: CacheEntryTag,
+                key: own_key,
+                repo: input.common_dir.to_owned(),
+                commit: input.commit.clone(),
+                base_created_ms: base_record.as_ref().map_or(0, |b| b.created_ms),
+                toolchain,
+                plan: plan_fp,
+                lockfiles: manifest_digests(input.tree, input.project),
+                built_ms: 0,
+                run_id: input.run_id.map(str::to_owned),
+                places: Vec::new(),
+            });
+            plan.held.extend(parent);
+            plan.caches = Some(caches);
+            return plan;
+        }
+        // A candidate: the trusted cache of its base commit.
+        let cache_commit = base_commit.clone().unwrap_or_else(|| input.commit.clone());
+        let cache_key = key(input.common_dir, &cache_commit, &toolchain, &plan_fp);
+        let found = caches.open(&cache_key).ok().flatten();
+        let Some(found) = found else {
+            plan.reasons.push(format!(
+                "no trusted build cache of {} yet: builds start cold{}",
+                short(&cache_commit),
+                if input.mode == CacheMode::Warm {
+                    format!(
+                        " (`cordon verify --ref {}` without a patch makes one)",
+                        short(&cache_commit)
+                    )
+                } else {
+                    String::new()
+                }
+            ));
+            plain_host(&mut plan);
+            return plan;
+        };
+        let entry = found.entry.clone();
+        plan.used = Some((entry.key.clone(), entry.commit.to_string()));
+        let tree_ok = base_commit.as_ref() == Some(input.commit);
+        if tree_ok {
+            let instance = match &base_record {
+                Some(b) if b.created_ms == entry.base_created_ms => {
+                    "the same base tree it was built in: only what changed rebuilds"
+                }
+                _ => {
+                    "a base tree checked out again since: the project's own files look new, they rebuild"
+                }
+            };
+            plan.reasons.push(format!(
+                "trusted build cache of {} (run {}): {instance}; the candidate's writes go to private layers, deleted afterwards",
+                short(&entry.commit),
+                entry.run_id.as_deref().unwrap_or("?"),
+            ));
+        } else {
+            plan.reasons.push(format!(
+                "the ref is not its base ({}): only the host caches' trusted layers are used (files that differ from the base would look older than its build cache)",
+                short(&cache_commit)
+            ));
+        }
+        if tree_ok {
+            for (i, dir) in dirs.iter().enumerate() {
+                let Some(ids) = entry.layers_of(&CachePlace::Tree(dir.clone())) else {
+                    continue;
+                };
+                plan.places.push(PlannedPlace {
+                    place: CachePlace::Tree(dir.clone()),
+                    lowers: ids.iter().map(|id| caches.layer(id)).collect(),
+                    layer: input.scratch.join(format!("tree-{i}")),
+                    trusted: ids.to_vec(),
+                    note: format!(
+                        "trusted cache {} ({} layer(s)) under a private layer",
+                        &entry.key[..12],
+                        ids.len()
+                    ),
+                });
+            }
+        }
+        for (i, dir) in host.iter().enumerate() {
+            let ids: Vec<String> = entry
+                .layers_of(&CachePlace::Host(dir.clone()))
+                .map(<[String]>::to_vec)
+                .unwrap_or_default();
+            let trusted = ids.iter().map(|id| caches.layer(id)).collect();
+            host_place(&mut plan, i, dir, trusted, ids);
+        }
+        plan.template = Some(entry);
+        plan.held.push(found);
+        plan
+    }
+
+    /// The install stage a candidate may skip: its `node_modules/` comes from the trusted
+    /// cache and its manifests (`package.json`, the lockfile) are the cache's. Returns the
+    /// reason, or `None` when it must run.
+    pub(crate) fn skips_install(&self, tree: &Dir, project: &Path) -> Option<String> {
+        let entry = self.template.as_ref().filter(|_| !self.trusted_build)?;
+        let modules = project.join("node_modules");
+        self.places
+            .iter()
+            .find(|p| p.place == CachePlace::Tree(modules.clone()) && !p.trusted.is_empty())?;
+        let now = manifest_digests(tree, project);
+        let node = |m: &BTreeMap<String, String>| -> BTreeMap<String, String> {
+            m.iter()
+                .filter(|(k, _)| !k.ends_with("Cargo.lock") && !k.ends_with(".txt"))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        };
+        let same = node(&now) == node(&entry.lockfiles) && !node(&now).is_empty();
+        same.then(|| {
+            format!(
+                "node_modules/ comes from the trusted cache of {}: package.json and the lockfile are unchanged",
+                short(&entry.commit)
+            )
+        })
+    }
+
+    /// What a stage sees at each place (for `--explain`).
+    pub fn lines(&self) -> Vec<String> {
+        self.places
+            .iter()
+            .filter(|p| matches!(p.place, CachePlace::Tree(_)) || !p.trusted.is_empty())
+            .map(|p| format!("{}: {}", p.place, p.note))
+            .collect()
+    }
+
+    /// Promotes this trusted build's layers (call when its gate passed): `Ok(Some(key))`
+    /// when a cache was made.
+    pub(crate) fn promote(&self) -> Result<Option<String>, cordon_workspace::WorkspaceError> {
+        let (Some(caches), Some(template), true) =
+            (&self.caches, &self.template, self.trusted_build)
+        else {
+            return Ok(None);
+        };
+        let promoted: Vec<PromotedPlace> = self
+            .places
+            .iter()
+            .map(|p| PromotedPlace {
+                place: p.place.clone(),
+                upper: p.layer.join("upper"),
+                over: p.trusted.clone(),
+            })
+            .collect();
+        let mut entry = template.clone();
+        entry.built_ms = BuildCaches::now_ms();
+        Ok(caches.promote(entry, &promoted)?.map(|e| e.key))
+    }
+}
+
+fn short(commit: &CommitId) -> &str {
+    &commit.as_str()[..12]
+}

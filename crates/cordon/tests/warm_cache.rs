@@ -1,0 +1,423 @@
+//! Warm verification through the real binary: a trusted build of the base commit becomes a
+//! read-only cache; candidates build on it in private layers and can never change what the
+//! next verification sees.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use cordon_types::{Overall, RunReport, StageStatus};
+use support::{TestDir, cordon, git};
+
+struct Repo {
+    dir: TestDir,
+    home: TestDir,
+}
+
+impl Repo {
+    fn new(files: &[(&str, &str)]) -> Repo {
+        let repo = Repo {
+            dir: TestDir::new(),
+            home: TestDir::new(),
+        };
+        git(repo.path(), &["init", "-q", "-b", "main"]);
+        for (name, text) in files {
+            let path = repo.path().join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        git(repo.path(), &["add", "-A"]);
+        git(repo.path(), &["commit", "-q", "-m", "base"]);
+        repo
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// A patch (`git diff`) that writes `files` over the committed tree.
+    fn patch(&self, name: &str, files: &[(&str, &str)]) -> PathBuf {
+        let scratch = TestDir::new();
+        let clone = scratch.path().join("c");
+        git(self.path(), &["clone", "-q", ".", clone.to_str().unwrap()]);
+        for (file, text) in files {
+            let path = clone.join(file);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        git(&clone, &["add", "-A"]);
+        let diff = git(&clone, &["diff", "--cached", "--binary"]);
+        let out = self.home.path().join(format!("{name}.diff"));
+        std::fs::write(&out, diff).unwrap();
+        out
+    }
+
+    fn verify(&self, args: &[&str]) -> (RunReport, Output) {
+        let out = cordon()
+            .env("CORDON_HOME", self.home.path())
+            .args(["verify", "--json", "--repo"])
+            .arg(self.path())
+            .args(args)
+            .output()
+            .unwrap();
+        let report: RunReport = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        (report, out)
+    }
+
+    /// Every file name under the cache layers.
+    fn cached_names(&self) -> Vec<String> {
+        let mut names = Vec::new();
+        let mut stack = vec![self.home.path().join("caches/layers")];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let path = entry.path();
+                names.push(entry.file_name().to_string_lossy().into_owned());
+                if entry.file_type().unwrap().is_dir() {
+                    stack.push(path);
+                }
+            }
+        }
+        names
+    }
+}
+
+fn overlay_available() -> bool {
+    support::sandbox_available() && {
+        let d = support::doctor();
+        let home = TestDir::new();
+        let out = cordon()
+            .env("CORDON_HOME", home.path())
+            .args(["doctor", "--json"])
+            .output()
+            .unwrap();
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        if report["workspaces"]["overlay"]["ok"] == true {
+            true
+        } else {
+            support::missing_capability(&format!("overlay workspaces: {d}"));
+            false
+        }
+    }
+}
+
+fn stage<'a>(report: &'a RunReport, name: &str) -> &'a cordon_types::StageResult {
+    report
+        .stages
+        .iter()
+        .find(|s| s.name == name)
+        .unwrap_or_else(|| panic!("no stage {name}: {report:#?}"))
+}
+
+const CARGO_TOML: &str = "[package]\nname = \"p\"\nversion = \"0.1.0\"\nedition = \"2021\"\n";
+const LIB: &str = "pub fn value() -> u32 {\n    1\n}\n";
+/// The test every verification runs: nothing a candidate planted is visible.
+const CHECK: &str = r#"
+use std::path::Path;
+
+#[test]
+fn nothing_planted_is_visible() {
+    let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("target");
+    assert!(!target.join("POISON").exists(), "target/ was poisoned");
+    let home = std::env::var("CARGO_HOME").unwrap();
+    assert!(!Path::new(&home).join("registry/POISON").exists(), "the registry was poisoned");
+    assert!(
+        !std::fs::read_dir(target.join("debug/deps")).unwrap().flatten().any(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.starts_with("libp-")
+                && name.ends_with(".rlib")
+                && std::fs::metadata(e.path()).unwrap().len() == 0
+        }),
+        "a cached artefact was truncated"
+    );
+}
+
+#[test]
+fn value_is_what_the_candidate_says() {
+    let expected: u32 = include_str!("../expected").trim().parse().unwrap();
+    assert_eq!(p::value(), expected);
+}
+"#;
+
+/// A candidate's build script that tries to poison every cache it can reach.
+const POISON_BUILD_RS: &str = r#"
+use std::path::Path;
+fn main() {
+    let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("target");
+    let _ = std::fs::write(target.join("POISON"), "x");
+    if let Ok(home) = std::env::var("CARGO_HOME") {
+        let _ = std::fs::write(Path::new(&home).join("registry/POISON"), "x");
+    }
+    // Truncate what the trusted build made: the next verification would link garbage.
+    for entry in std::fs::read_dir(target.join("debug/deps")).into_iter().flatten().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with("libp-") && name.ends_with(".rlib") {
+            let _ = std::fs::write(entry.path(), b"");
+        }
+    }
+}
+"#;
+
+#[test]
+fn a_candidate_cannot_poison_the_trusted_cache_or_the_next_verification() {
+    if !overlay_available() {
+        return;
+    }
+    let repo = Repo::new(&[
+        ("Cargo.toml", CARGO_TOML),
+        ("src/lib.rs", LIB),
+        ("tests/check.rs", CHECK),
+        ("expected", "1\n"),
+    ]);
+    // The base commit itself, without a patch: a trusted build, promoted.
+    let (warm, out) = repo.verify(&[]);
+    assert_eq!(
+        warm.overall,
+        Overall::Pass,
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(warm.workspace.strategy, "overlay");
+    let cache = warm.cache.clone().unwrap();
+    let key = cache
+        .promoted
+        .clone()
+        .expect("the trusted build made a cache");
+    assert!(
+        cache.places.iter().any(|p| p.starts_with("target/")),
+        "{cache:#?}"
+    );
+
+    // A hostile candidate: its build script writes into target/, the registry, and truncates
+    // the cached library. Its own verification may pass or fail; nothing of it may remain.
+    let hostile = repo.patch(
+        "hostile",
+        &[
+            ("build.rs", POISON_BUILD_RS),
+            ("src/lib.rs", "pub fn value() -> u32 {\n    2\n}\n"),
+            ("expected", "2\n"),
+        ],
+    );
+    let (bad, _) = repo.verify(&["--patch", hostile.to_str().unwrap()]);
+    let bad_cache = bad.cache.clone().unwrap();
+    assert_eq!(bad_cache.used.as_deref(), Some(key.as_str()));
+    assert_eq!(bad_cache.promoted, None, "a candidate is never promoted");
+    assert!(!repo.cached_names().iter().any(|n| n == "POISON"));
+    let home = std::env::var("CARGO_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| PathBuf::from(std::env::var("HOME").unwrap()).join(".cargo"));
+    assert!(
+        !home.join("registry/POISON").exists(),
+        "the host's registry was written"
+    );
+
+    // The next candidate builds on the same cache and sees none of it.
+    let clean = repo.patch(
+        "clean",
+        &[
+            ("src/lib.rs", "pub fn value() -> u32 {\n    3\n}\n"),
+            ("expected", "3\n"),
+        ],
+    );
+    let (next, out) = repo.verify(&["--patch", clean.to_str().unwrap()]);
+    assert_eq!(
+        next.overall,
+        Overall::Pass,
+        "{}\n{:#?}",
+        String::from_utf8_lossy(&out.stderr),
+        stage(&next, "cargo-test")
+    );
+    assert_eq!(
+        next.cache.as_ref().unwrap().used.as_deref(),
+        Some(key.as_str())
+    );
+    let counts = stage(&next, "cargo-test").tests.unwrap();
+    assert_eq!((counts.passed, counts.failed), (2, 0));
+
+    // `--cache off` builds cold and says so.
+    let (cold, _) = repo.verify(&["--patch", clean.to_str().unwrap(), "--cache", "off"]);
+    assert_eq!(cold.overall, Overall::Pass);
+    assert_eq!(cold.cache.unwrap().used, None);
+}
+
+#[test]
+fn concurrent_candidates_share_one_cache() {
+    if !overlay_available() {
+        return;
+    }
+    let repo = Repo::new(&[
+        ("Cargo.toml", CARGO_TOML),
+        ("src/lib.rs", LIB),
+        ("tests/check.rs", CHECK),
+        ("expected", "1\n"),
+    ]);
+    let (warm, _) = repo.verify(&[]);
+    let key = warm.cache.unwrap().promoted.expect("promoted");
+    let patches: Vec<PathBuf> = (10..13)
+        .map(|v| {
+            repo.patch(
+                &format!("v{v}"),
+                &[
+                    (
+                        "src/lib.rs",
+                        &format!("pub fn value() -> u32 {{\n    {v}\n}}\n"),
+                    ),
+                    ("expected", &format!("{v}\n")),
+                ],
+            )
+        })
+        .collect();
+    let reports: Vec<RunReport> = std::thread::scope(|scope| {
+        let handles: Vec<_> = patches
+            .iter()
+            .map(|p| scope.spawn(|| repo.verify(&["--patch", p.to_str().unwrap()]).0))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for report in &reports {
+        assert_eq!(report.overall, Overall::Pass, "{report:#?}");
+        assert_eq!(
+            report.cache.as_ref().unwrap().used.as_deref(),
+            Some(key.as_str())
+        );
+    }
+    // Every candidate's writes went with its workspace.
+    let left: Vec<_> = std::fs::read_dir(repo.home.path().join("workspaces"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_type().unwrap().is_dir())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+const PACKAGE_JSON: &str = r#"{
+  "name": "app",
+  "version": "1.0.0",
+  "dependencies": { "dep": "file:./dep" },
+  "scripts": {
+    "test": "node -e \"const fs = require('fs'); if (fs.existsSync('node_modules/POISON')) { console.error('node_modules was poisoned'); process.exit(1); } require('dep'); console.log('ok')\""
+  }
+}
+"#;
+
+#[test]
+fn an_install_is_skipped_when_the_manifests_match_the_trusted_cache_and_its_scripts_cannot_poison_it()
+ {
+    if !overlay_available() {
+        return;
+    }
+    if std::process::Command::new("npm")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        support::missing_capability("npm is not installed");
+        return;
+    }
+    let repo = Repo::new(&[
+        ("package.json", PACKAGE_JSON),
+        (
+            "dep/package.json",
+            r#"{"name": "dep", "version": "1.0.0", "main": "index.js"}"#,
+        ),
+        ("dep/index.js", "module.exports = 1;\n"),
+        ("index.js", "module.exports = require('dep');\n"),
+    ]);
+    let (warm, out) = repo.verify(&[]);
+    assert_eq!(
+        warm.overall,
+        Overall::Pass,
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let key = warm.cache.unwrap().promoted.expect("promoted");
+
+    // A candidate that changes package.json (a postinstall hook writing into node_modules):
+    // the install runs, in its private layer.
+    let hooked = PACKAGE_JSON.replace(
+        "\"test\":",
+        "\"postinstall\": \"node -e \\\"require('fs').writeFileSync('node_modules/POISON', 'x')\\\"\",\n    \"test\":",
+    );
+    let hostile = repo.patch("hook", &[("package.json", &hooked)]);
+    let (bad, _) = repo.verify(&["--patch", hostile.to_str().unwrap()]);
+    assert_eq!(
+        stage(&bad, "npm-install").status,
+        StageStatus::Pass,
+        "{bad:#?}"
+    );
+    assert_eq!(
+        stage(&bad, "npm-test").status,
+        StageStatus::Fail,
+        "its own test sees its hook"
+    );
+    assert!(!repo.cached_names().iter().any(|n| n == "POISON"));
+
+    // A candidate that leaves the manifests alone: no install at all, node_modules from the
+    // trusted cache, none of the hook's writes.
+    let clean = repo.patch(
+        "clean",
+        &[("index.js", "module.exports = require('dep') + 0;\n")],
+    );
+    let (next, out) = repo.verify(&["--patch", clean.to_str().unwrap()]);
+    assert_eq!(
+        next.overall,
+        Overall::Pass,
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let install = stage(&next, "npm-install");
+    assert_eq!(install.status, StageStatus::Skipped);
+    assert!(
+        install
+            .skip_reason
+            .as_deref()
+            .unwrap()
+            .contains("node_modules/ comes from the trusted cache"),
+        "{install:#?}"
+    );
+    assert_eq!(next.cache.unwrap().used.as_deref(), Some(key.as_str()));
+}
+
+#[test]
+fn explain_shows_the_cache_each_stage_uses_and_why() {
+    if !overlay_available() {
+        return;
+    }
+    let repo = Repo::new(&[
+        ("Cargo.toml", CARGO_TOML),
+        ("src/lib.rs", LIB),
+        ("tests/check.rs", CHECK),
+        ("expected", "1\n"),
+    ]);
+    let explain = |args: &[&str]| {
+        let out = cordon()
+            .env("CORDON_HOME", repo.home.path())
+            .args(["verify", "--explain", "--repo"])
+            .arg(repo.path())
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let text = explain(&[]);
+    assert!(text.contains("trusted build: the base commit"), "{text}");
+    assert!(
+        text.contains("target/: empty: a private layer to promote"),
+        "{text}"
+    );
+    let patch = repo.patch("p", &[("src/lib.rs", "pub fn value() -> u32 { 1 }\n")]);
+    let text = explain(&["--patch", patch.to_str().unwrap()]);
+    assert!(text.contains("no trusted build cache of"), "{text}");
+    repo.verify(&[]);
+    let text = explain(&["--patch", patch.to_str().unwrap()]);
+    assert!(text.contains("target/: trusted cache"), "{text}");
+    assert!(
+        text.contains("the same base tree it was built in"),
+        "{text}"
+    );
+    assert!(
+        text.contains("caches: build directories under a private layer"),
+        "{text}"
+    );
+}
