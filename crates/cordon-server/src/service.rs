@@ -70,12 +70,52 @@ pub struct Service {
     pub data_dir: PathBuf,
     /// The first retry waits this long; each next one twice as long.
     pub retry_backoff: Duration,
-    /// Cancel handles of the jobs running here.
-    pub running: Mutex<HashMap<JobId, Arc<CancelHandle>>>,
+    /// The jobs this process's workers run.
+    pub running: Mutex<HashMap<JobId, Arc<RunningJob>>>,
+    /// This process's worker name in the store (unique among the live workers sharing it).
+    pub worker_name: String,
+    /// How long a claimed job stays this process's without a renewal.
+    pub lease: Duration,
     /// Wakes idle workers (a job was queued or a slot freed).
     pub wake: (Mutex<u64>, Condvar),
     /// Set when the server stops: running jobs are ended and requeued, not cancelled.
     pub shutting_down: std::sync::atomic::AtomicBool,
+}
+
+/// A job one of this process's workers runs.
+#[derive(Debug)]
+pub struct RunningJob {
+    /// The attempt it runs (its writes are fenced by it).
+    pub attempt: u32,
+    /// Ends its process tree.
+    pub cancel: Arc<CancelHandle>,
+    /// When its lease was last renewed.
+    pub renewed: Mutex<std::time::Instant>,
+    /// Set when the lease is lost: the attempt must not write anything more.
+    pub lost: std::sync::atomic::AtomicBool,
+}
+
+impl RunningJob {
+    /// A job just claimed (its lease fresh).
+    pub fn new(attempt: u32, cancel: Arc<CancelHandle>) -> Self {
+        RunningJob {
+            attempt,
+            cancel,
+            renewed: Mutex::new(std::time::Instant::now()),
+            lost: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// The lease is gone: the job's process tree is ended and nothing more is written.
+    pub fn lose(&self) {
+        self.lost.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.cancel.cancel();
+    }
+
+    /// Whether the lease was lost.
+    pub fn is_lost(&self) -> bool {
+        self.lost.load(std::sync::atomic::Ordering::SeqCst)
+    }
 }
 
 /// The SHA-256 of a token, hex (what the store keeps).
@@ -159,16 +199,46 @@ impl Service {
     /// machine, ends its process tree) and, when it runs here, cancelled at once.
     pub fn cancel_running(&self, id: &JobId) -> Result<(), RequestError> {
         self.store.cancel_job(id)?;
-        let handle = self
-            .running
+        if let Some(job) = self.running_job(id) {
+            job.cancel.cancel();
+        }
+        Ok(())
+    }
+
+    /// The scratch directories of this process's workers: `scratch/<worker name>` under the
+    /// data directory, so that processes sharing it never remove each other's.
+    pub fn scratch_dir(&self) -> PathBuf {
+        let name: String = self
+            .worker_name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        self.data_dir.join("scratch").join(name)
+    }
+
+    /// A job this process runs.
+    pub fn running_job(&self, id: &JobId) -> Option<Arc<RunningJob>> {
+        self.running
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(id)
-            .cloned();
-        if let Some(handle) = handle {
-            handle.cancel();
-        }
-        Ok(())
+            .cloned()
+    }
+
+    /// Every job this process runs.
+    pub fn running_jobs(&self) -> Vec<(JobId, Arc<RunningJob>)> {
+        self.running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(id, job)| (id.clone(), Arc::clone(job)))
+            .collect()
     }
 
     /// Wakes the workers.
@@ -495,14 +565,9 @@ impl Service {
                 )?;
             }
             Some(JobState::Running) => {
-                let handle = self
-                    .running
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .get(&job.id)
-                    .cloned();
-                if let Some(handle) = handle {
-                    handle.cancel();
+                // Here at once; on another machine, its worker's heartbeat sees the flag.
+                if let Some(running) = self.running_job(&job.id) {
+                    running.cancel.cancel();
                 }
             }
             _ => {}

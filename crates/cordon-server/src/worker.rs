@@ -11,19 +11,19 @@ use cordon_store::{AttemptEnd, Claim, JobRow, JobState, Recovered, Store};
 
 use crate::api::JobFailure;
 use crate::execute::{Outcome, execute};
-use crate::service::{Service, now_ms};
+use crate::service::{RunningJob, Service, now_ms};
 
 /// How long an idle worker waits for a wake-up before it looks at the queue again (retries
 /// whose backoff ended, jobs queued by another process).
 const IDLE_POLL: Duration = Duration::from_millis(250);
 
-/// How long a claimed job stays this server's. Workers do not renew leases yet, so the lease
-/// outlives any job; a restart reclaims its own jobs at once ([`Store::recover_jobs`]).
-const LEASE: Duration = Duration::from_secs(7 * 24 * 3600);
+/// How long a claimed job stays a worker's without a renewal, by default: the heartbeat renews
+/// it every third of that; a worker that dies loses its jobs to others after at most this.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 
-/// This server's worker name in the store: the host name (stable across restarts, so a
-/// restarted server recovers the jobs it left running, and only those).
-pub(crate) fn name() -> String {
+/// The default worker name of `cordon serve`: the host name (stable across restarts, so a
+/// restarted server recovers the jobs it left running at once, and only those).
+pub fn default_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
         .map(|h| h.trim().to_owned())
@@ -49,12 +49,14 @@ pub(crate) fn log_recovered(store: &Store, recovered: &Recovered) {
     }
 }
 
-/// Starts `count` worker threads; they stop once `stop` is set and they are idle.
+/// Starts `count` worker threads and, when there is at least one, the heartbeat thread; they
+/// stop once `stop` is set and they are idle.
 pub fn start(
     service: &Arc<Service>,
     count: u32,
     stop: &Arc<AtomicBool>,
 ) -> Vec<std::thread::JoinHandle<()>> {
+    let heartbeat = (count > 0).then(|| crate::heartbeat::start(service, stop));
     (0..count)
         .map(|n| {
             let service = Arc::clone(service);
@@ -64,17 +66,18 @@ pub fn start(
                 .spawn(move || work(&service, &stop))
                 .expect("a worker thread starts")
         })
+        .chain(heartbeat)
         .collect()
 }
 
 fn work(service: &Service, stop: &AtomicBool) {
-    let worker = name();
+    let worker = service.worker_name.clone();
     while !stop.load(Ordering::SeqCst) {
         let seen = *service.wake.0.lock().unwrap_or_else(|e| e.into_inner());
         let policy = service.policy();
         let claimed = service.store.claim_job(&Claim {
             worker: &worker,
-            lease: LEASE,
+            lease: service.lease,
             workers: policy.workers,
             concurrency: &|project| policy.concurrency(project),
         });
@@ -105,15 +108,17 @@ fn work(service: &Service, stop: &AtomicBool) {
 
 fn run_attempt(service: &Service, job: JobRow) {
     let store = &service.store;
-    let log = |kind: &str, data: serde_json::Value| {
-        if let Err(error) = store.append_job_event(&job.id, kind, &data) {
-            eprintln!("cordon serve: job {}: cannot log an event: {error}", job.id);
-        }
-    };
-    log(
-        "state",
-        serde_json::json!({"state": "running", "attempt": job.attempt}),
-    );
+    let started = serde_json::json!({
+        "state": "running",
+        "attempt": job.attempt,
+        "worker": service.worker_name,
+    });
+    match store.append_attempt_event(&job.id, job.attempt, "state", &started) {
+        Ok(Some(_)) => {}
+        // Reclaimed between the claim and now: another attempt owns the job.
+        Ok(None) => return,
+        Err(error) => eprintln!("cordon: job {}: cannot log an event: {error}", job.id),
+    }
     let cancel = match CancelHandle::new() {
         Ok(handle) => Arc::new(handle),
         Err(error) => {
@@ -125,11 +130,12 @@ fn run_attempt(service: &Service, job: JobRow) {
             return;
         }
     };
+    let running = Arc::new(RunningJob::new(job.attempt, Arc::clone(&cancel)));
     service
         .running
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .insert(job.id.clone(), Arc::clone(&cancel));
+        .insert(job.id.clone(), Arc::clone(&running));
     // A cancel asked for between the claim and now.
     if matches!(store.get_job(&job.id), Ok(Some(j)) if j.cancel_requested) {
         cancel.cancel();
@@ -140,6 +146,13 @@ fn run_attempt(service: &Service, job: JobRow) {
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .remove(&job.id);
+    if running.is_lost() {
+        eprintln!(
+            "cordon: job {} attempt {}: the lease was lost; its outcome is not recorded",
+            job.id, job.attempt
+        );
+        return;
+    }
     finish(service, &job, outcome);
 }
 
@@ -182,7 +195,7 @@ fn finish(service: &Service, job: &JobRow, outcome: Outcome) {
         Ok(true) => {}
         Ok(false) => {
             eprintln!(
-                "cordon serve: job {} attempt {}: no longer running it; result dropped",
+                "cordon: job {} attempt {}: no longer running it; result dropped",
                 job.id, job.attempt
             );
             return;

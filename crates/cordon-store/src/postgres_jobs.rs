@@ -166,6 +166,10 @@ impl JobBackend for PostgresBackend {
                 .bind(CLAIM_LOCK)
                 .execute(&mut *tx)
                 .await?;
+            // The time the claim really happens: after the wait for the lock (an attempt
+            // recorded as started before the slot it took was freed would look like one job
+            // too many).
+            let now = now.max(crate::store::now_ms());
             let expired = reclaim(&mut tx, Reclaim::Expired, now).await?;
             let job = choose_and_claim(&mut tx, claim, now).await?;
             tx.commit().await?;

@@ -164,6 +164,8 @@ impl JobBackend for SqliteBackend {
 
     fn claim_job(&self, claim: &Claim<'_>, now: i64) -> Result<Claimed, StoreErrorKind> {
         self.write(|tx| {
+            // The time the claim really happens: once the write lock is held.
+            let now = now.max(crate::store::now_ms());
             let expired = reclaim(tx, Reclaim::Expired, now)?;
             let job = choose_and_claim(tx, claim, now)?;
             Ok(Claimed { job, expired })

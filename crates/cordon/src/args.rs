@@ -48,6 +48,10 @@ pub enum Command {
     /// Serve the job service: jobs over HTTP under a per-project policy, a persistent
     /// queue, live logs. Prints `cordon serve: listening on http://ADDR` once ready.
     Serve(crate::commands::serve::ServeArgs),
+    /// Run the job service's jobs without its HTTP API, on this machine, from a store shared
+    /// with `cordon serve` (PostgreSQL for several machines). Prints `cordon worker: NAME runs
+    /// N slot(s)` once ready; SIGTERM puts its running jobs back in the queue and stops.
+    Worker(crate::commands::serve::WorkerArgs),
     /// API tokens of the job service.
     Token(crate::commands::serve::TokenArgs),
     /// A client of the job service: submit, list, show, follow logs, cancel.

@@ -415,9 +415,21 @@ fn serve_recovers_jobs_after_sigkill_without_losing_or_doubling_them() {
     let events = server.events(&token, &waiting, None);
     assert_eq!(outputs(&events), "queued-one\n", "the queued job ran once");
     assert_eq!(server.job(&token, &waiting)["attempt"], 1);
+    // Each worker's scratch directories are under scratch/<worker name>/.
     let scratch = server.home.join("serve/scratch");
-    let left = std::fs::read_dir(&scratch).map_or(0, |d| d.count());
-    assert_eq!(left, 0, "scratch directories cleaned up");
+    let left: Vec<_> = std::fs::read_dir(&scratch)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .flat_map(|worker| {
+            std::fs::read_dir(worker.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+        })
+        .map(|e| e.path())
+        .collect();
+    assert!(left.is_empty(), "scratch directories left: {left:?}");
 }
 
 #[test]

@@ -5,48 +5,10 @@
 
 use std::process::{Command, Output, Stdio};
 
+mod support;
+
 use cordon_store::{RunFilter, RunState, Store, StoreLocation};
-
-fn required() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true")
-        || std::env::var("CORDON_REQUIRE_SANDBOX").is_ok_and(|v| v == "1")
-}
-
-/// `url` with its database replaced by `database`.
-fn with_database(url: &str, database: &str) -> String {
-    let (scheme, rest) = url.split_once("://").expect("a URL");
-    let end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(end);
-    let query = tail.find('?').map_or("", |at| &tail[at..]);
-    format!("{scheme}://{authority}/{database}{query}")
-}
-
-fn psql(url: &str, sql: &str) {
-    let out = Command::new("psql")
-        .args(["-v", "ON_ERROR_STOP=1", "-qAtc", sql, url])
-        .output()
-        .expect("psql (Debian's postgresql-client) runs");
-    assert!(
-        out.status.success(),
-        "psql {sql}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// A database of its own, dropped at the end.
-struct Database {
-    admin: String,
-    name: String,
-}
-
-impl Drop for Database {
-    fn drop(&mut self) {
-        psql(
-            &self.admin,
-            &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name),
-        );
-    }
-}
+use support::postgres::{Database, with_database};
 
 fn cordon(home: &std::path::Path, store: &str, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_cordon"))
@@ -60,23 +22,11 @@ fn cordon(home: &std::path::Path, store: &str, args: &[&str]) -> Output {
 
 #[test]
 fn cordon_store_names_a_postgres_database_that_records_and_lists_runs() {
-    let admin = match std::env::var("CORDON_TEST_POSTGRES_URL") {
-        Ok(url) if !url.is_empty() => url,
-        _ if required() => panic!(
-            "error: the PostgreSQL tests are required here (CI=true or CORDON_REQUIRE_SANDBOX=1) \
-             but CORDON_TEST_POSTGRES_URL is not set: run them through scripts/test"
-        ),
-        _ => {
-            eprintln!("skipped: CORDON_TEST_POSTGRES_URL is not set (scripts/test sets it)");
-            return;
-        }
+    let Some(database) = Database::create("cordon_cli") else {
+        return;
     };
-    let database = Database {
-        name: format!("cordon_cli_{}", std::process::id()),
-        admin: admin.clone(),
-    };
-    psql(&admin, &format!("CREATE DATABASE {}", database.name));
-    let url = with_database(&admin, &database.name);
+    let admin = database.admin.clone();
+    let url = database.url.clone();
     let home = tempfile::tempdir().expect("temp dir");
 
     let run = cordon(

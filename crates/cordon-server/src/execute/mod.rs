@@ -114,11 +114,11 @@ impl Attempt<'_> {
             .collect()
     }
 
-    /// A scratch directory of this attempt (removed by the caller, and at server start).
+    /// A scratch directory of this attempt (removed by the caller, and when its worker
+    /// starts again).
     pub(crate) fn scratch(&self) -> PathBuf {
         self.service
-            .data_dir
-            .join("scratch")
+            .scratch_dir()
             .join(format!("{}-{}", self.job.id, self.job.attempt))
     }
 

@@ -89,7 +89,7 @@ pub(crate) fn run_program(attempt: &Attempt<'_>, spec: ProgramSpec) -> Outcome {
     request.secrets = attempt.secret_names();
     request.secret_values = attempt.secrets.pairs().to_vec();
     request.bounds = bounds;
-    let mut sink = EventSink::new(&attempt.service.store, &job.id);
+    let mut sink = EventSink::new(attempt);
     let ran = cordon_runner::run(
         &request,
         Hooks {

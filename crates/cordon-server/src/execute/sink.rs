@@ -1,26 +1,60 @@
 //! A job's live log: output (already redacted by the runner) and stage events written to the
-//! job's event log as they arrive.
+//! job's event log as they arrive, fenced by the attempt: once the store refuses a write (the
+//! job's lease went to another attempt), the attempt's process tree is ended and nothing more
+//! is written.
 
-use cordon_exec::{OutputSink, Stream};
+use cordon_exec::{CancelHandle, OutputSink, Stream};
 use cordon_store::{JobId, Store};
+
+use super::Attempt;
 
 /// Writes a job's live output to its event log as it arrives.
 pub(crate) struct EventSink<'a> {
     store: &'a Store,
     job: &'a JobId,
+    attempt: u32,
+    cancel: &'a CancelHandle,
+    fenced: bool,
     stage: Option<String>,
     pending: Vec<(Stream, Vec<u8>)>,
     pending_bytes: usize,
 }
 
 impl<'a> EventSink<'a> {
-    pub(crate) fn new(store: &'a Store, job: &'a JobId) -> Self {
+    /// The live log of one attempt.
+    pub(crate) fn new(attempt: &'a Attempt<'a>) -> Self {
         EventSink {
-            store,
-            job,
+            store: &attempt.service.store,
+            job: &attempt.job.id,
+            attempt: attempt.job.attempt,
+            cancel: attempt.cancel,
+            fenced: false,
             stage: None,
             pending: Vec::new(),
             pending_bytes: 0,
+        }
+    }
+
+    /// Appends one event unless the attempt is fenced out.
+    fn append(&mut self, kind: &str, data: &serde_json::Value) {
+        if self.fenced {
+            return;
+        }
+        match self
+            .store
+            .append_attempt_event(self.job, self.attempt, kind, data)
+        {
+            Ok(Some(_)) => {}
+            Ok(None) => {
+                eprintln!(
+                    "cordon: job {} attempt {}: the store refuses its writes (the job is no \
+                     longer this attempt's); ending its process tree",
+                    self.job, self.attempt
+                );
+                self.fenced = true;
+                self.cancel.cancel();
+            }
+            Err(error) => eprintln!("cordon: job {}: output lost: {error}", self.job),
         }
     }
 
@@ -42,21 +76,14 @@ impl<'a> EventSink<'a> {
                 "stream": match stream { Stream::Stdout => "stdout", Stream::Stderr => "stderr" },
                 "text": String::from_utf8_lossy(&bytes),
             });
-            if let Err(error) = self.store.append_job_event(self.job, "output", &data) {
-                eprintln!("cordon serve: job {}: output lost: {error}", self.job);
-            }
+            self.append("output", &data);
         }
         self.pending_bytes = 0;
     }
 
     pub(crate) fn event(&mut self, kind: &str, data: serde_json::Value) {
         self.flush();
-        if let Err(error) = self.store.append_job_event(self.job, kind, &data) {
-            eprintln!(
-                "cordon serve: job {}: cannot log an event: {error}",
-                self.job
-            );
-        }
+        self.append(kind, &data);
     }
 }
 

@@ -193,7 +193,7 @@ fn verify_in(
             }
         })
     };
-    let mut sink = EventSink::new(&attempt.service.store, &job.id);
+    let mut sink = EventSink::new(attempt);
     let verified = cordon_verify::verify(
         &request,
         cordon_verify::VerifyHooks {

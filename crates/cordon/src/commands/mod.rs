@@ -27,6 +27,7 @@ pub(crate) fn dispatch(cli: Cli, argv: &[std::ffi::OsString]) -> Result<ExitCode
         Command::Runs(args) => runs::run(&args),
         Command::Schema(args) => schema::run(&args),
         Command::Serve(args) => serve::serve(&args),
+        Command::Worker(args) => serve::worker(&args),
         Command::Token(args) => serve::token(&args),
         Command::Jobs(args) => serve::jobs(&args),
     }

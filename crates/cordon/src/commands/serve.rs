@@ -1,12 +1,13 @@
-//! `cordon serve` (the job service) and `cordon token` (its API tokens).
+//! `cordon serve` (the job service), `cordon worker` (its workers on more machines) and
+//! `cordon token` (its API tokens).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use cordon_server::{Policy, ServeOptions};
-use cordon_store::Store;
+use cordon_server::{Policy, ServeOptions, WorkOptions, WorkerSettings};
+use cordon_store::{Store, StoreLocation};
 
 use crate::exit::{CliError, USAGE};
 
@@ -29,6 +30,67 @@ pub struct ServeArgs {
     /// The first retry waits this long; each next one twice as long.
     #[arg(long, value_name = "DUR", default_value = "1s", value_parser = crate::args::parse_duration)]
     pub retry_backoff: Duration,
+    /// Serve the API only: run no jobs here (`cordon worker` processes run them).
+    #[arg(long, conflicts_with = "slots")]
+    pub no_workers: bool,
+    #[command(flatten)]
+    pub common: WorkerFlags,
+}
+
+/// What `cordon serve` and `cordon worker` share: the store and the workers' settings.
+#[derive(Debug, Args)]
+pub struct WorkerFlags {
+    /// The store: a PostgreSQL URL (postgres://user@host/db) for several machines, or an
+    /// SQLite file. Default: $CORDON_STORE, else cordon.db in the cordon home.
+    #[arg(long, value_name = "URL|PATH")]
+    pub store: Option<String>,
+    /// Jobs this process runs at once. Default: the policy's `workers` (which also caps the
+    /// running jobs of every process sharing the store).
+    #[arg(long, value_name = "N")]
+    pub slots: Option<u32>,
+    /// This process's name in the store: unique among the live processes sharing it, and
+    /// the same after a restart (the restarted process takes back its unfinished jobs at
+    /// once). Default: the host name (serve), the host name and the process id (worker).
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// How long a claimed job stays this process's without a renewal (renewed every third
+    /// of it): a process that dies loses its jobs to others after at most this.
+    #[arg(long, value_name = "DUR", default_value = "30s", value_parser = crate::args::parse_duration)]
+    pub lease: Duration,
+}
+
+impl WorkerFlags {
+    fn open_store(&self) -> Result<Store, CliError> {
+        match &self.store {
+            Some(text) => {
+                let Ok(location) = text.parse::<StoreLocation>();
+                Store::open(&location).map_err(|e| CliError::new(crate::exit::CORDON_FAILED, e))
+            }
+            None => open_store(),
+        }
+    }
+
+    fn settings(&self, default_name: String, slots: Option<u32>) -> WorkerSettings {
+        WorkerSettings {
+            slots: slots.or(self.slots),
+            name: self.name.clone().unwrap_or(default_name),
+            lease: self.lease,
+        }
+    }
+}
+
+/// Arguments of `cordon worker`.
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    /// The policy file (cordon-server.toml, the same as the API servers'); re-read on SIGHUP.
+    /// Default: the built-in policy.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// The first retry waits this long; each next one twice as long.
+    #[arg(long, value_name = "DUR", default_value = "1s", value_parser = crate::args::parse_duration)]
+    pub retry_backoff: Duration,
+    #[command(flatten)]
+    pub common: WorkerFlags,
 }
 
 /// Arguments of `cordon token`.
@@ -67,19 +129,56 @@ fn open_store() -> Result<Store, CliError> {
     Store::open_default().map_err(|e| CliError::new(crate::exit::CORDON_FAILED, e))
 }
 
+fn load_policy(config: Option<&PathBuf>) -> Result<Policy, CliError> {
+    match config {
+        Some(path) => Policy::load(path).map_err(|e| CliError::new(USAGE, e)),
+        None => Ok(Policy::builtin()),
+    }
+}
+
+/// Runs `cordon worker`.
+pub(crate) fn worker(args: &WorkerArgs) -> Result<ExitCode, CliError> {
+    let policy = load_policy(args.config.as_ref())?;
+    let store = args.common.open_store()?;
+    let home = cordon_types::cordon_home().map_err(|e| CliError::new(USAGE, e))?;
+    let name = format!(
+        "{}/worker-{}",
+        cordon_server::default_name(),
+        std::process::id()
+    );
+    let workers = args.common.settings(name, None);
+    let shown = workers.name.clone();
+    let options = WorkOptions {
+        store,
+        policy,
+        policy_path: args.config.clone(),
+        data_dir: home.join("serve"),
+        retry_backoff: args.retry_backoff,
+        workers,
+    };
+    cordon_server::work(options, |slots| {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "cordon worker: {shown} runs {slots} slot(s)");
+        let _ = out.flush();
+    })
+    .map_err(|e| CliError::new(crate::exit::CORDON_FAILED, e))?;
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Runs `cordon serve`.
 pub(crate) fn serve(args: &ServeArgs) -> Result<ExitCode, CliError> {
     if args.print_default_policy {
         print!("{}", Policy::builtin_toml());
         return Ok(ExitCode::SUCCESS);
     }
-    let policy = match &args.config {
-        Some(path) => Policy::load(path).map_err(|e| CliError::new(USAGE, e))?,
-        None => Policy::builtin(),
-    };
-    let store = open_store()?;
+    let policy = load_policy(args.config.as_ref())?;
+    let store = args.common.open_store()?;
     let home = cordon_types::cordon_home().map_err(|e| CliError::new(USAGE, e))?;
     let mut options = ServeOptions::new(store, policy, home.join("serve"));
+    options.workers = args
+        .common
+        .settings(cordon_server::default_name(), args.no_workers.then_some(0));
     options.policy_path = args.config.clone();
     options.listen = args.listen.clone();
     options.max_body = args.max_body;

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use cordon_types::RunResult;
 
+pub mod postgres;
 pub mod server;
 
 /// The real `cordon` binary, with this test run's throw-away `CORDON_HOME` (see

@@ -20,6 +20,8 @@ pub struct Server {
     pub url: String,
     /// The Unix socket it listens on, if it does.
     pub socket: Option<PathBuf>,
+    /// The store it uses when not its home's SQLite file (`CORDON_STORE`).
+    pub store: Option<String>,
     /// Its `CORDON_HOME`.
     pub home: PathBuf,
     /// Its policy file.
@@ -68,6 +70,12 @@ impl Server {
                 command.args([flag, default]);
             }
         }
+        // A store named by CORDON_STORE (PostgreSQL) is where tokens go too.
+        let store = command
+            .get_envs()
+            .find(|(k, _)| *k == "CORDON_STORE")
+            .and_then(|(_, v)| v)
+            .map(|v| v.to_string_lossy().into_owned());
         let mut child = command.spawn().expect("cordon serve starts");
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap())
@@ -92,6 +100,7 @@ impl Server {
             child,
             url,
             socket,
+            store,
             home,
             policy,
             dir,
@@ -120,11 +129,14 @@ impl Server {
     }
 
     pub fn token(&self, project: &str, scopes: &str) -> String {
-        let out = Command::new(env!("CARGO_BIN_EXE_cordon"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_cordon"));
+        command
             .args(["token", "create", "--project", project, "--scope", scopes])
-            .env("CORDON_HOME", &self.home)
-            .output()
-            .unwrap();
+            .env("CORDON_HOME", &self.home);
+        if let Some(store) = &self.store {
+            command.env("CORDON_STORE", store);
+        }
+        let out = command.output().unwrap();
         assert!(
             out.status.success(),
             "{}",

@@ -1,0 +1,100 @@
+//! The heartbeat of a process's workers: renews the leases of the jobs it runs, ends the
+//! ones whose lease it lost (another worker may run them now) or whose cancel was asked for
+//! on any machine, and reclaims jobs whose worker died.
+//!
+//! One thread per process. Leases are renewed every third of their length; cancel requests
+//! are polled every [`CANCEL_POLL`], so a cancel reaches the job's process tree within about
+//! half a second wherever the job runs. A job whose lease could not be renewed for a whole
+//! lease length (the database was unreachable) is ended too: by then the store may have
+//! given it to another worker, and two attempts must never run at once.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::service::Service;
+
+/// How often cancel requests are looked for.
+pub const CANCEL_POLL: Duration = Duration::from_millis(500);
+
+/// Starts the heartbeat thread; it stops once `stop` is set.
+pub(crate) fn start(service: &Arc<Service>, stop: &Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+    let service = Arc::clone(service);
+    let stop = Arc::clone(stop);
+    std::thread::Builder::new()
+        .name("cordon-heartbeat".into())
+        .spawn(move || beat(&service, &stop))
+        .expect("the heartbeat thread starts")
+}
+
+fn beat(service: &Service, stop: &AtomicBool) {
+    let renew_every = (service.lease / 3).max(Duration::from_millis(100));
+    let mut last_renewal = Instant::now();
+    while !stop.load(Ordering::SeqCst) {
+        std::thread::sleep(CANCEL_POLL.min(renew_every));
+        poll_cancels(service);
+        if last_renewal.elapsed() >= renew_every {
+            last_renewal = Instant::now();
+            renew(service);
+            match service.store.expire_leases() {
+                Ok(recovered) => crate::worker::log_recovered(&service.store, &recovered),
+                Err(error) => eprintln!("cordon: cannot reclaim expired leases: {error}"),
+            }
+        }
+    }
+}
+
+/// Cancels the jobs running here whose cancel was asked for (through any API replica).
+fn poll_cancels(service: &Service) {
+    if service.running_jobs().is_empty() {
+        return;
+    }
+    match service.store.cancel_requests(&service.worker_name) {
+        Ok(requests) => {
+            for (id, attempt) in requests {
+                if let Some(job) = service.running_job(&id)
+                    && job.attempt == attempt
+                {
+                    job.cancel.cancel();
+                }
+            }
+        }
+        Err(error) => eprintln!("cordon: cannot read cancel requests: {error}"),
+    }
+}
+
+/// Renews the lease of every job running here; ends those it lost.
+fn renew(service: &Service) {
+    for (id, job) in service.running_jobs() {
+        match service
+            .store
+            .renew_lease(&id, job.attempt, &service.worker_name, service.lease)
+        {
+            Ok(true) => *job.renewed.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now(),
+            Ok(false) => {
+                eprintln!(
+                    "cordon: job {id} attempt {}: the lease is lost (another worker may run it); \
+                     ending its process tree",
+                    job.attempt
+                );
+                job.lose();
+            }
+            Err(error) => {
+                let since = job
+                    .renewed
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .elapsed();
+                eprintln!("cordon: job {id}: cannot renew its lease: {error}");
+                if since >= service.lease {
+                    eprintln!(
+                        "cordon: job {id}: no renewal for {}s, the lease may be gone; ending \
+                         its process tree",
+                        since.as_secs()
+                    );
+                    job.lose();
+                }
+            }
+        }
+    }
+}
