@@ -9,6 +9,10 @@ minus the program's own run time) and API latency under load.
 
 Usage: bench/serve-load.py [JOBS] [CLIENTS] [PROJECTS]   (CORDON_BIN: the binary to use;
 default target/release/cordon)
+
+Many machines: with WORKER_PROCS=N the server runs `--no-workers` and N `cordon worker`
+processes (SLOTS each, default 2) run the jobs; CORDON_STORE (a postgres:// URL) is the store
+they all share (default: the temp home's SQLite file). WORKERS sets the policy's global limit.
 """
 
 import http.client
@@ -25,7 +29,10 @@ from datetime import datetime
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.environ.get("CORDON_BIN", os.path.join(ROOT, "target/release/cordon"))
 JOBS, CLIENTS, PROJECTS = (int(a) for a in (sys.argv[1:] + ["500", "20", "5"][len(sys.argv) - 1:])[:3])
-WORKERS, CONCURRENCY = 4, 2
+WORKERS = int(os.environ.get("WORKERS", "4"))
+CONCURRENCY = 2
+WORKER_PROCS = int(os.environ.get("WORKER_PROCS", "0"))
+SLOTS = int(os.environ.get("SLOTS", "2"))
 
 
 def ms(text):
@@ -53,8 +60,18 @@ def main():
         out = subprocess.run([BIN, "token", "create", "--project", f"p{p}"], env=env,
                              capture_output=True, text=True, check=True)
         tokens[f"p{p}"] = out.stdout.strip()
-    server = subprocess.Popen([BIN, "serve", "--listen", "127.0.0.1:0", "--config", policy],
-                              env=env, stdout=subprocess.PIPE, text=True)
+    serve = [BIN, "serve", "--listen", "127.0.0.1:0", "--config", policy]
+    if WORKER_PROCS:
+        serve.append("--no-workers")
+    server = subprocess.Popen(serve, env=env, stdout=subprocess.PIPE, text=True)
+    workers = []
+    for w in range(WORKER_PROCS):
+        proc = subprocess.Popen([BIN, "worker", "--config", policy, "--slots", str(SLOTS),
+                                 "--name", f"bench-{w}"],
+                                env=dict(env, CORDON_HOME=os.path.join(work, f"home-{w}")),
+                                stdout=subprocess.PIPE, text=True)
+        proc.stdout.readline()
+        workers.append(proc)
     line = server.stdout.readline()
     host, port = line.strip().rsplit("http://", 1)[1].split(":")
     latencies, ids, lock = [], [], threading.Lock()
@@ -96,8 +113,9 @@ def main():
         conn.request("GET", f"/v1/jobs/{job_id}", headers={"Authorization": f"Bearer {tokens[project]}"})
         jobs.append(json.loads(conn.getresponse().read()))
         conn.close()
-    server.terminate()
-    server.wait()
+    for proc in workers + [server]:
+        proc.terminate()
+        proc.wait()
     states = {}
     for j in jobs:
         states[j["state"]] = states.get(j["state"], 0) + 1

@@ -311,22 +311,12 @@ pub(crate) fn live_log(service: Arc<Service>, id: JobId, after: u64) -> Response
         .into_response()
 }
 
-async fn metrics(State(service): State<Arc<Service>>) -> Result<Response, RequestError> {
-    let text = blocking(move || {
-        let mut out = String::new();
-        out.push_str("# HELP cordon_jobs Jobs in the store by state.\n# TYPE cordon_jobs gauge\n");
-        for (state, n) in service.store.jobs_per_state()? {
-            out.push_str(&format!("cordon_jobs{{state=\"{}\"}} {n}\n", state.as_str()));
-        }
-        out.push_str(
-            "# HELP cordon_jobs_running Running jobs per project.\n# TYPE cordon_jobs_running gauge\n",
-        );
-        for (project, n) in service.store.running_per_project()? {
-            let project = project.replace('\\', "\\\\").replace('"', "\\\"");
-            out.push_str(&format!("cordon_jobs_running{{project=\"{project}\"}} {n}\n"));
-        }
-        Ok(out)
-    })
-    .await?;
+async fn metrics(
+    State(service): State<Arc<Service>>,
+    headers: HeaderMap,
+) -> Result<Response, RequestError> {
+    let token = authenticate(&service, &headers).await?;
+    require(&token, "admin")?;
+    let text = blocking(move || Ok(crate::metrics::render(&service.store, &token)?)).await?;
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response())
 }

@@ -42,6 +42,7 @@ mod execute;
 mod heartbeat;
 mod http;
 mod listen;
+mod metrics;
 mod openapi;
 mod policy;
 mod run;

@@ -111,8 +111,8 @@ pub fn document() -> String {
         "paths": {
             "/healthz": {"get": {"security": [], "operationId": "healthz",
                 "responses": {"200": {"description": "the server is up", "content": {"text/plain": {"schema": {"type": "string"}}}}}}},
-            "/metrics": {"get": {"security": [], "operationId": "metrics",
-                "responses": {"200": {"description": "Prometheus text", "content": {"text/plain": {"schema": {"type": "string"}}}}}}},
+            "/metrics": {"get": {"operationId": "metrics",
+                "responses": auth_errors(json!({"200": {"description": "Prometheus text: queue depth, running jobs, attempt durations by project, type and outcome (a token with the admin scope: an operator token sees every project)", "content": {"text/plain": {"schema": {"type": "string"}}}}}))}},
             "/openapi.json": {"get": {"security": [], "operationId": "openapi",
                 "responses": {"200": {"description": "this document", "content": {"application/json": {"schema": {"type": "object"}}}}}}},
             "/v1/jobs": {

@@ -7,8 +7,8 @@
 
 use crate::error::StoreErrorKind;
 use crate::jobs::{
-    AttemptEnd, AttemptTiming, Claim, Claimed, JobEvent, JobFilter, JobId, JobRow, JobState,
-    NewJob, QueueDepth, Recovered, TokenRow, Usage,
+    AttemptEnd, AttemptHistogram, AttemptTiming, Claim, Claimed, JobEvent, JobFilter, JobId,
+    JobRow, JobState, NewJob, QueueDepth, Recovered, TokenRow, Usage,
 };
 use crate::model::{
     Chunk, ChunkFilter, NewRun, RunFilter, RunId, RunRecord, RunState, RunSummary, StageRecord,
@@ -173,6 +173,9 @@ pub(crate) trait ServiceBackend {
     /// Attempts that ended since `since`, oldest first.
     fn attempt_timings(&self, since: i64, limit: u32)
     -> Result<Vec<AttemptTiming>, StoreErrorKind>;
+    /// The ended attempts' durations in buckets of `bounds_ms`.
+    fn attempt_histogram(&self, bounds_ms: &[u64])
+    -> Result<Vec<AttemptHistogram>, StoreErrorKind>;
     /// Queued jobs per project.
     fn queue_depth(&self, now: i64) -> Result<Vec<QueueDepth>, StoreErrorKind>;
     /// Running jobs per project.

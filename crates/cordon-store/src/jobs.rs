@@ -314,6 +314,40 @@ pub struct AttemptTiming {
     pub cpu_ms: Option<u64>,
 }
 
+/// The durations of the attempts that ended, per project, job type and outcome, counted
+/// into buckets: a Prometheus histogram's series.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptHistogram {
+    /// The project.
+    pub project: String,
+    /// The job type.
+    pub job_type: String,
+    /// How the attempts ended (a final job state, `retry`, `lost`, `interrupted`).
+    pub outcome: String,
+    /// For each bound asked for, the attempts that took at most that many milliseconds.
+    pub at_most: Vec<u64>,
+    /// All the attempts.
+    pub count: u64,
+    /// Their durations added up, in milliseconds.
+    pub sum_ms: u64,
+}
+
+/// The SQL of the histogram query for `bounds_ms` (integers only: nothing from outside).
+pub(crate) fn histogram_sql(bounds_ms: &[u64]) -> String {
+    let duration = "(a.finished_at_ms - a.started_at_ms)";
+    let buckets: String = bounds_ms
+        .iter()
+        .map(|b| format!(", CAST(SUM(CASE WHEN {duration} <= {b} THEN 1 ELSE 0 END) AS BIGINT)"))
+        .collect();
+    format!(
+        "SELECT a.project, j.type, COALESCE(a.outcome, ''), CAST(COUNT(*) AS BIGINT), \
+         CAST(COALESCE(SUM({duration}), 0) AS BIGINT){buckets} \
+         FROM job_attempts a JOIN jobs j ON j.id = a.job_id \
+         WHERE a.finished_at_ms IS NOT NULL \
+         GROUP BY a.project, j.type, COALESCE(a.outcome, '') ORDER BY 1, 2, 3"
+    )
+}
+
 /// How many jobs wait in a project's queue.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueueDepth {

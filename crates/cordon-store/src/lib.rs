@@ -65,8 +65,8 @@ mod transcript;
 
 pub use error::{StoreError, StoreErrorKind};
 pub use jobs::{
-    AttemptEnd, AttemptTiming, Claim, Claimed, InvalidJobId, JobEvent, JobFilter, JobId, JobRow,
-    JobState, NewJob, QueueDepth, Recovered, TokenRow, Usage,
+    AttemptEnd, AttemptHistogram, AttemptTiming, Claim, Claimed, InvalidJobId, JobEvent, JobFilter,
+    JobId, JobRow, JobState, NewJob, QueueDepth, Recovered, TokenRow, Usage,
 };
 pub use model::{
     Chunk, ChunkBody, ChunkFilter, ExportedBody, ExportedChunk, InvalidRunId, NewRun, RunExport,

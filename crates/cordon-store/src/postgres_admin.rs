@@ -4,7 +4,9 @@ use sqlx::postgres::PgRow;
 
 use crate::backend::{AuditEntry, NewToken, ServiceBackend};
 use crate::error::StoreErrorKind;
-use crate::jobs::{AttemptTiming, JobState, QueueDepth, TokenRow, Usage, corrupt};
+use crate::jobs::{
+    AttemptHistogram, AttemptTiming, JobState, QueueDepth, TokenRow, Usage, corrupt, histogram_sql,
+};
 use crate::postgres::{PostgresBackend, get};
 
 /// A count or duration read back as unsigned (never negative in a sound store).
@@ -81,6 +83,31 @@ impl ServiceBackend for PostgresBackend {
                         started_at_ms: get(r, 6)?,
                         duration_ms: unsigned(get(r, 7)?),
                         cpu_ms: get::<Option<i64>>(r, 8)?.map(unsigned),
+                    })
+                })
+                .collect()
+        })
+    }
+
+    fn attempt_histogram(
+        &self,
+        bounds_ms: &[u64],
+    ) -> Result<Vec<AttemptHistogram>, StoreErrorKind> {
+        self.run(async {
+            let rows = sqlx::query(&histogram_sql(bounds_ms))
+                .fetch_all(&self.pool)
+                .await?;
+            rows.iter()
+                .map(|r| {
+                    Ok(AttemptHistogram {
+                        project: get(r, 0)?,
+                        job_type: get(r, 1)?,
+                        outcome: get(r, 2)?,
+                        count: unsigned(get(r, 3)?),
+                        sum_ms: unsigned(get(r, 4)?),
+                        at_most: (0..bounds_ms.len())
+                            .map(|i| get::<i64>(r, 5 + i).map(unsigned))
+                            .collect::<Result<_, _>>()?,
                     })
                 })
                 .collect()

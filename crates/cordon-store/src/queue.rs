@@ -20,8 +20,8 @@ use std::time::Duration;
 use crate::backend::{AuditEntry, NewToken, dispatch};
 use crate::error::StoreError;
 use crate::jobs::{
-    AttemptEnd, AttemptTiming, Claim, Claimed, JobEvent, JobFilter, JobId, JobRow, JobState,
-    NewJob, QueueDepth, Recovered, TokenRow, Usage, random_name,
+    AttemptEnd, AttemptHistogram, AttemptTiming, Claim, Claimed, JobEvent, JobFilter, JobId,
+    JobRow, JobState, NewJob, QueueDepth, Recovered, TokenRow, Usage, random_name,
 };
 use crate::store::{Store, now_ms};
 
@@ -223,6 +223,17 @@ impl Store {
                 self.backend(),
                 ServiceBackend::attempt_timings(since_ms, limit)
             )
+        })
+    }
+
+    /// The durations of every ended attempt, per project, job type and outcome, counted into
+    /// buckets of at most `bounds_ms` each (one aggregate query, whatever the history).
+    pub fn attempt_histogram(
+        &self,
+        bounds_ms: &[u64],
+    ) -> Result<Vec<AttemptHistogram>, StoreError> {
+        self.call("count attempt durations", || {
+            dispatch!(self.backend(), ServiceBackend::attempt_histogram(bounds_ms))
         })
     }
 

@@ -2,7 +2,9 @@
 
 use crate::backend::{AuditEntry, NewToken, ServiceBackend};
 use crate::error::StoreErrorKind;
-use crate::jobs::{AttemptTiming, JobState, QueueDepth, TokenRow, Usage, corrupt};
+use crate::jobs::{
+    AttemptHistogram, AttemptTiming, JobState, QueueDepth, TokenRow, Usage, corrupt, histogram_sql,
+};
 use crate::sqlite::SqliteBackend;
 use crate::sqlite_jobs::{collect, token_row};
 
@@ -54,6 +56,28 @@ impl ServiceBackend for SqliteBackend {
                     started_at_ms: r.get(6)?,
                     duration_ms: unsigned(r.get(7)?),
                     cpu_ms: r.get::<_, Option<i64>>(8)?.map(unsigned),
+                })
+            })
+        })
+    }
+
+    fn attempt_histogram(
+        &self,
+        bounds_ms: &[u64],
+    ) -> Result<Vec<AttemptHistogram>, StoreErrorKind> {
+        self.with(|c| {
+            let mut statement = c.prepare(&histogram_sql(bounds_ms))?;
+            let mut rows = statement.query([])?;
+            collect(&mut rows, |r| {
+                Ok(AttemptHistogram {
+                    project: r.get(0)?,
+                    job_type: r.get(1)?,
+                    outcome: r.get(2)?,
+                    count: unsigned(r.get(3)?),
+                    sum_ms: unsigned(r.get(4)?),
+                    at_most: (0..bounds_ms.len())
+                        .map(|i| r.get::<_, i64>(5 + i).map(unsigned))
+                        .collect::<Result<_, _>>()?,
                 })
             })
         })

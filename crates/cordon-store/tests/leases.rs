@@ -106,6 +106,34 @@ each_backend!(
                 .iter()
                 .all(|a| a.project == "p" && a.job_type == "run")
         );
+        // The same attempts as a histogram: one series per outcome, counted under each bound
+        // that their recorded duration does not exceed.
+        let durations: Vec<u64> = timings.iter().map(|t| t.duration_ms).collect();
+        let bounds = [0, durations[0], durations[1], u64::from(u32::MAX)];
+        let histogram = store.attempt_histogram(&bounds).unwrap();
+        let series: Vec<(&str, &str, &str, u64, u64)> = histogram
+            .iter()
+            .map(|h| {
+                (
+                    h.project.as_str(),
+                    h.job_type.as_str(),
+                    h.outcome.as_str(),
+                    h.count,
+                    h.sum_ms,
+                )
+            })
+            .collect();
+        assert_eq!(
+            series,
+            vec![
+                ("p", "run", "lost", 1, durations[0]),
+                ("p", "run", "succeeded", 1, durations[1])
+            ]
+        );
+        for (h, d) in histogram.iter().zip(&durations) {
+            let expected: Vec<u64> = bounds.iter().map(|b| u64::from(d <= b)).collect();
+            assert_eq!(h.at_most, expected, "{h:?}");
+        }
     }
 );
 

@@ -87,7 +87,9 @@ fn serve_runs_a_job_in_the_sandbox_with_live_redacted_logs() {
     assert_eq!(status, 200);
     assert_eq!(list["schema"], "cordon.job-list/v1");
     assert_eq!(list["jobs"][0]["id"], id);
-    let (_, _, metrics) = server.request("GET", "/metrics", None, &[], b"");
+    let operator = server.token("*", "admin");
+    let (status, _, metrics) = server.request("GET", "/metrics", Some(&operator), &[], b"");
+    assert_eq!(status, 200);
     assert!(
         String::from_utf8(metrics)
             .unwrap()

@@ -570,3 +570,53 @@ fn serve_refuses_a_project_past_its_daily_cpu_budget() {
     assert_eq!(status, 429, "{answer}");
     assert_eq!(answer["error"], "budget", "{answer}");
 }
+
+#[test]
+fn serve_metrics_need_an_admin_token_and_show_its_projects() {
+    let server = Server::start(POLICY);
+    let token = server.token("a", "submit,read");
+    for (project, argv) in [
+        ("a", json!(["sh", "-c", "true"])),
+        ("a", json!(["sh", "-c", "exit 3"])),
+        ("b", json!(["true"])),
+    ] {
+        let mine = server.token(project, "submit,read");
+        let job = server.run_to_end(
+            &mine,
+            &json!({"project": project, "type": "run", "inputs": {"argv": argv}}),
+        );
+        assert!(job["state"].as_str().unwrap().ends_with("ed"), "{job}");
+    }
+    let get = |token: Option<&str>| {
+        let (status, _, body) = server.request("GET", "/metrics", token, &[], b"");
+        (status, String::from_utf8(body).unwrap())
+    };
+    assert_eq!(get(None).0, 401);
+    assert_eq!(get(Some(&token)).0, 403, "submit,read is not enough");
+    let (status, mine) = get(Some(&server.token("a", "admin")));
+    assert_eq!(status, 200, "{mine}");
+    let bucket = |outcome: &str, project: &str| {
+        format!(
+            "cordon_attempt_duration_seconds_count{{project=\"{project}\",type=\"run\",outcome=\"{outcome}\"}} 1"
+        )
+    };
+    assert!(mine.contains(&bucket("succeeded", "a")), "{mine}");
+    assert!(mine.contains(&bucket("failed", "a")), "{mine}");
+    assert!(
+        !mine.contains("project=\"b\""),
+        "another project's series: {mine}"
+    );
+    assert!(
+        !mine.contains("cordon_jobs{"),
+        "the all-projects totals are for operators"
+    );
+    let (status, all) = get(Some(&server.token("*", "admin")));
+    assert_eq!(status, 200);
+    assert!(all.contains(&bucket("succeeded", "b")), "{all}");
+    assert!(all.contains("cordon_jobs{state=\"failed\"} 1"), "{all}");
+    assert!(
+        all.contains("le=\"+Inf\"}")
+            && all.contains("# TYPE cordon_attempt_duration_seconds histogram"),
+        "{all}"
+    );
+}
