@@ -14,8 +14,24 @@ use crate::execute::{Outcome, execute};
 use crate::service::{RunningJob, Service, now_ms};
 
 /// How long an idle worker waits for a wake-up before it looks at the queue again (retries
-/// whose backoff ended, jobs queued by another process).
+/// whose backoff ended, jobs queued through another process): at first; each empty look
+/// doubles it up to [`IDLE_POLL_MAX`], and a job found or a wake-up here starts again. Jobs
+/// submitted to this process wake its workers at once; a cluster's idle workers do not
+/// hammer the claim (1,000 idle slots poll at most ~500 times a second together).
 const IDLE_POLL: Duration = Duration::from_millis(250);
+
+/// The longest wait of an idle worker between looks at the queue.
+const IDLE_POLL_MAX: Duration = Duration::from_secs(2);
+
+/// `wait` give or take a fifth, so that idle workers started together do not look together.
+fn jittered(wait: Duration) -> Duration {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let spread = wait.as_millis() as u64 / 5;
+    let offset = u64::from(nanos) % (2 * spread + 1);
+    (wait + Duration::from_millis(offset)).saturating_sub(Duration::from_millis(spread))
+}
 
 /// How long a claimed job stays a worker's without a renewal, by default: the heartbeat renews
 /// it every third of that; a worker that dies loses its jobs to others after at most this.
@@ -72,6 +88,7 @@ pub fn start(
 
 fn work(service: &Service, stop: &AtomicBool) {
     let worker = service.worker_name.clone();
+    let mut idle = IDLE_POLL;
     while !stop.load(Ordering::SeqCst) {
         let seen = *service.wake.0.lock().unwrap_or_else(|e| e.into_inner());
         let policy = service.policy();
@@ -86,6 +103,7 @@ fn work(service: &Service, stop: &AtomicBool) {
         }
         match claimed.map(|c| c.job) {
             Ok(Some(job)) => {
+                idle = IDLE_POLL;
                 run_attempt(service, job);
                 service.notify();
             }
@@ -93,11 +111,20 @@ fn work(service: &Service, stop: &AtomicBool) {
                 let (lock, cvar) = &service.wake;
                 let guard = lock.lock().unwrap_or_else(|e| e.into_inner());
                 if *guard == seen {
-                    let _ = cvar.wait_timeout(guard, IDLE_POLL);
+                    let (guard, waited) = cvar
+                        .wait_timeout(guard, jittered(idle))
+                        .unwrap_or_else(|e| e.into_inner());
+                    idle = if waited.timed_out() && *guard == seen {
+                        (idle * 2).min(IDLE_POLL_MAX)
+                    } else {
+                        IDLE_POLL
+                    };
+                } else {
+                    idle = IDLE_POLL;
                 }
             }
             Err(error) => {
-                eprintln!("cordon serve: cannot claim a job: {error}");
+                eprintln!("cordon: cannot claim a job: {error}");
                 let (lock, cvar) = &service.wake;
                 let guard = lock.lock().unwrap_or_else(|e| e.into_inner());
                 let _ = cvar.wait_timeout(guard, IDLE_POLL);

@@ -159,10 +159,22 @@ impl Attempt<'_> {
             .map(PathBuf::from)
             .ok_or_else(|| Outcome::failed("usage", format!("job {from} produced no workspace")))?;
         if !path.is_dir() {
-            return Err(Outcome::failed(
-                "usage",
-                format!("the workspace of job {from} is gone"),
-            ));
+            let made_by = from
+                .parse::<JobId>()
+                .ok()
+                .and_then(|id| self.service.store.get_job(&id).ok().flatten())
+                .and_then(|j| j.worker)
+                .unwrap_or_default();
+            let reason = if !made_by.is_empty() && made_by != self.service.worker_name {
+                format!(
+                    "the workspace of job {from} is on worker {made_by}'s disk, not on this \
+                     worker's ({}): workers that share workspaces need a shared CORDON_HOME/serve",
+                    self.service.worker_name
+                )
+            } else {
+                format!("the workspace of job {from} is gone")
+            };
+            return Err(Outcome::failed("usage", reason));
         }
         Ok(path)
     }
