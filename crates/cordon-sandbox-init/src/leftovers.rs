@@ -18,6 +18,14 @@ const ROUNDS: usize = 200;
 /// Kills every live process of the namespace except PID 1; returns how many distinct ones.
 /// `proc` is the namespace's own procfs (`/proc` inside the sandbox).
 pub fn kill_all(proc: &Path) -> u32 {
+    // Every process of a PID namespace descends from its PID 1 (an orphan is re-parented
+    // to PID 1, or to a subreaper that itself descends from it; nothing can join from
+    // outside: setns is refused): when PID 1 has no child left, the namespace is empty and
+    // its process table need not be read.
+    reap();
+    if !has_children() {
+        return 0;
+    }
     let mut killed: HashSet<i32> = HashSet::new();
     for round in 0..ROUNDS {
         reap();
@@ -64,6 +72,22 @@ fn live_processes(proc: &Path) -> Vec<ProcessId> {
 /// may itself contain `) `).
 fn state_of(stat: &str) -> Option<char> {
     stat[stat.rfind(')')? + 1..].trim_start().chars().next()
+}
+
+/// Whether this process has any child, live or not yet reaped.
+fn has_children() -> bool {
+    // SAFETY: an all-zero siginfo is a valid out-buffer; WNOWAIT leaves children as they are.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: valid out-pointer; P_ALL ignores the id.
+    let r = unsafe {
+        libc::waitid(
+            libc::P_ALL,
+            0,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT | libc::__WALL,
+        )
+    };
+    !(r == -1 && crate::sys::errno() == libc::ECHILD)
 }
 
 /// Reaps every child that has ended (orphans of the namespace are PID 1's children).
