@@ -22,7 +22,7 @@ use crate::process_tree::{ActiveRun, Tree, become_subreaper};
 use crate::signals::signal_name;
 use crate::spawn::{Command as SpawnCommand, Spawn, Stdio};
 use crate::spec::{RunSpec, StdinMode};
-use crate::supervisor::{apply_report, parse_report, read_report};
+use crate::supervisor::{MAX_REPORT_BYTES, apply_report, parse_report, read_report};
 
 /// A run's result and the exit code a CLI should exit with.
 #[derive(Debug, Clone, PartialEq)]
@@ -76,6 +76,13 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
     } else {
         None
     };
+    // The report is read once the supervisor has exited (it writes it just before): one
+    // wake-up less per run. That needs room for all of it in the pipe, or the supervisor
+    // would block writing; where the kernel refuses the room, it is read as it comes.
+    let report_fits = report_pipe.as_ref().is_some_and(|(r, _)| {
+        rustix::pipe::fcntl_setpipe_size(r, MAX_REPORT_BYTES)
+            .is_ok_and(|size| size >= MAX_REPORT_BYTES)
+    });
 
     let mut forwarder = None;
     // Descriptors the program gets; they are closed here once it has them.
@@ -142,6 +149,7 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
         stdout: out_w.as_raw_fd(),
         stderr: err_w.as_raw_fd(),
         report_fd: report_pipe.as_ref().map(|(_, w)| w.as_raw_fd()),
+        namespaces: spec.namespaces,
         network_fd: network_fd.as_ref().map(AsRawFd::as_raw_fd),
     });
 
@@ -295,7 +303,9 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
         } else {
             timeout
         };
-        if let Some((Some(fd), _)) = &report {
+        if let Some((Some(fd), _)) = &report
+            && (exit.is_some() || !report_fits)
+        {
             fds.push(PollFd::new(fd, PollFlags::IN));
             slots.push(Slot::Report);
         }

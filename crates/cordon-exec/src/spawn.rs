@@ -48,6 +48,7 @@ pub(crate) struct Spawn {
     stderr: RawFd,
     report_fd: Option<RawFd>,
     network_fd: Option<RawFd>,
+    namespaces: i32,
 }
 
 /// The program, its arguments and environment, and where it runs.
@@ -64,6 +65,8 @@ pub(crate) struct Command<'a> {
     pub report_fd: Option<RawFd>,
     /// The network socket, placed at [`CHILD_NETWORK_FD`].
     pub network_fd: Option<RawFd>,
+    /// New namespaces to start it in (`CLONE_NEW*`); see `RunSpec::namespaces`.
+    pub namespaces: i32,
 }
 
 fn cstring(bytes: &[u8]) -> std::io::Result<CString> {
@@ -126,6 +129,7 @@ impl Spawn {
             stderr: cmd.stderr,
             report_fd: cmd.report_fd,
             network_fd: cmd.network_fd,
+            namespaces: cmd.namespaces,
         })
     }
 
@@ -167,7 +171,7 @@ impl Spawn {
             libc::clone(
                 child_main,
                 stack.top(),
-                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD | self.namespaces,
                 (&raw mut child).cast(),
             )
         };
@@ -210,6 +214,7 @@ enum Stage {
     DeathSignal,
     Descriptors,
     Directory,
+    Capabilities,
     Exec,
 }
 
@@ -221,6 +226,7 @@ impl Stage {
             Stage::DeathSignal => "set the parent-death signal",
             Stage::Descriptors => "set up the descriptors",
             Stage::Directory => "enter the working directory",
+            Stage::Capabilities => "keep the capabilities of the new user namespace",
         }
     }
 }
@@ -433,6 +439,16 @@ unsafe fn child_setup(child: &mut Child<'_>) -> i32 {
             return errno();
         }
 
+        if spawn.namespaces & libc::CLONE_NEWUSER != 0 {
+            // Capabilities in the new user namespace: every one, lost at execve (the child's
+            // uid is not root there). Kept as ambient capabilities, they pass to the program
+            // (the sandbox's helper, which drops them all before its payload runs).
+            child.stage = Stage::Capabilities;
+            let e = keep_capabilities();
+            if e != 0 {
+                return e;
+            }
+        }
         // execvp's search: permission denied is remembered and the search goes on; a missing
         // file or directory goes on; anything else stops it.
         child.stage = Stage::Exec;
@@ -457,6 +473,66 @@ unsafe fn child_setup(child: &mut Child<'_>) -> i32 {
     }
 }
 
+/// Raises every permitted capability into the inheritable and ambient sets (they then survive
+/// `execve` of an ordinary file). Returns 0 or the errno.
+///
+/// # Safety
+/// Async-signal-safe system calls on local buffers only.
+unsafe fn keep_capabilities() -> i32 {
+    /// `_LINUX_CAPABILITY_VERSION_3`: two 32-bit words per set.
+    const VERSION_3: u32 = 0x2008_0522;
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    let header = Header {
+        version: VERSION_3,
+        pid: 0,
+    };
+    let mut data = [Data {
+        effective: 0,
+        permitted: 0,
+        inheritable: 0,
+    }; 2];
+    // SAFETY: capget/capset with a valid header and two data words, as version 3 expects.
+    unsafe {
+        if libc::syscall(libc::SYS_capget, &header, data.as_mut_ptr()) != 0 {
+            return errno();
+        }
+        for d in &mut data {
+            d.inheritable = d.permitted;
+        }
+        if libc::syscall(libc::SYS_capset, &header, data.as_ptr()) != 0 {
+            return errno();
+        }
+        // Up to the first capability this kernel does not know (EINVAL).
+        for cap in 0..64 {
+            let raised = libc::prctl(
+                libc::PR_CAP_AMBIENT,
+                libc::PR_CAP_AMBIENT_RAISE as libc::c_ulong,
+                cap as libc::c_ulong,
+                0,
+                0,
+            );
+            if raised != 0 {
+                if errno() == libc::EINVAL && cap > 0 {
+                    break;
+                }
+                return errno();
+            }
+        }
+    }
+    0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -475,6 +551,7 @@ mod tests {
             stderr: w.as_raw_fd(),
             report_fd: None,
             network_fd: None,
+            namespaces: 0,
         })?;
         let pid = spawn.spawn()?;
         drop(w);

@@ -48,6 +48,12 @@ pub struct RunSpec {
     /// The command to report in the result, when it differs from what is executed (e.g. the
     /// sandbox wraps the program in its helper).
     pub display_command: Option<Vec<String>>,
+    /// New namespaces (`CLONE_NEW*` flags) the program starts in, created as it is spawned.
+    /// With a new user namespace it keeps, across `execve`, the capabilities it holds there
+    /// (as ambient capabilities): a supervisor (the sandbox's helper) that builds the sandbox
+    /// from inside needs them, and drops them all before its payload runs. `0`: cordon's own
+    /// namespaces.
+    pub namespaces: i32,
     /// What the supervisor enforces (the sandbox's `PreparedCommand::summary`), reported as
     /// the result's `sandbox` section together with what the supervisor observed while
     /// setting up (Landlock rights the kernel left unenforced). `None`: not sandboxed.
@@ -103,6 +109,7 @@ impl RunSpec {
             supervised: false,
             exclusive_children: false,
             display_command: None,
+            namespaces: 0,
             sandbox: None,
         }
     }

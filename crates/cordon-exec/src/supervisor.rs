@@ -8,7 +8,7 @@ use crate::classify::Ending;
 use crate::signals::signal_name;
 
 /// Largest child report accepted from a supervisor.
-const MAX_REPORT_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_REPORT_BYTES: usize = 64 * 1024;
 
 pub(crate) fn read_report(report: &mut Option<(Option<OwnedFd>, Vec<u8>)>, buf: &mut [u8]) {
     let Some((fd_slot, bytes)) = report else {

@@ -191,6 +191,8 @@ pub fn prepare(request: &RunRequest) -> Result<PreparedRun, RunError> {
                 set: prepared.env,
             };
             spec.supervised = true;
+            // The helper is started as PID 1 in the sandbox's new namespaces when it can be.
+            spec.namespaces = prepared.namespaces;
             // The executor reports it, with what the helper observed (unenforced Landlock
             // rights).
             spec.sandbox = Some(prepared.summary.clone());

@@ -33,6 +33,11 @@ pub struct Prepared {
 /// Runs the sandbox and returns what to report.
 pub fn run() -> Setup<ChildReport> {
     let prepared = prepare()?;
+    if rustix::process::getpid().as_raw_nonzero().get() == 1 {
+        // cordon started us as PID 1 of the sandbox's new namespaces
+        // (`InitPlan::spawn_namespaces`): no outer helper, PID 1 reports itself.
+        return pid1::run_in_place(&prepared);
+    }
     let cgroups = prepared
         .plan
         .cgroup
@@ -210,7 +215,9 @@ fn prepare() -> Setup<Prepared> {
     })
 }
 
-fn report(
+/// The report of a run from what PID 1 and the program's process said, PID 1's own wait
+/// status (when it was this process's child) and the cgroup counters.
+pub(crate) fn report(
     plan: &InitPlan,
     received: &Received,
     pid1_status: i32,

@@ -7,6 +7,8 @@ use std::path::Path;
 use cordon_types::ChildRusage;
 use rustix::process::Signal;
 
+use cordon_types::ChildReport;
+
 use crate::error::Setup;
 use crate::outer::Prepared;
 use crate::pid::{ProcessGroup, ProcessId};
@@ -23,12 +25,82 @@ const FORWARDED: &[Signal] = &[
     Signal::USR2,
 ];
 
-/// Runs in the cloned child (new namespaces); never returns.
+/// Runs in the cloned child (new namespaces) of the outer helper, to which it reports on
+/// `status_fd`; never returns.
 pub fn run(p: &Prepared, sync_fd: i32, status_fd: i32) -> ! {
-    if let Err(e) = setup(p, sync_fd) {
-        status::send_error(status_fd, status::FailureKind::Setup, &e.to_string());
-        sys::exit_now(1)
+    match start_and_wait(p, Some(sync_fd), status_fd) {
+        Ok(exit) => {
+            status::send_exit(status_fd, &exit);
+            sys::exit_now(0)
+        }
+        Err(message) => {
+            status::send_error(status_fd, status::FailureKind::Setup, &message);
+            sys::exit_now(1)
+        }
     }
+}
+
+/// PID 1 started by cordon itself in the new namespaces (with their capabilities): writes its
+/// own uid and gid maps, builds the sandbox, runs the program and returns the report (no
+/// outer helper: no cgroups, which need one).
+pub fn run_in_place(p: &Prepared) -> Setup<ChildReport> {
+    if p.plan.cgroup.is_some() {
+        return Err("cgroup limits need the helper to create the namespaces itself".into());
+    }
+    // The new user namespace maps our own uid and gid (the only mapping an unprivileged
+    // process may write, from inside with the namespace's capabilities).
+    let proc = std::path::Path::new("/proc/self");
+    sys::write_file(&proc.join("setgroups"), b"deny")?;
+    sys::write_file(
+        &proc.join("uid_map"),
+        format!("{0} {0} 1\n", p.plan.uid).as_bytes(),
+    )?;
+    sys::write_file(
+        &proc.join("gid_map"),
+        format!("{0} {0} 1\n", p.plan.gid).as_bytes(),
+    )?;
+    // What the program's process says (a failure to start it, Landlock rights left out)
+    // arrives on a pipe of our own, read once it is gone.
+    let (status_r, status_w) = sys::pipe()?;
+    let outcome = start_and_wait(p, None, status_w);
+    sys::close(status_w);
+    let mut text = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        // SAFETY: reading into a live buffer of the given length.
+        let n = unsafe { libc::read(status_r, buf.as_mut_ptr().cast(), buf.len()) };
+        if n < 0 && sys::errno() == libc::EINTR {
+            continue;
+        }
+        let Ok(n) = usize::try_from(n) else { break };
+        if n == 0 {
+            break;
+        }
+        text.extend_from_slice(&buf[..n]);
+    }
+    sys::close(status_r);
+    let mut received = status::parse(&String::from_utf8_lossy(&text));
+    match outcome {
+        Ok(exit) => received.exit = Some(exit),
+        Err(message) => {
+            received.error.get_or_insert(status::Failure {
+                kind: status::FailureKind::Setup,
+                message,
+            });
+        }
+    }
+    Ok(crate::outer::report(
+        &p.plan,
+        &received,
+        0,
+        crate::cgroup::Counters::default(),
+    ))
+}
+
+/// Builds the sandbox, starts the program and waits for it; returns how it ended, or why it
+/// could not be started. (The program's process reports its own failures on `status_fd`.)
+fn start_and_wait(p: &Prepared, sync_fd: Option<i32>, status_fd: i32) -> Result<Exit, String> {
+    setup(p, sync_fd).map_err(|e| e.to_string())?;
     let set = signal_set();
     let mut old = empty_set();
     // SAFETY: valid sigset pointers.
@@ -41,29 +113,28 @@ pub fn run(p: &Prepared, sync_fd: i32, status_fd: i32) -> ! {
             unsafe { libc::sigprocmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
             child::exec(p, status_fd)
         }
-        status::send_error(
-            status_fd,
-            status::FailureKind::Setup,
-            &format!("fork the program: {}", std::io::Error::last_os_error()),
-        );
-        sys::exit_now(1)
+        return Err(format!(
+            "fork the program: {}",
+            std::io::Error::last_os_error()
+        ));
     };
     let mut exit = supervise(program, &set);
     exit.leftovers_killed = leftovers::kill_all(Path::new("/proc"));
-    status::send_exit(status_fd, &exit);
-    sys::exit_now(0)
+    Ok(exit)
 }
 
-fn setup(p: &Prepared, sync_fd: i32) -> Setup<()> {
+fn setup(p: &Prepared, sync_fd: Option<i32>) -> Setup<()> {
     rustix::process::set_parent_process_death_signal(Some(Signal::KILL))
         .map_err(|e| format!("set the parent-death signal: {e}"))?;
-    // Wait until the outer helper wrote our uid/gid maps and placed us in the cgroups.
-    let mut byte = [0u8; 1];
-    // SAFETY: reading one byte into a live buffer.
-    let n = unsafe { libc::read(sync_fd, byte.as_mut_ptr().cast(), 1) };
-    sys::close(sync_fd);
-    if n != 1 {
-        return Err("the outer helper went away before the sandbox was ready".into());
+    if let Some(sync_fd) = sync_fd {
+        // Wait until the outer helper wrote our uid/gid maps and placed us in the cgroups.
+        let mut byte = [0u8; 1];
+        // SAFETY: reading one byte into a live buffer.
+        let n = unsafe { libc::read(sync_fd, byte.as_mut_ptr().cast(), 1) };
+        sys::close(sync_fd);
+        if n != 1 {
+            return Err("the outer helper went away before the sandbox was ready".into());
+        }
     }
     // SAFETY: integer argument only.
     let r = unsafe { libc::unshare(libc::CLONE_NEWCGROUP) };

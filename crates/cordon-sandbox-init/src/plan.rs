@@ -60,6 +60,27 @@ pub struct InitPlan {
     pub proxy_port: Option<u16>,
 }
 
+impl InitPlan {
+    /// The namespaces (`CLONE_NEW*` flags) the helper may be started in, as PID 1 of its new
+    /// PID namespace: it then builds the sandbox in place, writing its own uid and gid maps,
+    /// instead of creating them in a process of its own. `0` when it must make them itself:
+    /// cgroup limits need the outer helper, which places PID 1 in the cgroups before it goes on.
+    pub fn spawn_namespaces(&self) -> i32 {
+        if self.cgroup.is_some() {
+            return 0;
+        }
+        let mut flags = libc::CLONE_NEWUSER
+            | libc::CLONE_NEWNS
+            | libc::CLONE_NEWPID
+            | libc::CLONE_NEWIPC
+            | libc::CLONE_NEWUTS;
+        if self.private_network {
+            flags |= libc::CLONE_NEWNET;
+        }
+        flags
+    }
+}
+
 /// One mount step, executed after `pivot_root` into a fresh tmpfs; sources are host paths
 /// (reached through the old root), destinations are paths in the new root.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -29,6 +29,11 @@ pub struct PreparedCommand {
     /// Keeps what the sandbox shows from cordon's cache (the `/etc` snapshot) from being
     /// removed: hold it until the run ends.
     pub lease: Option<SnapshotLease>,
+    /// The new namespaces (`CLONE_NEW*` flags) to start the helper in, keeping its
+    /// capabilities there (`cordon_exec::RunSpec::namespaces`): it is then PID 1 of the
+    /// sandbox and builds it in place, with no outer process of its own. `0`: the helper is
+    /// started plainly and makes them itself (needed for cgroup limits); either way works.
+    pub namespaces: i32,
     /// What will hold, for the run result.
     pub summary: SandboxSummary,
 }
@@ -164,6 +169,7 @@ pub(crate) fn prepare_with(
         args: argv,
         env,
         lease,
+        namespaces: init.spawn_namespaces(),
         summary: SandboxSummary {
             enabled: true,
             namespaces,
