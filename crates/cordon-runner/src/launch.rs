@@ -518,14 +518,16 @@ fn overlay_policy(policy: &mut SandboxPolicy, ws: &WorkspaceMount, cwd: &Path) {
             },
         });
     }
-    policy.binds.push(Bind {
-        path: layers.git_dir.clone(),
-        access: Access::ReadOnly,
-    });
-    policy.replacements.push(Replacement {
-        path: inside.join(".git"),
-        with: layers.dot_git.clone(),
-    });
+    if let (Some(git_dir), Some(dot_git)) = (&layers.git_dir, &layers.dot_git) {
+        policy.binds.push(Bind {
+            path: git_dir.clone(),
+            access: Access::ReadOnly,
+        });
+        policy.replacements.push(Replacement {
+            path: inside.join(".git"),
+            with: dot_git.clone(),
+        });
+    }
 }
 
 /// Creates `dir` (and its parents) with mode 0700 when missing; failures are left to the

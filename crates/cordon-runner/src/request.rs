@@ -91,10 +91,11 @@ pub struct OverlayMount {
     pub lowers: Vec<PathBuf>,
     /// cordon's directory holding the writable layer (`upper/`, `work/`).
     pub layer: PathBuf,
-    /// The workspace's git directory (`HEAD`, `commondir`, `index`), shown read-only.
-    pub git_dir: PathBuf,
-    /// The `.git` file shown, read-only, at the top of the tree.
-    pub dot_git: PathBuf,
+    /// The workspace's git directory (`HEAD`, `commondir`, `index`), shown read-only; `None`
+    /// when its git data is in the tree itself (a session's repository).
+    pub git_dir: Option<PathBuf>,
+    /// The `.git` file shown, read-only, at the top of the tree (with `git_dir`).
+    pub dot_git: Option<PathBuf>,
     /// Copy-on-write trees over directories of the workspace (build caches).
     pub caches: Vec<TreeCache>,
 }

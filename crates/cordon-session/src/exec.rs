@@ -31,6 +31,7 @@ pub struct ExecLease {
     access: Access,
     started_at: String,
     writer_lock: Option<FileLock>,
+    overlay: Option<cordon_runner::OverlayMount>,
 }
 
 impl Session {
@@ -66,12 +67,14 @@ impl Session {
                 });
             }
         })?;
+        let overlay = self.overlay(&record)?;
         Ok(ExecLease {
             session: self.clone(),
             record,
             access,
             started_at,
             writer_lock: writer,
+            overlay,
         })
     }
 
@@ -134,7 +137,7 @@ impl ExecLease {
             root: self.record.path.clone(),
             git_common_dir: None,
             read_only: self.access == Access::ReadOnly,
-            overlay: None,
+            overlay: self.overlay.clone(),
         }
     }
 

@@ -8,7 +8,10 @@
 //!   writer.lock    flock held by the one writer (an exec without --read-only, a push import,
 //!                  a pull's export); released by the kernel when its holder dies
 //!   watcher.lock   flock held by the one review watcher (`session watch`)
-//!   tree/          the session's own repository (work tree + .git), the sandbox's workspace
+//!   tree/          the session's own repository (work tree + .git), the sandbox's workspace;
+//!                  for an overlay session an empty directory, its tree being
+//!   layer/         an overlay session's layer (`upper/`: its `.git` and its changes; `work/`)
+//!                  over the commit's shared base tree ($CORDON_HOME/bases/<commit>)
 //!   transfer-*/    cordon's scratch for one bundle on its way in or out; removed after use
 //! ```
 
@@ -56,6 +59,10 @@ impl Layout {
 
     pub(crate) fn tree(&self, id: &SessionId) -> PathBuf {
         self.dir(id).join("tree")
+    }
+
+    pub(crate) fn layer(&self, id: &SessionId) -> PathBuf {
+        self.dir(id).join("layer")
     }
 
     /// A fresh scratch directory name for one transfer.

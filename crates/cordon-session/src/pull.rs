@@ -195,12 +195,14 @@ impl Session {
         request: &PullRequest,
     ) -> Result<Option<CommitId>, SessionError> {
         let bundle = transfer.join("session.bundle");
-        let git_dir = rec.path.join(".git");
+        // Only the session's git data is needed (an overlay session's is in its upper layer).
+        let git_dir = self.git_dir(rec);
         let out = SandboxedGit {
             step: "bundling the session's branch",
             root: transfer,
             read_only: false,
-            read_only_binds: vec![rec.path.clone()],
+            read_only_binds: vec![git_dir.clone()],
+            overlay: None,
             script: EXPORT_SCRIPT,
             args: vec![
                 git_dir.to_string_lossy().into_owned(),

@@ -119,6 +119,7 @@ impl Session {
                 root: &rec.path,
                 read_only: false,
                 read_only_binds: vec![transfer.clone()],
+                overlay: self.overlay(rec)?,
                 script: IMPORT_SCRIPT,
                 args: vec![
                     bundle.to_string_lossy().into_owned(),

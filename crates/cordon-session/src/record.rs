@@ -242,6 +242,7 @@ pub enum ReviewPhase {
 /// The state of one session (`$CORDON_HOME/sessions/<id>/state.json`), printed by
 /// `cordon session create|show --json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[schemars(extend("x-revision" = 2))]
 pub struct SessionRecord {
     /// Always `cordon.session/v1`.
     pub schema: SessionRecordTag,
@@ -258,8 +259,14 @@ pub struct SessionRecord {
     /// The commit the session and the host last agreed on: where it was pushed from, or what
     /// was last pulled.
     pub base_commit: cordon_git::CommitId,
-    /// The session's tree (its own repository, with its `.git`).
+    /// The session's tree (its own repository, with its `.git`). For an overlay session, an
+    /// empty directory: the tree exists only inside the sandbox (see `tree_base`).
     pub path: PathBuf,
+    /// An overlay session's base: the commit whose shared, read-only base tree lies under the
+    /// session's own layer (`sessions/<id>/layer`, which holds its `.git` and its changes).
+    /// `None`: the tree is a full checkout of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tree_base: Option<cordon_git::CommitId>,
     /// Where the session is in its life.
     pub state: SessionStatus,
     /// Whether the session ends with the process that created it.

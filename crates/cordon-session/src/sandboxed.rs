@@ -42,6 +42,8 @@ pub(crate) struct SandboxedGit<'a> {
     pub read_only: bool,
     /// Host directories visible read-only.
     pub read_only_binds: Vec<PathBuf>,
+    /// The root's overlay layers, when it is an overlay session's tree.
+    pub overlay: Option<cordon_runner::OverlayMount>,
     /// The shell script (after the `g` function); its arguments are `$1`...
     pub script: &'static str,
     /// The script's arguments.
@@ -59,7 +61,7 @@ impl SandboxedGit<'_> {
             root: self.root.to_owned(),
             git_common_dir: None,
             read_only: self.read_only,
-            overlay: None,
+            overlay: self.overlay,
         });
         let mut options = SandboxOptions {
             toolchains: false,

@@ -167,6 +167,7 @@ impl Sessions {
             host_branch,
             base_commit: commit.clone(),
             path: self.layout.tree(&id),
+            tree_base: None,
             state: SessionStatus::Creating,
             transient: request.transient,
             shallow: request.depth.is_some(),
@@ -190,6 +191,23 @@ impl Sessions {
             review: ReviewState::default(),
         };
         let result = (|| {
+            // Overlay where this host mounts it: the commit's base tree, held for the session.
+            let workspaces = cordon_workspace::Workspaces::new(self.layout.home());
+            let strategy = std::env::var(cordon_workspace::STRATEGY_ENV).unwrap_or_default();
+            if strategy != "git-worktree" && workspaces.overlay_support().is_ok() {
+                let layer = self.layout.layer(&id);
+                for dir in [rec.path.clone(), layer.join("upper"), layer.join("work")] {
+                    std::fs::create_dir_all(&dir).map_err(|e| SessionError::io(&dir, e))?;
+                }
+                let holder = cordon_workspace::BaseHolder {
+                    name: format!("session-{id}"),
+                    proof: layer,
+                };
+                workspaces.hold_base(&host, &commit, &holder).map_err(|e| {
+                    SessionError::io(&rec.path, std::io::Error::other(e.to_string()))
+                })?;
+                rec.tree_base = Some(commit.clone());
+            }
             record::write(&self.layout.state(&id), &rec)?;
             let transfer = self.layout.transfer(&id, "create");
             let imported = self.import_new(&host, &full, &commit, request, &rec, &transfer);
@@ -251,9 +269,15 @@ impl Sessions {
             }
         };
         check_bundle_file(&bundle, full, Some(commit), request.max_bundle_bytes)?;
-        let session = Repo::init(&rec.path, &rec.branch)?;
+        // An overlay session's repository is made in its upper layer, over the commit's
+        // shared base tree; otherwise in its own full checkout.
+        let work_tree = match &rec.tree_base {
+            Some(_) => self.layout.layer(&rec.id).join("upper"),
+            None => rec.path.clone(),
+        };
+        let session = Repo::init(&work_tree, &rec.branch)?;
         if let Some(shallow) = shallow {
-            let path = rec.path.join(".git/shallow");
+            let path = work_tree.join(".git/shallow");
             std::fs::write(&path, shallow).map_err(|e| SessionError::io(&path, e))?;
         }
         session
@@ -264,7 +288,18 @@ impl Sessions {
         session
             .fetch_bundle_checked(&bundle, &format!("{full}:refs/heads/{}", rec.branch), false)
             .map_err(|e| refused(format!("its objects: {e}")))?;
-        session.checkout_head()?;
+        match &rec.tree_base {
+            // The files are the base tree's: its index (their stat data as the overlay shows
+            // them) is the session's, and `git status` there reads no file it need not.
+            Some(base_commit) => {
+                let base = cordon_workspace::Workspaces::new(self.layout.home())
+                    .existing_base(base_commit)
+                    .ok_or_else(|| refused("the base tree vanished"))?;
+                let index = work_tree.join(".git/index");
+                std::fs::copy(&base.index, &index).map_err(|e| SessionError::io(&index, e))?;
+            }
+            None => session.checkout_head()?,
+        }
         Ok(())
     }
 }
@@ -317,6 +352,44 @@ pub fn check_bundle_file(
 }
 
 impl Session {
+    /// An overlay session's layers as the sandbox mounts them (`None`: a full checkout).
+    pub(crate) fn overlay(
+        &self,
+        rec: &SessionRecord,
+    ) -> Result<Option<cordon_runner::OverlayMount>, SessionError> {
+        let Some(commit) = &rec.tree_base else {
+            return Ok(None);
+        };
+        let base = cordon_workspace::Workspaces::new(self.sessions.home())
+            .existing_base(commit)
+            .ok_or_else(|| {
+                SessionError::io(
+                    self.sessions.home().join("bases").join(commit.as_str()),
+                    std::io::Error::other("the session's base tree is missing"),
+                )
+            })?;
+        let layer = self.sessions.layout.layer(&self.id);
+        let layer = layer
+            .canonicalize()
+            .map_err(|e| SessionError::io(&layer, e))?;
+        Ok(Some(cordon_runner::OverlayMount {
+            lowers: vec![base.tree],
+            layer,
+            git_dir: None,
+            dot_git: None,
+            caches: Vec::new(),
+        }))
+    }
+
+    /// The session's own git directory as the host sees it (an overlay's is in its upper
+    /// layer: the base tree never has a `.git`).
+    pub(crate) fn git_dir(&self, rec: &SessionRecord) -> PathBuf {
+        match rec.tree_base {
+            Some(_) => self.sessions.layout.layer(&self.id).join("upper/.git"),
+            None => rec.path.join(".git"),
+        }
+    }
+
     /// The session's id.
     pub fn id(&self) -> &SessionId {
         &self.id
@@ -395,6 +468,14 @@ impl Session {
         let layout = &self.sessions.layout;
         let tree = layout.tree(&self.id);
         cordon_workspace::remove_tree(&tree).map_err(|e| SessionError::io(&tree, e))?;
+        let layer = layout.layer(&self.id);
+        cordon_workspace::remove_tree(&layer).map_err(|e| SessionError::io(&layer, e))?;
+        if let Ok(rec) = self.record()
+            && let Some(commit) = &rec.tree_base
+        {
+            let _ = cordon_workspace::Workspaces::new(self.sessions.home())
+                .release_base(commit.as_str(), &format!("session-{}", self.id));
+        }
         if let Ok(entries) = std::fs::read_dir(layout.dir(&self.id)) {
             for entry in entries.flatten() {
                 if entry.file_name().to_string_lossy().starts_with("transfer-") {

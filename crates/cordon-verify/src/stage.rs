@@ -250,8 +250,8 @@ pub(crate) fn run_stage(
         overlay: overlay.map(|parts| OverlayMount {
             lowers: parts.lowers.clone(),
             layer: parts.layer.clone(),
-            git_dir: parts.git_dir.clone(),
-            dot_git: parts.dot_git.clone(),
+            git_dir: Some(parts.git_dir.clone()),
+            dot_git: Some(parts.dot_git.clone()),
             caches,
         }),
     });

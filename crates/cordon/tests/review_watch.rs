@@ -75,8 +75,16 @@ impl Fixture {
         serde_json::from_slice(&self.ok(&["session", "show", id, "--json"]).stdout).unwrap()
     }
 
+    /// Where the files the session's programs wrote are on the host: an overlay session's
+    /// upper layer, or its tree.
     fn tree(&self, id: &str) -> PathBuf {
-        self.home.path().join("sessions").join(id).join("tree")
+        let dir = self.home.path().join("sessions").join(id);
+        let upper = dir.join("layer/upper");
+        if upper.is_dir() {
+            upper
+        } else {
+            dir.join("tree")
+        }
     }
 
     /// A path in the scripts' directory.

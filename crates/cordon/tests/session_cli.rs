@@ -95,8 +95,35 @@ impl Fixture {
         (refs, status, index, head)
     }
 
+    /// A file of the session's tree as its programs see it, read on the host: from an overlay
+    /// session's upper layer, else its base tree; or from its own checkout.
+    fn read(&self, id: &str, rel: &str) -> Option<String> {
+        let shown = self.show(id);
+        let own = std::fs::read_to_string(self.tree(id).join(rel)).ok();
+        match shown["tree_base"].as_str() {
+            Some(commit) if own.is_none() => std::fs::read_to_string(
+                self.home
+                    .path()
+                    .join("bases")
+                    .join(commit)
+                    .join("tree")
+                    .join(rel),
+            )
+            .ok(),
+            _ => own,
+        }
+    }
+
+    /// Where the session's files are on the host: an overlay session's upper layer (what
+    /// its programs wrote, and its `.git`), or its tree.
     fn tree(&self, id: &str) -> PathBuf {
-        PathBuf::from(self.show(id)["path"].as_str().unwrap())
+        let shown = self.show(id);
+        let tree = PathBuf::from(shown["path"].as_str().unwrap());
+        if shown["tree_base"].is_string() {
+            tree.parent().unwrap().join("layer/upper")
+        } else {
+            tree
+        }
     }
 }
 
@@ -162,7 +189,7 @@ fn push_exec_pull_fast_forwards_the_checked_out_branch() {
         &id,
         &format!(
             "test ! -e '{repo}/a.txt' && test ! -e ../state.json && ! cat '{state}' 2>/dev/null && \
-             test \"$(ls -A '{home}/sessions/{id}')\" = tree && \
+             {{ test ! -e '{home}/sessions/{id}' || test \"$(ls -A '{home}/sessions/{id}')\" = tree; }} && \
              echo gamma > c.txt && git add c.txt && {AGENT_COMMIT} -m agent-2"
         ),
     );
@@ -347,10 +374,7 @@ fn a_reviewer_cannot_write_a_file_or_a_commit() {
     assert!(errors.contains("Read-only file system"), "{errors}");
     assert!(!tree.join("new.txt").exists());
     assert!(!tree.join(".git/refs/heads/evil").exists());
-    assert_eq!(
-        std::fs::read_to_string(tree.join("a.txt")).unwrap(),
-        "alpha\n"
-    );
+    assert_eq!(f.read(&id, "a.txt").as_deref(), Some("alpha\n"));
     let pulled = f.json(&["session", "pull", &id, "--json"]);
     assert_eq!(pulled["outcome"], "up_to_date");
 }
@@ -645,7 +669,13 @@ fn only_the_session_branch_crosses_and_the_agents_git_config_never_runs_on_the_h
     let f = Fixture::new();
     let id = f.create(&[]);
     let marker = f.home.path().join("pwned");
-    let hook = format!("#!/bin/sh\ntouch '{}'\n", marker.display());
+    // Inside the sandbox the hook may run (the agent's own business): its marker lands in
+    // the sandbox's private /tmp, never on the host.
+    let hook = format!(
+        "#!/bin/sh\nmkdir -p '{}' 2>/dev/null; touch '{}'\n",
+        f.home.path().display(),
+        marker.display()
+    );
     let script = format!(
         "for h in pre-commit post-commit reference-transaction pre-push post-checkout post-merge; do \
            printf '%s' \"$HOOK\" > .git/hooks/$h; chmod +x .git/hooks/$h; done; \
@@ -983,4 +1013,42 @@ fn the_bundle_size_limit_and_unsandboxed_execs_are_refused() {
     // The limit allows what fits.
     let pulled = f.json(&["session", "pull", &id, "--json"]);
     assert_eq!(pulled["outcome"], "merged");
+}
+
+/// An overlay session holds its commit's base tree: gc keeps the base while the session
+/// lives (even with no workspace left), and removes it once the session is gone.
+#[test]
+fn gc_keeps_the_base_tree_a_live_session_holds_and_removes_it_after() {
+    if !support::sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let id = f.create(&[]);
+    let shown = f.show(&id);
+    let Some(commit) = shown["tree_base"].as_str().map(str::to_owned) else {
+        support::missing_capability(&format!("overlay sessions: {shown}"));
+        return;
+    };
+    let base = f.home.path().join("bases").join(&commit);
+    assert!(base.join("tree/a.txt").is_file());
+    // The session's tree exists only inside the sandbox, with its own git data.
+    let tree = std::path::PathBuf::from(shown["path"].as_str().unwrap());
+    assert_eq!(std::fs::read_dir(&tree).unwrap().count(), 0);
+    f.agent(
+        &id,
+        "git status --porcelain | (! grep .) && echo delta > d.txt && git add d.txt && git -c user.name=a -c user.email=a@a commit -qm d",
+    );
+    let gc = f.json(&["gc", "--json"]);
+    assert_eq!(
+        gc["workspaces"]["bases_removed"],
+        serde_json::json!([]),
+        "{gc:#}"
+    );
+    assert!(base.is_dir(), "a live session's base is kept");
+    f.ok(&["session", "remove", &id]);
+    let gc = f.json(&["gc", "--json"]);
+    let removed = gc["workspaces"]["bases_removed"].as_array().unwrap();
+    assert_eq!(removed.len(), 1, "{gc:#}");
+    assert_eq!(removed[0]["commit"], commit.as_str());
+    assert!(!base.exists());
 }

@@ -85,8 +85,8 @@ pub(crate) fn run(args: RunArgs, argv: &[OsString]) -> Result<ExitCode, CliError
         overlay: overlay.as_ref().map(|(_, parts)| OverlayMount {
             lowers: parts.lowers.clone(),
             layer: parts.layer.clone(),
-            git_dir: parts.git_dir.clone(),
-            dot_git: parts.dot_git.clone(),
+            git_dir: Some(parts.git_dir.clone()),
+            dot_git: Some(parts.dot_git.clone()),
             caches: Vec::new(),
         }),
     });
