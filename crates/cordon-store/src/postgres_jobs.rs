@@ -455,6 +455,9 @@ async fn choose_and_claim(
         })
         .collect();
     candidates.sort();
+    // The attempt starts now, after the running jobs were counted: an attempt that ended
+    // just before (its end recorded before it committed) never appears to overlap this one.
+    let now = now.max(crate::store::now_ms());
     let lease_until =
         now.saturating_add(i64::try_from(claim.lease.as_millis()).unwrap_or(i64::MAX));
     for (_, _, _, id, project) in candidates {
