@@ -4,8 +4,7 @@ use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::sync::Arc;
 
-use aho_corasick::AhoCorasickBuilder;
-
+use crate::anchors::Anchors;
 use crate::builtin::{BUILTINS, MaxLen};
 use crate::error::{RedactError, RedactWarning};
 use crate::literal::{Literals, PartialTail};
@@ -256,23 +255,9 @@ impl RedactorBuilder {
             .enumerate()
             .flat_map(|(i, p)| p.anchors.iter().flatten().map(move |a| (a.as_slice(), i)))
             .collect();
-        let anchor_finder = if anchors.is_empty() {
-            None
-        } else {
-            Some(
-                AhoCorasickBuilder::new()
-                    .match_kind(aho_corasick::MatchKind::LeftmostFirst)
-                    // A contiguous NFA builds in a fraction of a DFA's time (which would
-                    // dominate a short run's start-up); the anchors' prefilter does the
-                    // scanning either way.
-                    .kind(Some(aho_corasick::AhoCorasickKind::ContiguousNFA))
-                    .build(anchors.iter().map(|&(a, _)| a))
-                    .map_err(|source| RedactError::Literals {
-                        count: anchors.len(),
-                        source,
-                    })?,
-            )
-        };
+        // The automaton is built when a stream has text enough for it (see `anchors`).
+        let anchor_finder = (!anchors.is_empty())
+            .then(|| Anchors::new(anchors.iter().map(|&(a, _)| a.to_vec()).collect()));
         let anchor_patterns = anchors
             .iter()
             .map(|&(found, _)| patterns_at_anchor(found, &anchors))
@@ -285,7 +270,7 @@ impl RedactorBuilder {
                 patterns,
                 anchor_patterns,
                 unanchored,
-                anchor_finder,
+                anchors: anchor_finder,
                 anchor_tail,
                 allow,
                 replacements: names.replacements,

@@ -88,6 +88,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod anchors;
 mod builder;
 mod builtin;
 mod error;

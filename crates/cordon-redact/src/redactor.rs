@@ -3,8 +3,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use aho_corasick::AhoCorasick;
-
+use crate::anchors::Anchors;
 use crate::error::RedactWarning;
 use crate::literal::{Literals, PartialTail};
 use crate::pattern::CompiledPattern;
@@ -33,7 +32,7 @@ pub(crate) struct Inner {
     /// Indices into `patterns` of those without.
     pub(crate) unanchored: Vec<usize>,
     /// Finds the anchors of all anchored patterns.
-    pub(crate) anchor_finder: Option<AhoCorasick>,
+    pub(crate) anchors: Option<Anchors>,
     /// Partial anchors at the end of the text.
     pub(crate) anchor_tail: PartialTail,
     /// Texts never redacted.
@@ -52,7 +51,7 @@ impl Redactor {
                 patterns: Vec::new(),
                 anchor_patterns: Vec::new(),
                 unanchored: Vec::new(),
-                anchor_finder: None,
+                anchors: None,
                 anchor_tail: PartialTail::new(Vec::new()),
                 allow: HashSet::new(),
                 replacements: Vec::new(),

@@ -10,7 +10,6 @@
 
 use std::sync::Arc;
 
-use aho_corasick::Input;
 use regex_automata::hybrid::dfa::Cache;
 
 use crate::pattern::{CompiledPattern, Eval, Site};
@@ -194,7 +193,7 @@ impl StreamRedactor {
     /// Scans the anchored patterns at each anchor; returns the frontier.
     fn scan_anchored(&mut self, hay: &[u8], eof: bool) -> usize {
         let inner = Arc::clone(&self.inner);
-        let Some(finder) = &inner.anchor_finder else {
+        let Some(finder) = &inner.anchors else {
             return hay.len();
         };
         let from = self.anchored_pos - self.base;
@@ -205,12 +204,10 @@ impl StreamRedactor {
         };
         let mut at = from;
         let frontier = loop {
-            let input = Input::new(hay).span(at..hay.len());
-            let Some(found) = finder.find(input).filter(|m| m.start() < tail) else {
+            let Some((candidate, anchor)) = finder.find(hay, at).filter(|&(start, _)| start < tail)
+            else {
                 break tail;
             };
-            let candidate = found.start();
-            let anchor = found.pattern().as_usize();
             if !self.eval_candidate(hay, &inner, candidate, anchor, eof) {
                 break candidate;
             }
