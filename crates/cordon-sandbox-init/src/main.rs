@@ -7,12 +7,24 @@
 //! in the environment). A helper from another build than the cordon that started it (an older
 //! install left beside a newer cordon) does not run the plan: it hands over to cordon's own
 //! entry point, so the sandbox is always built by the code cordon shipped with.
+//!
+//! `main` is the C entry point itself (`no_main`), as cordon's: std's runtime start-up (a read
+//! and parse of `/proc/self/maps`, an alternate signal stack) is skipped at every sandbox start;
+//! SIGPIPE is ignored as std would.
+// (The test harness of this binary brings its own `main`.)
+#![cfg_attr(not(test), no_main)]
+#![cfg_attr(test, allow(unused_imports))]
 
+use std::ffi::{c_char, c_int};
 use std::os::unix::process::CommandExt;
 
 use cordon_sandbox_init::{BUILD_ENV, FALLBACK_ENV, HELPER_BUILD, INIT_ARG};
 
-fn main() {
+#[cfg(not(test))]
+#[unsafe(no_mangle)]
+extern "C" fn main(_argc: c_int, _argv: *const *const c_char) -> c_int {
+    // SAFETY: making a signal ignored runs no code.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if args.get(1).is_none_or(|a| a != INIT_ARG) {
         eprintln!(
