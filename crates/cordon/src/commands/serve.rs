@@ -366,7 +366,12 @@ pub(crate) fn jobs(args: &JobsArgs) -> Result<ExitCode, CliError> {
             });
         }
     };
-    std::io::stdout().write_all(&answer.body)?;
+    let mut out = std::io::stdout().lock();
+    out.write_all(&answer.body)?;
+    if !answer.body.is_empty() && !answer.body.ends_with(b"\n") {
+        out.write_all(b"\n")?;
+    }
+    drop(out);
     if answer.status >= 400 {
         return Err(CliError::msg(
             crate::exit::FAILED,
