@@ -69,11 +69,30 @@ impl Recorder {
         command: &[String],
         transcript_limit: u64,
     ) -> Result<Self, RecordError> {
+        Self::begin_on(Self::open()?, kind, repo, session, command, transcript_limit)
+    }
+
+    /// Opens the default store and marks runs whose cordon died as interrupted: the part of
+    /// [`Recorder::begin`] that needs nothing of the run, so a caller may do it on another
+    /// thread while it prepares the run, then [`Recorder::begin_on`] the store it returns.
+    pub fn open() -> Result<Store, RecordError> {
         let store =
             Store::open_default().map_err(|e| RecordError::new("open the run history", e))?;
         store
             .mark_interrupted()
             .map_err(|e| RecordError::new("reconcile the run history", e))?;
+        Ok(store)
+    }
+
+    /// [`Recorder::begin_in`] on a store [`Recorder::open`] opened.
+    pub fn begin_on(
+        store: Store,
+        kind: RunKind,
+        repo: Option<&Path>,
+        session: Option<&str>,
+        command: &[String],
+        transcript_limit: u64,
+    ) -> Result<Self, RecordError> {
         let id = store
             .begin_run(&NewRun {
                 kind,
