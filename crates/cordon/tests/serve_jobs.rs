@@ -620,3 +620,41 @@ fn serve_metrics_need_an_admin_token_and_show_its_projects() {
         "{all}"
     );
 }
+
+#[test]
+fn serve_run_jobs_cannot_plant_git_configuration_that_the_host_would_run() {
+    let server = Server::start(POLICY);
+    let token = server.token("a", "submit,read");
+    let src = repo(server.dir.path());
+    let clone = clone(&server, &token, &src);
+    let workspace = json!({"from_job": clone["id"]});
+    let marker = server.dir.path().join("host-ran-the-filter");
+    // A program tries to define a filter (and to move the work tree) in the workspace's git
+    // configuration, and to switch it on for every file.
+    let plant = format!(
+        "git config filter.x.clean 'touch {m}; cat'; git config core.worktree /; \
+         printf '[filter \"x\"]\\n\\tclean = touch {m}\\n' >> .git/config; \
+         echo '* filter=x' > .gitattributes; echo planted",
+        m = marker.display()
+    );
+    let planted = server.run_to_end(
+        &token,
+        &json!({"project": "a", "type": "run", "inputs": {"workspace": workspace, "argv": ["sh", "-c", plant]}}),
+    );
+    assert_eq!(planted["state"], "succeeded", "{planted}");
+    let stderr = planted["result"]["stderr"]["head"].as_str().unwrap();
+    assert!(stderr.contains("Read-only file system"), "{stderr}");
+    // The host's git then works in that workspace: the filter never runs.
+    let patch = "--- a/README\n+++ b/README\n@@ -1 +1,2 @@\n hello from the repo\n+patched\n";
+    let applied = server.run_to_end(
+        &token,
+        &json!({"project": "a", "type": "repo.applyPatch", "inputs": {"workspace": workspace, "patch": patch}}),
+    );
+    assert_eq!(applied["state"], "succeeded", "{applied}");
+    assert!(!marker.exists(), "the host ran the planted filter");
+    let config = std::fs::read_to_string(
+        PathBuf::from(clone["result"]["workspace"].as_str().unwrap()).join(".git/config"),
+    )
+    .unwrap();
+    assert!(!config.contains("filter"), "{config}");
+}

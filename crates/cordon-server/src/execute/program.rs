@@ -187,8 +187,10 @@ pub(crate) fn run_job(attempt: &Attempt<'_>) -> Outcome {
             argv: inputs.argv,
             cwd: root.clone(),
             workspace: WorkspaceMount {
+                // The repository's git data is the server's (later jobs run git on it on the
+                // host): read-only to the program, like a worktree's shared git directory.
+                git_common_dir: Some(root.join(".git")).filter(|g| g.is_dir()),
                 root,
-                git_common_dir: None,
                 read_only: false,
                 overlay: None,
             },

@@ -139,13 +139,17 @@ fn apply_and_commit(
     attempt: &Attempt<'_>,
 ) -> Result<serde_json::Value, Outcome> {
     let git_dir = root.join(".git");
-    let worktree = cordon_git::Worktree::from_parts(git_dir.clone(), git_dir, root.to_owned());
-    let context = GitContext::Discover {
-        dir: root.to_owned(),
+    let worktree = cordon_git::Worktree::from_parts(git_dir.clone(), git_dir.clone(), root.to_owned());
+    // The git directory and the work tree named explicitly (a `core.worktree` or `.git` file
+    // cannot point git elsewhere), and every driver that could run a program blanked.
+    let context = GitContext::WorkTree {
+        git_dir,
+        work_tree: root.to_owned(),
     };
     let git = |args: &[&str]| {
         GitCommand::new(&context, args)
-            .run()
+            .neutralize_drivers()
+            .and_then(|c| c.run())
             .map_err(|e| Outcome::failed("setup", e.to_string()))
     };
     let changed = worktree
@@ -189,7 +193,8 @@ fn apply_and_commit(
         ("user.name".into(), "cordon".into()),
         ("user.email".into(), "cordon@localhost".into()),
     ])
-    .run()
+    .neutralize_drivers()
+    .and_then(|c| c.run())
     .map_err(|e| Outcome::failed("setup", e.to_string()))?;
     let commit = cordon_git::Repo::open(root)
         .and_then(|r| r.resolve_commit("HEAD"))
