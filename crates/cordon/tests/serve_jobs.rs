@@ -658,3 +658,31 @@ fn serve_run_jobs_cannot_plant_git_configuration_that_the_host_would_run() {
     .unwrap();
     assert!(!config.contains("filter"), "{config}");
 }
+
+#[test]
+fn serve_bounds_what_a_flooding_job_writes_to_its_live_log() {
+    let server = Server::start(POLICY);
+    let token = server.token("a", "submit,read");
+    let job = server.run_to_end(
+        &token,
+        &json!({"project": "a", "type": "run", "inputs": {"argv": ["sh", "-c", "yes flood | head -c 30000000; echo tail-end"]}}),
+    );
+    assert_eq!(job["state"], "succeeded", "{job}");
+    assert_eq!(job["result"]["stdout"]["bytes_total"], 30_000_009);
+    assert!(
+        job["result"]["stdout"]["tail"]
+            .as_str()
+            .unwrap()
+            .ends_with("tail-end\n"),
+        "the result keeps the tail"
+    );
+    let id = job["id"].as_str().unwrap();
+    let (status, _, transcript) =
+        server.request("GET", &format!("/v1/jobs/{id}/transcript"), Some(&token), &[], b"");
+    assert_eq!(status, 200);
+    let text = String::from_utf8(transcript).unwrap();
+    assert!(text.len() < 9 << 20, "the log holds {} bytes", text.len());
+    assert!(text.len() >= 8 << 20, "the log holds {} bytes", text.len());
+    assert!(text.contains("the live log stops here"), "the cut is said");
+    assert!(!text.contains("tail-end"));
+}

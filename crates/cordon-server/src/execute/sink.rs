@@ -8,6 +8,10 @@ use cordon_store::{JobId, Store};
 
 use super::Attempt;
 
+/// The most output one attempt writes to its live log (the store); past it, one notice, then
+/// nothing more — the result still keeps the output's head and tail.
+pub const MAX_LIVE_LOG_BYTES: usize = 8 << 20;
+
 /// Writes a job's live output to its event log as it arrives.
 pub(crate) struct EventSink<'a> {
     store: &'a Store,
@@ -15,6 +19,7 @@ pub(crate) struct EventSink<'a> {
     attempt: u32,
     cancel: &'a CancelHandle,
     fenced: bool,
+    logged: usize,
     stage: Option<String>,
     pending: Vec<(Stream, Vec<u8>)>,
     pending_bytes: usize,
@@ -29,6 +34,7 @@ impl<'a> EventSink<'a> {
             attempt: attempt.job.attempt,
             cancel: attempt.cancel,
             fenced: false,
+            logged: 0,
             stage: None,
             pending: Vec::new(),
             pending_bytes: 0,
@@ -71,12 +77,34 @@ impl<'a> EventSink<'a> {
 
     pub(crate) fn flush(&mut self) {
         for (stream, bytes) in std::mem::take(&mut self.pending) {
-            let data = serde_json::json!({
-                "stage": self.stage,
-                "stream": match stream { Stream::Stdout => "stdout", Stream::Stderr => "stderr" },
-                "text": String::from_utf8_lossy(&bytes),
-            });
-            self.append("output", &data);
+            if self.logged > MAX_LIVE_LOG_BYTES {
+                continue;
+            }
+            let room = MAX_LIVE_LOG_BYTES - self.logged;
+            let kept = &bytes[..bytes.len().min(room)];
+            self.logged += kept.len();
+            if !kept.is_empty() {
+                let data = serde_json::json!({
+                    "stage": self.stage,
+                    "stream": match stream { Stream::Stdout => "stdout", Stream::Stderr => "stderr" },
+                    "text": String::from_utf8_lossy(kept),
+                });
+                self.append("output", &data);
+            }
+            if kept.len() < bytes.len() {
+                // Once: `logged` passes the bound, so nothing more is written.
+                self.logged = MAX_LIVE_LOG_BYTES + 1;
+                let notice = serde_json::json!({
+                    "stage": self.stage,
+                    "stream": "stderr",
+                    "text": format!(
+                        "\n[cordon: the live log stops here, at {} MiB; the job's result keeps \
+                         the head and tail of its output]\n",
+                        MAX_LIVE_LOG_BYTES >> 20
+                    ),
+                });
+                self.append("output", &notice);
+            }
         }
         self.pending_bytes = 0;
     }
