@@ -125,6 +125,40 @@ struct Started {
     service: Arc<Service>,
     stop: Arc<AtomicBool>,
     threads: Vec<std::thread::JoinHandle<()>>,
+    /// Held while this process's workers run under their name (released when it ends).
+    _name_lock: Option<std::fs::File>,
+}
+
+/// Takes the lock of worker `name` under `data_dir` (`workers/<name>.lock`): a second process
+/// on this host under the same name is refused before it touches the first one's jobs.
+fn lock_name(data_dir: &std::path::Path, name: &str) -> Result<std::fs::File, ServeError> {
+    let dir = data_dir.join("workers");
+    let safe: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') { c } else { '_' })
+        .collect();
+    let path = dir.join(format!("{safe}.lock"));
+    let file = std::fs::create_dir_all(&dir)
+        .and_then(|()| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&path)
+        })
+        .map_err(|e| ServeError::Settings(format!("cannot lock {}: {e}", path.display())))?;
+    match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(file),
+        Err(rustix::io::Errno::WOULDBLOCK) => Err(ServeError::Settings(format!(
+            "another process on this host runs workers named {name:?} (it holds {}): give this \
+             one another --name",
+            path.display()
+        ))),
+        Err(e) => Err(ServeError::Settings(format!(
+            "cannot lock {}: {e}",
+            path.display()
+        ))),
+    }
 }
 
 fn start(
@@ -146,6 +180,9 @@ fn start(
     }
     let secrets = policy.load_secrets()?;
     let slots = settings.slots.or(default_slots).unwrap_or(policy.workers);
+    let name_lock = (slots > 0)
+        .then(|| lock_name(&data_dir, &settings.name))
+        .transpose()?;
     if slots > 0 {
         // What this worker left running when it died: back to the queue at once.
         let recovered = store
@@ -176,6 +213,7 @@ fn start(
         service,
         stop,
         threads,
+        _name_lock: name_lock,
     })
 }
 
@@ -234,6 +272,10 @@ fn reload_on_hangup(service: &Arc<Service>) {
 /// `workers.slots` is `Some(0)`), binds, calls `ready` with where it listens (the bound port
 /// for TCP), and answers requests. SIGHUP re-reads the policy file.
 pub fn serve(options: ServeOptions, ready: impl FnOnce(&Listen)) -> Result<(), ServeError> {
+    let runtime = runtime()?;
+    // Bound first: a second server started by mistake fails here, before it takes anything
+    // of the first one's.
+    let listener = runtime.block_on(bind(&options.listen))?;
     let started = start(
         options.store,
         options.policy,
@@ -244,9 +286,7 @@ pub fn serve(options: ServeOptions, ready: impl FnOnce(&Listen)) -> Result<(), S
         None,
     )?;
     let service = Arc::clone(&started.service);
-    let runtime = runtime()?;
     let result = runtime.block_on(async {
-        let listener = bind(&options.listen).await?;
         ready(&listener.bound);
         let app = http::router(Arc::clone(&service), options.max_body);
         reload_on_hangup(&service);

@@ -168,22 +168,43 @@ fn run_attempt(service: &Service, job: JobRow) {
         cancel.cancel();
     }
     let outcome = execute(service, &job, &cancel);
-    service
-        .running
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .remove(&job.id);
     if running.is_lost() {
         eprintln!(
             "cordon: job {} attempt {}: the lease was lost; its outcome is not recorded",
             job.id, job.attempt
         );
-        return;
+    } else {
+        // Still in the running map while its end is recorded: the heartbeat keeps renewing
+        // the lease while a failing store is retried.
+        finish_with(service, &job, outcome, Some(&running));
     }
-    finish(service, &job, outcome);
+    // This attempt's entry only (a later attempt of the same job may run here by now).
+    let mut map = service.running.lock().unwrap_or_else(|e| e.into_inner());
+    if map.get(&job.id).is_some_and(|r| Arc::ptr_eq(r, &running)) {
+        map.remove(&job.id);
+    }
 }
 
+/// How long the end of an attempt is retried when the store fails.
+const END_RETRIES: [Duration; 6] = [
+    Duration::from_millis(100),
+    Duration::from_millis(300),
+    Duration::from_secs(1),
+    Duration::from_secs(2),
+    Duration::from_secs(4),
+    Duration::from_secs(8),
+];
+
 fn finish(service: &Service, job: &JobRow, outcome: Outcome) {
+    finish_with(service, job, outcome, None);
+}
+
+fn finish_with(
+    service: &Service,
+    job: &JobRow,
+    outcome: Outcome,
+    running: Option<&RunningJob>,
+) {
     let store = &service.store;
     let shut_down = service.shutting_down.load(Ordering::SeqCst)
         && outcome.state == JobState::Cancelled
@@ -196,7 +217,9 @@ fn finish(service: &Service, job: &JobRow, outcome: Outcome) {
     };
     let retry = outcome.state == JobState::Failed
         && (job.attempt < job.max_attempts || shut_down)
-        && outcome.failure.as_ref().is_some_and(JobFailure::retryable);
+        && outcome.failure.as_ref().is_some_and(JobFailure::retryable)
+        // A job whose cancel was asked for meanwhile is not tried again.
+        && !matches!(store.get_job(&job.id), Ok(Some(j)) if j.cancel_requested);
     let failure_json = outcome
         .failure
         .as_ref()
@@ -218,21 +241,34 @@ fn finish(service: &Service, job: &JobRow, outcome: Outcome) {
             cpu_ms: Some(outcome.cpu_ms),
         }
     };
-    match store.end_attempt(&job.id, job.attempt, &end) {
-        Ok(true) => {}
-        Ok(false) => {
-            eprintln!(
-                "cordon: job {} attempt {}: no longer running it; result dropped",
-                job.id, job.attempt
-            );
-            return;
-        }
-        Err(error) => {
-            eprintln!(
-                "cordon serve: job {}: cannot record its end: {error}",
-                job.id
-            );
-            return;
+    // A store that fails now and then must not make a finished attempt look dead (its job
+    // would run again): the end is retried while the lease is held.
+    let mut retries = END_RETRIES.iter();
+    loop {
+        match store.end_attempt(&job.id, job.attempt, &end) {
+            Ok(true) => break,
+            Ok(false) => {
+                eprintln!(
+                    "cordon: job {} attempt {}: no longer running it; result dropped",
+                    job.id, job.attempt
+                );
+                return;
+            }
+            Err(error) => {
+                let pause = retries.next().filter(|_| !running.is_some_and(RunningJob::is_lost));
+                let Some(pause) = pause else {
+                    eprintln!(
+                        "cordon: job {}: cannot record its end, gave up: {error}",
+                        job.id
+                    );
+                    return;
+                };
+                eprintln!(
+                    "cordon: job {}: cannot record its end (again in {pause:?}): {error}",
+                    job.id
+                );
+                std::thread::sleep(*pause);
+            }
         }
     }
     let state = if retry {

@@ -686,3 +686,30 @@ fn serve_bounds_what_a_flooding_job_writes_to_its_live_log() {
     assert!(text.contains("the live log stops here"), "the cut is said");
     assert!(!text.contains("tail-end"));
 }
+
+#[test]
+fn serve_a_second_server_under_the_same_worker_name_takes_nothing_from_the_first() {
+    let server = Server::start(POLICY);
+    let token = server.token("a", "submit,read");
+    let (status, job) = server.submit(
+        &token,
+        &json!({"project": "a", "type": "run", "inputs": {"argv": ["sh", "-c", "echo started; sleep 2; echo done"]}}),
+    );
+    assert_eq!(status, 201, "{job}");
+    let id = job["id"].as_str().unwrap().to_owned();
+    server.follow(&token, &id, None, |e| e.1 != "output");
+    // The same home and host name, another port: refused before it recovers anything.
+    let out = Command::new(env!("CARGO_BIN_EXE_cordon"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&server.policy)
+        .env("CORDON_HOME", &server.home)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("another process on this host runs workers named"), "{stderr}");
+    let events = server.events(&token, &id, None);
+    let job = server.job(&token, &id);
+    assert_eq!(job["state"], "succeeded", "{job}");
+    assert_eq!(job["attempt"], 1, "the first server's job was left alone: {events:?}");
+}
