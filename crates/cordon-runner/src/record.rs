@@ -69,7 +69,14 @@ impl Recorder {
         command: &[String],
         transcript_limit: u64,
     ) -> Result<Self, RecordError> {
-        Self::begin_on(Self::open()?, kind, repo, session, command, transcript_limit)
+        Self::begin_on(
+            Self::open()?,
+            kind,
+            repo,
+            session,
+            command,
+            transcript_limit,
+        )
     }
 
     /// Opens the default store and marks runs whose cordon died as interrupted: the part of

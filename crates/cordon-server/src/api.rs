@@ -113,6 +113,7 @@ pub struct JobRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schema: Option<JobRequestTag>,
     /// The project (the token must belong to it).
+    #[schemars(length(max = 200))]
     pub project: String,
     /// The job type.
     #[serde(rename = "type")]
@@ -127,6 +128,7 @@ pub struct JobRequest {
     pub timeout: Option<String>,
     /// The same key in the same project returns the existing job instead of a new one.
     #[serde(default)]
+    #[schemars(length(max = 200))]
     pub idempotency_key: Option<String>,
     /// Names of secrets the job's programs get (values stay on the server, redacted).
     #[serde(default)]

@@ -4,9 +4,10 @@
 //!
 //! One thread per process. Leases are renewed every third of their length; cancel requests
 //! are polled every [`CANCEL_POLL`], so a cancel reaches the job's process tree within about
-//! half a second wherever the job runs. A job whose lease could not be renewed for a whole
-//! lease length (the database was unreachable) is ended too: by then the store may have
-//! given it to another worker, and two attempts must never run at once.
+//! half a second wherever the job runs. A second thread, which never waits for the store,
+//! ends a job whose lease was not renewed for two thirds of its length (the database was
+//! slow or unreachable, the process was paused): before the store may give it to another
+//! worker, so two attempts never run at once as long as the machines' clocks agree.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,14 +18,51 @@ use crate::service::Service;
 /// How often cancel requests are looked for.
 pub const CANCEL_POLL: Duration = Duration::from_millis(500);
 
-/// Starts the heartbeat thread; it stops once `stop` is set.
-pub(crate) fn start(service: &Arc<Service>, stop: &Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
-    let service = Arc::clone(service);
-    let stop = Arc::clone(stop);
-    std::thread::Builder::new()
-        .name("cordon-heartbeat".into())
-        .spawn(move || beat(&service, &stop))
-        .expect("the heartbeat thread starts")
+/// How often the lease watchdog looks at the running jobs.
+const WATCHDOG_TICK: Duration = Duration::from_millis(200);
+
+/// Starts the heartbeat and the lease watchdog threads; they stop once `stop` is set.
+pub(crate) fn start(
+    service: &Arc<Service>,
+    stop: &Arc<AtomicBool>,
+) -> [std::thread::JoinHandle<()>; 2] {
+    let spawn = |name: &str, body: fn(&Service, &AtomicBool)| {
+        let service = Arc::clone(service);
+        let stop = Arc::clone(stop);
+        std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || body(&service, &stop))
+            .expect("a heartbeat thread starts")
+    };
+    [
+        spawn("cordon-heartbeat", beat),
+        spawn("cordon-lease-watch", watch),
+    ]
+}
+
+/// Ends every job whose lease went unrenewed for two thirds of its length; never waits for
+/// the store.
+fn watch(service: &Service, stop: &AtomicBool) {
+    let limit = service.lease * 2 / 3;
+    while !stop.load(Ordering::SeqCst) {
+        std::thread::sleep(WATCHDOG_TICK);
+        for (id, job) in service.running_jobs() {
+            let since = job
+                .renewed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .elapsed();
+            if since >= limit && !job.is_lost() {
+                eprintln!(
+                    "cordon: job {id} attempt {}: its lease was not renewed for {}ms; ending its \
+                     process tree before another worker may take it",
+                    job.attempt,
+                    since.as_millis()
+                );
+                job.lose();
+            }
+        }
+    }
 }
 
 fn beat(service: &Service, stop: &AtomicBool) {

@@ -48,7 +48,9 @@ impl IntoResponse for RequestError {
             RequestError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
             RequestError::Policy { .. } => (StatusCode::FORBIDDEN, "policy"),
             RequestError::Budget { .. } => (StatusCode::TOO_MANY_REQUESTS, "budget"),
-            RequestError::Store(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+            RequestError::Store(_) | RequestError::Internal => {
+                (StatusCode::INTERNAL_SERVER_ERROR, "internal")
+            }
         };
         let body = ApiError {
             schema: ApiErrorTag,
@@ -77,9 +79,10 @@ impl IntoResponse for RequestError {
 pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, RequestError> + Send + 'static,
 ) -> Result<T, RequestError> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .unwrap_or_else(|e| Err(RequestError::BadRequest(format!("the request failed: {e}"))))
+    tokio::task::spawn_blocking(f).await.unwrap_or_else(|_| {
+        // A panic's text stays in the server's log, not in the answer.
+        Err(RequestError::Internal)
+    })
 }
 
 fn bearer(headers: &HeaderMap) -> Option<String> {

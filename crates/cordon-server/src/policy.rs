@@ -402,18 +402,19 @@ impl ProjectPolicy {
 
     /// Whether `argv` may run under these rules (`key` names the project's section).
     pub fn check_command(&self, key: &str, argv: &[String]) -> Result<(), Refusal> {
-        if let Some((i, rule)) = self
-            .deny
-            .iter()
-            .enumerate()
-            .find(|(_, r)| prefix_matches(&r.argv, argv))
-        {
+        if let Some((i, rule)) = self.deny.iter().enumerate().find(|(_, r)| {
+            prefix_matches(&r.argv, argv, true) || prefix_matches(&r.argv, argv, false)
+        }) {
             return Err(Refusal {
                 rule: format!("projects.{key}.deny[{i}]"),
                 reason: rule.reason.clone(),
             });
         }
-        if self.allow.iter().any(|rule| prefix_matches(rule, argv)) {
+        if self
+            .allow
+            .iter()
+            .any(|rule| prefix_matches(rule, argv, false))
+        {
             return Ok(());
         }
         Err(Refusal {
@@ -424,15 +425,25 @@ impl ProjectPolicy {
 }
 
 /// Whether `rule` matches the start of `argv`: `*` matches any one argument; a final `*`
-/// matches any rest, including nothing. A program given as a path matches by its file name.
-fn prefix_matches(rule: &[String], argv: &[String]) -> bool {
+/// matches any rest, including nothing. A program named bare (`cargo`) matches a rule's bare
+/// name; a program given as a path (`./cargo`, `/usr/bin/git`) matches only a rule that
+/// names that same path (or `*`): a repository cannot pass its own `bin/cargo` off as the
+/// allowed `cargo`.
+///
+/// Deny rules are matched more broadly (`by_name`): a program given as a path also matches
+/// a rule naming its file name, so `/usr/bin/git push` is refused by `["git", "push"]`.
+fn prefix_matches(rule: &[String], argv: &[String], by_name: bool) -> bool {
     let Some(program) = argv.first() else {
         return false;
     };
-    let name = Path::new(program)
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or(program);
+    let name = if by_name {
+        Path::new(program)
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or(program)
+    } else {
+        program.as_str()
+    };
     let mut args = std::iter::once(name).chain(argv[1..].iter().map(String::as_str));
     for (i, want) in rule.iter().enumerate() {
         let last = i + 1 == rule.len();
@@ -480,10 +491,26 @@ mod tests {
     fn deny_wins_over_allow_and_nothing_is_allowed_by_default() {
         let p = rules(&[&["git", "*"]], &[&["git", "push", "*"]]);
         assert!(p.check_command("x", &argv(&["git", "status"])).is_ok());
+        // A program given as a path is not the bare name's program.
         assert!(
             p.check_command("x", &argv(&["/usr/bin/git", "log", "-1"]))
+                .is_err()
+        );
+        assert!(p.check_command("x", &argv(&["./git", "log"])).is_err());
+        let refusal = p
+            .check_command("x", &argv(&["/usr/bin/git", "push", "o"]))
+            .unwrap_err();
+        assert_eq!(
+            refusal.rule, "projects.x.deny[0]",
+            "deny rules match by file name"
+        );
+        let by_path = rules(&[&["/usr/bin/git", "*"]], &[]);
+        assert!(
+            by_path
+                .check_command("x", &argv(&["/usr/bin/git", "log"]))
                 .is_ok()
         );
+        assert!(by_path.check_command("x", &argv(&["git", "log"])).is_err());
         let refusal = p
             .check_command("x", &argv(&["git", "push", "origin"]))
             .unwrap_err();

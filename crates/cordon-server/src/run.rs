@@ -135,7 +135,13 @@ fn lock_name(data_dir: &std::path::Path, name: &str) -> Result<std::fs::File, Se
     let dir = data_dir.join("workers");
     let safe: String = name
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect();
     let path = dir.join(format!("{safe}.lock"));
     let file = std::fs::create_dir_all(&dir)
@@ -202,6 +208,7 @@ fn start(
         lease: settings.lease,
         wake: (Mutex::new(0), Condvar::new()),
         shutting_down: AtomicBool::new(false),
+        over_budget: Mutex::new(None),
     });
     if slots > 0 {
         // Scratch directories of attempts that died with this worker's previous process.

@@ -50,6 +50,9 @@ pub enum RequestError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] cordon_store::StoreError),
+    /// The server failed in a way the client cannot act on (the details are in its log).
+    #[error("the server failed to answer; its log says why")]
+    Internal,
 }
 
 /// The scopes a token may carry.
@@ -80,6 +83,9 @@ pub struct Service {
     pub wake: (Mutex<u64>, Condvar),
     /// Set when the server stops: running jobs are ended and requeued, not cancelled.
     pub shutting_down: std::sync::atomic::AtomicBool,
+    /// The projects past a daily budget, as last counted (jobs queued before the budget ran
+    /// out wait for the next day), and when they were counted.
+    pub over_budget: Mutex<Option<(std::time::Instant, Vec<String>)>>,
 }
 
 /// A job one of this process's workers runs.
@@ -205,6 +211,61 @@ impl Service {
         Ok(())
     }
 
+    /// Counts again which projects are past a daily budget, when the last count is more
+    /// than a few seconds old. Called before a claim (never inside one: it asks the store).
+    pub fn refresh_over_budget(&self) {
+        const RECOUNT: Duration = Duration::from_secs(5);
+        let stale = self
+            .over_budget
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .is_none_or(|(at, _)| at.elapsed() >= RECOUNT);
+        if stale {
+            let projects = self.count_over_budget();
+            *self.over_budget.lock().unwrap_or_else(|e| e.into_inner()) =
+                Some((std::time::Instant::now(), projects));
+        }
+    }
+
+    /// Whether `project` was past one of its daily budgets at the last count.
+    pub fn is_over_budget(&self, project: &str) -> bool {
+        self.over_budget
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .is_some_and(|(_, projects)| projects.iter().any(|p| p == project))
+    }
+
+    fn count_over_budget(&self) -> Vec<String> {
+        let policy = self.policy();
+        let now = now_ms();
+        let day_start = now - now.rem_euclid(DAY_MS);
+        let Ok(depth) = self.store.queue_depth() else {
+            return Vec::new();
+        };
+        depth
+            .into_iter()
+            .map(|d| d.project)
+            .filter(|project| {
+                let Some((_, rules)) = policy.project(project) else {
+                    return false;
+                };
+                let (wall, cpu) = (rules.daily_wall(), rules.daily_cpu());
+                if wall.is_none() && cpu.is_none() {
+                    return false;
+                }
+                let Ok(used) = self.store.project_usage(project, day_start) else {
+                    return false;
+                };
+                let spent = |budget: Option<Duration>, used: u64| {
+                    budget.is_some_and(|b| u128::from(used) >= b.as_millis())
+                };
+                spent(wall, used.wall_ms) || spent(cpu, used.cpu_ms)
+            })
+            .collect()
+    }
+
     /// The scratch directories of this process's workers: `scratch/<worker name>` under the
     /// data directory, so that processes sharing it never remove each other's.
     pub fn scratch_dir(&self) -> PathBuf {
@@ -279,6 +340,16 @@ impl Service {
         request: &JobRequest,
     ) -> Result<(JobRow, bool), RequestError> {
         require(token, "submit")?;
+        for (field, value, limit) in [
+            ("project", Some(&request.project), 200),
+            ("idempotency_key", request.idempotency_key.as_ref(), 200),
+        ] {
+            if value.is_some_and(|v| v.len() > limit) {
+                return Err(RequestError::BadRequest(format!(
+                    "{field} is longer than {limit} bytes"
+                )));
+            }
+        }
         if request.project == crate::access::ALL_PROJECTS {
             return Err(RequestError::BadRequest(
                 "`*` names every project, not one: submit for a project".into(),

@@ -72,7 +72,10 @@ pub fn start(
     count: u32,
     stop: &Arc<AtomicBool>,
 ) -> Vec<std::thread::JoinHandle<()>> {
-    let heartbeat = (count > 0).then(|| crate::heartbeat::start(service, stop));
+    let heartbeat = (count > 0)
+        .then(|| crate::heartbeat::start(service, stop))
+        .into_iter()
+        .flatten();
     (0..count)
         .map(|n| {
             let service = Arc::clone(service);
@@ -92,11 +95,19 @@ fn work(service: &Service, stop: &AtomicBool) {
     while !stop.load(Ordering::SeqCst) {
         let seen = *service.wake.0.lock().unwrap_or_else(|e| e.into_inner());
         let policy = service.policy();
+        service.refresh_over_budget();
         let claimed = service.store.claim_job(&Claim {
             worker: &worker,
             lease: service.lease,
             workers: policy.workers,
-            concurrency: &|project| policy.concurrency(project),
+            // A project past its daily budget runs nothing more today, whatever it queued.
+            concurrency: &|project| {
+                if service.is_over_budget(project) {
+                    0
+                } else {
+                    policy.concurrency(project)
+                }
+            },
         });
         if let Ok(claimed) = &claimed {
             log_recovered(&service.store, &claimed.expired);
@@ -178,6 +189,11 @@ fn run_attempt(service: &Service, job: JobRow) {
         // the lease while a failing store is retried.
         finish_with(service, &job, outcome, Some(&running));
     }
+    // What the project used changed: the next claim counts the budgets again.
+    *service
+        .over_budget
+        .lock()
+        .unwrap_or_else(|e| e.into_inner()) = None;
     // This attempt's entry only (a later attempt of the same job may run here by now).
     let mut map = service.running.lock().unwrap_or_else(|e| e.into_inner());
     if map.get(&job.id).is_some_and(|r| Arc::ptr_eq(r, &running)) {
@@ -199,12 +215,7 @@ fn finish(service: &Service, job: &JobRow, outcome: Outcome) {
     finish_with(service, job, outcome, None);
 }
 
-fn finish_with(
-    service: &Service,
-    job: &JobRow,
-    outcome: Outcome,
-    running: Option<&RunningJob>,
-) {
+fn finish_with(service: &Service, job: &JobRow, outcome: Outcome, running: Option<&RunningJob>) {
     let store = &service.store;
     let shut_down = service.shutting_down.load(Ordering::SeqCst)
         && outcome.state == JobState::Cancelled
@@ -255,7 +266,9 @@ fn finish_with(
                 return;
             }
             Err(error) => {
-                let pause = retries.next().filter(|_| !running.is_some_and(RunningJob::is_lost));
+                let pause = retries
+                    .next()
+                    .filter(|_| !running.is_some_and(RunningJob::is_lost));
                 let Some(pause) = pause else {
                     eprintln!(
                         "cordon: job {}: cannot record its end, gave up: {error}",

@@ -79,7 +79,11 @@ impl PostgresBackend {
             .build()
             .map_err(StoreErrorKind::Runtime)?;
         let options: PgConnectOptions = url.parse().map_err(StoreErrorKind::Postgres)?;
-        let options = options.application_name("cordon");
+        // A client that stalls inside a transaction (a paused worker, a lost host) is cut
+        // off after 10 s, releasing its row locks, instead of blocking every claim.
+        let options = options
+            .application_name("cordon")
+            .options([("idle_in_transaction_session_timeout", "10s")]);
         let pool = runtime.block_on(async {
             PgPoolOptions::new()
                 .min_connections(0)

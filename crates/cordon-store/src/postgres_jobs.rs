@@ -162,6 +162,11 @@ impl JobBackend for PostgresBackend {
     fn claim_job(&self, claim: &Claim<'_>, now: i64) -> Result<Claimed, StoreErrorKind> {
         self.run(async {
             let mut tx = self.pool.begin().await?;
+            // A claim never queues for long behind a stalled client's row or lock: it fails
+            // and the worker tries again.
+            sqlx::query("SET LOCAL lock_timeout = '5s'")
+                .execute(&mut *tx)
+                .await?;
             sqlx::query("SELECT pg_advisory_xact_lock($1)")
                 .bind(CLAIM_LOCK)
                 .execute(&mut *tx)
@@ -504,7 +509,7 @@ async fn reclaim(
             "SELECT id, attempt, max_attempts, cancel_requested, worker FROM jobs \
              WHERE state = 'running' \
              AND (lease_expires_at_ms IS NULL OR lease_expires_at_ms < $1) \
-             ORDER BY id FOR UPDATE",
+             ORDER BY id FOR UPDATE SKIP LOCKED",
         )
         .bind(now),
         Reclaim::Worker(worker) => sqlx::query_as(

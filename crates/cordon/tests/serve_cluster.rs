@@ -229,8 +229,10 @@ fn serve_cluster_two_api_servers_three_workers_one_postgres() {
         Duration::from_secs(30),
         || {
             let said = stopped.stderr();
-            (said.contains("the lease is lost") || said.contains("refuses its writes"))
-                .then_some(())
+            (said.contains("the lease is lost")
+                || said.contains("refuses its writes")
+                || said.contains("lease was not renewed"))
+            .then_some(())
         },
     );
 

@@ -677,8 +677,13 @@ fn serve_bounds_what_a_flooding_job_writes_to_its_live_log() {
         "the result keeps the tail"
     );
     let id = job["id"].as_str().unwrap();
-    let (status, _, transcript) =
-        server.request("GET", &format!("/v1/jobs/{id}/transcript"), Some(&token), &[], b"");
+    let (status, _, transcript) = server.request(
+        "GET",
+        &format!("/v1/jobs/{id}/transcript"),
+        Some(&token),
+        &[],
+        b"",
+    );
     assert_eq!(status, 200);
     let text = String::from_utf8(transcript).unwrap();
     assert!(text.len() < 9 << 20, "the log holds {} bytes", text.len());
@@ -707,9 +712,48 @@ fn serve_a_second_server_under_the_same_worker_name_takes_nothing_from_the_first
         .unwrap();
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("another process on this host runs workers named"), "{stderr}");
+    assert!(
+        stderr.contains("another process on this host runs workers named"),
+        "{stderr}"
+    );
     let events = server.events(&token, &id, None);
     let job = server.job(&token, &id);
     assert_eq!(job["state"], "succeeded", "{job}");
-    assert_eq!(job["attempt"], 1, "the first server's job was left alone: {events:?}");
+    assert_eq!(
+        job["attempt"], 1,
+        "the first server's job was left alone: {events:?}"
+    );
+}
+
+#[test]
+fn serve_jobs_queued_before_a_budget_ran_out_wait_for_the_next_day() {
+    let server = Server::start(
+        "[projects.a]\nconcurrency = 1\nallow = [[\"sh\", \"*\"]]\ndaily_budget = { wall = \"1s\" }\n",
+    );
+    let token = server.token("a", "submit,read");
+    let submit = |script: &str| {
+        let (status, job) = server.submit(
+            &token,
+            &json!({"project": "a", "type": "run", "inputs": {"argv": ["sh", "-c", script]}}),
+        );
+        assert_eq!(status, 201, "{job}");
+        job["id"].as_str().unwrap().to_owned()
+    };
+    // Both accepted while the project has used nothing; the first spends the budget.
+    let first = submit("sleep 1.5");
+    let second = submit("echo should not run today");
+    let events = server.events(&token, &first, None);
+    assert_eq!(events.last().unwrap().2["state"], "succeeded", "{events:?}");
+    // Budgets are counted again after every attempt and every 5 s: past that, the second is
+    // still waiting.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(8);
+    while std::time::Instant::now() < deadline {
+        assert_eq!(server.job(&token, &second)["state"], "queued");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let (status, answer) = server.submit(
+        &token,
+        &json!({"project": "a", "type": "run", "inputs": {"argv": ["sh", "-c", "true"]}}),
+    );
+    assert_eq!(status, 429, "{answer}");
 }

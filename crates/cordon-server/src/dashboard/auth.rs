@@ -231,7 +231,16 @@ pub(crate) struct ChangeForm {
 /// Where to go after the login: a path on this server, never elsewhere.
 fn local_path(next: Option<&str>) -> String {
     match next {
-        Some(p) if p.starts_with('/') && !p.starts_with("//") && !p.contains('\\') => p.to_owned(),
+        // A path of this site only: no `//host`, no backslash, and no whitespace or control
+        // character (browsers drop a tab or newline and would read `/\t/evil` as `//evil`).
+        Some(p)
+            if p.starts_with('/')
+                && !p.starts_with("//")
+                && !p.contains('\\')
+                && !p.chars().any(|c| c.is_whitespace() || c.is_control()) =>
+        {
+            p.to_owned()
+        }
         _ => "/".to_owned(),
     }
 }
@@ -415,7 +424,15 @@ mod tests {
     #[test]
     fn only_local_paths_are_followed_after_a_login() {
         assert_eq!(local_path(Some("/jobs/j-x?a=1")), "/jobs/j-x?a=1");
-        for bad in ["//evil.example", "https://evil.example", "/\\evil", "jobs"] {
+        for bad in [
+            "//evil.example",
+            "https://evil.example",
+            "/\\evil",
+            "jobs",
+            "/\t/evil.example",
+            "/\n/evil.example",
+            "/ /evil.example",
+        ] {
             assert_eq!(local_path(Some(bad)), "/", "{bad}");
         }
         assert_eq!(local_path(None), "/");

@@ -42,6 +42,7 @@ impl From<RequestError> for PageError {
                 eprintln!("cordon serve: dashboard: {error}");
                 PageError::Internal
             }
+            RequestError::Internal => PageError::Internal,
         }
     }
 }

@@ -102,8 +102,17 @@ impl Attempt<'_> {
 
     /// The secrets the job asked for (by name; values come from the secrets file, else the
     /// server's environment).
+    /// (Those the project's policy no longer allows — it was reloaded since — are left out.)
     pub(crate) fn secret_names(&self) -> Vec<String> {
+        let allowed = self
+            .policy
+            .project(&self.job.project)
+            .map(|(_, rules)| rules.secrets.clone())
+            .unwrap_or_default();
         self.names("secrets")
+            .into_iter()
+            .filter(|name| allowed.contains(name))
+            .collect()
     }
 
     /// The variables of the server's environment the job asked for.

@@ -27,23 +27,33 @@ pub(crate) fn clone_job(attempt: &Attempt<'_>) -> Outcome {
             format!("cannot create {}: {error}", parent.display()),
         );
     }
-    // A previous attempt's leftovers.
-    let _ = std::fs::remove_dir_all(&dest);
-    match clone(
+    // Cloned under a name of this attempt's own, then moved into place: an earlier attempt
+    // still running somewhere (its lease lost) never removes or mixes into this one's.
+    let staged = parent.join(format!(".{}-{}", attempt.job.id, attempt.job.attempt));
+    let _ = std::fs::remove_dir_all(&staged);
+    let placed = clone(
         &parent,
-        &dest,
+        &staged,
         &inputs.url,
         inputs.rev.as_deref(),
         inputs.depth,
-    ) {
+    )
+    .map_err(|e| e.to_string())
+    .and_then(|commit| {
+        let _ = std::fs::remove_dir_all(&dest);
+        std::fs::rename(&staged, &dest)
+            .map(|()| commit)
+            .map_err(|e| format!("cannot move the clone to {}: {e}", dest.display()))
+    });
+    match placed {
         Ok(commit) => Outcome::succeeded(serde_json::json!({
             "workspace": dest.display().to_string(),
             "commit": commit,
             "branch": WORKSPACE_BRANCH,
         })),
         Err(error) => {
-            let _ = std::fs::remove_dir_all(&dest);
-            Outcome::failed("setup", error.to_string())
+            let _ = std::fs::remove_dir_all(&staged);
+            Outcome::failed("setup", error)
         }
     }
 }
@@ -139,7 +149,8 @@ fn apply_and_commit(
     attempt: &Attempt<'_>,
 ) -> Result<serde_json::Value, Outcome> {
     let git_dir = root.join(".git");
-    let worktree = cordon_git::Worktree::from_parts(git_dir.clone(), git_dir.clone(), root.to_owned());
+    let worktree =
+        cordon_git::Worktree::from_parts(git_dir.clone(), git_dir.clone(), root.to_owned());
     // The git directory and the work tree named explicitly (a `core.worktree` or `.git` file
     // cannot point git elsewhere), and every driver that could run a program blanked.
     let context = GitContext::WorkTree {

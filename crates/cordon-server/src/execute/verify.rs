@@ -148,6 +148,12 @@ fn verify_in(
     rev: String,
 ) -> Outcome {
     let job = attempt.job;
+    // The ref resolved once: the plan checked against the policy is the plan that runs, even
+    // if another job moves the workspace's branch meanwhile.
+    let rev = match cordon_git::Repo::open(&repo).and_then(|r| r.resolve_commit(&rev)) {
+        Ok(commit) => commit.as_str().to_owned(),
+        Err(error) => return Outcome::failed("usage", format!("ref {rev:?}: {error}")),
+    };
     let mut request = cordon_verify::VerifyRequest {
         repo,
         rev,

@@ -215,9 +215,9 @@ pub(crate) fn execute(
         None => None,
         Some(opening) => {
             let store = match opening {
-                Opening::Thread(thread) => thread.join().map_err(|_| {
-                    CliError::msg(CORDON_FAILED, "opening the run history failed")
-                })?,
+                Opening::Thread(thread) => thread
+                    .join()
+                    .map_err(|_| CliError::msg(CORDON_FAILED, "opening the run history failed"))?,
                 Opening::Inline => Recorder::open(),
             };
             Some(
