@@ -18,8 +18,6 @@ use crate::http::blocking;
 use crate::service::{RequestError, Service, now_ms};
 
 const DAY_MS: i64 = 86_400_000;
-/// Queued jobs counted at most per page view (beyond: shown as "N+").
-const QUEUED_READ: u32 = 5000;
 /// Recent jobs read to find the projects active today.
 const RECENT_READ: u32 = 2000;
 /// Failed jobs per project whose categories are counted.
@@ -79,20 +77,13 @@ fn load(service: &Service, token: &TokenRow) -> Result<(Vec<ProjectRow>, u32, u3
     };
     let policy = service.policy();
     let running: BTreeMap<String, u32> = service.store.running_per_project()?.into_iter().collect();
-    let projects = if crate::access::is_operator(token) {
-        Vec::new()
-    } else {
-        names.clone()
-    };
-    let mut queued: BTreeMap<String, u64> = BTreeMap::new();
-    for job in service.store.list_jobs(&JobFilter {
-        projects: projects.clone(),
-        state: Some(JobState::Queued),
-        before: None,
-        limit: QUEUED_READ,
-    })? {
-        *queued.entry(job.project).or_default() += 1;
-    }
+    // One aggregate query, whatever the queue's length.
+    let queued: BTreeMap<String, u64> = service
+        .store
+        .queue_depth()?
+        .into_iter()
+        .map(|d| (d.project, u64::from(d.queued)))
+        .collect();
     let day_start = now_ms() - now_ms().rem_euclid(DAY_MS);
     let mut rows = Vec::new();
     for name in names {
@@ -157,7 +148,7 @@ fn table(rows: &[ProjectRow]) -> Markup {
                             " " span.count { (row.running) " / " (row.concurrency) }
                         }
                         td data-label="Queued" {
-                            (row.queued) @if row.queued >= u64::from(QUEUED_READ) { "+" }
+                            (row.queued)
                         }
                         td data-label="Budget" {
                             @if let Some(budget) = row.budget_ms {
