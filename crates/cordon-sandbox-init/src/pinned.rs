@@ -55,34 +55,34 @@ pub fn identity(fd: &OwnedFd) -> Setup<FileIdentity> {
 
 /// `mkdir -p path` where no existing component may be a symlink; returns the directory,
 /// opened.
+///
+/// The deepest directory of `path` that exists is found first, from `path` itself upwards,
+/// each try one `openat2` of the whole prefix that refuses a symlink anywhere on the way: a
+/// mount point that is already there (most of them, once a first mount under a directory
+/// made it) costs one system call instead of one per component. The missing components are
+/// then made and opened one by one, below the directory found.
 pub fn mkdir_p(path: &Path, mode: u32) -> Setup<OwnedFd> {
-    let mut dir = open(Path::new("/"))?;
+    let mut names = Vec::new();
     for component in path.components() {
-        let name = match component {
-            Component::RootDir => continue,
-            Component::Normal(name) => name,
+        match component {
+            Component::RootDir => {}
+            Component::Normal(name) => names.push(name),
             Component::CurDir | Component::ParentDir | Component::Prefix(_) => {
                 return Err(format!("{} is not a plain absolute path", path.display()).into());
             }
-        };
-        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
-        dir = match rustix::fs::openat2(&dir, name, flags, Mode::empty(), no_links()) {
-            Ok(next) => next,
-            Err(rustix::io::Errno::NOENT) => {
-                match rustix::fs::mkdirat(&dir, name, Mode::from_raw_mode(mode)) {
-                    Ok(()) | Err(rustix::io::Errno::EXIST) => {}
-                    Err(e) => {
-                        return Err(format!(
-                            "create directory {}: {}",
-                            path.display(),
-                            std::io::Error::from(e)
-                        )
-                        .into());
-                    }
-                }
-                rustix::fs::openat2(&dir, name, flags, Mode::empty(), no_links())
-                    .map_err(|e| format!("open {}: {}", path.display(), std::io::Error::from(e)))?
-            }
+        }
+    }
+    if !path.has_root() {
+        return Err(format!("{} is not a plain absolute path", path.display()).into());
+    }
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let mut existing = names.len();
+    let mut dir = loop {
+        let mut prefix = std::path::PathBuf::from("/");
+        prefix.extend(&names[..existing]);
+        match rustix::fs::openat2(CWD, &prefix, flags, Mode::empty(), no_links()) {
+            Ok(dir) => break dir,
+            Err(rustix::io::Errno::NOENT) if existing > 0 => existing -= 1,
             Err(e) => {
                 return Err(format!(
                     "{} cannot be a mount point (a symlink or not a directory on the way): {}",
@@ -91,7 +91,27 @@ pub fn mkdir_p(path: &Path, mode: u32) -> Setup<OwnedFd> {
                 )
                 .into());
             }
-        };
+        }
+    };
+    for name in &names[existing..] {
+        match rustix::fs::mkdirat(&dir, *name, Mode::from_raw_mode(mode)) {
+            Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+            Err(e) => {
+                return Err(format!(
+                    "create directory {}: {}",
+                    path.display(),
+                    std::io::Error::from(e)
+                )
+                .into());
+            }
+        }
+        dir = rustix::fs::openat2(&dir, *name, flags, Mode::empty(), no_links()).map_err(|e| {
+            format!(
+                "{} cannot be a mount point (a symlink or not a directory on the way): {}",
+                path.display(),
+                std::io::Error::from(e)
+            )
+        })?;
     }
     Ok(dir)
 }
