@@ -20,8 +20,9 @@ impl SyscallFilter {
     pub fn compile() -> Result<Self, SeccompError> {
         let eperm = BpfProgram::try_from(rules::eperm_filter()?)?;
         let enosys = BpfProgram::try_from(rules::enosys_filter()?)?;
-        let mut program = program::guard();
-        program.extend(program::join(eperm, enosys));
+        let mut full = program::guard();
+        full.extend(program::join(eperm, enosys));
+        let program = program::dispatch(&rules::named()?, full);
         if program.len() > MAX_INSTRUCTIONS {
             return Err(SeccompError::TooLong(program.len()));
         }
@@ -154,6 +155,50 @@ mod tests {
             run_arch(p, AUDIT_ARCH_I386, 20, &[0; 6]),
             Verdict::KillProcess
         );
+    }
+
+    /// The dispatch in front changes no verdict: every number (native, x32, small and large,
+    /// of three architectures) with every argument the rules look at gets what the program
+    /// behind it alone says.
+    #[test]
+    fn the_dispatch_decides_as_the_program_behind_it() {
+        use super::super::eval::{native_arch, run_arch};
+        let eperm = BpfProgram::try_from(rules::eperm_filter().unwrap()).unwrap();
+        let enosys = BpfProgram::try_from(rules::enosys_filter().unwrap()).unwrap();
+        let mut full = program::guard();
+        full.extend(program::join(eperm, enosys));
+        let with = SyscallFilter::compile().unwrap();
+        assert!(with.len() > full.len());
+        let flag = |f: libc::c_int| u64::try_from(f).unwrap();
+        let mut args: Vec<[u64; 6]> = vec![[0; 6], [u64::MAX; 6]];
+        for f in rules::NAMESPACE_FLAGS {
+            args.push([flag(*f) | 17, 0, 0, 0, 0, 0]);
+        }
+        for r in [libc::TIOCSTI, libc::TIOCLINUX, libc::TCGETS] {
+            args.push([0, r, 0, 0, 0, 0]);
+            args.push([0, r | 1 << 32, 0, 0, 0, 0]);
+        }
+        for d in [libc::AF_VSOCK, libc::AF_INET, libc::AF_UNIX] {
+            args.push([flag(d), 0, 0, 0, 0, 0]);
+        }
+        for p in [0, rules::PERSONALITY_QUERY, 0x0040_0000] {
+            args.push([p, 0, 0, 0, 0, 0]);
+        }
+        let numbers: Vec<u32> = (0..1100)
+            .chain((0..1100).map(|n| n | 0x4000_0000))
+            .chain([0x3fff_ffff, 0x7fff_ffff, 0x8000_0000, u32::MAX])
+            .collect();
+        for arch in [native_arch(), 3 | 0x4000_0000, 40 | 0x4000_0000] {
+            for &n in &numbers {
+                for a in &args {
+                    assert_eq!(
+                        run_arch(with.instructions(), arch, n, a),
+                        run_arch(&full, arch, n, a),
+                        "arch {arch:#x} nr {n:#x} args {a:x?}"
+                    );
+                }
+            }
+        }
     }
 
     /// Not a check: prints the program's size and how many instructions run for common

@@ -17,6 +17,15 @@
 //! call, a number at or above the x32 bit is refused with `EPERM`; every other call (native,
 //! or a foreign architecture, which seccompiler's own check then kills) goes on to the joined
 //! program.
+//!
+//! In front of both goes a dispatch ([`dispatch`]): for a native call whose number no rule
+//! names, `RET ALLOW` after a binary search over the numbers the rules name; anything else (a
+//! named number, an x32 number, a foreign architecture) continues into the program above,
+//! unchanged. Its verdicts are the program's by construction (the program allows every number
+//! its rules do not name), checked exhaustively by the tests. It matters at installation: the
+//! kernel emulates the filter once per system call number to find the calls it may always
+//! allow without running it (the seccomp action cache), and seccompiler's linear chain made
+//! that walk 123 instructions per number, about 0.15 ms per sandbox start.
 
 use seccompiler::sock_filter;
 
@@ -79,6 +88,146 @@ pub fn guard() -> Vec<sock_filter> {
 #[cfg(not(target_arch = "x86_64"))]
 pub fn guard() -> Vec<sock_filter> {
     Vec::new()
+}
+
+/// Where a dispatch instruction goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum To {
+    /// The next instruction.
+    Next,
+    /// The dispatch's own `RET ALLOW`.
+    Allow,
+    /// The first instruction of the full program.
+    Full,
+    /// Instruction number `n` of the dispatch.
+    At(usize),
+}
+
+/// A dispatch instruction whose jump targets are still symbolic.
+struct Slot {
+    code: u16,
+    k: u32,
+    jt: To,
+    jf: To,
+}
+
+/// `RET ALLOW` for a native call whose number is not in `named` (below the x32 bit), found by
+/// a binary search; every other call continues into `full`, which follows.
+pub fn dispatch(named: &[u32], full: Vec<sock_filter>) -> Vec<sock_filter> {
+    let mut named = named.to_vec();
+    named.sort_unstable();
+    named.dedup();
+    let mut slots = vec![
+        Slot {
+            code: BPF_LD_W_ABS,
+            k: DATA_ARCH,
+            jt: To::Next,
+            jf: To::Next,
+        },
+        // A foreign architecture: the full program decides (seccompiler's check kills it).
+        Slot {
+            code: BPF_JMP_JEQ_K,
+            k: native_arch(),
+            jt: To::Next,
+            jf: To::Full,
+        },
+        Slot {
+            code: BPF_LD_W_ABS,
+            k: DATA_NR,
+            jt: To::Next,
+            jf: To::Next,
+        },
+    ];
+    #[cfg(target_arch = "x86_64")]
+    slots.push(Slot {
+        code: BPF_JMP_JGE_K,
+        k: X32_SYSCALL_BIT,
+        jt: To::Full,
+        jf: To::Next,
+    });
+    search(&named, &mut slots);
+    // Offsets: the dispatch, then its `RET ALLOW`, then the full program.
+    let allow_at = slots.len();
+    let offset = |from: usize, to: To| -> u32 {
+        let target = match to {
+            To::Next => from + 1,
+            To::Allow => allow_at,
+            To::Full => allow_at + 1,
+            To::At(n) => n,
+        };
+        u32::try_from(target - from - 1).expect("jumps go forward")
+    };
+    let mut out: Vec<sock_filter> = slots
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            if s.code == BPF_JMP_JA {
+                stmt(BPF_JMP_JA, offset(i, s.jt))
+            } else if s.code & 0x07 == 0x05 {
+                let byte = |to| u8::try_from(offset(i, to)).expect("a dispatch jump fits in 255");
+                jump(s.code, s.k, byte(s.jt), byte(s.jf))
+            } else {
+                stmt(s.code, s.k)
+            }
+        })
+        .collect();
+    out.push(stmt(BPF_RET_K, RET_ALLOW));
+    out.extend(full);
+    out
+}
+
+/// Numbers compared one by one at the end of the search (fewer branch instructions, a few
+/// more comparisons on the way).
+const LEAF: usize = 4;
+
+/// Appends the search for the accumulator among `sorted`: found, to the full program; not
+/// found, to `RET ALLOW`.
+fn search(sorted: &[u32], slots: &mut Vec<Slot>) {
+    if sorted.len() <= LEAF {
+        for (i, &nr) in sorted.iter().enumerate() {
+            slots.push(Slot {
+                code: BPF_JMP_JEQ_K,
+                k: nr,
+                jt: To::Full,
+                jf: if i + 1 == sorted.len() {
+                    To::Allow
+                } else {
+                    To::Next
+                },
+            });
+        }
+        if sorted.is_empty() {
+            slots.push(Slot {
+                code: BPF_JMP_JA,
+                k: 0,
+                jt: To::Allow,
+                jf: To::Allow,
+            });
+        }
+        return;
+    }
+    let mid = sorted.len() / 2;
+    let split = slots.len();
+    slots.push(Slot {
+        code: BPF_JMP_JGE_K,
+        k: sorted[mid],
+        jt: To::Next, // patched below: the upper half
+        jf: To::Next,
+    });
+    search(&sorted[..mid], slots);
+    slots[split].jt = To::At(slots.len());
+    search(&sorted[mid..], slots);
+}
+
+/// `AUDIT_ARCH_*` of the helper's own architecture.
+fn native_arch() -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    let arch = AUDIT_ARCH_X86_64;
+    #[cfg(target_arch = "aarch64")]
+    let arch = 183 | 0x8000_0000 | 0x4000_0000;
+    #[cfg(target_arch = "riscv64")]
+    let arch = 243 | 0x8000_0000 | 0x4000_0000;
+    arch
 }
 
 /// `first` then `second`: every `RET ALLOW` of `first` becomes a jump to `second`'s start.

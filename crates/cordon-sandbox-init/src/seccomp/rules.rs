@@ -128,6 +128,25 @@ fn constant(value: impl TryInto<u64>) -> u64 {
 
 /// Everything refused with `EPERM`.
 pub fn eperm_filter() -> Result<SeccompFilter, SeccompError> {
+    Ok(SeccompFilter::new(
+        eperm_rules()?,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM.unsigned_abs()),
+        target_arch(),
+    )?)
+}
+
+/// The system call numbers some rule names (the others are always allowed).
+pub fn named() -> Result<Vec<u32>, SeccompError> {
+    Ok(eperm_rules()?
+        .into_keys()
+        .chain(enosys_rules().into_keys())
+        .map(|nr| u32::try_from(nr).expect("system call numbers are small"))
+        .collect())
+}
+
+/// The `EPERM` rules, by system call number.
+fn eperm_rules() -> Result<BTreeMap<i64, Vec<SeccompRule>>, SeccompError> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
         DENIED.iter().map(|nr| (*nr, Vec::new())).collect();
     let clone_rules = NAMESPACE_FLAGS
@@ -158,20 +177,20 @@ pub fn eperm_filter() -> Result<SeccompFilter, SeccompError> {
             constant(libc::AF_VSOCK),
         )?])?],
     );
-    Ok(SeccompFilter::new(
-        rules,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::EPERM.unsigned_abs()),
-        target_arch(),
-    )?)
+    Ok(rules)
 }
 
 /// `clone3`, refused with `ENOSYS`.
 pub fn enosys_filter() -> Result<SeccompFilter, SeccompError> {
     Ok(SeccompFilter::new(
-        BTreeMap::from([(libc::SYS_clone3, Vec::new())]),
+        enosys_rules(),
         SeccompAction::Allow,
         SeccompAction::Errno(libc::ENOSYS.unsigned_abs()),
         target_arch(),
     )?)
+}
+
+/// The `ENOSYS` rules, by system call number.
+fn enosys_rules() -> BTreeMap<i64, Vec<SeccompRule>> {
+    BTreeMap::from([(libc::SYS_clone3, Vec::new())])
 }
