@@ -1,17 +1,24 @@
 #!/usr/bin/env bash
-# Compares creating and removing a workspace with cordon-workspace against raw
-# `git worktree add --detach` + `git worktree remove --force`, on a 3,000-file repository.
+# Workspace creation, in one run on one 3,000-file repository (30 directories x 100 files):
+#
+#   git worktree add --detach + git worktree remove --force      the baseline
+#   cordon workspace create --strategy git-worktree + remove     the fallback strategy
+#   cordon workspace create --strategy overlay + remove          the default, base tree warm
+#   cordon workspace create --strategy overlay (create alone)    what "<= 10 ms" is about
+#
+# plus, once each: the first overlay create (it checks the base tree out), and the disk an
+# overlay workspace and a worktree take.
+#
 # Usage: bench/workspace-create.sh [hyperfine options...]   (needs git, hyperfine, cargo)
-# Set WORKSPACE_BENCH_BIN to a built `workspace_bench` example to skip building it.
+# RUNS=N sets hyperfine's runs (default 40); CORDON=path uses a built cordon.
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}"
-bin="${WORKSPACE_BENCH_BIN:-}"   # a prebuilt example binary, to skip the build
-if [ -z "$bin" ]; then
-  cargo build --quiet --release -p cordon-workspace --example workspace_bench --manifest-path "$root/Cargo.toml"
-  bin="$CARGO_TARGET_DIR/release/examples/workspace_bench"
+if [ -z "${CORDON:-}" ]; then
+  cargo build --quiet --release -p cordon -p cordon-sandbox-init --manifest-path "$root/Cargo.toml"
+  CORDON="$root/target/release/cordon"
 fi
+runs="${RUNS:-40}"
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
@@ -28,23 +35,43 @@ done
 git -C "$repo" add -A
 git -C "$repo" -c user.name=bench -c user.email=bench@example.invalid commit -q -m "3000 files"
 echo "files in HEAD: $(git -C "$repo" ls-files | wc -l)"
+export CORDON_HOME="$work/home"
+"$CORDON" doctor | grep -E "overlay workspaces|workspaces are made as" || true
 
-hyperfine --warmup 3 --min-runs 30 --prepare sync "$@" \
-  -n "git worktree add --detach + remove --force" \
-  "git -C '$repo' worktree add -q --detach '$work/raw' HEAD && git -C '$repo' worktree remove --force '$work/raw'" \
-  -n "cordon-workspace create + remove" \
-  "'$bin' '$work/home' '$repo' HEAD"
+# The first overlay workspace of a commit checks its base tree out (once per commit).
+start=$(date +%s%N)
+first=$("$CORDON" workspace create --repo "$repo" --strategy overlay --persistent 2>/dev/null)
+echo "first overlay create (base tree checked out): $((($(date +%s%N) - start) / 1000000)) ms"
+echo "disk of one overlay workspace: $(du -sk "$CORDON_HOME/workspaces/$first" | cut -f1) KiB"
+wt=$("$CORDON" workspace create --repo "$repo" --strategy git-worktree --persistent 2>/dev/null)
+echo "disk of one git worktree workspace: $(du -sk "$CORDON_HOME/workspaces/$wt" | cut -f1) KiB"
+"$CORDON" workspace remove "$wt" >/dev/null
 
-# hyperfine runs all of one command, then all of the other: on a shared machine the load can
-# change in between. INTERLEAVED=N alternates the two N times and prints min/median/mean.
-if [ -n "${INTERLEAVED:-}" ]; then
-  ms() { local s; s=$(date +%s%N); "$@" >/dev/null 2>&1; echo $((($(date +%s%N) - s) / 1000000)); }
-  : > "$work/raw.txt"; : > "$work/cordon.txt"
-  for _ in $(seq 1 "$INTERLEAVED"); do
-    sync; ms sh -c "git -C '$repo' worktree add -q --detach '$work/raw' HEAD && git -C '$repo' worktree remove --force '$work/raw'" >> "$work/raw.txt"
-    sync; ms "$bin" "$work/home" "$repo" HEAD >> "$work/cordon.txt"
-  done
-  for name in raw cordon; do
-    sort -n "$work/$name.txt" | awk -v n="$name" '{a[NR]=$1; s+=$1} END {printf "%-7s min %5d ms  median %5d ms  mean %5d ms  (%d runs)\n", n, a[1], a[int((NR+1)/2)], s/NR, NR}'
-  done
-fi
+# "create alone" leaves a workspace per run: each is removed before the next run, untimed
+# (every cordon command first reads the records of the workspaces there are).
+cat > "$work/cleanup.sh" <<CLEANUP
+#!/bin/sh
+for f in "$CORDON_HOME"/workspaces/*.json; do
+  id=\$(basename "\$f" .json)
+  [ "\$id" = "$first" ] || "$CORDON" workspace remove "\$id" >/dev/null 2>&1
+done
+CLEANUP
+chmod +x "$work/cleanup.sh"
+
+hyperfine -N --warmup 3 --runs "$runs" --prepare "$work/cleanup.sh" --export-json "$work/create.json" "$@" \
+  -n "git worktree add + remove" \
+  "sh -c 'git -C $repo worktree add -q --detach $work/raw HEAD && git -C $repo worktree remove --force $work/raw'" \
+  -n "cordon git-worktree create + remove" \
+  "sh -c 'id=\$($CORDON workspace create --repo $repo --strategy git-worktree 2>/dev/null) && $CORDON workspace remove \$id >/dev/null'" \
+  -n "cordon overlay create + remove" \
+  "sh -c 'id=\$($CORDON workspace create --repo $repo --strategy overlay 2>/dev/null) && $CORDON workspace remove \$id >/dev/null'" \
+  -n "cordon overlay create" \
+  "$CORDON workspace create --repo $repo --strategy overlay --persistent"
+
+python3 - "$work/create.json" <<'PY'
+import json, sys
+r = {x["command"]: x for x in json.load(open(sys.argv[1]))["results"]}
+base = r["git worktree add + remove"]["median"]
+for name, x in r.items():
+    print(f"{name:40s} median {x['median']*1000:8.1f} ms  mean {x['mean']*1000:8.1f} ms  min {x['min']*1000:7.1f} ms  ratio to git {x['median']/base:6.3f}")
+PY

@@ -118,7 +118,11 @@ impl Repo {
     /// where it can (a checkout's repository; else as [`Repo::open`] then
     /// [`Repo::resolve_commit`], whose errors it returns).
     pub fn open_at(path: &Path, rev: &str) -> Result<(Repo, CommitId), GitError> {
-        if let Ok(dir) = std::fs::canonicalize(path) {
+        // A revision that looks like an option takes the slow path (with `--end-of-options`,
+        // which `rev-parse` would echo among these outputs).
+        if !rev.starts_with('-')
+            && let Ok(dir) = std::fs::canonicalize(path)
+        {
             let cmd = GitCommand::new(
                 &GitContext::Discover { dir },
                 [
@@ -127,7 +131,6 @@ impl Repo {
                     "--git-common-dir",
                     "--is-bare-repository",
                     "--show-toplevel",
-                    "--end-of-options",
                 ],
             )
             .arg(format!("{rev}^{{commit}}"))

@@ -180,6 +180,19 @@ fn refs_resolve_to_commits_and_options_are_not_refs() {
         );
     }
 
+    // Opening and resolving in one go agrees with doing both, and refuses what they refuse.
+    let (at, commit) = Repo::open_at(&fx.repo().join("src"), "main").unwrap();
+    assert_eq!(commit, head);
+    assert_eq!(at.common_dir(), repo.common_dir());
+    assert_eq!(at.toplevel(), repo.toplevel());
+    for bad in ["no-such-branch", "--output=/tmp/x", "HEAD^{tree}", ""] {
+        let err = Repo::open_at(&fx.repo(), bad).unwrap_err();
+        assert!(
+            matches!(err.kind, GitErrorKind::Failed { .. }),
+            "{bad}: {err}"
+        );
+    }
+
     // A bare repository has no top level; worktrees of it work the same.
     let bare = fx.dir.path().join("bare.git");
     git(
@@ -194,6 +207,8 @@ fn refs_resolve_to_commits_and_options_are_not_refs() {
     );
     let repo = Repo::open(&bare).unwrap();
     assert_eq!(repo.toplevel(), None);
+    let (at, _) = Repo::open_at(&bare, "main").unwrap();
+    assert_eq!(at, repo);
     let wt = repo
         .add_worktree(&fx.wt("from-bare"), &repo.resolve_commit("main").unwrap())
         .unwrap();

@@ -546,6 +546,32 @@ impl CachePlan {
         })
     }
 
+    /// Whether a candidate may skip `cargo fetch`: its tree is the trusted cache's commit plus
+    /// changes that touch no Cargo manifest, lockfile, `.cargo/` configuration or toolchain
+    /// file, so its dependencies are exactly those the trusted build fetched (its layers hold
+    /// them; the offline build would fail, not guess, were one missing). Returns the reason.
+    pub(crate) fn skips_fetch(&self, changed: &[String]) -> Option<String> {
+        let entry = self.template.as_ref().filter(|_| !self.trusted_build)?;
+        // Only when the build directories come from the cache too (the tree is its commit).
+        self.places
+            .iter()
+            .find(|p| matches!(p.place, CachePlace::Tree(_)) && !p.trusted.is_empty())?;
+        let touches_dependencies = changed.iter().any(|path| {
+            let name = path.rsplit('/').next().unwrap_or(path);
+            matches!(
+                name,
+                "Cargo.toml" | "Cargo.lock" | "rust-toolchain" | "rust-toolchain.toml"
+            ) || path.starts_with(".cargo/")
+                || path.contains("/.cargo/")
+        });
+        (!touches_dependencies).then(|| {
+            format!(
+                "dependencies unchanged since the trusted build of {} (no Cargo manifest, lockfile or .cargo/ file changed): its registry layer holds them",
+                short(&entry.commit)
+            )
+        })
+    }
+
     /// What a stage sees at each place (for `--explain`).
     pub fn lines(&self) -> Vec<String> {
         self.places

@@ -291,6 +291,17 @@ fn prepare(request: &VerifyRequest) -> Result<Prepared, VerifyError> {
             }
         }
     }
+    if let Some(why) = cache.skips_fetch(&changed) {
+        for p in &mut plan.stages {
+            let fetches = p.stage.category == cordon_types::StageCategory::Setup
+                && p.stage.run.len() == 2
+                && p.stage.run[0].rsplit('/').next() == Some("cargo")
+                && p.stage.run[1] == "fetch";
+            if fetches && p.skip.is_none() {
+                p.skip = Some(PlannedSkip::Cached(why.clone()));
+            }
+        }
+    }
     plan.cache = cache.lines();
     plan.cache_reasons = cache.reasons.clone();
     Ok(Prepared {

@@ -232,8 +232,29 @@ fn a_candidate_cannot_poison_the_trusted_cache_or_the_next_verification() {
         next.cache.as_ref().unwrap().used.as_deref(),
         Some(key.as_str())
     );
+    // Its dependencies are the trusted build's: no fetch.
+    let fetch = stage(&next, "cargo-fetch");
+    assert_eq!(fetch.status, StageStatus::Skipped, "{fetch:#?}");
+    assert!(
+        fetch
+            .skip_reason
+            .as_deref()
+            .unwrap()
+            .contains("dependencies unchanged")
+    );
     let counts = stage(&next, "cargo-test").tests.unwrap();
     assert_eq!((counts.passed, counts.failed), (2, 0));
+
+    // A candidate that changes the manifest fetches again.
+    let manifest = repo.patch(
+        "manifest",
+        &[(
+            "Cargo.toml",
+            &format!("{CARGO_TOML}description = \"changed\"\n"),
+        )],
+    );
+    let (fetched, _) = repo.verify(&["--patch", manifest.to_str().unwrap()]);
+    assert_eq!(stage(&fetched, "cargo-fetch").status, StageStatus::Pass);
 
     // `--cache off` builds cold and says so.
     let (cold, _) = repo.verify(&["--patch", clean.to_str().unwrap(), "--cache", "off"]);
