@@ -47,6 +47,7 @@ impl IntoResponse for RequestError {
             RequestError::NotFound => (StatusCode::NOT_FOUND, "not_found"),
             RequestError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
             RequestError::Policy { .. } => (StatusCode::FORBIDDEN, "policy"),
+            RequestError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
             RequestError::Budget { .. } => (StatusCode::TOO_MANY_REQUESTS, "budget"),
             RequestError::Store(_) | RequestError::Internal => {
                 (StatusCode::INTERNAL_SERVER_ERROR, "internal")

@@ -123,6 +123,7 @@ pub fn document() -> String {
                         "201": job_links("queued"),
                         "200": job("the job this idempotency key already names"),
                         "400": error("malformed request (the field is named)"),
+                        "409": error("the idempotency key already names a job submitted with a different type or inputs"),
                         "413": {"description": "the body is too large"},
                         "429": error("the project's daily budget is spent (resets_at says when it resets)")
                     }))

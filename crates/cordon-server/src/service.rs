@@ -41,6 +41,9 @@ pub enum RequestError {
         /// Why.
         reason: String,
     },
+    /// The idempotency key already names a job submitted with a different type or inputs.
+    #[error("{0}")]
+    Conflict(String),
     /// The project's daily budget is spent.
     #[error("the project's daily budget is spent")]
     Budget {
@@ -364,11 +367,17 @@ impl Service {
                 ),
             });
         }
-        // A retried submission gets its job back, whatever the budget says now.
+        let mut inputs = request.inputs.clone();
+        if let Some(map) = inputs.as_object_mut() {
+            map.insert("secrets".into(), serde_json::json!(request.secrets));
+            map.insert("env_keys".into(), serde_json::json!(request.env_keys));
+        }
+        // A retried submission gets its job back, whatever the budget says now; a different
+        // request under the same key is refused, never answered with another request's job.
         if let Some(key) = &request.idempotency_key
             && let Some(job) = self.store.find_job_by_key(&request.project, key)?
         {
-            return Ok((job, false));
+            return same_request(job, request.job_type.as_str(), &inputs).map(|job| (job, false));
         }
         let policy = self.policy();
         let Some((key, rules)) = policy.project(&request.project) else {
@@ -431,11 +440,6 @@ impl Service {
                 });
             }
         }
-        let mut inputs = request.inputs.clone();
-        if let Some(map) = inputs.as_object_mut() {
-            map.insert("secrets".into(), serde_json::json!(request.secrets));
-            map.insert("env_keys".into(), serde_json::json!(request.env_keys));
-        }
         let (job, created) = self.store.insert_job(&NewJob {
             project: request.project.clone(),
             job_type: request.job_type.as_str().into(),
@@ -443,7 +447,7 @@ impl Service {
             max_attempts: rules.max_attempts,
             timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
             idempotency_key: request.idempotency_key.clone(),
-            inputs,
+            inputs: inputs.clone(),
             submitted_by: token.id.clone(),
         })?;
         if created {
@@ -459,8 +463,10 @@ impl Service {
                 &serde_json::json!({"state": "queued", "attempt": 0}),
             )?;
             self.notify();
+            return Ok((job, true));
         }
-        Ok((job, created))
+        // A racing submission under the same key won: the same checks as above.
+        same_request(job, request.job_type.as_str(), &inputs).map(|job| (job, false))
     }
 
     /// Parses the type's inputs (400 with the field) and checks commands, repositories and
@@ -673,5 +679,23 @@ pub fn require(token: &TokenRow, scope: &'static str) -> Result<(), RequestError
         Ok(())
     } else {
         Err(RequestError::Scope(scope))
+    }
+}
+
+/// The job an idempotency key named, if it was submitted with this type and these inputs
+/// (secrets and environment keys included); a conflict otherwise.
+fn same_request(
+    job: JobRow,
+    job_type: &str,
+    inputs: &serde_json::Value,
+) -> Result<JobRow, RequestError> {
+    if job.job_type == job_type && &job.inputs == inputs {
+        Ok(job)
+    } else {
+        Err(RequestError::Conflict(format!(
+            "idempotency key already names job {} ({}), submitted with a different type or \
+             inputs; use another key for a different request",
+            job.id, job.job_type
+        )))
     }
 }

@@ -275,6 +275,39 @@ fn serve_duplicate_idempotency_keys_racing_make_one_job() {
 }
 
 #[test]
+fn serve_refuses_an_idempotency_key_reused_for_a_different_request_with_409() {
+    let server = Server::start(POLICY);
+    let token = server.token("a", "submit,read");
+    let mut body = run_job("a", "echo first");
+    body["idempotency_key"] = json!("k-2");
+    let (status, first) = server.submit(&token, &body);
+    assert_eq!(status, 201, "{first}");
+    // Different inputs, a different type, or malformed inputs under the same key: refused,
+    // and the answer names the job the key holds instead of passing it off as this one's.
+    let mut other = run_job("a", "echo second");
+    other["idempotency_key"] = json!("k-2");
+    let malformed = json!({"project": "a", "type": "session.pull", "idempotency_key": "k-2",
+                           "inputs": {"session": "not an object"}});
+    for request in [other, malformed] {
+        let (status, answer) = server.submit(&token, &request);
+        assert_eq!(status, 409, "{answer}");
+        assert_eq!(answer["error"], "conflict");
+        assert!(
+            answer["message"]
+                .as_str()
+                .unwrap()
+                .contains(first["id"].as_str().unwrap()),
+            "{answer}"
+        );
+    }
+    // The same request again still gets its job back.
+    let (status, again) = server.submit(&token, &body);
+    assert_eq!((status, &again["id"]), (200, &first["id"]));
+    let (_, list) = server.json("GET", "/v1/jobs", &token, &Value::Null);
+    assert_eq!(list["jobs"].as_array().unwrap().len(), 1, "{list}");
+}
+
+#[test]
 fn serve_kills_a_job_past_its_timeout_keeps_partial_logs_and_retries_it() {
     let server = Server::start(POLICY);
     let token = server.token("tight", "submit,read");
