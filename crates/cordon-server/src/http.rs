@@ -49,6 +49,7 @@ impl IntoResponse for RequestError {
             RequestError::Policy { .. } => (StatusCode::FORBIDDEN, "policy"),
             RequestError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
             RequestError::Budget { .. } => (StatusCode::TOO_MANY_REQUESTS, "budget"),
+            RequestError::Busy(_) => (StatusCode::TOO_MANY_REQUESTS, "busy"),
             RequestError::Store(_) | RequestError::Internal => {
                 (StatusCode::INTERNAL_SERVER_ERROR, "internal")
             }
@@ -249,11 +250,12 @@ async fn events(
     Path(id): Path<String>,
 ) -> Result<Response, RequestError> {
     let token = authenticate(&service, &headers).await?;
+    let token_id = token.id.clone();
     let job = {
         let service = Arc::clone(&service);
         blocking(move || service.visible_job(&token, &id)).await?
     };
-    Ok(live_log(service, job.id, last_event_id(&headers)))
+    live_log(service, &token_id, job.id, last_event_id(&headers))
 }
 
 /// The `Last-Event-ID` a reconnecting SSE client sends (0: from the start).
@@ -266,16 +268,28 @@ pub(crate) fn last_event_id(headers: &HeaderMap) -> u64 {
 }
 
 /// A job's live log as Server-Sent Events from after event `after` until its `end` event
-/// (or the server's stop). The caller has checked that the client may see the job.
-pub(crate) fn live_log(service: Arc<Service>, id: JobId, after: u64) -> Response {
+/// (or the server's stop). The caller has checked that the client may see the job; a token
+/// that holds too many streams open already (or a server that does) is answered 429.
+pub(crate) fn live_log(
+    service: Arc<Service>,
+    token_id: &str,
+    id: JobId,
+    after: u64,
+) -> Result<Response, RequestError> {
+    // Held by the stream: dropped when the client goes away or the log ends.
+    let permit = service
+        .live_streams
+        .open(token_id)
+        .map_err(RequestError::Busy)?;
     let stream = futures_util::stream::unfold(
-        (service, id, after, Vec::new(), false),
-        |(service, id, mut after, mut buffered, mut ended): (
+        (service, id, after, Vec::new(), false, permit),
+        |(service, id, mut after, mut buffered, mut ended, permit): (
             Arc<Service>,
             JobId,
             u64,
             Vec<cordon_store::JobEvent>,
             bool,
+            crate::streams::StreamPermit,
         )| async move {
             loop {
                 if let Some(event) = (!buffered.is_empty()).then(|| buffered.remove(0)) {
@@ -287,7 +301,7 @@ pub(crate) fn live_log(service: Arc<Service>, id: JobId, after: u64) -> Response
                         .data(event.data.to_string());
                     return Some((
                         Ok::<_, Infallible>(sse),
-                        (service, id, after, buffered, ended),
+                        (service, id, after, buffered, ended, permit),
                     ));
                 }
                 if ended
@@ -310,9 +324,9 @@ pub(crate) fn live_log(service: Arc<Service>, id: JobId, after: u64) -> Response
             }
         },
     );
-    Sse::new(stream)
+    Ok(Sse::new(stream)
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
-        .into_response()
+        .into_response())
 }
 
 async fn metrics(

@@ -159,7 +159,8 @@ pub fn document() -> String {
                                 "data": {"type": "string", "contentMediaType": "application/json"}
                             }
                         }}}},
-                    "404": error("no such job visible to this token")
+                    "404": error("no such job visible to this token"),
+                    "429": error("this token (32) or the server (2048) holds as many live logs open as it may: close one, or try again later")
                 }))}},
             "/v1/jobs/{id}/transcript": {"get": {"operationId": "jobTranscript", "parameters": [id],
                 "responses": auth_errors(json!({

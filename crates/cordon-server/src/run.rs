@@ -209,6 +209,7 @@ fn start(
         wake: (Mutex::new(0), Condvar::new()),
         shutting_down: AtomicBool::new(false),
         over_budget: Mutex::new(None),
+        live_streams: Default::default(),
     });
     if slots > 0 {
         // Scratch directories of attempts that died with this worker's previous process.

@@ -44,6 +44,9 @@ pub enum RequestError {
     /// The idempotency key already names a job submitted with a different type or inputs.
     #[error("{0}")]
     Conflict(String),
+    /// Too many of something the client holds open (live-log streams): try again later.
+    #[error("{0}")]
+    Busy(String),
     /// The project's daily budget is spent.
     #[error("the project's daily budget is spent")]
     Budget {
@@ -89,6 +92,8 @@ pub struct Service {
     /// The projects past a daily budget, as last counted (jobs queued before the budget ran
     /// out wait for the next day), and when they were counted.
     pub over_budget: Mutex<Option<(std::time::Instant, Vec<String>)>>,
+    /// The open live-log streams (bounded per token and in all).
+    pub live_streams: Arc<crate::streams::LiveStreams>,
 }
 
 /// A job one of this process's workers runs.

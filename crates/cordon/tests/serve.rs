@@ -4,7 +4,7 @@
 
 mod support;
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Barrier};
@@ -352,6 +352,55 @@ fn serve_refuses_a_project_over_its_daily_budget_with_429() {
             .ends_with("T00:00:00Z"),
         "{answer}"
     );
+}
+
+#[test]
+fn serve_bounds_the_live_logs_a_token_holds_open() {
+    let server = Server::start(POLICY);
+    let token = server.token("a", "submit,read");
+    let other = server.token("a", "read");
+    let (_, job) = server.submit(&token, &run_job("a", "echo started; sleep 60"));
+    let id = job["id"].as_str().unwrap().to_owned();
+    // 32 open at once are fine; the 33rd is refused with 429 while they stay open.
+    let mut held: Vec<_> = (0..32)
+        .map(|i| {
+            let (status, stream) = server.open_events(&token, &id);
+            assert_eq!(status, 200, "stream {i}");
+            stream
+        })
+        .collect();
+    let (status, _, body) = server.request(
+        "GET",
+        &format!("/v1/jobs/{id}/events"),
+        Some(&token),
+        &[],
+        b"",
+    );
+    let answer: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        (status, answer["error"].as_str()),
+        (429, Some("busy")),
+        "{answer}"
+    );
+    // Another token is not held back by this one's streams.
+    let (status, _) = server.open_events(&other, &id);
+    assert_eq!(status, 200);
+    // When the streams end (the job ends), their places come back.
+    let (status, _) = server.json(
+        "POST",
+        &format!("/v1/jobs/{id}/cancel"),
+        &token,
+        &Value::Null,
+    );
+    assert_eq!(status, 200);
+    for stream in &mut held {
+        let mut rest = Vec::new();
+        stream.read_to_end(&mut rest).unwrap();
+        assert!(String::from_utf8_lossy(&rest).contains("event: end"));
+    }
+    drop(held);
+    let events = server.events(&token, &id, None);
+    assert_eq!(events.last().unwrap().1, "end");
 }
 
 #[test]

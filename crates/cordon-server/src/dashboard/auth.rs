@@ -33,6 +33,9 @@ const COOKIE: &str = "cordon_dash";
 const LIFETIME_MS: i64 = 12 * 60 * 60 * 1000;
 /// At most this many logins are kept; beyond, the one closest to its end goes.
 const MAX_LOGINS: usize = 10_000;
+/// At most this many logins per token; beyond, that token's login closest to its end goes (so
+/// one token logging in again and again cannot push other people's logins out).
+const MAX_LOGINS_PER_TOKEN: usize = 16;
 
 /// The logins of this server process.
 #[derive(Debug, Default)]
@@ -52,12 +55,17 @@ impl Logins {
         let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
         let now = now_ms();
         map.retain(|_, l| l.expires_at_ms > now);
-        if map.len() >= MAX_LOGINS
-            && let Some(first) = map
-                .iter()
+        let same_token = map.values().filter(|l| l.token_hash == token_hash).count();
+        let evict = if same_token >= MAX_LOGINS_PER_TOKEN {
+            map.iter()
+                .filter(|(_, l)| l.token_hash == token_hash)
                 .min_by_key(|(_, l)| l.expires_at_ms)
-                .map(|(k, _)| k.clone())
-        {
+        } else if map.len() >= MAX_LOGINS {
+            map.iter().min_by_key(|(_, l)| l.expires_at_ms)
+        } else {
+            None
+        };
+        if let Some(first) = evict.map(|(k, _)| k.clone()) {
             map.remove(&first);
         }
         map.insert(
@@ -399,6 +407,25 @@ mod tests {
         assert!(logins.get(&id).is_none());
         let (old, _) = logins.create("h".into(), now_ms() - 1).unwrap();
         assert!(logins.get(&old).is_none(), "an expired login is no login");
+    }
+
+    #[test]
+    fn one_token_logging_in_again_and_again_evicts_only_its_own_logins() {
+        let logins = Logins::default();
+        let (other, _) = logins.create("other".into(), now_ms() + 1_000).unwrap();
+        let mut mine = Vec::new();
+        for i in 0..MAX_LOGINS_PER_TOKEN * 4 {
+            let expires = now_ms() + 60_000 + i64::try_from(i).unwrap();
+            mine.push(logins.create("mine".into(), expires).unwrap().0);
+        }
+        assert!(logins.get(&other).is_some(), "another token's login stays");
+        let kept: Vec<_> = mine.iter().filter(|id| logins.get(id).is_some()).collect();
+        assert_eq!(kept.len(), MAX_LOGINS_PER_TOKEN);
+        assert!(
+            logins.get(mine.last().unwrap()).is_some(),
+            "the newest stays"
+        );
+        assert!(logins.get(&mine[0]).is_none(), "the oldest went");
     }
 
     #[test]

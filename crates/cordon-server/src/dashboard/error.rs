@@ -37,9 +37,9 @@ impl From<RequestError> for PageError {
                 PageError::Forbidden(error.to_string())
             }
             RequestError::NotFound => PageError::NotFound,
-            RequestError::BadRequest(message) | RequestError::Conflict(message) => {
-                PageError::BadRequest(message)
-            }
+            RequestError::BadRequest(message)
+            | RequestError::Conflict(message)
+            | RequestError::Busy(message) => PageError::BadRequest(message),
             RequestError::Store(error) => {
                 eprintln!("cordon serve: dashboard: {error}");
                 PageError::Internal

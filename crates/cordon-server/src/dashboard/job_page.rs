@@ -101,12 +101,14 @@ pub(crate) async fn live(
 ) -> Result<Response, PageError> {
     let service = Arc::clone(&dash.service);
     let token = viewer.token;
+    let token_id = token.id.clone();
     let job = blocking(move || service.visible_job(&token, &id)).await?;
     Ok(live_log(
         Arc::clone(&dash.service),
+        &token_id,
         job.id,
         last_event_id(&headers),
-    ))
+    )?)
 }
 
 /// `POST /jobs/{id}/cancel`: cancels, then back to the job's page.

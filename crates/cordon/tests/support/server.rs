@@ -31,7 +31,7 @@ pub struct Server {
 }
 
 /// A connection to the server.
-trait Connection: Read + Write {}
+pub trait Connection: Read + Write {}
 impl<T: Read + Write> Connection for T {}
 
 impl Server {
@@ -219,6 +219,26 @@ impl Server {
             e.1 != "end"
         });
         events
+    }
+
+    /// Opens the job's live log and reads the answer's head: its status and the connection,
+    /// left open (the stream goes on until it is read to its end or dropped).
+    #[allow(dead_code)]
+    pub fn open_events(&self, token: &str, id: &str) -> (u16, Box<dyn Connection>) {
+        let mut stream = self.connect();
+        write!(
+            stream,
+            "GET /v1/jobs/{id}/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            assert_eq!(stream.read(&mut byte).unwrap(), 1, "the head ended early");
+            head.push(byte[0]);
+        }
+        let status = String::from_utf8_lossy(&head[9..12]).parse().unwrap();
+        (status, stream)
     }
 
     /// Feeds SSE events to `each` until it returns false or the stream ends.
