@@ -13,6 +13,10 @@
 //! Keyed by the repository, the commit, the toolchains' versions and the stages; the
 //! dependency manifests' digests are kept to decide whether an install can be skipped.
 //!
+//! Declared stages add their `outputs` (a Python `.venv`, say) to the build directories; a
+//! candidate skips such a setup stage when no changed file matches its `inputs`
+//! (`CachePlan::skips_declared`).
+//!
 //! Soundness rests on modification times, which build tools trust: a candidate uses the
 //! build directories' cache only when its tree is the cache's commit plus the candidate's own
 //! changes, written after the cache was made (a ref other than the base gets the host caches
@@ -180,6 +184,13 @@ fn build_dirs(tree: &Dir, project: &Path, stages: &[StageConfig]) -> Vec<PathBuf
     if runs(stages, &["ruff"]) {
         out.push(project.join(".ruff_cache"));
     }
+    // What declared stages say they make (`outputs`, e.g. a Python `.venv`).
+    for dir in stages.iter().flat_map(|s| &s.outputs) {
+        let dir = project.join(dir);
+        if !out.contains(&dir) {
+            out.push(dir);
+        }
+    }
     out
 }
 
@@ -275,6 +286,14 @@ fn plan_digest(stages: &[StageConfig]) -> String {
         if let Some(cwd) = &s.cwd {
             h.update([4]);
             h.update(cwd.as_os_str().as_encoded_bytes());
+        }
+        for out in &s.outputs {
+            h.update([6]);
+            h.update(out.as_os_str().as_encoded_bytes());
+        }
+        for glob in &s.inputs {
+            h.update([7]);
+            h.update(glob.as_bytes());
         }
         h.update([5]);
     }
@@ -572,6 +591,53 @@ impl CachePlan {
         })
     }
 
+    /// Whether a candidate may skip a declared setup stage with `outputs` and `inputs`: every
+    /// output comes from the trusted cache (its tree is the cache's commit plus the
+    /// candidate's changes), the changed files are known, all inside the project, and none
+    /// matches `inputs`. `changed` is repository-relative; `project` the project's directory
+    /// in it. Returns the reason, or `None` when the stage must run.
+    pub(crate) fn skips_declared(
+        &self,
+        stage: &StageConfig,
+        project: &Path,
+        changed: Option<&[String]>,
+    ) -> Option<String> {
+        let entry = self.template.as_ref().filter(|_| !self.trusted_build)?;
+        if stage.inputs.is_empty() || stage.outputs.is_empty() {
+            return None;
+        }
+        let cached = stage.outputs.iter().all(|out| {
+            let place = CachePlace::Tree(project.join(out));
+            self.places
+                .iter()
+                .any(|p| p.place == place && !p.trusted.is_empty())
+        });
+        if !cached {
+            return None;
+        }
+        // Fail closed: unknown changes, or a change outside the project, run the stage.
+        let changed = changed?;
+        let mut inside = Vec::with_capacity(changed.len());
+        for path in changed {
+            let rel = Path::new(path).strip_prefix(project).ok()?;
+            inside.push(rel.to_string_lossy().into_owned());
+        }
+        if crate::target::matches_when_changed(&stage.inputs, &inside) {
+            return None;
+        }
+        Some(format!(
+            "{} come(s) from the trusted cache of {}: no changed file matches its inputs ({})",
+            stage
+                .outputs
+                .iter()
+                .map(|o| format!("{}/", o.display()))
+                .collect::<Vec<_>>()
+                .join(", "),
+            short(&entry.commit),
+            stage.inputs.join(", ")
+        ))
+    }
+
     /// What a stage sees at each place (for `--explain`).
     pub fn lines(&self) -> Vec<String> {
         self.places
@@ -606,4 +672,95 @@ impl CachePlan {
 
 fn short(commit: &CommitId) -> &str {
     &commit.as_str()[..12]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A candidate's plan whose `.venv` (in project `py/`) comes from a trusted cache.
+    fn candidate(trusted: bool) -> CachePlan {
+        let commit = CommitId::parse(&"a".repeat(40)).unwrap();
+        CachePlan {
+            places: vec![PlannedPlace {
+                place: CachePlace::Tree(PathBuf::from("py/.venv")),
+                lowers: Vec::new(),
+                layer: PathBuf::from("/nowhere"),
+                trusted: if trusted {
+                    vec!["l1".into()]
+                } else {
+                    Vec::new()
+                },
+                note: String::new(),
+            }],
+            template: Some(CacheEntry {
+                schema: CacheEntryTag,
+                key: "k".into(),
+                repo: PathBuf::from("/r"),
+                commit,
+                base_created_ms: 0,
+                toolchain: String::new(),
+                plan: String::new(),
+                lockfiles: BTreeMap::new(),
+                built_ms: 0,
+                run_id: None,
+                places: Vec::new(),
+            }),
+            ..CachePlan::default()
+        }
+    }
+
+    fn venv_stage() -> StageConfig {
+        let mut s = crate::detect::stage(
+            "venv",
+            cordon_types::StageCategory::Setup,
+            &["sh", "-c", "make-venv"],
+            true,
+        );
+        s.outputs = vec![PathBuf::from(".venv")];
+        s.inputs = vec!["requirements*.txt".into(), "wheels/**".into()];
+        s
+    }
+
+    #[test]
+    fn a_declared_setup_stage_is_skipped_only_when_it_is_safe() {
+        let plan = candidate(true);
+        let stage = venv_stage();
+        let project = Path::new("py");
+        let skip = |changed: Option<&[&str]>| {
+            let owned: Option<Vec<String>> =
+                changed.map(|c| c.iter().map(|s| (*s).to_owned()).collect());
+            plan.skips_declared(&stage, project, owned.as_deref())
+        };
+        let why = skip(Some(&["py/app/x.py", "py/tests/test_x.py"])).expect("skipped");
+        assert!(
+            why.contains(".venv/ come(s) from the trusted cache of aaaaaaaaaaaa"),
+            "{why}"
+        );
+        assert!(skip(Some(&[])).is_some(), "nothing changed");
+        // An input changed, anywhere its globs reach.
+        assert_eq!(
+            skip(Some(&["py/app/x.py", "py/requirements-dev.txt"])),
+            None
+        );
+        assert_eq!(skip(Some(&["py/wheels/dep-1.whl"])), None);
+        // Unknown changes, or a change outside the project: it runs (fail closed).
+        assert_eq!(skip(None), None);
+        assert_eq!(skip(Some(&["py/app/x.py", "other/requirements.txt"])), None);
+        // Outputs not from a trusted cache, a trusted build, or no inputs: it runs.
+        let cold = candidate(false);
+        assert_eq!(
+            cold.skips_declared(&stage, project, Some(&["py/app/x.py".to_owned()])),
+            None
+        );
+        let mut trusted_build = candidate(true);
+        trusted_build.trusted_build = true;
+        assert_eq!(
+            trusted_build.skips_declared(&stage, project, Some(&[])),
+            None
+        );
+        let mut no_inputs = venv_stage();
+        no_inputs.inputs.clear();
+        assert_eq!(plan.skips_declared(&no_inputs, project, Some(&[])), None);
+    }
 }

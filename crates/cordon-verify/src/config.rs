@@ -85,6 +85,16 @@ pub struct StageConfig {
     /// Make dependency caches writable (setup stages).
     #[serde(default)]
     pub writable_caches: bool,
+    /// Directories the stage makes, relative to the project (e.g. `[".venv"]`): a trusted
+    /// build of the base commit caches them (read-only layers under each candidate's own, as
+    /// `target/` and `node_modules/` are).
+    #[serde(default)]
+    pub outputs: Vec<PathBuf>,
+    /// For setup stages with `outputs`: globs of the files the outputs are made from,
+    /// relative to the project (e.g. `["requirements*.txt", "pyproject.toml"]`). A candidate
+    /// that changes none of them skips the stage and sees the trusted build's outputs.
+    #[serde(default)]
+    pub inputs: Vec<String>,
 }
 
 /// `network = "none" | "registry" | "host"` or `network = { allow = ["HOST[:PORT]", ...] }`.
@@ -143,6 +153,44 @@ fn size<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
     cordon_exec::units::parse_size(&text)
         .map(Some)
         .map_err(serde::de::Error::custom)
+}
+
+impl StageConfig {
+    /// What is wrong with `outputs` and `inputs`, if anything.
+    fn cache_error(&self) -> Option<String> {
+        let name = &self.name;
+        for out in &self.outputs {
+            let plain = !out.as_os_str().is_empty()
+                && out
+                    .components()
+                    .all(|c| matches!(c, std::path::Component::Normal(_)))
+                && !out.starts_with(".git");
+            if !plain {
+                return Some(format!(
+                    "stage `{name}`: `outputs` entry {:?} must be a directory inside the project (relative, no `..`, `.` or `.git`)",
+                    out.display().to_string()
+                ));
+            }
+        }
+        if self.inputs.is_empty() {
+            return None;
+        }
+        if self.category != StageCategory::Setup {
+            return Some(format!(
+                "stage `{name}`: `inputs` (skip when unchanged) is for setup stages only"
+            ));
+        }
+        if self.outputs.is_empty() {
+            return Some(format!(
+                "stage `{name}`: `inputs` needs `outputs` (what a skipped stage's candidates see instead)"
+            ));
+        }
+        self.inputs.iter().find_map(|glob| {
+            globset::Glob::new(glob)
+                .err()
+                .map(|e| format!("stage `{name}`: bad `inputs` glob {glob:?}: {e}"))
+        })
+    }
 }
 
 impl Config {
@@ -238,6 +286,9 @@ impl Config {
                         stage.name
                     ),
                 );
+            }
+            if let Some(message) = stage.cache_error() {
+                return fail(&stage.name, message);
             }
             for glob in &stage.when_changed {
                 if let Err(e) = globset::Glob::new(glob) {
@@ -379,6 +430,42 @@ ready = { tcp = 8080 }
         let regex = "[[stage]]\nname = \"s\"\ncategory = \"smoke\"\nrun = [\"x\"]\nready = { stdout = \"(\" }\n";
         assert!(parse(regex).unwrap_err().to_string().contains("regex"));
         assert!(parse("").unwrap_err().to_string().contains("no [[stage]]"));
+        for (body, expected) in [
+            (
+                "category = \"setup\"\noutputs = [\"../up\"]",
+                "inside the project",
+            ),
+            (
+                "category = \"setup\"\noutputs = [\"/abs\"]",
+                "inside the project",
+            ),
+            (
+                "category = \"setup\"\noutputs = [\".\"]",
+                "inside the project",
+            ),
+            (
+                "category = \"setup\"\noutputs = [\".git/x\"]",
+                "inside the project",
+            ),
+            (
+                "category = \"test\"\noutputs = [\"o\"]\ninputs = [\"x\"]",
+                "setup stages only",
+            ),
+            ("category = \"setup\"\ninputs = [\"x\"]", "needs `outputs`"),
+            (
+                "category = \"setup\"\noutputs = [\"o\"]\ninputs = [\"[\"]",
+                "bad `inputs` glob",
+            ),
+        ] {
+            let text = format!("[[stage]]\nname = \"s\"\n{body}\nrun = [\"x\"]\n");
+            let e = parse(&text).unwrap_err().to_string();
+            assert!(e.contains(expected), "{text}: {e}");
+        }
+        let ok = parse("[[stage]]\nname = \"venv\"\ncategory = \"setup\"\nrun = [\"x\"]\noutputs = [\".venv\", \"a/b\"]\ninputs = [\"requirements*.txt\"]\n").unwrap();
+        assert_eq!(
+            ok.stages[0].outputs,
+            [PathBuf::from(".venv"), PathBuf::from("a/b")]
+        );
         let control = "[[stage]]\nname = \"a\\u001b[2Jb\"\ncategory = \"test\"\nrun = [\"x\"]\n";
         assert!(
             parse(control)

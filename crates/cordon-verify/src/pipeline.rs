@@ -291,6 +291,17 @@ fn prepare(request: &VerifyRequest) -> Result<Prepared, VerifyError> {
             }
         }
     }
+    // Declared setup stages with `outputs` and `inputs` (a Python `.venv`, say). The changed
+    // files are unknown without a base: then nothing is skipped.
+    let known = base.is_some().then_some(changed.as_slice());
+    for p in &mut plan.stages {
+        if p.skip.is_none()
+            && p.stage.category == cordon_types::StageCategory::Setup
+            && let Some(why) = cache.skips_declared(&p.stage, &project, known)
+        {
+            p.skip = Some(PlannedSkip::Cached(why));
+        }
+    }
     if let Some(why) = cache.skips_fetch(&changed) {
         for p in &mut plan.stages {
             let fetches = p.stage.category == cordon_types::StageCategory::Setup

@@ -442,3 +442,138 @@ fn explain_shows_the_cache_each_stage_uses_and_why() {
         "{text}"
     );
 }
+
+/// A Python project whose declared setup stage makes a virtual environment (`outputs`), and
+/// may be skipped when none of its `inputs` changed. Like `pip install` running a package's
+/// `setup.py`, the stage runs a file of the repository (`install_hook.py`): a candidate that
+/// changes it runs its own code while the environment is made.
+const PY_CONFIG: &str = r#"
+[[stage]]
+name = "venv"
+category = "setup"
+run = ["sh", "-c", "python3 -m venv --without-pip --system-site-packages .venv && site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_path(\"purelib\"))') && cp -r vendor/dep \"$site/\" && .venv/bin/python install_hook.py \"$site\""]
+outputs = [".venv"]
+inputs = ["requirements.txt", "vendor/**", "install_hook.py"]
+
+[[stage]]
+name = "pytest"
+category = "test"
+run = [".venv/bin/python", "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+"#;
+
+const PY_TEST: &str = r#"
+import os
+import sys
+
+import app
+import dep
+
+
+def test_nothing_planted_is_visible():
+    assert not os.path.exists(".venv/POISON"), "the environment was poisoned"
+    assert dep.VALUE == 1, "the installed dependency was rewritten"
+    assert sys.prefix.endswith(".venv")
+
+
+def test_answer_is_what_the_candidate_says():
+    with open("expected") as f:
+        assert app.answer() == int(f.read())
+"#;
+
+/// A hostile `install_hook.py`: writes into the environment and rewrites what was installed.
+const PY_POISON_HOOK: &str = r#"
+import os, sys
+site = sys.argv[1]
+open(".venv/POISON", "w").write("x")
+open(os.path.join(site, "dep", "__init__.py"), "w").write("VALUE = 666\n")
+"#;
+
+#[test]
+fn a_python_environment_is_made_by_the_trusted_build_and_skipped_while_its_inputs_are_unchanged() {
+    if !overlay_available() {
+        return;
+    }
+    let repo = Repo::new(&[
+        ("cordon.toml", PY_CONFIG),
+        ("requirements.txt", "dep==1\n"),
+        ("vendor/dep/__init__.py", "VALUE = 1\n"),
+        ("install_hook.py", "import sys\n"),
+        ("app.py", "def answer():\n    return 1\n"),
+        ("tests/test_app.py", PY_TEST),
+        ("expected", "1\n"),
+    ]);
+    let (warm, out) = repo.verify(&[]);
+    assert_eq!(
+        warm.overall,
+        Overall::Pass,
+        "{}\n{:#?}",
+        String::from_utf8_lossy(&out.stderr),
+        warm.stages
+    );
+    let cache = warm.cache.clone().unwrap();
+    let key = cache
+        .promoted
+        .clone()
+        .expect("the trusted build made a cache");
+    assert!(
+        cache.places.iter().any(|p| p.starts_with(".venv/")),
+        "{cache:#?}"
+    );
+
+    // A candidate whose install hook poisons the environment: its inputs changed, so the
+    // stage runs (in its private layer); its own test sees its hook.
+    let hostile = repo.patch("hostile", &[("install_hook.py", PY_POISON_HOOK)]);
+    let (bad, _) = repo.verify(&["--patch", hostile.to_str().unwrap()]);
+    assert_eq!(stage(&bad, "venv").status, StageStatus::Pass, "{bad:#?}");
+    assert_eq!(stage(&bad, "pytest").status, StageStatus::Fail, "{bad:#?}");
+    let bad_cache = bad.cache.unwrap();
+    assert_eq!(bad_cache.used.as_deref(), Some(key.as_str()));
+    assert_eq!(bad_cache.promoted, None, "a candidate is never promoted");
+    assert!(!repo.cached_names().iter().any(|n| n == "POISON"));
+
+    // A candidate that changes the code only: no environment is made, the trusted one is
+    // seen, none of the hook's writes.
+    let clean = repo.patch(
+        "clean",
+        &[
+            ("app.py", "def answer():\n    return 3\n"),
+            ("expected", "3\n"),
+        ],
+    );
+    let (next, out) = repo.verify(&["--patch", clean.to_str().unwrap()]);
+    assert_eq!(
+        next.overall,
+        Overall::Pass,
+        "{}\n{:#?}",
+        String::from_utf8_lossy(&out.stderr),
+        next.stages
+    );
+    let venv = stage(&next, "venv");
+    assert_eq!(venv.status, StageStatus::Skipped, "{venv:#?}");
+    let why = venv.skip_reason.as_deref().unwrap();
+    assert!(
+        why.contains(".venv/ come(s) from the trusted cache") && why.contains("install_hook.py"),
+        "{why}"
+    );
+    let counts = stage(&next, "pytest").tests.unwrap();
+    assert_eq!((counts.passed, counts.failed), (2, 0));
+    let explain = cordon()
+        .env("CORDON_HOME", repo.home.path())
+        .args(["verify", "--explain", "--repo"])
+        .arg(repo.path())
+        .args(["--patch", clean.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&explain.stdout);
+    assert!(text.contains(".venv/: trusted cache"), "{text}");
+
+    // A candidate that changes requirements.txt makes its environment again.
+    let reqs = repo.patch("reqs", &[("requirements.txt", "dep==1\n# pinned\n")]);
+    let (again, _) = repo.verify(&["--patch", reqs.to_str().unwrap()]);
+    assert_eq!(
+        stage(&again, "venv").status,
+        StageStatus::Pass,
+        "{again:#?}"
+    );
+    assert_eq!(again.overall, Overall::Pass, "{again:#?}");
+}

@@ -115,6 +115,8 @@ pub(crate) fn stage(
         when_changed: Vec::new(),
         ready: None,
         writable_caches: false,
+        outputs: Vec::new(),
+        inputs: Vec::new(),
     }
 }
 
