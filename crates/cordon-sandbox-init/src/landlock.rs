@@ -65,8 +65,11 @@ pub fn restrict(plan: &LandlockPlan) -> Setup<Vec<String>> {
     for (path, access) in rules {
         let fd = PathFd::new(path).map_err(|e| err(&format!("open {}", path.display()), &e))?;
         // A file gets only the file rights of `access`: offered directory rights, the crate
-        // would drop them and call the whole ruleset partly enforced.
-        let access = if std::fs::metadata(path).is_ok_and(|m| !m.is_dir()) {
+        // would drop them and call the whole ruleset partly enforced. (The object opened is
+        // asked, not the path again.)
+        let not_dir = rustix::fs::fstat(std::os::fd::AsFd::as_fd(&fd))
+            .is_ok_and(|st| !rustix::fs::FileType::from_raw_mode(st.st_mode).is_dir());
+        let access = if not_dir {
             access & AccessFs::from_file(abi)
         } else {
             access
