@@ -172,6 +172,23 @@ impl Recorder {
             .map_err(|e| RecordError::new("record the run's result", e))?;
         Ok(stats)
     }
+
+    /// [`Recorder::finish`] for a process that exits right after it: the store's connections
+    /// are left for the exit to close. Closing an SQLite connection only tears down memory
+    /// (its parsed schema, caches) and releases locks — the kernel does both at exit — while
+    /// everything recorded is already committed (a store is built to be left this way: it is
+    /// what a killed process leaves). Saves a tenth of what recording costs a short run
+    /// (BENCHMARKS.md, "Recording"). Not for a long-lived process: it keeps the connections.
+    pub fn finish_before_exit(
+        self,
+        state: RunState,
+        document: &impl serde::Serialize,
+    ) -> Result<TranscriptStats, RecordError> {
+        let store = self.store.clone();
+        let finished = self.finish(state, document);
+        std::mem::forget(store);
+        finished
+    }
 }
 
 /// What to tell the user about a finished transcript: output past the limit, output lost

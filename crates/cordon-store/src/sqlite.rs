@@ -118,8 +118,9 @@ impl SqliteBackend {
     }
 
     fn open_once(path: &Path) -> Result<Self, StoreErrorKind> {
-        check_magic(path)?;
-        create_private_file(path)?;
+        if !check_magic(path)? {
+            create_private_file(path)?;
+        }
         let mut connection = connect(path)?;
         migrate(&mut connection)?;
         Ok(Self {
@@ -324,18 +325,21 @@ fn create_private_file(path: &Path) -> Result<(), StoreErrorKind> {
 }
 
 /// Fails with [`StoreErrorKind::NotADatabase`] when `path` exists, is not empty, and does not
-/// start like an SQLite database (SQLite would only notice at the first query).
-fn check_magic(path: &Path) -> Result<(), StoreErrorKind> {
+/// start like an SQLite database (SQLite would only notice at the first query). `true` when it
+/// is one (there is no file to create then), `false` when it is missing or empty.
+fn check_magic(path: &Path) -> Result<bool, StoreErrorKind> {
     use std::io::Read;
     let Ok(mut file) = std::fs::File::open(path) else {
-        return Ok(());
+        return Ok(false);
     };
     let mut head = Vec::with_capacity(16);
     if file.by_ref().take(16).read_to_end(&mut head).is_err() {
         return Err(StoreErrorKind::NotADatabase);
     }
-    if head.is_empty() || head == SQLITE_MAGIC {
-        Ok(())
+    if head.is_empty() {
+        Ok(false)
+    } else if head == SQLITE_MAGIC {
+        Ok(true)
     } else {
         Err(StoreErrorKind::NotADatabase)
     }

@@ -354,7 +354,8 @@ impl TerminalModes {
 fn finish_recording(recorder: Option<Recorder>, result: &cordon_types::RunResult) {
     let Some(recorder) = recorder else { return };
     let state = cordon_store::RunState::from(result.status);
-    match recorder.finish(state, result) {
+    // cordon ends after the run: the exit closes the store.
+    match recorder.finish_before_exit(state, result) {
         Ok(stats) => {
             for note in cordon_runner::transcript_notes(&stats) {
                 eprintln!("cordon: {note}");
