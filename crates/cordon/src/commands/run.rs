@@ -172,14 +172,6 @@ pub(crate) fn request_from(
     }
 }
 
-/// How the run history is being opened.
-enum Opening {
-    /// On a thread, while the sandbox is prepared.
-    Thread(std::thread::JoinHandle<Result<cordon_store::Store, cordon_runner::RecordError>>),
-    /// Here, after the (cheap) preparation.
-    Inline,
-}
-
 /// What [`execute`] ran.
 pub(crate) struct Executed {
     /// cordon's exit code for the run.
@@ -199,45 +191,31 @@ pub(crate) fn execute(
     record_repo: &Path,
     session: Option<&str>,
 ) -> Result<Executed, CliError> {
-    // The run history is opened (and reconciled) on another thread while the sandbox is
-    // prepared (without a sandbox there is too little to prepare for a thread to pay); the run
-    // is entered in it before the program starts, so a crash never loses it.
-    let opening = (!args.no_record).then(|| match request.isolation {
-        Isolation::Sandboxed(_) => Opening::Thread(std::thread::spawn(Recorder::open)),
-        Isolation::Unsandboxed => Opening::Inline,
-    });
     let prepared = cordon_runner::prepare(request).map_err(run_error)?;
     for warning in prepared.warnings() {
         eprintln!("cordon: warning: {warning}");
     }
     let command = prepared.shown_command().to_vec();
-    let recorder = match opening {
-        None => None,
-        Some(opening) => {
-            let store = match opening {
-                Opening::Thread(thread) => thread
-                    .join()
-                    .map_err(|_| CliError::msg(CORDON_FAILED, "opening the run history failed"))?,
-                Opening::Inline => Recorder::open(),
-            };
-            Some(
-                store
-                    .and_then(|store| {
-                        Recorder::begin_on(
-                            store,
-                            cordon_store::RunKind::Run,
-                            Some(record_repo),
-                            session,
-                            prepared.shown_command(),
-                            args.transcript_limit,
-                        )
-                    })
-                    .map_err(|e| {
-                        let hint = e.hint();
-                        CliError::new(CORDON_FAILED, e).hint(hint)
-                    })?,
+    // The run is entered in the history before the program starts, so a crash never loses
+    // it. The history is opened here, after the preparation, on this thread: opening it on
+    // another thread while the sandbox was prepared measured 0.3 ms slower per recorded run
+    // on this 2-core machine under load (BENCHMARKS.md, "Recording").
+    let recorder = if args.no_record {
+        None
+    } else {
+        Some(
+            Recorder::begin_in(
+                cordon_store::RunKind::Run,
+                Some(record_repo),
+                session,
+                prepared.shown_command(),
+                args.transcript_limit,
             )
-        }
+            .map_err(|e| {
+                let hint = e.hint();
+                CliError::new(CORDON_FAILED, e).hint(hint)
+            })?,
+        )
     };
     let run_id = recorder.as_ref().map(|r| r.id().to_owned());
     let cancel = signals::cancel_on_signals()?;
