@@ -8,7 +8,7 @@
 #   bench/sandbox-overhead.sh         # builds release, prints the medians for BENCH_RESULTS.md
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release -q -p cordon
+cargo build --release -q -p cordon -p cordon-sandbox-init
 CORDON=${CARGO_TARGET_DIR:-$PWD/target}/release/cordon
 RUNS=${RUNS:-300}
 work=$(mktemp -d)
