@@ -267,6 +267,21 @@ pub(crate) fn last_event_id(headers: &HeaderMap) -> u64 {
         .unwrap_or(0)
 }
 
+/// Quiet polls of a live log between two looks at its job's state (2 s).
+const ENDLESS_CHECK_POLLS: u32 = 20;
+
+/// Where a live log stands.
+struct Follow {
+    service: Arc<Service>,
+    id: JobId,
+    after: u64,
+    buffered: std::collections::VecDeque<cordon_store::JobEvent>,
+    ended: bool,
+    idle_polls: u32,
+    /// Held while the stream lives (dropped when the client goes away or the log ends).
+    _permit: crate::streams::StreamPermit,
+}
+
 /// A job's live log as Server-Sent Events from after event `after` until its `end` event
 /// (or the server's stop). The caller has checked that the client may see the job; a token
 /// that holds too many streams open already (or a server that does) is answered 429.
@@ -276,54 +291,75 @@ pub(crate) fn live_log(
     id: JobId,
     after: u64,
 ) -> Result<Response, RequestError> {
-    // Held by the stream: dropped when the client goes away or the log ends.
     let permit = service
         .live_streams
         .open(token_id)
         .map_err(RequestError::Busy)?;
-    let stream = futures_util::stream::unfold(
-        (service, id, after, Vec::new(), false, permit),
-        |(service, id, mut after, mut buffered, mut ended, permit): (
-            Arc<Service>,
-            JobId,
-            u64,
-            Vec<cordon_store::JobEvent>,
-            bool,
-            crate::streams::StreamPermit,
-        )| async move {
-            loop {
-                if let Some(event) = (!buffered.is_empty()).then(|| buffered.remove(0)) {
-                    after = event.seq;
-                    ended |= event.kind == "end";
-                    let sse = Event::default()
-                        .id(event.seq.to_string())
-                        .event(event.kind.clone())
-                        .data(event.data.to_string());
-                    return Some((
-                        Ok::<_, Infallible>(sse),
-                        (service, id, after, buffered, ended, permit),
-                    ));
-                }
-                if ended
-                    || service
-                        .shutting_down
-                        .load(std::sync::atomic::Ordering::SeqCst)
-                {
-                    return None;
-                }
-                let page = {
-                    let (service, id) = (Arc::clone(&service), id.clone());
-                    tokio::task::spawn_blocking(move || service.store.job_events(&id, after, 256))
-                        .await
-                };
-                match page {
-                    Ok(Ok(page)) if !page.is_empty() => buffered = page,
-                    Ok(Ok(_)) => tokio::time::sleep(EVENT_POLL).await,
-                    _ => return None,
-                }
+    let follow = Follow {
+        service,
+        id,
+        after,
+        buffered: std::collections::VecDeque::new(),
+        ended: false,
+        idle_polls: 0,
+        _permit: permit,
+    };
+    let stream = futures_util::stream::unfold(follow, |mut f| async move {
+        loop {
+            if let Some(event) = f.buffered.pop_front() {
+                f.after = event.seq;
+                f.ended |= event.kind == "end";
+                let sse = Event::default()
+                    .id(event.seq.to_string())
+                    .event(event.kind.clone())
+                    .data(event.data.to_string());
+                return Some((Ok::<_, Infallible>(sse), f));
             }
-        },
-    );
+            if f.ended
+                || f.service
+                    .shutting_down
+                    .load(std::sync::atomic::Ordering::SeqCst)
+            {
+                return None;
+            }
+            let page = {
+                let (service, id, after) = (Arc::clone(&f.service), f.id.clone(), f.after);
+                tokio::task::spawn_blocking(move || service.store.job_events(&id, after, 256)).await
+            };
+            match page {
+                Ok(Ok(page)) if !page.is_empty() => {
+                    f.buffered = page.into();
+                    f.idle_polls = 0;
+                }
+                Ok(Ok(_)) => {
+                    f.idle_polls += 1;
+                    // A job that ended without its `end` event (the store refused the write
+                    // under load): after a quiet while, the stream ends with one made up from
+                    // the job's state, instead of waiting for ever.
+                    if f.idle_polls % ENDLESS_CHECK_POLLS == 0 {
+                        let (service, id) = (Arc::clone(&f.service), f.id.clone());
+                        let job =
+                            tokio::task::spawn_blocking(move || service.store.get_job(&id)).await;
+                        if let Ok(Ok(Some(job))) = job
+                            && job.state.is_final()
+                        {
+                            f.ended = true;
+                            let sse = Event::default().event("end").data(
+                                serde_json::json!({
+                                    "state": job.state.as_str(),
+                                    "note": "the job's own end event is missing; see the job document"
+                                })
+                                .to_string(),
+                            );
+                            return Some((Ok(sse), f));
+                        }
+                    }
+                    tokio::time::sleep(EVENT_POLL).await;
+                }
+                _ => return None,
+            }
+        }
+    });
     Ok(Sse::new(stream)
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
         .into_response())

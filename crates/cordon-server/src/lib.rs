@@ -48,6 +48,7 @@ mod policy;
 mod run;
 mod secrets;
 mod service;
+mod sources;
 mod streams;
 mod worker;
 

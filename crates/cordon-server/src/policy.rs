@@ -25,8 +25,8 @@ pub struct Policy {
     pub workers: u32,
     /// A file of secret values, `NAME=value` per line (`#` comments), owned by the server's
     /// user and readable by nobody else (refused otherwise). A project's `secrets` are looked
-    /// up there first, then in the server's environment; every value in it is redacted from
-    /// every job's output. Re-read with the policy (SIGHUP).
+    /// up there first, then in the server's environment; the values of the secrets a project
+    /// may use are redacted from all its jobs' output. Re-read with the policy (SIGHUP).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secrets_file: Option<PathBuf>,
     /// Per project; the project `*` applies to every project not named.
@@ -79,6 +79,62 @@ pub struct ProjectPolicy {
     /// but a local path.
     #[serde(default = "default_network")]
     pub network: BTreeMap<String, NetworkRule>,
+    /// What each job (each stage of a verify job) may use at most; also what it gets when it
+    /// asks for nothing.
+    #[serde(default)]
+    pub limits: JobLimits,
+}
+
+/// A project's per-job limits: each is the most a job may ask for and the default of a job
+/// that asks for nothing (a verify stage asking for more gets this much).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct JobLimits {
+    /// Memory of the job's process tree (e.g. `"4GiB"`).
+    #[serde(default = "default_memory")]
+    pub memory: String,
+    /// Processes and threads of the job's process tree.
+    #[serde(default = "default_pids")]
+    pub pids: u64,
+    /// Bytes of each output stream kept in the result (head and tail); a verify job's stages
+    /// share it.
+    #[serde(default = "default_output_limit")]
+    pub output_limit: String,
+}
+
+impl Default for JobLimits {
+    fn default() -> Self {
+        JobLimits {
+            memory: default_memory(),
+            pids: default_pids(),
+            output_limit: default_output_limit(),
+        }
+    }
+}
+
+impl JobLimits {
+    /// The memory limit in bytes.
+    pub fn memory_bytes(&self) -> u64 {
+        cordon_exec::units::parse_size(&self.memory).unwrap_or(4 << 30)
+    }
+
+    /// The output limit in bytes.
+    pub fn output_bytes(&self) -> u64 {
+        cordon_exec::units::parse_size(&self.output_limit).unwrap_or(1 << 20)
+    }
+}
+
+/// The least memory a job may ask for: below it nothing starts.
+pub const MIN_MEMORY: u64 = 16 << 20;
+
+fn default_memory() -> String {
+    "4GiB".into()
+}
+fn default_pids() -> u64 {
+    1024
+}
+fn default_output_limit() -> String {
+    "1MiB".into()
 }
 
 /// How much network a job (or a stage of it) has, or may have.
@@ -262,6 +318,7 @@ impl Policy {
                 secrets: Vec::new(),
                 max_attempts: default_attempts(),
                 network: default_network(),
+                limits: JobLimits::default(),
             },
         );
         Policy {
@@ -319,6 +376,32 @@ impl Policy {
                         crate::api::JobType::ALL.map(|t| t.as_str()).join(", ")
                     )));
                 }
+            }
+            let limits = &project.limits;
+            match cordon_exec::units::parse_size(&limits.memory) {
+                Ok(bytes) if bytes >= MIN_MEMORY => {}
+                Ok(_) => {
+                    return Err(invalid(format!(
+                        "projects.{name}.limits.memory: at least 16MiB"
+                    )));
+                }
+                Err(e) => return Err(invalid(format!("projects.{name}.limits.memory: {e}"))),
+            }
+            match cordon_exec::units::parse_size(&limits.output_limit) {
+                Ok(bytes) if bytes > 0 => {}
+                Ok(_) => {
+                    return Err(invalid(format!(
+                        "projects.{name}.limits.output_limit must be more than 0"
+                    )));
+                }
+                Err(e) => {
+                    return Err(invalid(format!("projects.{name}.limits.output_limit: {e}")));
+                }
+            }
+            if limits.pids == 0 {
+                return Err(invalid(format!(
+                    "projects.{name}.limits.pids must be at least 1"
+                )));
             }
             if project.concurrency == 0 || project.max_attempts == 0 {
                 return Err(invalid(format!(

@@ -1,8 +1,10 @@
 //! The server's secrets file: `NAME=value` lines that only the server's user can read.
 //!
 //! Values never reach the store, the audit trail or a log: jobs name the secrets they need
-//! (allowed per project by the policy), programs receive them as variables, and every value
-//! of the file is redacted from every job's output.
+//! (allowed per project by the policy), programs receive them as variables, and the values of
+//! the secrets a project may use are redacted from every one of its jobs' output (another
+//! project's values are not matched: redaction would tell a job printing guesses which guess
+//! is right).
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};

@@ -319,9 +319,11 @@ impl Service {
 
     /// The token behind an `Authorization` header value.
     pub fn authenticate(&self, header: Option<&str>) -> Result<TokenRow, RequestError> {
+        // The scheme is case-insensitive (RFC 7235).
         let secret = header
-            .and_then(|h| h.strip_prefix("Bearer "))
-            .map(str::trim)
+            .and_then(|h| h.split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, secret)| secret.trim())
             .filter(|s| !s.is_empty())
             .ok_or(RequestError::Unauthorized)?;
         self.store
@@ -329,10 +331,26 @@ impl Service {
             .ok_or(RequestError::Unauthorized)
     }
 
+    /// cordon's own state, which no job may clone from: the service's data directory and
+    /// `CORDON_HOME` (workspaces, bases, the run history).
+    pub fn state_dirs(&self) -> Vec<PathBuf> {
+        let mut dirs = vec![self.data_dir.clone()];
+        if let Ok(home) = cordon_types::cordon_home() {
+            dirs.push(home);
+        }
+        dirs
+    }
+
     /// A job the token may see (another project's job is "not found"; an operator token sees
     /// every project's).
     pub fn visible_job(&self, token: &TokenRow, id: &str) -> Result<JobRow, RequestError> {
         require(token, "read")?;
+        self.job_of(token, id)
+    }
+
+    /// A job of the token's project (any project's for an operator token), whatever its
+    /// scopes.
+    fn job_of(&self, token: &TokenRow, id: &str) -> Result<JobRow, RequestError> {
         let id: JobId = id.parse().map_err(|_| RequestError::NotFound)?;
         match self.store.get_job(&id)? {
             Some(job) if crate::access::sees(token, &job.project) => Ok(job),
@@ -526,6 +544,29 @@ impl Service {
             rules
                 .check_command(key, &["git".into(), "clone".into(), url.to_owned()])
                 .map_err(refused)?;
+            // `run` and `verify` of a `repo` clone on the host as `repo.clone` does: the
+            // project must be allowed that.
+            if field == "repo"
+                && !rules
+                    .job_types
+                    .iter()
+                    .any(|t| t == JobType::RepoClone.as_str())
+            {
+                return Err(RequestError::Policy {
+                    rule: format!("projects.{key}.job_types"),
+                    reason: "inputs.repo clones on the server's host, as repo.clone does, \
+                             which this project may not"
+                        .into(),
+                });
+            }
+            if let Some(path) = crate::sources::local_path(url) {
+                crate::sources::check_local(&path, &self.state_dirs()).map_err(|reason| {
+                    RequestError::Policy {
+                        rule: "repository".into(),
+                        reason: format!("inputs.{field}: {reason}"),
+                    }
+                })?;
+            }
             if let Some(host) = clone_remote(url) {
                 rules
                     .check_network(key, "repo.clone", &NetworkRule::Allow(vec![host]))
@@ -545,10 +586,42 @@ impl Service {
             }
             Ok(())
         };
-        let size = |field: &str, text: &Option<String>| -> Result<(), RequestError> {
-            if let Some(text) = text {
-                cordon_exec::units::parse_size(text)
-                    .map_err(|e| RequestError::BadRequest(format!("inputs.{field}: {e}")))?;
+        // Limits a job asks for: well-formed, enough to start anything, within the project's.
+        let limits = |memory: &Option<String>,
+                      pids: Option<u64>,
+                      output_limit: &Option<String>|
+         -> Result<(), RequestError> {
+            let max = &rules.limits;
+            let over = |what: &str, asked: String, most: String| RequestError::Policy {
+                rule: format!("projects.{key}.limits.{what}"),
+                reason: format!("inputs.{what} {asked} is over the project's {most}"),
+            };
+            if let Some(text) = memory {
+                let bytes = cordon_exec::units::parse_size(text)
+                    .map_err(|e| RequestError::BadRequest(format!("inputs.memory: {e}")))?;
+                if bytes < crate::policy::MIN_MEMORY {
+                    return Err(RequestError::BadRequest(
+                        "inputs.memory: at least 16MiB (nothing starts in less)".into(),
+                    ));
+                }
+                if bytes > max.memory_bytes() {
+                    return Err(over("memory", text.clone(), max.memory.clone()));
+                }
+            }
+            if let Some(pids) = pids {
+                if pids == 0 {
+                    return Err(RequestError::BadRequest("inputs.pids: at least 1".into()));
+                }
+                if pids > max.pids {
+                    return Err(over("pids", pids.to_string(), max.pids.to_string()));
+                }
+            }
+            if let Some(text) = output_limit {
+                let bytes = cordon_exec::units::parse_size(text)
+                    .map_err(|e| RequestError::BadRequest(format!("inputs.output_limit: {e}")))?;
+                if bytes > max.output_bytes() {
+                    return Err(over("output_limit", text.clone(), max.output_limit.clone()));
+                }
             }
             Ok(())
         };
@@ -567,8 +640,7 @@ impl Service {
                     (None, Some(url)) => repository(url, "repo")?,
                     (None, None) => {}
                 }
-                size("memory", &inputs.memory)?;
-                size("output_limit", &inputs.output_limit)?;
+                limits(&inputs.memory, inputs.pids, &inputs.output_limit)?;
             }
             JobType::Verify => {
                 let inputs: VerifyInputs = serde_json::from_value(value).map_err(bad)?;
@@ -615,7 +687,7 @@ impl Service {
                 let inputs: SessionExecInputs = serde_json::from_value(value).map_err(bad)?;
                 program(&inputs.argv, &inputs.network)?;
                 session(&inputs.session)?;
-                size("memory", &inputs.memory)?;
+                limits(&inputs.memory, inputs.pids, &None)?;
             }
         }
         Ok(())
@@ -624,8 +696,8 @@ impl Service {
     /// Cancels a job the token may see: queued ones at once, running ones by killing their
     /// process tree. Returns the job after.
     pub fn cancel(&self, token: &TokenRow, id: &str) -> Result<JobRow, RequestError> {
-        let job = self.visible_job(token, id)?;
         require(token, "submit")?;
+        let job = self.job_of(token, id)?;
         let after = self.store.cancel_job(&job.id)?;
         self.store.audit(
             &token.id,

@@ -55,6 +55,11 @@ pub struct VerifyRequest {
     /// Whether stages see a trusted build cache, and whether a trusted build makes one (see
     /// [`crate::CacheMode`]).
     pub cache: crate::cache::CacheMode,
+    /// The most memory (bytes) any stage's process tree gets: the limit of a stage that sets
+    /// none, and of one that asks for more (the job service's per-project limit).
+    pub max_memory: Option<u64>,
+    /// The most processes and threads any stage gets, likewise.
+    pub max_pids: Option<u64>,
 }
 
 /// Live progress of a verification, for a terminal view or a transcript.

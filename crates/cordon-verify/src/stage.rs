@@ -208,7 +208,15 @@ pub(crate) fn run_stage(
         cache,
     } = &place;
     let (root, ws_path, common_dir) = (*root, *ws_path, *common_dir);
-    let (options, caches) = stage_sandbox(&planned.stage, cache);
+    let (mut options, caches) = stage_sandbox(&planned.stage, cache);
+    // A stage's own limits (from the repository's plan) never exceed the caller's.
+    let at_most = |own: Option<u64>, most: Option<u64>| match (own, most) {
+        (Some(own), Some(most)) => Some(own.min(most)),
+        (own, None) => own,
+        (None, most) => most,
+    };
+    options.limits.memory_bytes = at_most(options.limits.memory_bytes, request.max_memory);
+    options.limits.pids = at_most(options.limits.pids, request.max_pids);
     let stage = &planned.stage;
     let cwd = stage_cwd(planned, root);
     let rel = cwd.strip_prefix(ws_path).unwrap_or(Path::new(""));

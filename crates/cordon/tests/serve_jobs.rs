@@ -375,6 +375,21 @@ fn serve_secrets_file_values_reach_only_asking_jobs_and_are_redacted() {
         "the secret is in the store"
     );
 
+    // Another project's job learns nothing from redaction: its guesses come back as printed,
+    // with no marker telling the right one (or the secret's name).
+    let server = Server::start_in(Arc::clone(&dir), policy.clone());
+    let other = server.token("b", "submit,read");
+    let guesses = server.run_to_end(
+        &other,
+        &json!({"project": "b", "type": "run", "inputs": {"argv": ["sh", "-c",
+                "printf 'Password1\\ns3cr3t-from-the-file-42\\nWinter2024\\n'"]}}),
+    );
+    assert_eq!(
+        guesses["result"]["stdout"]["head"], "Password1\ns3cr3t-from-the-file-42\nWinter2024\n",
+        "{guesses}"
+    );
+    drop(server);
+
     // A secrets file others can read is refused at start, naming the file.
     std::fs::set_permissions(&secrets, std::fs::Permissions::from_mode(0o644)).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_cordon"))

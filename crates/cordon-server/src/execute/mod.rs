@@ -116,11 +116,46 @@ impl Attempt<'_> {
     }
 
     /// The variables of the server's environment the job asked for.
+    /// (Those the project's policy no longer allows — it was reloaded since — are left out.)
     pub(crate) fn env(&self) -> Vec<(String, String)> {
+        let allowed = self
+            .rules()
+            .map(|rules| rules.env_keys.clone())
+            .unwrap_or_default();
         self.names("env_keys")
             .into_iter()
+            .filter(|name| allowed.contains(name))
             .filter_map(|k| std::env::var(&k).ok().map(|v| (k, v)))
             .collect()
+    }
+
+    /// The project's rules in the policy of this attempt.
+    pub(crate) fn rules(&self) -> Option<&crate::policy::ProjectPolicy> {
+        self.policy
+            .project(&self.job.project)
+            .map(|(_, rules)| rules)
+    }
+
+    /// The secret values redacted from the job's output: those of the secrets the project
+    /// may use. Another project's values are not matched: a job printing guesses would
+    /// otherwise learn which guess is another project's secret, and under which name.
+    pub(crate) fn secret_values(&self) -> Vec<(String, String)> {
+        let allowed = self
+            .rules()
+            .map(|rules| rules.secrets.clone())
+            .unwrap_or_default();
+        self.secrets
+            .pairs()
+            .iter()
+            .filter(|(name, _)| allowed.contains(name))
+            .cloned()
+            .collect()
+    }
+
+    /// The project's limits in the policy of this attempt (the built-in ones when the
+    /// project has no rules any more; such a job is refused before it runs anyway).
+    pub(crate) fn limits(&self) -> crate::policy::JobLimits {
+        self.rules().map(|r| r.limits.clone()).unwrap_or_default()
     }
 
     /// A scratch directory of this attempt (removed by the caller, and when its worker

@@ -65,29 +65,36 @@ pub(crate) fn run_program(attempt: &Attempt<'_>, spec: ProgramSpec) -> Outcome {
         Ok(o) => o,
         Err(o) => return o,
     };
-    if let Some(memory) = &spec.memory {
-        match cordon_exec::units::parse_size(memory) {
-            Ok(bytes) => options.limits.memory_bytes = Some(bytes),
-            Err(e) => return Outcome::failed("usage", format!("inputs.memory: {e}")),
-        }
-    }
-    options.limits.pids = spec.pids;
-    let mut bounds = Bounds {
+    // What the job asked for, within the project's limits as they are now (the policy may
+    // have been reloaded since it was submitted); the project's limits when it asked nothing.
+    let max = attempt.limits();
+    let memory = match spec.memory.as_deref().map(cordon_exec::units::parse_size) {
+        Some(Ok(bytes)) => bytes.min(max.memory_bytes()),
+        Some(Err(e)) => return Outcome::failed("usage", format!("inputs.memory: {e}")),
+        None => max.memory_bytes(),
+    };
+    options.limits.memory_bytes = Some(memory);
+    options.limits.pids = Some(spec.pids.unwrap_or(max.pids).min(max.pids));
+    let output_limit = match spec
+        .output_limit
+        .as_deref()
+        .map(cordon_exec::units::parse_size)
+    {
+        Some(Ok(bytes)) => bytes.min(max.output_bytes()),
+        Some(Err(e)) => return Outcome::failed("usage", format!("inputs.output_limit: {e}")),
+        None => max.output_bytes(),
+    };
+    let bounds = Bounds {
         timeout: Duration::from_millis(job.timeout_ms),
+        output_limit: usize::try_from(output_limit).unwrap_or(usize::MAX),
         ..Bounds::default()
     };
-    if let Some(limit) = &spec.output_limit {
-        match cordon_exec::units::parse_size(limit) {
-            Ok(bytes) => bounds.output_limit = usize::try_from(bytes).unwrap_or(usize::MAX),
-            Err(e) => return Outcome::failed("usage", format!("inputs.output_limit: {e}")),
-        }
-    }
     let mut request = RunRequest::new(spec.argv.iter().cloned(), spec.cwd);
     request.workspace = Some(spec.workspace);
     request.isolation = Isolation::Sandboxed(options);
     request.env = attempt.env();
     request.secrets = attempt.secret_names();
-    request.secret_values = attempt.secrets.pairs().to_vec();
+    request.secret_values = attempt.secret_values();
     request.bounds = bounds;
     let mut sink = EventSink::new(attempt);
     let ran = cordon_runner::run(

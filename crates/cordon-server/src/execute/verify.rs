@@ -67,6 +67,10 @@ fn selection(
     Ok(Some(names))
 }
 
+/// The most stages a verify job runs (each has its sandbox, its result and its output in the
+/// report): a repository's plan asking for more is refused.
+pub(crate) const MAX_STAGES: usize = 64;
+
 /// Refuses the plan when a stage that would run breaks the project's policy.
 fn check_plan(
     attempt: &Attempt<'_>,
@@ -85,6 +89,13 @@ fn check_plan(
         .iter()
         .filter(|s| s.skip.is_none())
         .filter(|s| only.is_none_or(|o| o.contains(&s.stage.name)));
+    let count = running.clone().count();
+    if count > MAX_STAGES {
+        return Err(Outcome::failed(
+            "policy",
+            format!("the plan runs {count} stages, more than {MAX_STAGES}; nothing ran"),
+        ));
+    }
     for planned in running {
         let stage = &planned.stage;
         let refuse = |what: String| {
@@ -161,7 +172,7 @@ fn verify_in(
         output_limit: cordon_exec::DEFAULT_OUTPUT_LIMIT,
         run_id: Some(format!("{}-{}", job.id, job.attempt)),
         env: attempt.env(),
-        secret_values: attempt.secrets.pairs().to_vec(),
+        secret_values: attempt.secret_values(),
         ..cordon_verify::VerifyRequest::default()
     };
     // The plan first: a verify whose plan breaks the policy is refused before anything runs.
@@ -177,6 +188,26 @@ fn verify_in(
         return o;
     }
     request.only = only;
+    // The project's limits hold for every stage; the output a report keeps is the project's
+    // output limit in all, shared by the stages that run (16 KiB each at least).
+    let limits = attempt.limits();
+    request.max_memory = Some(limits.memory_bytes());
+    request.max_pids = Some(limits.pids);
+    let running = plan
+        .stages
+        .iter()
+        .filter(|s| s.skip.is_none())
+        .filter(|s| {
+            request
+                .only
+                .as_ref()
+                .is_none_or(|o| o.contains(&s.stage.name))
+        })
+        .count()
+        .max(1);
+    request.output_limit = usize::try_from(limits.output_bytes() / running as u64)
+        .unwrap_or(usize::MAX)
+        .max(16 << 10);
     // The job's timeout covers the whole verification.
     let timed_out = Arc::new(AtomicBool::new(false));
     let done = Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));

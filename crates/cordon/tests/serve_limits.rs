@@ -1,0 +1,325 @@
+//! `cordon serve` holds every job to its project's limits and keeps one project out of
+//! another's data: memory, processes and output bounded by default and at most the policy's;
+//! clones of `/proc` or cordon's own state refused; `repo` inputs only where `repo.clone` is
+//! allowed; a live log whose `end` event went missing still ends. A real server, the real
+//! sandbox.
+
+mod support;
+
+use serde_json::{Value, json};
+use support::server::Server;
+use support::{TestDir, repo_with};
+
+const POLICY: &str = r#"
+workers = 2
+
+[projects.a]
+concurrency = 2
+max_timeout = "60s"
+allow = [["sh", "*"], ["python3", "*"], ["git", "*"], ["true"]]
+limits = { memory = "256MiB", pids = 32, output_limit = "64KiB" }
+
+[projects.b]
+job_types = ["run"]
+allow = [["true"], ["git", "*"]]
+"#;
+
+fn run(project: &str, script: &str) -> Value {
+    json!({"project": project, "type": "run", "inputs": {"argv": ["sh", "-c", script]}})
+}
+
+#[test]
+fn serve_refuses_limits_above_the_projects_and_malformed_ones() {
+    let server = Server::start(POLICY);
+    let token = server.token("a", "submit,read");
+    for (field, value, status, rule) in [
+        (
+            "memory",
+            json!("1GiB"),
+            403,
+            Some("projects.a.limits.memory"),
+        ),
+        ("pids", json!(33), 403, Some("projects.a.limits.pids")),
+        (
+            "output_limit",
+            json!("1MiB"),
+            403,
+            Some("projects.a.limits.output_limit"),
+        ),
+        ("pids", json!(0), 400, None),
+        ("memory", json!("1"), 400, None),
+        ("memory", json!("lots"), 400, None),
+    ] {
+        let mut body = run("a", "true");
+        body["inputs"][field] = value.clone();
+        let (got, answer) = server.submit(&token, &body);
+        assert_eq!(got, status, "{field} = {value}: {answer}");
+        assert_eq!(answer["rule"].as_str(), rule, "{answer}");
+    }
+    let (_, list) = server.json("GET", "/v1/jobs", &token, &Value::Null);
+    assert_eq!(list["jobs"], json!([]), "nothing refused was queued");
+}
+
+#[test]
+fn serve_jobs_that_ask_for_no_limits_get_the_projects() {
+    let server = Server::start(POLICY);
+    let token = server.token("a", "submit,read");
+    // Processes: 32 at most, whatever the job does.
+    let forks = server.run_to_end(
+        &token,
+        &run(
+            "a",
+            "n=0; for i in $(seq 1 100); do (sleep 2) 2>/dev/null & n=$((n+1)); done 2>/dev/null; \
+             wait; echo started; ls /proc | grep -c '^[0-9]' >&2",
+        ),
+    );
+    assert!(
+        forks["result"]["limits_hit"]
+            .as_array()
+            .is_some_and(|hit| hit.contains(&json!("pids"))),
+        "{forks}"
+    );
+    // Memory: 256 MiB at most.
+    let hog = server.run_to_end(
+        &token,
+        &json!({"project": "a", "type": "run", "inputs": {"argv": ["python3", "-c",
+                "b = bytearray(600 << 20); print('held', len(b) >> 20)"]}}),
+    );
+    assert!(
+        !hog["result"]["stdout"]["head"]
+            .as_str()
+            .unwrap_or("")
+            .contains("held"),
+        "{hog}"
+    );
+    assert!(
+        hog["result"]["limits_hit"]
+            .as_array()
+            .is_some_and(|hit| hit.contains(&json!("memory"))),
+        "{hog}"
+    );
+    // Output: 64 KiB kept of 1 MB written.
+    let flood = server.run_to_end(
+        &token,
+        &run("a", "head -c 1000000 /dev/zero | tr '\\\\0' x"),
+    );
+    let stdout = &flood["result"]["stdout"];
+    assert_eq!(stdout["bytes_total"], 1_000_000, "{stdout}");
+    let kept = stdout["head"].as_str().unwrap().len() + stdout["tail"].as_str().unwrap().len();
+    assert!(kept <= 64 << 10, "{kept} bytes kept");
+    assert_eq!(stdout["truncated"], true);
+}
+
+#[test]
+fn serve_refuses_clones_of_proc_and_of_cordons_own_state() {
+    let server = Server::start(POLICY);
+    let token = server.token("a", "submit,read");
+    let links = TestDir::new();
+    let state_link = links.path().join("state");
+    std::os::unix::fs::symlink(server.home.join("serve"), &state_link).unwrap();
+    let workspace_of_another_job = server.home.join("serve/workspaces");
+    std::fs::create_dir_all(&workspace_of_another_job).unwrap();
+    for url in [
+        "/proc/self/cwd".to_owned(),
+        "/proc/1/root/tmp".to_owned(),
+        "file:///proc/self/cwd".to_owned(),
+        server.home.display().to_string(),
+        workspace_of_another_job.display().to_string(),
+        state_link.display().to_string(),
+        "relative/path".to_owned(),
+    ] {
+        let (status, answer) = server.submit(
+            &token,
+            &json!({"project": "a", "type": "repo.clone", "inputs": {"url": url}}),
+        );
+        assert_eq!(status, 403, "{url}: {answer}");
+        assert_eq!(answer["rule"], "repository", "{answer}");
+    }
+    // A repository of its own is cloned as before.
+    let src = TestDir::new();
+    let repo = repo_with(src.path(), &[("README", "hi\n")]);
+    let clone = server.run_to_end(
+        &token,
+        &json!({"project": "a", "type": "repo.clone", "inputs": {"url": repo.display().to_string()}}),
+    );
+    assert_eq!(clone["state"], "succeeded", "{clone}");
+}
+
+#[test]
+fn serve_run_of_a_repo_needs_repo_clone_among_the_projects_job_types() {
+    let server = Server::start(POLICY);
+    let token = server.token("b", "submit,read");
+    let src = TestDir::new();
+    let repo = repo_with(src.path(), &[("README", "hi\n")]);
+    let (status, answer) = server.submit(
+        &token,
+        &json!({"project": "b", "type": "run",
+                "inputs": {"repo": repo.display().to_string(), "argv": ["true"]}}),
+    );
+    assert_eq!(status, 403, "{answer}");
+    assert_eq!(answer["rule"], "projects.b.job_types");
+}
+
+#[test]
+fn serve_takes_the_bearer_scheme_in_any_case_and_a_submit_token_may_cancel() {
+    let server = Server::start(POLICY);
+    let submit_only = server.token("a", "submit");
+    let reader = server.token("a", "read");
+    let (status, _, _) = server.request(
+        "GET",
+        "/v1/jobs",
+        None,
+        &[("Authorization", &format!("bearer {reader}"))],
+        b"",
+    );
+    assert_eq!(status, 200);
+    let (status, job) = server.submit(&submit_only, &run("a", "sleep 30"));
+    assert_eq!(status, 201, "{job}");
+    let id = job["id"].as_str().unwrap();
+    let (status, after) = server.json(
+        "POST",
+        &format!("/v1/jobs/{id}/cancel"),
+        &submit_only,
+        &Value::Null,
+    );
+    assert_eq!(status, 200, "{after}");
+    let events = server.events(&reader, id, None);
+    assert_eq!(events.last().unwrap().2["state"], "cancelled", "{events:?}");
+}
+
+#[test]
+fn serve_ends_a_live_log_whose_end_event_went_missing() {
+    let server = Server::start(POLICY);
+    let token = server.token("a", "submit,read");
+    let job = server.run_to_end(&token, &run("a", "echo done"));
+    let id = job["id"].as_str().unwrap().to_owned();
+    // The store lost the job's `end` event (a write refused under load).
+    let db = server.home.join("cordon.db");
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import sqlite3, sys; c = sqlite3.connect(sys.argv[1], timeout=30); \
+             n = c.execute(\"DELETE FROM job_events WHERE job_id = ? AND kind = 'end'\", \
+             (sys.argv[2],)).rowcount; c.commit(); print(n)",
+        ])
+        .arg(&db)
+        .arg(&id)
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "1", "{out:?}");
+    let events = server.events(&token, &id, None);
+    let last = events.last().unwrap();
+    assert_eq!(last.1, "end", "{events:?}");
+    assert_eq!(last.2["state"], "succeeded");
+    assert!(last.2["note"].as_str().unwrap().contains("missing"));
+}
+
+#[test]
+fn serve_verify_stages_get_the_projects_limits_whatever_the_repository_asks() {
+    let server = Server::start(POLICY);
+    let token = server.token("a", "submit,read");
+    let src = TestDir::new();
+    let forks =
+        "for i in $(seq 1 100); do (sleep 2) 2>/dev/null & done 2>/dev/null; wait; echo done";
+    let many: String = (0..65)
+        .map(|i| format!("[[stage]]\nname = \"s{i}\"\ncategory = \"test\"\nrun = [\"true\"]\n"))
+        .collect();
+    let repo = repo_with(
+        src.path(),
+        &[(
+            "cordon.toml",
+            &format!(
+                "[[stage]]\nname = \"forks\"\ncategory = \"test\"\npids = 100000\nmemory = \"64GiB\"\n\
+                 run = [\"sh\", \"-c\", {forks:?}]\n"
+            ),
+        )],
+    );
+    let job = server.run_to_end(
+        &token,
+        &json!({"project": "a", "type": "verify",
+                "inputs": {"repo": repo.display().to_string()}}),
+    );
+    let stage = &job["result"]["stages"][0];
+    assert_eq!(stage["name"], "forks", "{job}");
+    assert!(
+        stage["limits_hit"]
+            .as_array()
+            .is_some_and(|hit| hit.contains(&json!("pids"))),
+        "{stage}"
+    );
+    // A plan of more stages than a verify job runs is refused before anything runs.
+    let src = TestDir::new();
+    let repo = repo_with(src.path(), &[("cordon.toml", &many)]);
+    let job = server.run_to_end(
+        &token,
+        &json!({"project": "a", "type": "verify",
+                "inputs": {"repo": repo.display().to_string()}}),
+    );
+    assert_eq!(job["state"], "failed", "{job}");
+    assert_eq!(job["failure"]["category"], "policy", "{job}");
+    assert!(
+        job["failure"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("65 stages"),
+        "{job}"
+    );
+}
+
+#[test]
+fn serve_a_queued_job_loses_env_keys_the_reloaded_policy_no_longer_allows() {
+    let dir = std::sync::Arc::new(TestDir::new());
+    let rules = "[projects.c]\nconcurrency = 1\nallow = [[\"sh\", \"*\"]]\n";
+    let policy = dir.write(
+        "cordon-server.toml",
+        &format!("{rules}env_keys = [\"SERVE_TEST_SECRET\"]\n"),
+    );
+    let server = Server::start_in(std::sync::Arc::clone(&dir), policy.clone());
+    let token = server.token("c", "submit,read");
+    let (_, first) = server.submit(&token, &run("c", "echo started; sleep 60"));
+    let first = first["id"].as_str().unwrap().to_owned();
+    let mut started = false;
+    server.follow(&token, &first, None, |e| {
+        started |= e.1 == "output";
+        !started
+    });
+    assert!(started);
+    // Queued behind the first (concurrency 1), allowed the variable when submitted.
+    let mut asking = run("c", "echo \"value:${SERVE_TEST_SECRET:-unset}\"");
+    asking["env_keys"] = json!(["SERVE_TEST_SECRET"]);
+    let (status, queued) = server.submit(&token, &asking);
+    assert_eq!(status, 201, "{queued}");
+    // The operator takes the variable away and reloads; the reload is seen when a new
+    // submission asking for it is refused.
+    std::fs::write(&policy, rules).unwrap();
+    let pid = server.child.id().to_string();
+    let hup = std::process::Command::new("kill")
+        .args(["-HUP", &pid])
+        .status()
+        .unwrap();
+    assert!(hup.success());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let (status, _) = server.submit(&token, &asking);
+        if status == 403 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the policy was not reloaded"
+        );
+        // (The poll's interval; what it waits for is the refusal above.)
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let (status, _) = server.json(
+        "POST",
+        &format!("/v1/jobs/{first}/cancel"),
+        &token,
+        &Value::Null,
+    );
+    assert_eq!(status, 200);
+    let id = queued["id"].as_str().unwrap();
+    let events = server.events(&token, id, None);
+    let output = support::server::outputs(&events);
+    assert_eq!(output, "value:unset\n", "{events:?}");
+}
