@@ -485,8 +485,14 @@ impl ProjectPolicy {
 
     /// Whether `argv` may run under these rules (`key` names the project's section).
     pub fn check_command(&self, key: &str, argv: &[String]) -> Result<(), Refusal> {
+        // Deny rules also see git's command behind its global options (`git -c x=y push`,
+        // `git --git-dir=.git push` are `git push`); allow rules see the argv as given, so an
+        // option in front of an allowed subcommand is not allowed by it.
+        let bare = without_git_globals(argv);
         if let Some((i, rule)) = self.deny.iter().enumerate().find(|(_, r)| {
-            prefix_matches(&r.argv, argv, true) || prefix_matches(&r.argv, argv, false)
+            [argv, bare.as_slice()].iter().any(|argv| {
+                prefix_matches(&r.argv, argv, true) || prefix_matches(&r.argv, argv, false)
+            })
         }) {
             return Err(Refusal {
                 rule: format!("projects.{key}.deny[{i}]"),
@@ -505,6 +511,47 @@ impl ProjectPolicy {
             reason: format!("no allow rule matches the command {argv:?}"),
         })
     }
+}
+
+/// `argv` without git's global options between the program and its subcommand, when the
+/// program is git (by file name); `argv` itself otherwise. Options git documents as taking a
+/// separate value (`-c`, `-C`, `--git-dir`, …) take the next argument with them.
+fn without_git_globals(argv: &[String]) -> Vec<String> {
+    const WITH_VALUE: &[&str] = &[
+        "-c",
+        "-C",
+        "--git-dir",
+        "--work-tree",
+        "--namespace",
+        "--config-env",
+        "--super-prefix",
+        "--attr-source",
+    ];
+    let is_git = argv
+        .first()
+        .and_then(|p| Path::new(p).file_name())
+        .is_some_and(|n| n == "git");
+    if !is_git {
+        return argv.to_vec();
+    }
+    let mut rest = argv[1..].iter().peekable();
+    while let Some(arg) = rest.peek() {
+        if !arg.starts_with('-') {
+            break;
+        }
+        let arg = rest.next().map(String::as_str).unwrap_or_default();
+        if arg == "--" {
+            break;
+        }
+        // `-c x=y` and `--git-dir .git` take the next argument; `-cx=y`, `-Cdir` and
+        // `--git-dir=.git` carry theirs.
+        if WITH_VALUE.contains(&arg) {
+            rest.next();
+        }
+    }
+    std::iter::once(argv[0].clone())
+        .chain(rest.cloned())
+        .collect()
 }
 
 /// Whether `rule` matches the start of `argv`: `*` matches any one argument; a final `*`
@@ -568,6 +615,41 @@ mod tests {
 
     fn argv(words: &[&str]) -> Vec<String> {
         words.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn deny_rules_see_gits_subcommand_behind_its_global_options() {
+        let p = rules(&[&["git", "*"]], &[&["git", "push", "*"]]);
+        for refused in [
+            &["git", "-c", "x.y=1", "push", "origin"][..],
+            &["git", "-cx.y=1", "push"],
+            &["git", "--git-dir=.git", "push"],
+            &["git", "--git-dir", ".git", "--work-tree", ".", "push"],
+            &["git", "-C", "sub", "--no-pager", "push"],
+            &["/usr/bin/git", "--bare", "-p", "push"],
+            &["git", "--exec-path", "push"],
+        ] {
+            assert!(
+                p.check_command("x", &argv(refused)).is_err(),
+                "{refused:?} was allowed"
+            );
+        }
+        for allowed in [
+            &["git", "-c", "x.y=1", "status"][..],
+            &["git", "-Cpush", "status"],
+            &["git", "log", "push"],
+        ] {
+            assert!(p.check_command("x", &argv(allowed)).is_ok(), "{allowed:?}");
+        }
+        // An allow rule is not stretched the same way: an option in front of an allowed
+        // subcommand is not that subcommand.
+        let narrow = rules(&[&["git", "status"]], &[]);
+        assert!(narrow.check_command("x", &argv(&["git", "status"])).is_ok());
+        assert!(
+            narrow
+                .check_command("x", &argv(&["git", "-c", "core.pager=sh", "status"]))
+                .is_err()
+        );
     }
 
     #[test]
