@@ -125,7 +125,7 @@ pub fn document() -> String {
                         "400": error("malformed request (the field is named)"),
                         "409": error("the idempotency key already names a job submitted with a different type or inputs"),
                         "413": {"description": "the body is too large"},
-                        "429": error("the project's daily budget is spent (resets_at says when it resets)")
+                        "429": error("the project's daily budget is spent (`budget`; resets_at says when it resets), or its queue is full (`busy`: max_queued)")
                     }))
                 },
                 "get": {

@@ -83,6 +83,14 @@ pub struct ProjectPolicy {
     /// asks for nothing.
     #[serde(default)]
     pub limits: JobLimits,
+    /// Jobs waiting in the queue at most (retries included); a submission past it is
+    /// answered 429 until some have run.
+    #[serde(default = "default_max_queued")]
+    pub max_queued: u32,
+}
+
+fn default_max_queued() -> u32 {
+    1000
 }
 
 /// A project's per-job limits: each is the most a job may ask for and the default of a job
@@ -319,6 +327,7 @@ impl Policy {
                 max_attempts: default_attempts(),
                 network: default_network(),
                 limits: JobLimits::default(),
+                max_queued: default_max_queued(),
             },
         );
         Policy {
@@ -403,9 +412,9 @@ impl Policy {
                     "projects.{name}.limits.pids must be at least 1"
                 )));
             }
-            if project.concurrency == 0 || project.max_attempts == 0 {
+            if project.concurrency == 0 || project.max_attempts == 0 || project.max_queued == 0 {
                 return Err(invalid(format!(
-                    "projects.{name}: concurrency and max_attempts must be at least 1"
+                    "projects.{name}: concurrency, max_attempts and max_queued must be at least 1"
                 )));
             }
         }

@@ -463,6 +463,21 @@ impl Service {
                 });
             }
         }
+        // A full queue takes no more (counted, then inserted: racing submissions may pass it
+        // by a few).
+        let queued = self
+            .store
+            .queue_depth()?
+            .into_iter()
+            .find(|d| d.project == request.project)
+            .map_or(0, |d| d.queued);
+        if queued >= rules.max_queued {
+            return Err(RequestError::Busy(format!(
+                "project {:?} has {queued} jobs queued, as many as it may \
+                 (projects.{key}.max_queued); submit again when some have run",
+                request.project
+            )));
+        }
         let (job, created) = self.store.insert_job(&NewJob {
             project: request.project.clone(),
             job_type: request.job_type.as_str().into(),

@@ -323,3 +323,49 @@ fn serve_a_queued_job_loses_env_keys_the_reloaded_policy_no_longer_allows() {
     let output = support::server::outputs(&events);
     assert_eq!(output, "value:unset\n", "{events:?}");
 }
+
+#[test]
+fn serve_a_full_queue_takes_no_more_until_jobs_have_run() {
+    let server =
+        Server::start("[projects.q]\nconcurrency = 1\nmax_queued = 2\nallow = [[\"sh\", \"*\"]]\n");
+    let token = server.token("q", "submit,read");
+    let (_, first) = server.submit(&token, &run("q", "echo started; sleep 60"));
+    let first = first["id"].as_str().unwrap().to_owned();
+    let mut started = false;
+    server.follow(&token, &first, None, |e| {
+        started |= e.1 == "output";
+        !started
+    });
+    assert!(started, "the first job runs (it is not queued)");
+    for _ in 0..2 {
+        let (status, job) = server.submit(&token, &run("q", "true"));
+        assert_eq!(status, 201, "{job}");
+    }
+    let (status, answer) = server.submit(&token, &run("q", "true"));
+    assert_eq!(
+        (status, answer["error"].as_str()),
+        (429, Some("busy")),
+        "{answer}"
+    );
+    assert!(answer["message"].as_str().unwrap().contains("max_queued"));
+    // When the queue moves, submissions are taken again.
+    let (status, _) = server.json(
+        "POST",
+        &format!("/v1/jobs/{first}/cancel"),
+        &token,
+        &Value::Null,
+    );
+    assert_eq!(status, 200);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let (status, _) = server.submit(&token, &run("q", "true"));
+        if status == 201 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the queue never moved"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
