@@ -178,7 +178,7 @@ fn run_attempt(service: &Service, job: JobRow) {
     if matches!(store.get_job(&job.id), Ok(Some(j)) if j.cancel_requested) {
         cancel.cancel();
     }
-    let outcome = execute(service, &job, &cancel);
+    let outcome = caught(|| execute(service, &job, &cancel));
     if running.is_lost() {
         eprintln!(
             "cordon: job {} attempt {}: the lease was lost; its outcome is not recorded",
@@ -199,6 +199,24 @@ fn run_attempt(service: &Service, job: JobRow) {
     if map.get(&job.id).is_some_and(|r| Arc::ptr_eq(r, &running)) {
         map.remove(&job.id);
     }
+}
+
+/// The attempt's outcome, or an `infra` failure naming the panic when its work panicked (a
+/// bug): the attempt ends and leaves the running map like any other, and the worker thread
+/// lives on. The work holds nothing a panic could leave half-changed that the next attempt
+/// trusts (each attempt makes its own scratch directory and cancel handle).
+fn caught(work: impl FnOnce() -> Outcome) -> Outcome {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).unwrap_or_else(|panic| {
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic".to_owned());
+        Outcome::failed(
+            "infra",
+            format!("cordon failed while running the job (a bug; please report it): {what}"),
+        )
+    })
 }
 
 /// How long the end of an attempt is retried when the store fails.
@@ -308,5 +326,31 @@ fn finish_with(service: &Service, job: &JobRow, outcome: Outcome, running: Optio
         if let Err(error) = store.append_job_event(&job.id, kind, &data) {
             eprintln!("cordon serve: job {}: cannot log an event: {error}", job.id);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_in_a_jobs_work_ends_the_attempt_as_an_infra_failure() {
+        let outcome = caught(|| {
+            let inputs: Vec<u32> = Vec::new();
+            // A real panic (an index out of bounds), not a constructed outcome.
+            let _ = inputs[usize::from(inputs.is_empty())];
+            Outcome::succeeded(serde_json::Value::Null)
+        });
+        assert_eq!(outcome.state, JobState::Failed);
+        let failure = outcome.failure.unwrap();
+        assert_eq!(failure.category, "infra");
+        assert!(
+            failure.reason.contains("index out of bounds"),
+            "{failure:?}"
+        );
+        assert!(failure.retryable());
+        // A work that does not panic keeps its outcome.
+        let fine = caught(|| Outcome::succeeded(serde_json::json!({"ok": true})));
+        assert_eq!(fine.state, JobState::Succeeded);
     }
 }
