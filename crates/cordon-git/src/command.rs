@@ -26,9 +26,11 @@
 //!   configuration names is run (the rules above).
 
 use std::ffi::{OsStr, OsString};
-use std::io::Write;
+use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use crate::error::{GitError, GitErrorKind};
 
@@ -122,6 +124,28 @@ pub struct GitCommand {
     read_only: bool,
     launcher: Option<Launcher>,
 }
+
+/// When a [`GitCommand::run_bounded`] must end: at a deadline, or as soon as `stop` says so
+/// (a cancel), whichever comes first.
+#[derive(Clone, Copy)]
+pub struct RunBounds<'a> {
+    /// The instant past which git is killed.
+    pub deadline: Option<Instant>,
+    /// Polled while git runs; `true` kills it.
+    pub stop: Option<&'a (dyn Fn() -> bool + Sync)>,
+}
+
+impl std::fmt::Debug for RunBounds<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunBounds")
+            .field("deadline", &self.deadline)
+            .field("stop", &self.stop.is_some())
+            .finish()
+    }
+}
+
+/// How often a bounded git command's deadline and stop are looked at.
+const BOUNDS_POLL: Duration = Duration::from_millis(20);
 
 /// The captured result of a successful git invocation.
 #[derive(Debug, Clone)]
@@ -279,6 +303,90 @@ impl GitCommand {
         self.run_with_stdin(Some(input))
     }
 
+    /// Runs the command in a process group of its own, killed whole (git and every helper it
+    /// started: `git-remote-http`, `ssh`, pack programs) when `bounds`' deadline passes
+    /// ([`GitErrorKind::TimedOut`]) or its `stop` says so ([`GitErrorKind::Stopped`]); any
+    /// process of the group left when git exits is killed too. For commands that talk to
+    /// another machine (a clone), which may never answer.
+    pub fn run_bounded(&self, bounds: RunBounds<'_>) -> Result<GitOutput, GitError> {
+        let args = self.display_args();
+        let mut cmd = self.build();
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| GitError::new(&args, GitErrorKind::Spawn(e)))?;
+        let group = rustix::process::Pid::from_child(&child);
+        let (mut stdout, mut stderr) = (child.stdout.take(), child.stderr.take());
+        let (status, out, err, ended) = std::thread::scope(|scope| {
+            let drain = |pipe: Option<&mut dyn Read>| {
+                let mut bytes = Vec::new();
+                if let Some(pipe) = pipe {
+                    let _ = pipe.read_to_end(&mut bytes);
+                }
+                bytes
+            };
+            let out = scope.spawn(move || drain(stdout.as_mut().map(|p| p as &mut dyn Read)));
+            let err = scope.spawn(move || drain(stderr.as_mut().map(|p| p as &mut dyn Read)));
+            let mut ended = None;
+            let status = loop {
+                // Looked at without reaping: the group's id stays git's until it is reaped,
+                // so the kill below can never reach an unrelated process.
+                let exited = rustix::process::waitid(
+                    rustix::process::WaitId::Pid(group),
+                    rustix::process::WaitIdOptions::EXITED
+                        | rustix::process::WaitIdOptions::NOWAIT
+                        | rustix::process::WaitIdOptions::NOHANG,
+                );
+                match exited {
+                    Ok(Some(_)) | Err(_) => {
+                        kill_group(group);
+                        break child.wait();
+                    }
+                    Ok(None) => {}
+                }
+                if ended.is_none() {
+                    if bounds.stop.is_some_and(|stop| stop()) {
+                        ended = Some(GitErrorKind::Stopped);
+                    } else if bounds.deadline.is_some_and(|d| Instant::now() >= d) {
+                        ended = Some(GitErrorKind::TimedOut);
+                    }
+                    if ended.is_some() {
+                        kill_group(group);
+                        continue;
+                    }
+                }
+                std::thread::sleep(BOUNDS_POLL);
+            };
+            (
+                status,
+                out.join().unwrap_or_default(),
+                err.join().unwrap_or_default(),
+                ended,
+            )
+        });
+        let status = status.map_err(|e| GitError::new(&args, GitErrorKind::Spawn(e)))?;
+        if let Some(kind) = ended {
+            return Err(GitError::new(&args, kind));
+        }
+        if status.success() {
+            Ok(GitOutput {
+                stdout: out,
+                stderr: err,
+            })
+        } else {
+            Err(GitError::new(
+                &args,
+                GitErrorKind::Failed {
+                    code: status.code(),
+                    stderr: String::from_utf8_lossy(&err).into_owned(),
+                },
+            ))
+        }
+    }
+
     fn run_with_stdin(&self, input: Option<&[u8]>) -> Result<GitOutput, GitError> {
         let args = self.display_args();
         let mut cmd = self.build();
@@ -316,6 +424,11 @@ impl GitCommand {
             ))
         }
     }
+}
+
+/// SIGKILL to every process of the group `group` (gone already: nothing to do).
+fn kill_group(group: rustix::process::Pid) {
+    let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
 }
 
 fn prefixed(prefix: &str, path: &Path) -> OsString {

@@ -90,6 +90,12 @@ pub enum GitErrorKind {
         /// Why it is refused.
         reason: String,
     },
+    /// git ran past its deadline and was killed (with every process of its group).
+    #[error("ran past its deadline and was killed")]
+    TimedOut,
+    /// git was stopped on request (a cancel) and killed (with every process of its group).
+    #[error("was stopped (cancelled) and killed")]
+    Stopped,
     /// The patch does not apply to the workspace as it is; nothing was changed.
     #[error("the patch does not apply: {}", stderr.trim_end())]
     PatchDoesNotApply {

@@ -48,7 +48,9 @@ mod worktree;
 
 pub use bundle::{BundleHeader, check_branch_name};
 pub use changes::{ChangeStatus, ChangedFile, RepoPath};
-pub use command::{GitCommand, GitContext, GitOutput, HARDENING_CONFIG, HARDENING_ENV, Launcher};
+pub use command::{
+    GitCommand, GitContext, GitOutput, HARDENING_CONFIG, HARDENING_ENV, Launcher, RunBounds,
+};
 pub use error::{GitError, GitErrorKind};
 pub use layers::{Entry, EntryKind, Layers};
 pub use patch::{MAX_PATCH_BYTES, RefusalReason};

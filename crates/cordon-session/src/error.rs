@@ -87,6 +87,9 @@ pub enum SessionErrorKind {
         /// How long cordon waited.
         waited: Duration,
     },
+    /// A wait for the session's writer was cancelled (the caller's cancel).
+    #[error("the wait for the session's writer was cancelled")]
+    WaitCancelled,
     /// The revision to push does not name a branch.
     #[error("{0:?} does not name a branch (a session starts from a branch, or HEAD on one)")]
     NotABranch(String),
@@ -190,6 +193,7 @@ impl SessionError {
             | K::BundleRefused(_)
             | K::LocalSubmodule(_) => SessionErrorClass::Refused,
             K::WaitTimedOut { .. } => SessionErrorClass::Timeout,
+            K::WaitCancelled => SessionErrorClass::Refused,
             K::Run(e) if e.class() == cordon_runner::RunErrorClass::Usage => {
                 SessionErrorClass::Usage
             }

@@ -39,11 +39,22 @@ impl Session {
     /// (`Duration::ZERO`: refuse at once); a reader never waits. The run is entered in the
     /// record (exit code unknown until [`ExecLease::finish`]), so a crash leaves a trace.
     pub fn begin_exec(&self, access: Access, wait: Duration) -> Result<ExecLease, SessionError> {
+        self.begin_exec_or_stop(access, wait, &|| false)
+    }
+
+    /// Like [`Session::begin_exec`], and a writer's wait ends as soon as `stop` says so (the
+    /// caller's cancel): [`SessionErrorKind::WaitCancelled`].
+    pub fn begin_exec_or_stop(
+        &self,
+        access: Access,
+        wait: Duration,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<ExecLease, SessionError> {
         self.active_record()?;
         self.check_home_masked()?;
         let writer = match access {
             Access::ReadOnly => None,
-            Access::Write => Some(self.writer_lock(wait)?),
+            Access::Write => Some(self.writer_lock_or_stop(wait, stop)?),
         };
         let started_at = record::now_text();
         let me = ProcessIdentity::current();
@@ -81,10 +92,23 @@ impl Session {
     /// Takes the writer lock within `wait`, recording nothing; the session must still be
     /// active once it is held (gc or `remove` may have ended it meanwhile).
     pub(crate) fn writer_lock(&self, wait: Duration) -> Result<FileLock, SessionError> {
+        self.writer_lock_or_stop(wait, &|| false)
+    }
+
+    /// Like [`Session::writer_lock`], and [`SessionErrorKind::WaitCancelled`] as soon as
+    /// `stop` says so.
+    fn writer_lock_or_stop(
+        &self,
+        wait: Duration,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<FileLock, SessionError> {
         let path = self.sessions.layout.writer_lock(&self.id);
-        if let Some(lock) = FileLock::acquire_within(&path, wait)? {
+        if let Some(lock) = FileLock::acquire_within_or_stop(&path, wait, stop)? {
             self.active_record()?;
             return Ok(lock);
+        }
+        if stop() {
+            return Err(SessionError::new(SessionErrorKind::WaitCancelled).with_id(&self.id));
         }
         let pid = self.record()?.writer.map_or(0, |w| w.pid);
         let kind = if wait.is_zero() {

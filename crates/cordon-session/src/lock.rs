@@ -51,13 +51,22 @@ impl FileLock {
         path: &Path,
         wait: Duration,
     ) -> Result<Option<FileLock>, SessionError> {
+        Self::acquire_within_or_stop(path, wait, &|| false)
+    }
+
+    /// Like [`FileLock::acquire_within`], and `None` as soon as `stop` says so (a cancel).
+    pub(crate) fn acquire_within_or_stop(
+        path: &Path,
+        wait: Duration,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<Option<FileLock>, SessionError> {
         let deadline = Instant::now() + wait;
         loop {
             if let Some(lock) = Self::try_acquire(path)? {
                 return Ok(Some(lock));
             }
             let now = Instant::now();
-            if now >= deadline {
+            if now >= deadline || stop() {
                 return Ok(None);
             }
             std::thread::sleep(RETRY.min(deadline - now));

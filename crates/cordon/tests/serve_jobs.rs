@@ -772,3 +772,329 @@ fn serve_jobs_queued_before_a_budget_ran_out_wait_for_the_next_day() {
     );
     assert_eq!(status, 429, "{answer}");
 }
+
+/// A TCP server that accepts connections and never answers: each accepted connection is
+/// sent (and so kept open) to the receiver.
+fn silent_server() -> (u16, std::sync::mpsc::Receiver<std::net::TcpStream>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            if tx.send(stream).is_err() {
+                break;
+            }
+        }
+    });
+    (port, rx)
+}
+
+/// The job once it ended; fails the test when it still runs after `within` (it hangs).
+fn ended_within(server: &Server, token: &str, id: &str, within: std::time::Duration) -> Value {
+    let t0 = std::time::Instant::now();
+    loop {
+        let job = server.job(token, id);
+        if !matches!(job["state"].as_str(), Some("queued" | "running")) {
+            return job;
+        }
+        assert!(
+            t0.elapsed() < within,
+            "still {} after {within:?}: {job}",
+            job["state"]
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// Waits (at most 10 s) until no process's command line holds `marker`.
+fn gone(marker: &str) -> usize {
+    let t0 = std::time::Instant::now();
+    loop {
+        let left = support::server::sleepers(marker);
+        if left == 0 || t0.elapsed() > std::time::Duration::from_secs(10) {
+            return left;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn serve_clone_from_a_server_that_never_answers_ends_by_timeout_cancel_and_shutdown() {
+    let server = Server::start(
+        r#"
+workers = 4
+
+[projects.a]
+concurrency = 4
+max_timeout = "60s"
+max_attempts = 1
+allow = [["sh", "*"], ["true"], ["git", "clone", "*"]]
+"#,
+    );
+    let token = server.token("a", "submit,read");
+    let (port, accepted) = silent_server();
+    let url = |what: &str| {
+        format!(
+            "http://127.0.0.1:{port}/stall-{what}-{}.git",
+            std::process::id()
+        )
+    };
+    let mut held = Vec::new();
+    let mut connected = |what: &str| {
+        let stream = accepted
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .unwrap_or_else(|e| panic!("the {what} clone never connected: {e}"));
+        held.push(stream);
+    };
+    let long = std::time::Duration::from_secs(30);
+
+    // A repo.clone ends by its timeout, git and its helpers killed.
+    let (status, job) = server.submit(
+        &token,
+        &json!({"project": "a", "type": "repo.clone", "timeout": "3s",
+                "inputs": {"url": url("clone")}}),
+    );
+    assert_eq!(status, 201, "{job}");
+    connected("repo.clone");
+    let job = ended_within(&server, &token, job["id"].as_str().unwrap(), long);
+    assert_eq!(job["state"], "failed", "{job}");
+    assert_eq!(job["failure"]["category"], "timeout", "{job}");
+    assert_eq!(gone(&url("clone")), 0, "a git process of the clone is left");
+
+    // A verify of a repository: its clone counts against the job's timeout.
+    let (status, job) = server.submit(
+        &token,
+        &json!({"project": "a", "type": "verify", "timeout": "3s",
+                "inputs": {"repo": url("verify")}}),
+    );
+    assert_eq!(status, 201, "{job}");
+    connected("verify");
+    let job = ended_within(&server, &token, job["id"].as_str().unwrap(), long);
+    assert_eq!(job["state"], "failed", "{job}");
+    assert_eq!(job["failure"]["category"], "timeout", "{job}");
+    assert_eq!(
+        gone(&url("verify")),
+        0,
+        "a git process of the clone is left"
+    );
+
+    // A run of a repository: a cancel ends its clone at once.
+    let (status, job) = server.submit(
+        &token,
+        &json!({"project": "a", "type": "run", "timeout": "60s",
+                "inputs": {"repo": url("run"), "argv": ["true"]}}),
+    );
+    assert_eq!(status, 201, "{job}");
+    let id = job["id"].as_str().unwrap().to_owned();
+    connected("run");
+    let (status, after) = server.json(
+        "POST",
+        &format!("/v1/jobs/{id}/cancel"),
+        &token,
+        &Value::Null,
+    );
+    assert_eq!(status, 200, "{after}");
+    let job = ended_within(&server, &token, &id, std::time::Duration::from_secs(15));
+    assert_eq!(job["state"], "cancelled", "{job}");
+    assert_eq!(gone(&url("run")), 0, "a git process of the clone is left");
+
+    // SIGTERM stops the server while a clone hangs: the clone is killed, the job requeued.
+    let (status, job) = server.submit(
+        &token,
+        &json!({"project": "a", "type": "repo.clone", "timeout": "60s",
+                "inputs": {"url": url("stop")}}),
+    );
+    assert_eq!(status, 201, "{job}");
+    let id = job["id"].as_str().unwrap().to_owned();
+    connected("stop");
+    let mut server = server;
+    support::signal(server.child.id() as i32, libc::SIGTERM);
+    let t0 = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(t0.elapsed() < long, "the server did not stop");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status:?}");
+    assert_eq!(gone(&url("stop")), 0, "a git process of the clone is left");
+    let server = server.restart();
+    let job = server.job(&token, &id);
+    assert_eq!(job["failure"]["category"], "infra", "{job}");
+    drop(held);
+}
+
+#[test]
+fn serve_apply_patch_refuses_a_dirty_workspace_and_commits_only_the_patch() {
+    let server = Server::start(POLICY);
+    let token = server.token("a", "submit,read");
+    let src = repo(server.dir.path());
+    let clone = clone(&server, &token, &src);
+    let from = json!({"from_job": clone["id"]});
+    let workspace = PathBuf::from(clone["result"]["workspace"].as_str().unwrap());
+    // A run job leaves a changed file and a new one in the workspace.
+    let dirty = server.run_to_end(
+        &token,
+        &json!({"project": "a", "type": "run", "inputs": {"workspace": from,
+            "argv": ["sh", "-c", "echo changed >> README && echo evil > evil.txt"]}}),
+    );
+    assert_eq!(dirty["state"], "succeeded", "{dirty}");
+    let add_b = "--- /dev/null\n+++ b/b.txt\n@@ -0,0 +1 @@\n+b\n";
+    let refused = server.run_to_end(
+        &token,
+        &json!({"project": "a", "type": "repo.applyPatch",
+                "inputs": {"workspace": from, "patch": add_b, "expect_files": ["b.txt"]}}),
+    );
+    assert_eq!(refused["state"], "failed", "{refused}");
+    assert_eq!(refused["failure"]["category"], "usage", "{refused}");
+    assert_eq!(refused["attempt"], 1, "not retried: {refused}");
+    let reason = refused["failure"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("evil.txt") && reason.contains("README"),
+        "{reason}"
+    );
+    // Nothing applied, nothing of the run job's wiped, nothing committed.
+    assert!(!workspace.join("b.txt").exists());
+    assert!(workspace.join("evil.txt").exists());
+    assert!(
+        std::fs::read_to_string(workspace.join("README"))
+            .unwrap()
+            .contains("changed")
+    );
+    assert_eq!(
+        git(&workspace, &["rev-parse", "HEAD"]).trim(),
+        clone["result"]["commit"].as_str().unwrap()
+    );
+    // The way out the error names: a run job puts the tree back.
+    let cleaned = server.run_to_end(
+        &token,
+        &json!({"project": "a", "type": "run", "inputs": {"workspace": from,
+            "argv": ["sh", "-c", "git checkout-index --all --force && git clean -fdq"]}}),
+    );
+    assert_eq!(cleaned["state"], "succeeded", "{cleaned}");
+    // A wrong expectation on the clean tree: the patch's own paths are put back, only them.
+    let wrong = server.run_to_end(
+        &token,
+        &json!({"project": "a", "type": "repo.applyPatch",
+                "inputs": {"workspace": from, "patch": add_b, "expect_files": ["c.txt"]}}),
+    );
+    assert_eq!(wrong["failure"]["category"], "usage", "{wrong}");
+    assert_eq!(git(&workspace, &["status", "--porcelain"]), "");
+    let applied = server.run_to_end(
+        &token,
+        &json!({"project": "a", "type": "repo.applyPatch",
+                "inputs": {"workspace": from, "patch": add_b, "expect_files": ["b.txt"]}}),
+    );
+    assert_eq!(applied["state"], "succeeded", "{applied}");
+    let commit = applied["result"]["commit"].as_str().unwrap();
+    assert_eq!(
+        git(
+            &workspace,
+            &["diff-tree", "--no-commit-id", "--name-only", "-r", commit]
+        ),
+        "b.txt\n",
+        "the commit holds the patch alone"
+    );
+}
+
+#[test]
+fn serve_apply_patch_jobs_racing_on_one_workspace_each_commit_their_own_files() {
+    let server = Server::start(POLICY);
+    let token = server.token("a", "submit,read");
+    let src = repo(server.dir.path());
+    let clone = clone(&server, &token, &src);
+    let from = json!({"from_job": clone["id"]});
+    let workspace = PathBuf::from(clone["result"]["workspace"].as_str().unwrap());
+    let patch = |dir: &str| -> String {
+        (0..3000)
+            .map(|i| format!("--- /dev/null\n+++ b/{dir}/f{i}\n@@ -0,0 +1 @@\n+{dir} {i}\n"))
+            .collect()
+    };
+    let ids: Vec<String> = ["left", "right"]
+        .iter()
+        .map(|dir| {
+            let (status, job) = server.submit(
+                &token,
+                &json!({"project": "a", "type": "repo.applyPatch",
+                        "inputs": {"workspace": from, "patch": patch(dir)}}),
+            );
+            assert_eq!(status, 201, "{job}");
+            job["id"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    for (id, dir) in ids.iter().zip(["left", "right"]) {
+        server.events(&token, id, None);
+        let job = server.job(&token, id);
+        assert_eq!(job["state"], "succeeded", "{job}");
+        let files = git(
+            &workspace,
+            &[
+                "diff-tree",
+                "--no-commit-id",
+                "--name-only",
+                "-r",
+                job["result"]["commit"].as_str().unwrap(),
+            ],
+        );
+        let files: Vec<&str> = files.lines().collect();
+        assert_eq!(files.len(), 3000, "{dir}: {} files", files.len());
+        assert!(
+            files.iter().all(|f| f.starts_with(&format!("{dir}/"))),
+            "{dir}'s commit holds another job's files"
+        );
+    }
+    assert_eq!(git(&workspace, &["status", "--porcelain"]), "");
+}
+
+#[test]
+fn serve_session_exec_waiting_for_the_writer_ends_on_cancel() {
+    let server = Server::start(POLICY);
+    let token = server.token("a", "submit,read");
+    let src = repo(server.dir.path());
+    let clone = clone(&server, &token, &src);
+    let created = server.run_to_end(
+        &token,
+        &json!({"project": "a", "type": "session.create", "inputs": {"workspace": {"from_job": clone["id"]}}}),
+    );
+    let session = json!({"from_job": created["id"]});
+    let marker = format!("serve-writer-sleeper-{}", std::process::id());
+    let (status, first) = server.submit(
+        &token,
+        &json!({"project": "a", "type": "session.exec", "timeout": "60s", "inputs": {"session": session,
+            "argv": ["sh", "-c", format!("echo started; sleep 300; : {marker}")]}}),
+    );
+    assert_eq!(status, 201, "{first}");
+    let first = first["id"].as_str().unwrap().to_owned();
+    server.follow(&token, &first, None, |e| e.1 != "output");
+    // The second writer waits for the first: running, no output.
+    let (status, second) = server.submit(
+        &token,
+        &json!({"project": "a", "type": "session.exec", "timeout": "60s",
+                "inputs": {"session": session, "argv": ["true"]}}),
+    );
+    assert_eq!(status, 201, "{second}");
+    let second = second["id"].as_str().unwrap().to_owned();
+    server.follow(&token, &second, None, |e| {
+        !(e.1 == "state" && e.2["state"] == "running")
+    });
+    let cancel = |id: &str| {
+        let (status, after) = server.json(
+            "POST",
+            &format!("/v1/jobs/{id}/cancel"),
+            &token,
+            &Value::Null,
+        );
+        assert_eq!(status, 200, "{after}");
+    };
+    cancel(&second);
+    let job = ended_within(&server, &token, &second, std::time::Duration::from_secs(15));
+    assert_eq!(job["state"], "cancelled", "{job}");
+    assert_eq!(job["failure"]["category"], "cancelled", "{job}");
+    // The first writer was never disturbed.
+    assert_eq!(server.job(&token, &first)["state"], "running");
+    cancel(&first);
+    let job = ended_within(&server, &token, &first, std::time::Duration::from_secs(15));
+    assert_eq!(job["state"], "cancelled", "{job}");
+    assert_eq!(gone(&marker), 0);
+}

@@ -21,6 +21,9 @@ pub(crate) struct ProgramSpec {
     pub(crate) memory: Option<String>,
     pub(crate) pids: Option<u64>,
     pub(crate) output_limit: Option<String>,
+    /// What is left of the job's timeout for the program (a clone or a wait before it
+    /// counts against the job's timeout too).
+    pub(crate) timeout: Duration,
 }
 
 /// CPU time of a run (the whole tree when it was measured exactly), in milliseconds.
@@ -85,7 +88,7 @@ pub(crate) fn run_program(attempt: &Attempt<'_>, spec: ProgramSpec) -> Outcome {
         None => max.output_bytes(),
     };
     let bounds = Bounds {
-        timeout: Duration::from_millis(job.timeout_ms),
+        timeout: spec.timeout.max(Duration::from_millis(1)),
         output_limit: usize::try_from(output_limit).unwrap_or(usize::MAX),
         ..Bounds::default()
     };
@@ -161,18 +164,24 @@ pub(crate) fn run_program(attempt: &Attempt<'_>, spec: ProgramSpec) -> Outcome {
 /// A `run` job: in an earlier job's workspace, in a clone of `repo` made for it, or in a
 /// fresh empty directory.
 pub(crate) fn run_job(attempt: &Attempt<'_>) -> Outcome {
+    let deadline = super::repo::deadline_of(attempt, std::time::Instant::now());
     let inputs: RunInputs = match attempt.inputs() {
         Ok(i) => i,
         Err(o) => return o,
     };
     let scratch = attempt.scratch();
+    // A service workspace is this job's alone while it runs (see `lock_workspace`).
+    let mut _lock = None;
     let root = match (&inputs.workspace, &inputs.repo) {
-        (Some(from), _) => match attempt.workspace_of(&from.from_job) {
+        (Some(from), _) => match attempt.workspace_of(&from.from_job).and_then(|root| {
+            _lock = Some(super::repo::lock_workspace(attempt, &root, deadline)?);
+            Ok(root)
+        }) {
             Ok(root) => root,
             Err(o) => return o,
         },
         (None, Some(url)) => {
-            match super::repo::clone_for_job(&scratch, url, inputs.rev.as_deref()) {
+            match super::repo::clone_for_job(attempt, deadline, url, inputs.rev.as_deref()) {
                 Ok(root) => root,
                 Err(o) => return o,
             }
@@ -205,6 +214,7 @@ pub(crate) fn run_job(attempt: &Attempt<'_>) -> Outcome {
             memory: inputs.memory,
             pids: inputs.pids,
             output_limit: inputs.output_limit,
+            timeout: deadline.saturating_duration_since(std::time::Instant::now()),
         },
     );
     let _ = std::fs::remove_dir_all(&scratch);

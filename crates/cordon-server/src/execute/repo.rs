@@ -2,8 +2,9 @@
 //! with the hardened git (no hooks, no filters, no global config).
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
-use cordon_git::{GitCommand, GitContext};
+use cordon_git::{GitCommand, GitContext, GitError, GitErrorKind, RunBounds};
 use sha2::{Digest, Sha256};
 
 use super::{Attempt, Outcome};
@@ -13,8 +14,34 @@ use crate::api::{ApplyPatchInputs, CloneInputs};
 /// applied patches are committed on it.
 pub const WORKSPACE_BRANCH: &str = "work";
 
+/// A transfer slower than `http.lowSpeedLimit` bytes a second for this long is abandoned by
+/// git itself (a server that stalls), whatever is left of the job's timeout.
+const LOW_SPEED_TIME: &str = "60";
+
+/// The end of the attempt's time: its start plus the job's timeout.
+pub(crate) fn deadline_of(attempt: &Attempt<'_>, started: Instant) -> Instant {
+    started + Duration::from_millis(attempt.job.timeout_ms)
+}
+
+/// The outcome of a clone that failed: past the job's deadline it is a `timeout`, stopped
+/// by a cancel `cancelled`, anything else `setup`.
+fn clone_failed(attempt: &Attempt<'_>, error: &GitError) -> Outcome {
+    match error.kind {
+        GitErrorKind::TimedOut => Outcome::failed(
+            "timeout",
+            format!(
+                "the clone ran past the job's timeout of {} ms; git was killed",
+                attempt.job.timeout_ms
+            ),
+        ),
+        GitErrorKind::Stopped => Outcome::failed("cancelled", "the job was cancelled"),
+        _ => Outcome::failed("setup", error.to_string()),
+    }
+}
+
 /// A `repo.clone` job: a workspace under the server's data directory, kept for later jobs.
 pub(crate) fn clone_job(attempt: &Attempt<'_>) -> Outcome {
+    let deadline = deadline_of(attempt, Instant::now());
     let inputs: CloneInputs = match attempt.inputs() {
         Ok(i) => i,
         Err(o) => return o,
@@ -31,19 +58,30 @@ pub(crate) fn clone_job(attempt: &Attempt<'_>) -> Outcome {
     // still running somewhere (its lease lost) never removes or mixes into this one's.
     let staged = parent.join(format!(".{}-{}", attempt.job.id, attempt.job.attempt));
     let _ = std::fs::remove_dir_all(&staged);
+    let stop = || attempt.cancel.is_cancelled();
+    let bounds = RunBounds {
+        deadline: Some(deadline),
+        stop: Some(&stop),
+    };
     let placed = clone(
         &parent,
         &staged,
         &inputs.url,
         inputs.rev.as_deref(),
         inputs.depth,
+        bounds,
     )
-    .map_err(|e| e.to_string())
+    .map_err(|e| clone_failed(attempt, &e))
     .and_then(|commit| {
         let _ = std::fs::remove_dir_all(&dest);
         std::fs::rename(&staged, &dest)
             .map(|()| commit)
-            .map_err(|e| format!("cannot move the clone to {}: {e}", dest.display()))
+            .map_err(|e| {
+                Outcome::failed(
+                    "setup",
+                    format!("cannot move the clone to {}: {e}", dest.display()),
+                )
+            })
     });
     match placed {
         Ok(commit) => Outcome::succeeded(serde_json::json!({
@@ -51,19 +89,23 @@ pub(crate) fn clone_job(attempt: &Attempt<'_>) -> Outcome {
             "commit": commit,
             "branch": WORKSPACE_BRANCH,
         })),
-        Err(error) => {
+        Err(outcome) => {
             let _ = std::fs::remove_dir_all(&staged);
-            Outcome::failed("setup", error)
+            outcome
         }
     }
 }
 
-/// A clone of `url` at `rev` for one job alone, under the attempt's scratch directory.
+/// A clone of `url` at `rev` for one job alone, under the attempt's scratch directory; git is
+/// killed at `deadline` or on the attempt's cancel.
 pub(crate) fn clone_for_job(
-    scratch: &Path,
+    attempt: &Attempt<'_>,
+    deadline: Instant,
     url: &str,
     rev: Option<&str>,
 ) -> Result<PathBuf, Outcome> {
+    let scratch = attempt.scratch();
+    let scratch = scratch.as_path();
     let dest = scratch.join("repo");
     let _ = std::fs::remove_dir_all(&dest);
     std::fs::create_dir_all(scratch).map_err(|error| {
@@ -72,20 +114,27 @@ pub(crate) fn clone_for_job(
             format!("cannot create {}: {error}", scratch.display()),
         )
     })?;
-    clone(scratch, &dest, url, rev, None)
+    let stop = || attempt.cancel.is_cancelled();
+    let bounds = RunBounds {
+        deadline: Some(deadline),
+        stop: Some(&stop),
+    };
+    clone(scratch, &dest, url, rev, None, bounds)
         .map(|_| dest)
-        .map_err(|e| Outcome::failed("setup", e.to_string()))
+        .map_err(|e| clone_failed(attempt, &e))
 }
 
 /// Clones `url` into `dest` (which must not exist) and checks `rev` out on the workspace
-/// branch; returns the commit.
+/// branch; returns the commit. Each git command is killed, with every process it started,
+/// when `bounds` say so; a stalled transfer ends by git's low-speed limit.
 fn clone(
     parent: &Path,
     dest: &Path,
     url: &str,
     rev: Option<&str>,
     depth: Option<u32>,
-) -> Result<String, cordon_git::GitError> {
+    bounds: RunBounds<'_>,
+) -> Result<String, GitError> {
     let mut args = vec!["clone".to_owned(), "--quiet".into(), "--no-checkout".into()];
     if let Some(depth) = depth {
         args.push(format!("--depth={depth}"));
@@ -99,7 +148,11 @@ fn clone(
         },
         &args,
     )
-    .run()?;
+    .config(&[
+        ("http.lowSpeedLimit".into(), "1".into()),
+        ("http.lowSpeedTime".into(), LOW_SPEED_TIME.into()),
+    ])
+    .run_bounded(bounds)?;
     let repo = cordon_git::Repo::open(dest)?;
     // A branch of the source is a remote-tracking branch of the clone.
     let rev = rev.unwrap_or("HEAD");
@@ -121,12 +174,73 @@ fn clone(
             commit.as_str(),
         ],
     )
-    .run()?;
+    .run_bounded(bounds)?;
     Ok(commit.as_str().to_owned())
+}
+
+/// How often a job waiting for a workspace another job holds looks again.
+const LOCK_RETRY: Duration = Duration::from_millis(50);
+
+/// The right to change a service workspace: an exclusive `flock` on a file beside its tree
+/// (outside it, so no program in it can touch the file), released when dropped or when the
+/// process dies. The jobs that write a workspace (`repo.applyPatch`, `run`) hold it for
+/// their whole work, so that no two of them mix their changes.
+#[derive(Debug)]
+pub(crate) struct WorkspaceLock {
+    _file: std::fs::File,
+}
+
+/// Waits for the workspace `root`'s lock until `deadline` (a `timeout`) or the attempt's
+/// cancel (`cancelled`).
+pub(crate) fn lock_workspace(
+    attempt: &Attempt<'_>,
+    root: &Path,
+    deadline: Instant,
+) -> Result<WorkspaceLock, Outcome> {
+    let name = root
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let path = root.with_file_name(format!(".{name}.lock"));
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| Outcome::failed("infra", format!("cannot open {}: {e}", path.display())))?;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(WorkspaceLock { _file: file }),
+            Err(std::fs::TryLockError::WouldBlock) => {}
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(Outcome::failed(
+                    "infra",
+                    format!("cannot lock {}: {e}", path.display()),
+                ));
+            }
+        }
+        if attempt.cancel.is_cancelled() {
+            return Err(Outcome::failed("cancelled", "the job was cancelled"));
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return Err(Outcome::failed(
+                "timeout",
+                format!(
+                    "another job used the workspace {} for the whole of this job's timeout of {} ms",
+                    root.display(),
+                    attempt.job.timeout_ms
+                ),
+            ));
+        }
+        std::thread::sleep(LOCK_RETRY.min(deadline - now));
+    }
 }
 
 /// A `repo.applyPatch` job.
 pub(crate) fn apply_patch_job(attempt: &Attempt<'_>) -> Outcome {
+    let deadline = deadline_of(attempt, Instant::now());
     let inputs: ApplyPatchInputs = match attempt.inputs() {
         Ok(i) => i,
         Err(o) => return o,
@@ -135,14 +249,30 @@ pub(crate) fn apply_patch_job(attempt: &Attempt<'_>) -> Outcome {
         Ok(p) => p,
         Err(o) => return o,
     };
+    let _lock = match lock_workspace(attempt, &root, deadline) {
+        Ok(lock) => lock,
+        Err(o) => return o,
+    };
     match apply_and_commit(&root, &inputs, attempt) {
         Ok(result) => Outcome::succeeded(result),
         Err(outcome) => outcome,
     }
 }
 
-/// Applies the patch (all or nothing, paths confined), checks the expected files, and
-/// commits, so that a later job at `HEAD` sees the change.
+/// The paths as `--pathspec-from-file=- --pathspec-file-nul` reads them.
+fn nul_list(paths: &[Vec<u8>]) -> Vec<u8> {
+    let mut list = Vec::new();
+    for path in paths {
+        list.extend_from_slice(path);
+        list.push(0);
+    }
+    list
+}
+
+/// Applies the patch (all or nothing, paths confined) to a clean tree, checks the expected
+/// files, and commits the patch's paths alone, so that a later job at `HEAD` sees the change.
+/// Whatever fails after the patch was applied puts the patch's paths (and only those) back
+/// as `HEAD` has them.
 fn apply_and_commit(
     root: &Path,
     inputs: &ApplyPatchInputs,
@@ -157,32 +287,140 @@ fn apply_and_commit(
         git_dir,
         work_tree: root.to_owned(),
     };
-    let git = |args: &[&str]| {
+    let command = |args: &[&str]| {
         GitCommand::new(&context, args)
+            .env("GIT_LITERAL_PATHSPECS", "1")
             .neutralize_drivers()
-            .and_then(|c| c.run())
             .map_err(|e| Outcome::failed("setup", e.to_string()))
     };
+    // Changes no job committed (a `run` job's files): refused, so that the commit holds the
+    // patch alone and a failed apply never has to tell its changes from theirs.
+    let status = command(&["status", "--porcelain", "-z", "--untracked-files=all"])?
+        .run()
+        .map_err(|e| Outcome::failed("setup", e.to_string()))?;
+    if !status.stdout.is_empty() {
+        let entries: Vec<String> = status
+            .stdout
+            .split(|b| *b == 0)
+            .filter(|e| !e.is_empty())
+            .map(|e| String::from_utf8_lossy(e).into_owned())
+            .collect();
+        let shown = entries.iter().take(10).cloned().collect::<Vec<_>>();
+        let more = entries.len().saturating_sub(shown.len());
+        return Err(Outcome::failed(
+            "usage",
+            format!(
+                "the workspace has changes no job committed ({shown:?}{}); a patch is applied \
+                 only to a clean tree, so that its commit holds the patch alone. Nothing was \
+                 applied. A `run` job in the workspace can put the tree back \
+                 (`git checkout-index --all --force && git clean -fdq`)",
+                if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                }
+            ),
+        ));
+    }
     let changed = worktree
         .apply_patch(inputs.patch.as_bytes())
         .map_err(|e| Outcome::failed("usage", format!("the patch was refused: {e}")))?;
     let mut applied: Vec<String> = changed.iter().map(|c| c.path.to_string()).collect();
     applied.sort();
-    if let Some(expected) = &inputs.expect_files {
-        let mut expected = expected.clone();
-        expected.sort();
-        if expected != applied {
-            // Back to the commit the patch was applied on: nothing of it stays.
-            git(&["reset", "--quiet", "--hard", "HEAD"])?;
-            git(&["clean", "--quiet", "-fd"])?;
-            return Err(Outcome::failed(
-                "usage",
-                format!("the patch changes {applied:?}, not the expected {expected:?}"),
-            ));
-        }
+    // Every path the patch touched (a rename's old path too), for staging and restoring.
+    let mut paths: Vec<Vec<u8>> = changed
+        .iter()
+        .flat_map(|c| std::iter::once(&c.path).chain(c.old_path.as_ref()))
+        .map(|p| p.as_bytes().to_vec())
+        .filter(|p| !p.is_empty())
+        .collect();
+    paths.sort();
+    paths.dedup();
+    if paths.is_empty() {
+        return Err(Outcome::failed("usage", "the patch changes no file"));
     }
-    git(&["add", "--all"])?;
-    let numstat = git(&["diff", "--cached", "--numstat", "-z"])?;
+    let list = nul_list(&paths);
+    let stage = || {
+        // Named one by one, so even a path the repository ignores is staged.
+        command(&[
+            "add",
+            "--all",
+            "--force",
+            "--pathspec-from-file=-",
+            "--pathspec-file-nul",
+        ])?
+        .run_with_input(&list)
+        .map_err(|e| Outcome::failed("setup", e.to_string()))
+    };
+    let restore = || {
+        // Staged first, so that a file the patch added is known to git and removed.
+        let _ = stage();
+        command(&[
+            "restore",
+            "--quiet",
+            "--source=HEAD",
+            "--staged",
+            "--worktree",
+            "--pathspec-from-file=-",
+            "--pathspec-file-nul",
+        ])
+        .and_then(|c| {
+            c.run_with_input(&list)
+                .map_err(|e| Outcome::failed("setup", e.to_string()))
+        })
+    };
+    let committed = (|| {
+        if let Some(expected) = &inputs.expect_files {
+            let mut expected = expected.clone();
+            expected.sort();
+            if expected != applied {
+                return Err(Outcome::failed(
+                    "usage",
+                    format!("the patch changes {applied:?}, not the expected {expected:?}"),
+                ));
+            }
+        }
+        stage()?;
+        let numstat = command(&["diff", "--cached", "--numstat", "-z"])?
+            .run()
+            .map_err(|e| Outcome::failed("setup", e.to_string()))?;
+        let patch_id: String = Sha256::digest(inputs.patch.as_bytes())
+            .iter()
+            .take(16)
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let message = format!("cordon job {}: patch {patch_id}", attempt.job.id);
+        // The patch's paths only, whatever else the index might hold.
+        command(&[
+            "commit",
+            "--quiet",
+            "--no-verify",
+            "-m",
+            &message,
+            "--pathspec-from-file=-",
+            "--pathspec-file-nul",
+        ])?
+        .config(&[
+            ("user.name".into(), "cordon".into()),
+            ("user.email".into(), "cordon@localhost".into()),
+        ])
+        .run_with_input(&list)
+        .map_err(|e| Outcome::failed("setup", e.to_string()))?;
+        Ok((numstat, patch_id))
+    })();
+    let (numstat, patch_id) = match committed {
+        Ok(done) => done,
+        Err(outcome) => {
+            if let Err(error) = restore() {
+                eprintln!(
+                    "cordon serve: job {}: cannot put the patch's paths back in {}: {error:?}",
+                    attempt.job.id,
+                    root.display()
+                );
+            }
+            return Err(outcome);
+        }
+    };
     let (mut insertions, mut deletions) = (0u64, 0u64);
     for entry in numstat.stdout.split(|b| *b == 0) {
         let text = String::from_utf8_lossy(entry);
@@ -190,23 +428,6 @@ fn apply_and_commit(
         insertions += fields.next().and_then(|n| n.parse().ok()).unwrap_or(0);
         deletions += fields.next().and_then(|n| n.parse().ok()).unwrap_or(0);
     }
-    let patch_id: String = Sha256::digest(inputs.patch.as_bytes())
-        .iter()
-        .take(16)
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    let message = format!("cordon job {}: patch {patch_id}", attempt.job.id);
-    GitCommand::new(
-        &context,
-        ["commit", "--quiet", "--no-verify", "-m", &message],
-    )
-    .config(&[
-        ("user.name".into(), "cordon".into()),
-        ("user.email".into(), "cordon@localhost".into()),
-    ])
-    .neutralize_drivers()
-    .and_then(|c| c.run())
-    .map_err(|e| Outcome::failed("setup", e.to_string()))?;
     let commit = cordon_git::Repo::open(root)
         .and_then(|r| r.resolve_commit("HEAD"))
         .map_err(|e| Outcome::failed("setup", e.to_string()))?;

@@ -126,6 +126,7 @@ pub(crate) fn pull_job(attempt: &Attempt<'_>) -> Outcome {
 
 /// `session.exec`: one program in the session, as its writer or as a read-only reviewer.
 pub(crate) fn exec_job(attempt: &Attempt<'_>) -> Outcome {
+    let started = std::time::Instant::now();
     let inputs: SessionExecInputs = match attempt.inputs() {
         Ok(i) => i,
         Err(o) => return o,
@@ -139,7 +140,9 @@ pub(crate) fn exec_job(attempt: &Attempt<'_>) -> Outcome {
     } else {
         Access::Write
     };
-    let lease = match session.begin_exec(access, wait(attempt)) {
+    // The wait for the writer ends on the job's cancel, and counts against its timeout.
+    let stop = || attempt.cancel.is_cancelled();
+    let lease = match session.begin_exec_or_stop(access, wait(attempt), &stop) {
         Ok(lease) => lease,
         Err(e) => return failed(&e),
     };
@@ -153,6 +156,7 @@ pub(crate) fn exec_job(attempt: &Attempt<'_>) -> Outcome {
             memory: inputs.memory,
             pids: inputs.pids,
             output_limit: None,
+            timeout: wait(attempt).saturating_sub(started.elapsed()),
         },
     );
     let exit = outcome

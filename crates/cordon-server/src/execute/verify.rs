@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use cordon_types::Overall;
 use cordon_verify::NetworkSetting;
@@ -124,6 +123,8 @@ fn check_plan(
 
 /// A `verify` job.
 pub(crate) fn verify_job(attempt: &Attempt<'_>) -> Outcome {
+    // The job's timeout covers the clone made for it too.
+    let deadline = super::repo::deadline_of(attempt, std::time::Instant::now());
     let inputs: VerifyInputs = match attempt.inputs() {
         Ok(i) => i,
         Err(o) => return o,
@@ -131,7 +132,9 @@ pub(crate) fn verify_job(attempt: &Attempt<'_>) -> Outcome {
     let scratch = attempt.scratch();
     let repo = match (&inputs.workspace, &inputs.repo) {
         (Some(from), _) => attempt.workspace_of(&from.from_job),
-        (None, Some(url)) => super::repo::clone_for_job(&scratch, url, inputs.rev.as_deref()),
+        (None, Some(url)) => {
+            super::repo::clone_for_job(attempt, deadline, url, inputs.rev.as_deref())
+        }
         (None, None) => Err(Outcome::failed(
             "usage",
             "inputs: give `workspace` or `repo`",
@@ -144,7 +147,7 @@ pub(crate) fn verify_job(attempt: &Attempt<'_>) -> Outcome {
                 Some(_) => "HEAD".to_owned(),
                 None => inputs.rev.clone().unwrap_or_else(|| "HEAD".into()),
             };
-            verify_in(attempt, &inputs, repo, rev)
+            verify_in(attempt, &inputs, repo, rev, deadline)
         }
         Err(o) => o,
     };
@@ -157,6 +160,7 @@ fn verify_in(
     inputs: &VerifyInputs,
     repo: std::path::PathBuf,
     rev: String,
+    deadline: std::time::Instant,
 ) -> Outcome {
     let job = attempt.job;
     // The ref resolved once: the plan checked against the policy is the plan that runs, even
@@ -217,7 +221,7 @@ fn verify_in(
             Arc::clone(&timed_out),
             Arc::clone(&done),
         );
-        let limit = Duration::from_millis(job.timeout_ms);
+        let limit = deadline.saturating_duration_since(std::time::Instant::now());
         std::thread::spawn(move || {
             let (lock, cvar) = &*done;
             let guard = lock.lock().unwrap_or_else(|e| e.into_inner());
