@@ -659,8 +659,25 @@ fn serve_run_jobs_cannot_plant_git_configuration_that_the_host_would_run() {
     assert_eq!(planted["state"], "succeeded", "{planted}");
     let stderr = planted["result"]["stderr"]["head"].as_str().unwrap();
     assert!(stderr.contains("Read-only file system"), "{stderr}");
-    // The host's git then works in that workspace: the filter never runs.
+    // The host's git then works in that workspace: the filter never runs. The planted
+    // `.gitattributes` makes the tree dirty, so the patch is refused (its check ran git
+    // status there, without the filter)...
     let patch = "--- a/README\n+++ b/README\n@@ -1 +1,2 @@\n hello from the repo\n+patched\n";
+    let refused = server.run_to_end(
+        &token,
+        &json!({"project": "a", "type": "repo.applyPatch", "inputs": {"workspace": workspace, "patch": patch}}),
+    );
+    assert_eq!(refused["failure"]["category"], "usage", "{refused}");
+    assert!(!marker.exists(), "the host ran the planted filter");
+    // ... and a patch that brings the attributes itself is staged and committed by the host's
+    // git without the filter either.
+    let cleaned = server.run_to_end(
+        &token,
+        &json!({"project": "a", "type": "run", "inputs": {"workspace": workspace,
+            "argv": ["sh", "-c", "git clean -fdq"]}}),
+    );
+    assert_eq!(cleaned["state"], "succeeded", "{cleaned}");
+    let patch = format!("{patch}--- /dev/null\n+++ b/.gitattributes\n@@ -0,0 +1 @@\n+* filter=x\n");
     let applied = server.run_to_end(
         &token,
         &json!({"project": "a", "type": "repo.applyPatch", "inputs": {"workspace": workspace, "patch": patch}}),
