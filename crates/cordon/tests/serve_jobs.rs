@@ -1115,3 +1115,44 @@ fn serve_session_exec_waiting_for_the_writer_ends_on_cancel() {
     assert_eq!(job["state"], "cancelled", "{job}");
     assert_eq!(gone(&marker), 0);
 }
+
+#[test]
+fn serve_session_exec_wait_for_the_writer_counts_against_its_timeout() {
+    // One attempt: a retry (the writer gone by then) would not wait.
+    let server =
+        Server::start(&POLICY.replace("concurrency = 2\n", "concurrency = 2\nmax_attempts = 1\n"));
+    let token = server.token("a", "submit,read");
+    let src = repo(server.dir.path());
+    let clone = clone(&server, &token, &src);
+    let created = server.run_to_end(
+        &token,
+        &json!({"project": "a", "type": "session.create", "inputs": {"workspace": {"from_job": clone["id"]}}}),
+    );
+    let session = json!({"from_job": created["id"]});
+    // The first writer holds the session for 4 s once it started.
+    let (status, first) = server.submit(
+        &token,
+        &json!({"project": "a", "type": "session.exec", "timeout": "60s",
+                "inputs": {"session": session, "argv": ["sh", "-c", "echo started; sleep 4"]}}),
+    );
+    assert_eq!(status, 201, "{first}");
+    let first = first["id"].as_str().unwrap().to_owned();
+    server.follow(&token, &first, None, |e| e.1 != "output");
+    // The second, with 5 s in all, waits most of them: its program gets what is left (about
+    // 1 s), not 5 s again.
+    let second = server.run_to_end(
+        &token,
+        &json!({"project": "a", "type": "session.exec", "timeout": "5s",
+                "inputs": {"session": session, "argv": ["sh", "-c", "sleep 300"]}}),
+    );
+    assert_eq!(second["failure"]["category"], "timeout", "{second}");
+    let ran = second["result"]["duration_ms"].as_u64().unwrap();
+    assert!(
+        ran < 4000,
+        "the program ran {ran} ms after its job waited for the writer: {second}"
+    );
+    assert_eq!(
+        ended_within(&server, &token, &first, std::time::Duration::from_secs(30))["state"],
+        "succeeded"
+    );
+}
