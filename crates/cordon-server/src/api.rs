@@ -238,7 +238,10 @@ pub struct CloneInputs {
     pub depth: Option<u32>,
 }
 
-/// Inputs of a `repo.applyPatch` job.
+/// Inputs of a `repo.applyPatch` job. The workspace must be clean (no change a job left
+/// uncommitted, else `usage`, nothing applied); the commit holds the patch's paths alone, and
+/// a failure after the apply puts back those paths only. One job writes a workspace at a
+/// time (`repo.applyPatch`, `run`): others wait for it within their timeout.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ApplyPatchInputs {
