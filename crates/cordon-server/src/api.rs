@@ -22,6 +22,16 @@ cordon_types::schema_tag!(
     "cordon.api-error/v1"
 );
 cordon_types::schema_tag!(
+    /// The tag of an API token's description: `cordon.token/v1`.
+    TokenTag,
+    "cordon.token/v1"
+);
+cordon_types::schema_tag!(
+    /// The tag of a list of API tokens: `cordon.token-list/v1`.
+    TokenListTag,
+    "cordon.token-list/v1"
+);
+cordon_types::schema_tag!(
     /// The tag of a job submission: `cordon.job-request/v1` (optional on input).
     JobRequestTag,
     "cordon.job-request/v1"
@@ -450,7 +460,7 @@ pub struct ApiError {
     /// `cordon.api-error/v1`.
     pub schema: ApiErrorTag,
     /// A stable code: `unauthorized`, `forbidden`, `not_found`, `bad_request`,
-    /// `policy`, `budget`, `too_large`, `internal`.
+    /// `policy`, `conflict`, `budget`, `busy`, `too_large`, `internal`.
     pub error: String,
     /// What is wrong, for people.
     pub message: String,
@@ -460,4 +470,73 @@ pub struct ApiError {
     /// When the budget resets (RFC 3339), for `budget`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resets_at: Option<String>,
+}
+
+/// An API token as `cordon token create|revoke --json` prints it: `cordon.token/v1` (the
+/// secret only when it was just created: the store keeps its hash alone).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TokenDocument {
+    /// `cordon.token/v1`.
+    pub schema: TokenTag,
+    /// Its id (`t-…`): what `cordon token revoke` takes.
+    pub id: String,
+    /// The project it acts for (`*`: every project, an operator token).
+    pub project: String,
+    /// What it may do: `submit`, `read`, `admin`.
+    pub scopes: Vec<String>,
+    /// `live`, `revoked` or `expired`.
+    pub state: String,
+    /// When it was created (RFC 3339).
+    pub created_at: String,
+    /// When it stops working (RFC 3339), if ever.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
+    /// When it was revoked (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revoked_at: Option<String>,
+    /// The secret, shown this once (on creation only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
+}
+
+impl TokenDocument {
+    /// The description of a stored token (without its secret).
+    pub fn of(row: &cordon_store::TokenRow, now_ms: i64) -> Self {
+        let time = |ms: i64| {
+            humantime::format_rfc3339_millis(
+                std::time::UNIX_EPOCH
+                    + std::time::Duration::from_millis(u64::try_from(ms).unwrap_or(0)),
+            )
+            .to_string()
+        };
+        let state = if row.revoked_at_ms.is_some() {
+            "revoked"
+        } else if row.expires_at_ms.is_some_and(|e| e <= now_ms) {
+            "expired"
+        } else {
+            "live"
+        };
+        TokenDocument {
+            schema: TokenTag,
+            id: row.id.clone(),
+            project: row.project.clone(),
+            scopes: row.scopes.clone(),
+            state: state.into(),
+            created_at: time(row.created_at_ms),
+            expires_at: row.expires_at_ms.map(time),
+            revoked_at: row.revoked_at_ms.map(time),
+            secret: None,
+        }
+    }
+}
+
+/// `cordon token list --json`: every token, newest first: `cordon.token-list/v1`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TokenList {
+    /// `cordon.token-list/v1`.
+    pub schema: TokenListTag,
+    /// The tokens.
+    pub tokens: Vec<TokenDocument>,
 }

@@ -16,7 +16,7 @@ use cordon_store::{JobFilter, JobId, JobState, TokenRow};
 use serde::Deserialize;
 
 use crate::api::{ApiError, ApiErrorTag, JobDocument, JobList, JobListTag, JobRequest};
-use crate::service::{RequestError, Service, require};
+use crate::service::{RequestError, Service, require, token_hash};
 
 /// How often a live log looks for new events.
 const EVENT_POLL: Duration = Duration::from_millis(100);
@@ -255,7 +255,13 @@ async fn events(
         let service = Arc::clone(&service);
         blocking(move || service.visible_job(&token, &id)).await?
     };
-    live_log(service, &token_id, job.id, last_event_id(&headers))
+    let hash = bearer(&headers)
+        .and_then(|h| {
+            h.split_once(' ')
+                .map(|(_, secret)| token_hash(secret.trim()))
+        })
+        .unwrap_or_default();
+    live_log(service, (&token_id, hash), job.id, last_event_id(&headers))
 }
 
 /// The `Last-Event-ID` a reconnecting SSE client sends (0: from the start).
@@ -266,6 +272,9 @@ pub(crate) fn last_event_id(headers: &HeaderMap) -> u64 {
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(0)
 }
+
+/// How often an open live log looks its client's token up again.
+const TOKEN_RECHECK: Duration = Duration::from_secs(5);
 
 /// Quiet polls of a live log between two looks at its job's state (2 s).
 const ENDLESS_CHECK_POLLS: u32 = 20;
@@ -278,6 +287,9 @@ struct Follow {
     buffered: std::collections::VecDeque<cordon_store::JobEvent>,
     ended: bool,
     idle_polls: u32,
+    /// The SHA-256 of the client's token, looked up again every [`TOKEN_RECHECK`].
+    token_hash: String,
+    token_checked: std::time::Instant,
     /// Held while the stream lives (dropped when the client goes away or the log ends).
     _permit: crate::streams::StreamPermit,
 }
@@ -287,7 +299,7 @@ struct Follow {
 /// that holds too many streams open already (or a server that does) is answered 429.
 pub(crate) fn live_log(
     service: Arc<Service>,
-    token_id: &str,
+    (token_id, token_hash): (&str, String),
     id: JobId,
     after: u64,
 ) -> Result<Response, RequestError> {
@@ -302,10 +314,22 @@ pub(crate) fn live_log(
         buffered: std::collections::VecDeque::new(),
         ended: false,
         idle_polls: 0,
+        token_hash,
+        token_checked: std::time::Instant::now(),
         _permit: permit,
     };
     let stream = futures_util::stream::unfold(follow, |mut f| async move {
         loop {
+            // A token revoked (or expired) while its stream is open: the stream ends.
+            if f.token_checked.elapsed() >= TOKEN_RECHECK {
+                f.token_checked = std::time::Instant::now();
+                let (service, hash) = (Arc::clone(&f.service), f.token_hash.clone());
+                let live =
+                    tokio::task::spawn_blocking(move || service.store.find_token(&hash)).await;
+                if !matches!(live, Ok(Ok(Some(_)))) {
+                    return None;
+                }
+            }
             if let Some(event) = f.buffered.pop_front() {
                 f.after = event.seq;
                 f.ended |= event.kind == "end";

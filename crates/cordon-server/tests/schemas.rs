@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use cordon_server::{ApiError, JobDocument, JobList, JobRequest, Policy};
+use cordon_server::{ApiError, JobDocument, JobList, JobRequest, Policy, TokenDocument, TokenList};
 
 fn check(file: &str, generated: String) {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -53,4 +53,16 @@ fn job_documents_refuse_foreign_tags() {
     let doc = serde_json::json!({"schema": "cordon.job/v2"});
     let error = serde_json::from_value::<JobDocument>(doc).expect_err("a foreign tag");
     assert!(error.to_string().contains("unsupported schema"), "{error}");
+}
+
+#[test]
+fn token_schemas_are_current() {
+    check(
+        "token.v1.json",
+        cordon_types::schema_json::<TokenDocument>(),
+    );
+    check(
+        "token-list.v1.json",
+        cordon_types::schema_json::<TokenList>(),
+    );
 }

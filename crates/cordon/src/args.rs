@@ -233,6 +233,20 @@ pub enum SchemaDocument {
     ReviewEvent,
     /// cordon.verify-error/v1, printed by `cordon verify --json` when no verdict was reached.
     VerifyError,
+    /// cordon.job/v1, a job of the job service (`cordon jobs submit|show|cancel --json`).
+    Job,
+    /// cordon.job-list/v1, printed by `cordon jobs list --json`.
+    JobList,
+    /// cordon.job-request/v1, the body of `POST /v1/jobs` (`cordon jobs submit`).
+    JobRequest,
+    /// cordon.api-error/v1, the job service's error answers.
+    ApiError,
+    /// The job service's policy file, `cordon-server.toml`.
+    CordonServerToml,
+    /// cordon.token/v1, printed by `cordon token create|revoke --json`.
+    Token,
+    /// cordon.token-list/v1, printed by `cordon token list --json`.
+    TokenList,
 }
 
 pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {

@@ -235,3 +235,12 @@ pub(crate) fn summary_line(result: &RunResult) -> Option<String> {
     }
     (!parts.is_empty()).then(|| format!("cordon: {}", parts.join("; ")))
 }
+
+/// Prints a JSON document, pretty, with a final newline.
+pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> Result<(), crate::exit::CliError> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut out, value)?;
+    writeln!(out)?;
+    Ok(())
+}

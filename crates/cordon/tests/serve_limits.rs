@@ -369,3 +369,55 @@ fn serve_a_full_queue_takes_no_more_until_jobs_have_run() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
+
+#[test]
+fn serve_ends_the_live_logs_of_a_revoked_token() {
+    let server = Server::start(POLICY);
+    let submitter = server.token("a", "submit,read");
+    let reader = server.token("a", "read");
+    let (_, job) = server.submit(
+        &submitter,
+        &run(
+            "a",
+            "for i in $(seq 1 100); do echo tick $i; sleep 0.2; done",
+        ),
+    );
+    let id = job["id"].as_str().unwrap().to_owned();
+    let cordon = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_cordon"))
+            .args(args)
+            .env("CORDON_HOME", &server.home)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let mut revoked = None;
+    let mut after = 0;
+    server.follow(&reader, &id, None, |e| {
+        if e.1 == "output" && revoked.is_none() {
+            let tokens: Value =
+                serde_json::from_str(&cordon(&["token", "list", "--json"])).unwrap();
+            let token_id = tokens["tokens"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|t| t["scopes"] == json!(["read"]))
+                .unwrap()["id"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+            cordon(&["token", "revoke", &token_id]);
+            revoked = Some(std::time::Instant::now());
+        } else if revoked.is_some() {
+            after += 1;
+        }
+        true
+    });
+    let revoked = revoked.expect("the job printed");
+    // The stream ended by itself, long before the job's 20 s, without its end event.
+    assert!(revoked.elapsed() < std::time::Duration::from_secs(15));
+    assert!(after < 60, "{after} events after the revocation");
+    let job = server.job(&submitter, &id);
+    assert_eq!(job["state"], "running", "the job itself goes on");
+}

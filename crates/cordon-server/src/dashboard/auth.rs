@@ -131,6 +131,8 @@ pub(crate) struct Viewer {
     pub token: TokenRow,
     /// The login's CSRF token, for the forms of the page.
     pub csrf: String,
+    /// The SHA-256 of the token's secret (to look it up again while a live log streams).
+    pub token_hash: String,
 }
 
 impl Viewer {
@@ -182,6 +184,7 @@ impl FromRequestParts<Arc<Dashboard>> for Viewer {
             Some(token) => Ok(Viewer {
                 token,
                 csrf: login.csrf,
+                token_hash: login.token_hash,
             }),
             None => {
                 // Revoked or expired since the login.

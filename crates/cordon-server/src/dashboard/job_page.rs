@@ -105,7 +105,7 @@ pub(crate) async fn live(
     let job = blocking(move || service.visible_job(&token, &id)).await?;
     Ok(live_log(
         Arc::clone(&dash.service),
-        &token_id,
+        (&token_id, viewer.token_hash),
         job.id,
         last_event_id(&headers),
     )?)

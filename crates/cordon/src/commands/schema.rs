@@ -38,6 +38,13 @@ pub(crate) fn run(args: &SchemaArgs) -> Result<ExitCode, crate::exit::CliError> 
         SchemaDocument::SessionPull => cordon_types::schema_json::<cordon_session::PullReport>(),
         SchemaDocument::ReviewEvent => cordon_types::schema_json::<cordon_session::ReviewEvent>(),
         SchemaDocument::VerifyError => cordon_types::schema_json::<crate::documents::VerifyError>(),
+        SchemaDocument::Job => cordon_types::schema_json::<cordon_server::JobDocument>(),
+        SchemaDocument::JobList => cordon_types::schema_json::<cordon_server::JobList>(),
+        SchemaDocument::JobRequest => cordon_types::schema_json::<cordon_server::JobRequest>(),
+        SchemaDocument::ApiError => cordon_types::schema_json::<cordon_server::ApiError>(),
+        SchemaDocument::CordonServerToml => cordon_types::schema_json::<cordon_server::Policy>(),
+        SchemaDocument::Token => cordon_types::schema_json::<cordon_server::TokenDocument>(),
+        SchemaDocument::TokenList => cordon_types::schema_json::<cordon_server::TokenList>(),
     };
     std::io::stdout().lock().write_all(text.as_bytes())?;
     Ok(ExitCode::SUCCESS)

@@ -96,6 +96,9 @@ pub struct WorkerArgs {
 /// Arguments of `cordon token`.
 #[derive(Debug, Args)]
 pub struct TokenArgs {
+    /// Print a JSON document (`cordon.token/v1`, `cordon.token-list/v1`) instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
     /// What to do.
     #[command(subcommand)]
     pub command: TokenCommand,
@@ -196,6 +199,26 @@ pub(crate) fn serve(args: &ServeArgs) -> Result<ExitCode, CliError> {
 /// Runs `cordon token`.
 pub(crate) fn token(args: &TokenArgs) -> Result<ExitCode, CliError> {
     let store = open_store()?;
+    let store_failed = |e| CliError::new(crate::exit::CORDON_FAILED, e);
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+    };
+    let described = |id: &str| -> Result<cordon_server::TokenDocument, CliError> {
+        let row = store
+            .list_tokens()
+            .map_err(store_failed)?
+            .into_iter()
+            .find(|t| t.id == id)
+            .ok_or_else(|| {
+                CliError::msg(
+                    crate::exit::CORDON_FAILED,
+                    format_args!("token {id} vanished"),
+                )
+            })?;
+        Ok(cordon_server::TokenDocument::of(&row, now()))
+    };
     match &args.command {
         TokenCommand::Create {
             project,
@@ -204,34 +227,53 @@ pub(crate) fn token(args: &TokenArgs) -> Result<ExitCode, CliError> {
         } => {
             let (id, secret) = cordon_server::create_token(&store, project, scope, *expires)
                 .map_err(|e| CliError::new(USAGE, e))?;
-            eprintln!(
-                "created token {id} for project {project} ({})",
-                scope.join(",")
-            );
-            println!("{secret}");
+            if args.json {
+                let mut doc = described(&id)?;
+                doc.secret = Some(secret);
+                crate::render::print_json(&doc)?;
+            } else {
+                eprintln!(
+                    "created token {id} for project {project} ({})",
+                    scope.join(",")
+                );
+                println!("{secret}");
+            }
         }
         TokenCommand::List => {
-            let tokens = store
+            let tokens: Vec<_> = store
                 .list_tokens()
-                .map_err(|e| CliError::new(crate::exit::CORDON_FAILED, e))?;
-            for t in tokens {
-                let state = if t.revoked_at_ms.is_some() {
-                    "revoked"
-                } else {
-                    "live"
-                };
-                println!("{}\t{}\t{}\t{state}", t.id, t.project, t.scopes.join(","));
+                .map_err(store_failed)?
+                .iter()
+                .map(|t| cordon_server::TokenDocument::of(t, now()))
+                .collect();
+            if args.json {
+                crate::render::print_json(&cordon_server::TokenList {
+                    schema: cordon_server::TokenListTag,
+                    tokens,
+                })?;
+            } else {
+                for t in tokens {
+                    println!(
+                        "{}\t{}\t{}\t{}",
+                        t.id,
+                        t.project,
+                        t.scopes.join(","),
+                        t.state
+                    );
+                }
             }
         }
         TokenCommand::Revoke { id } => {
-            let revoked = store
-                .revoke_token(id)
-                .map_err(|e| CliError::new(crate::exit::CORDON_FAILED, e))?;
+            let revoked = store.revoke_token(id).map_err(store_failed)?;
             if !revoked {
                 return Err(CliError::msg(USAGE, format_args!("no live token {id}")));
             }
             let _ = store.audit("cli", "token.revoke", id, &serde_json::json!({}));
-            eprintln!("revoked {id}");
+            if args.json {
+                crate::render::print_json(&described(id)?)?;
+            } else {
+                eprintln!("revoked {id}");
+            }
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -244,6 +286,11 @@ pub struct JobsArgs {
     /// The server (default: `$CORDON_SERVER`, else http://127.0.0.1:7878).
     #[arg(long, value_name = "URL", global = true)]
     pub server: Option<String>,
+    /// Print the service's JSON documents (`cordon.job/v1`, `cordon.job-list/v1`,
+    /// `cordon.api-error/v1`) instead of text; `logs --json` prints the live log's events as
+    /// JSON lines (`{"id", "event", "data"}`) until the job ends.
+    #[arg(long, global = true)]
+    pub json: bool,
     /// What to do.
     #[command(subcommand)]
     pub command: JobsCommand,
@@ -253,7 +300,7 @@ pub struct JobsArgs {
 #[derive(Debug, Subcommand)]
 pub enum JobsCommand {
     /// Submit a job: a `POST /v1/jobs` body (JSON) from FILE, or standard input with `-`.
-    /// Prints the job document.
+    /// Prints the job's id (with --json, the job document).
     Submit {
         /// The request file, or `-`.
         file: PathBuf,
@@ -267,7 +314,7 @@ pub enum JobsCommand {
         #[arg(long, default_value_t = 50)]
         limit: u32,
     },
-    /// Print a job document.
+    /// Describe a job (with --json, its document).
     Show {
         /// The job's id.
         id: String,
@@ -326,10 +373,39 @@ pub(crate) fn jobs(args: &JobsArgs) -> Result<ExitCode, CliError> {
         JobsCommand::Cancel { id } => client
             .request("POST", &format!("/v1/jobs/{id}/cancel"), b"")
             .map_err(failed)?,
-        JobsCommand::Logs { id, follow: false } => client
+        JobsCommand::Logs { id, follow: false } if !args.json => client
             .request("GET", &format!("/v1/jobs/{id}/transcript"), b"")
             .map_err(failed)?,
-        JobsCommand::Logs { id, follow: true } => {
+        JobsCommand::Logs { id, .. } if args.json => {
+            let mut state = String::new();
+            let status = client
+                .follow(id, None, &mut |seq, kind, data| {
+                    if kind == "end" {
+                        state = data
+                            .get("state")
+                            .and_then(|s| s.as_str())
+                            .unwrap_or("")
+                            .into();
+                    }
+                    let line = serde_json::json!({"id": seq, "event": kind, "data": data});
+                    println!("{line}");
+                    let _ = std::io::stdout().flush();
+                    true
+                })
+                .map_err(failed)?;
+            if status != 200 {
+                return Err(CliError::msg(
+                    crate::exit::FAILED,
+                    format_args!("the server answered {status}"),
+                ));
+            }
+            return Ok(if state == "succeeded" {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            });
+        }
+        JobsCommand::Logs { id, .. } => {
             let mut state = String::new();
             let status = client
                 .follow(id, None, &mut |_, kind, data| {
@@ -366,17 +442,86 @@ pub(crate) fn jobs(args: &JobsArgs) -> Result<ExitCode, CliError> {
             });
         }
     };
-    let mut out = std::io::stdout().lock();
-    out.write_all(&answer.body)?;
-    if !answer.body.is_empty() && !answer.body.ends_with(b"\n") {
-        out.write_all(b"\n")?;
+    let is_transcript = matches!(args.command, JobsCommand::Logs { .. });
+    if args.json || is_transcript {
+        let mut out = std::io::stdout().lock();
+        out.write_all(&answer.body)?;
+        if !answer.body.is_empty() && !answer.body.ends_with(b"\n") {
+            out.write_all(b"\n")?;
+        }
     }
-    drop(out);
     if answer.status >= 400 {
-        return Err(CliError::msg(
-            crate::exit::FAILED,
-            format_args!("the server answered {}", answer.status),
-        ));
+        let error: Option<cordon_server::ApiError> = serde_json::from_slice(&answer.body).ok();
+        let message = match error {
+            Some(e) => match e.rule {
+                Some(rule) => format!("{} ({rule}; {})", e.message, e.error),
+                None => format!("{} ({})", e.message, e.error),
+            },
+            None => format!("the server answered {}", answer.status),
+        };
+        return Err(CliError::msg(crate::exit::FAILED, message));
+    }
+    if !args.json && !is_transcript {
+        print_jobs_text(&args.command, &answer.body)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The text form of an answer of the job service (a job or a list of jobs).
+fn print_jobs_text(command: &JobsCommand, body: &[u8]) -> Result<(), CliError> {
+    let protocol = |e: serde_json::Error| {
+        CliError::msg(
+            crate::exit::FAILED,
+            format_args!("the server's answer is not a job document: {e}"),
+        )
+    };
+    let state = |j: &cordon_server::JobDocument| {
+        serde_json::to_value(j.state)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default()
+    };
+    let line = |j: &cordon_server::JobDocument| {
+        format!(
+            "{}\t{}\t{}\t{}\tattempt {}/{}\t{}",
+            j.id,
+            j.project,
+            j.job_type,
+            state(j),
+            j.attempt,
+            j.max_attempts,
+            j.created_at
+        )
+    };
+    match command {
+        JobsCommand::List { .. } => {
+            let list: cordon_server::JobList = serde_json::from_slice(body).map_err(protocol)?;
+            for job in &list.jobs {
+                println!("{}", line(job));
+            }
+            if let Some(cursor) = list.next_cursor {
+                eprintln!("(more: GET /v1/jobs?cursor={cursor})");
+            }
+        }
+        JobsCommand::Submit { .. } => {
+            let job: cordon_server::JobDocument = serde_json::from_slice(body).map_err(protocol)?;
+            println!("{}", job.id);
+            eprintln!(
+                "{} {}: {} in {}",
+                job.id,
+                state(&job),
+                job.job_type,
+                job.project
+            );
+        }
+        JobsCommand::Show { .. } | JobsCommand::Cancel { .. } => {
+            let job: cordon_server::JobDocument = serde_json::from_slice(body).map_err(protocol)?;
+            println!("{}", line(&job));
+            if let Some(failure) = &job.failure {
+                println!("failure\t{}: {}", failure.category, failure.reason);
+            }
+        }
+        JobsCommand::Logs { .. } => {}
+    }
+    Ok(())
 }

@@ -6,7 +6,7 @@
 //! 124 a `--wait` ran out. `exec` exits like `cordon run` (the program's own code; 125 when
 //! cordon could not run it). `watch`, `resume` and `poke`: see `session_watch`.
 
-use std::io::Write;
+use crate::render::print_json;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -18,7 +18,6 @@ use cordon_session::{
     SessionErrorClass, SessionList, SessionListTag, SessionRecord, Sessions,
 };
 use cordon_workspace::ProcessIdentity;
-use serde::Serialize;
 
 use crate::args::RunArgs;
 use crate::exit::{CORDON_FAILED, CliError, FAILED, INFRA, USAGE};
@@ -219,13 +218,6 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
 
 fn parse_size(text: &str) -> Result<u64, String> {
     cordon_exec::units::parse_size(text)
-}
-
-fn print_json<T: Serialize>(value: &T) -> Result<(), CliError> {
-    let mut out = std::io::stdout().lock();
-    serde_json::to_writer_pretty(&mut out, value)?;
-    writeln!(out)?;
-    Ok(())
 }
 
 /// Maps a session error to its exit code, with its hint.

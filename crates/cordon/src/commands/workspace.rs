@@ -1,5 +1,6 @@
 //! `cordon workspace` and `cordon gc`: isolated copies of a repository at a ref.
 
+use crate::render::print_json;
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -10,7 +11,6 @@ use clap::{Args, Subcommand};
 use cordon_workspace::{
     CreateRequest, ProcessIdentity, WorkspaceError, WorkspaceId, WorkspaceInfo, Workspaces,
 };
-use serde::Serialize;
 
 use crate::documents::{GcRuns, GcSummary, GcSummaryTag};
 use crate::exit::{CORDON_FAILED, CliError, FAILED, USAGE};
@@ -124,13 +124,6 @@ pub struct GcArgs {
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
     cordon_exec::units::parse_duration(text)
-}
-
-fn print_json<T: Serialize>(value: &T) -> Result<(), CliError> {
-    let mut out = std::io::stdout().lock();
-    serde_json::to_writer_pretty(&mut out, value)?;
-    writeln!(out)?;
-    Ok(())
 }
 
 /// Maps a workspace error: unknown ids and refused patches are the user's (exit 2); the
