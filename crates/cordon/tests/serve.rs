@@ -687,7 +687,7 @@ fn serve_jobs_cli_submits_follows_shows_lists_and_cancels() {
         child.wait_with_output().unwrap()
     };
     let body = run_job("a", "echo out; echo err >&2").to_string();
-    let out = jobs(&["submit", "-"], body.as_bytes());
+    let out = jobs(&["submit", "--json", "-"], body.as_bytes());
     assert!(
         out.status.success(),
         "{}",
@@ -707,26 +707,28 @@ fn serve_jobs_cli_submits_follows_shows_lists_and_cancels() {
         stderr.contains("err\n") && stderr.contains("succeeded"),
         "{stderr}"
     );
-    let out = jobs(&["show", id], b"");
+    let out = jobs(&["show", "--json", id], b"");
     let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(shown["state"], "succeeded");
-    let out = jobs(&["list", "--state", "succeeded"], b"");
+    let out = jobs(&["list", "--json", "--state", "succeeded"], b"");
     let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(listed["jobs"][0]["id"], id);
     let out = jobs(&["logs", id], b"");
     assert_eq!(String::from_utf8_lossy(&out.stdout), "out\nerr\n");
-    // A failing job: --follow exits 1; a refused one: the error document and exit 1.
+    // A failing job: --follow exits 1; a refused one: the error document (--json), the
+    // message naming the rule, and exit 1.
     let body = run_job("a", "exit 3").to_string();
-    let out = jobs(&["submit", "-"], body.as_bytes());
+    let out = jobs(&["submit", "--json", "-"], body.as_bytes());
     let failing: Value = serde_json::from_slice(&out.stdout).unwrap();
     let out = jobs(&["logs", "-f", failing["id"].as_str().unwrap()], b"");
     assert_eq!(out.status.code(), Some(1));
     let out = jobs(
-        &["submit", "-"],
+        &["submit", "--json", "-"],
         run_job("a", "rm -rf /").to_string().as_bytes(),
     );
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stdout).contains("projects.a.deny[0]"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("projects.a.deny[0]"));
     let out = jobs(&["cancel", "j-nothere234"], b"");
     assert_eq!(out.status.code(), Some(1));
 }
