@@ -89,15 +89,10 @@ impl Session {
         })
     }
 
-    /// Takes the writer lock within `wait`, recording nothing; the session must still be
+    /// Takes the writer lock within `wait` (or until `stop` says so:
+    /// [`SessionErrorKind::WaitCancelled`]), recording nothing; the session must still be
     /// active once it is held (gc or `remove` may have ended it meanwhile).
-    pub(crate) fn writer_lock(&self, wait: Duration) -> Result<FileLock, SessionError> {
-        self.writer_lock_or_stop(wait, &|| false)
-    }
-
-    /// Like [`Session::writer_lock`], and [`SessionErrorKind::WaitCancelled`] as soon as
-    /// `stop` says so.
-    fn writer_lock_or_stop(
+    pub(crate) fn writer_lock_or_stop(
         &self,
         wait: Duration,
         stop: &dyn Fn() -> bool,

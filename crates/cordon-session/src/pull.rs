@@ -49,6 +49,16 @@ impl Session {
     /// on ([`SessionErrorKind::Diverged`]) or a refusal leaves the host branch, index and
     /// work tree as they were.
     pub fn pull(&self, request: &PullRequest) -> Result<PullReport, SessionError> {
+        self.pull_or_stop(request, &|| false)
+    }
+
+    /// Like [`Session::pull`], and the wait for the session's writer ends as soon as `stop`
+    /// says so (the caller's cancel): [`SessionErrorKind::WaitCancelled`].
+    pub fn pull_or_stop(
+        &self,
+        request: &PullRequest,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<PullReport, SessionError> {
         let rec = self.active_record()?;
         self.check_home_masked()?;
         let host = Repo::open(request.repo.as_deref().unwrap_or(&rec.repo))?;
@@ -57,7 +67,7 @@ impl Session {
             .clone()
             .unwrap_or_else(|| rec.host_branch.clone());
         cordon_git::check_branch_name(&into)?;
-        let _writer = self.writer_lock(request.wait)?;
+        let _writer = self.writer_lock_or_stop(request.wait, stop)?;
         let me = ProcessIdentity::current();
         self.update(|r| {
             r.writer = Some(WriterInfo {

@@ -42,6 +42,16 @@ impl Session {
     /// and imports it into the session's branch inside the session's sandbox, as a
     /// fast-forward only. Holds the writer lock throughout.
     pub fn push(&self, request: &PushRequest) -> Result<PushReport, SessionError> {
+        self.push_or_stop(request, &|| false)
+    }
+
+    /// Like [`Session::push`], and the wait for the session's writer ends as soon as `stop`
+    /// says so (the caller's cancel): [`SessionErrorKind::WaitCancelled`].
+    pub fn push_or_stop(
+        &self,
+        request: &PushRequest,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<PushReport, SessionError> {
         let rec = self.active_record()?;
         self.check_home_masked()?;
         let host = Repo::open(request.repo.as_deref().unwrap_or(&rec.repo))?;
@@ -54,7 +64,7 @@ impl Session {
         let commit = host
             .ref_commit(&full)?
             .ok_or_else(|| SessionError::new(SessionErrorKind::NotABranch(branch.clone())))?;
-        let _writer = self.writer_lock(request.wait)?;
+        let _writer = self.writer_lock_or_stop(request.wait, stop)?;
         let me = ProcessIdentity::current();
         self.update(|r| {
             r.writer = Some(WriterInfo {

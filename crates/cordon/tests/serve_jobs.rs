@@ -1108,6 +1108,20 @@ fn serve_session_exec_waiting_for_the_writer_ends_on_cancel() {
     let job = ended_within(&server, &token, &second, std::time::Duration::from_secs(15));
     assert_eq!(job["state"], "cancelled", "{job}");
     assert_eq!(job["failure"]["category"], "cancelled", "{job}");
+    // A pull waits for the writer too, and ends on cancel as promptly.
+    let (status, pull) = server.submit(
+        &token,
+        &json!({"project": "a", "type": "session.pull", "timeout": "60s",
+                "inputs": {"session": session}}),
+    );
+    assert_eq!(status, 201, "{pull}");
+    let pull = pull["id"].as_str().unwrap().to_owned();
+    server.follow(&token, &pull, None, |e| {
+        !(e.1 == "state" && e.2["state"] == "running")
+    });
+    cancel(&pull);
+    let job = ended_within(&server, &token, &pull, std::time::Duration::from_secs(15));
+    assert_eq!(job["state"], "cancelled", "{job}");
     // The first writer was never disturbed.
     assert_eq!(server.job(&token, &first)["state"], "running");
     cancel(&first);

@@ -4,6 +4,7 @@
 //! `cordon session`; a session job names its session by the `session.create` job that made
 //! it, so a project reaches only its own sessions.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use cordon_session::{
@@ -102,7 +103,8 @@ pub(crate) fn push_job(attempt: &Attempt<'_>) -> Outcome {
         wait: wait(attempt),
         ..PushRequest::default()
     };
-    match session.push(&request) {
+    let stop = || attempt.cancel.is_cancelled();
+    match session.push_or_stop(&request, &stop) {
         Ok(report) => document(&report),
         Err(e) => failed(&e),
     }
@@ -110,15 +112,27 @@ pub(crate) fn push_job(attempt: &Attempt<'_>) -> Outcome {
 
 /// `session.pull`: the session's branch back into the workspace's, fast-forward only.
 pub(crate) fn pull_job(attempt: &Attempt<'_>) -> Outcome {
-    let session = match session_inputs(attempt) {
-        Ok((_, s)) => s,
+    let deadline = super::repo::deadline_of(attempt, std::time::Instant::now());
+    let (inputs, session) = match session_inputs(attempt) {
+        Ok(found) => found,
         Err(o) => return o,
+    };
+    // The pull moves the workspace's branch (and its checkout): it writes the workspace, so
+    // it holds the workspace's lock like `repo.applyPatch` and `run` do.
+    let workspace = attempt
+        .earlier_result(&inputs.session.from_job, &[JobType::SessionCreate])
+        .ok()
+        .and_then(|r| r.get("repo").and_then(|v| v.as_str()).map(PathBuf::from));
+    let _lock = match workspace.map(|root| super::repo::lock_workspace(attempt, &root, deadline)) {
+        Some(Err(o)) => return o,
+        held => held,
     };
     let request = PullRequest {
         wait: wait(attempt),
         ..PullRequest::default()
     };
-    match session.pull(&request) {
+    let stop = || attempt.cancel.is_cancelled();
+    match session.pull_or_stop(&request, &stop) {
         Ok(report) => document(&report),
         Err(e) => failed(&e),
     }
