@@ -895,7 +895,24 @@ allow = [["sh", "*"], ["true"], ["git", "clone", "*"]]
         "a git process of the clone is left"
     );
 
-    // A run of a repository: a cancel ends its clone at once.
+    // A run of a repository: its clone counts against the job's timeout too...
+    let (status, job) = server.submit(
+        &token,
+        &json!({"project": "a", "type": "run", "timeout": "3s",
+                "inputs": {"repo": url("run-timeout"), "argv": ["true"]}}),
+    );
+    assert_eq!(status, 201, "{job}");
+    connected("run");
+    let job = ended_within(&server, &token, job["id"].as_str().unwrap(), long);
+    assert_eq!(job["state"], "failed", "{job}");
+    assert_eq!(job["failure"]["category"], "timeout", "{job}");
+    assert_eq!(
+        gone(&url("run-timeout")),
+        0,
+        "a git process of the clone is left"
+    );
+
+    // ... and a cancel ends it at once.
     let (status, job) = server.submit(
         &token,
         &json!({"project": "a", "type": "run", "timeout": "60s",
