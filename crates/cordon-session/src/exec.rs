@@ -216,7 +216,7 @@ fn still_running(identity: &ProcessIdentity) -> bool {
 /// program's whole sandbox and records the run as cancelled), and waits at most `wait` for
 /// them to be gone. Processes are recognised by pid and start time, so a reused pid is never
 /// signalled.
-pub(crate) fn stop_runs(rec: &SessionRecord, wait: Duration) {
+pub(crate) fn stop_runs(rec: &SessionRecord, wait: Duration, stop: &dyn Fn() -> bool) {
     let deadline = std::time::Instant::now() + wait;
     let mut signalled = Vec::new();
     let writer = rec.writer.iter().map(|w| (w.pid, w.start_time));
@@ -236,7 +236,7 @@ pub(crate) fn stop_runs(rec: &SessionRecord, wait: Duration) {
             signalled.push(identity);
         }
     }
-    while signalled.iter().any(still_running) && std::time::Instant::now() < deadline {
+    while signalled.iter().any(still_running) && std::time::Instant::now() < deadline && !stop() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }

@@ -46,15 +46,8 @@ impl FileLock {
         }
     }
 
-    /// Takes the lock, waiting at most `wait` for its holder; `None` when the wait ran out.
-    pub(crate) fn acquire_within(
-        path: &Path,
-        wait: Duration,
-    ) -> Result<Option<FileLock>, SessionError> {
-        Self::acquire_within_or_stop(path, wait, &|| false)
-    }
-
-    /// Like [`FileLock::acquire_within`], and `None` as soon as `stop` says so (a cancel).
+    /// Takes the lock, waiting at most `wait` for its holder; `None` when the wait ran out or
+    /// as soon as `stop` says so (a cancel).
     pub(crate) fn acquire_within_or_stop(
         path: &Path,
         wait: Duration,

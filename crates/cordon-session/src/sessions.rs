@@ -448,17 +448,30 @@ impl Session {
     /// the writer lock (at most `wait`), deletes its tree and marks it ended. Its record and
     /// its runs in the history stay.
     pub fn remove(&self, wait: Duration) -> Result<SessionRecord, SessionError> {
+        self.remove_or_stop(wait, &|| false)
+    }
+
+    /// Like [`Session::remove`], and its waits end as soon as `stop` says so (the caller's
+    /// cancel): [`SessionErrorKind::WaitCancelled`], the session left as it was.
+    pub fn remove_or_stop(
+        &self,
+        wait: Duration,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<SessionRecord, SessionError> {
         let rec = self.record()?;
         if rec.state == SessionStatus::Ended {
             return Ok(rec);
         }
-        crate::exec::stop_runs(&rec, wait);
+        crate::exec::stop_runs(&rec, wait, stop);
         let layout = &self.sessions.layout;
-        let Some(_writer) = FileLock::acquire_within(&layout.writer_lock(&self.id), wait)? else {
-            return Err(
-                SessionError::new(SessionErrorKind::WaitTimedOut { waited: wait })
-                    .with_id(&self.id),
-            );
+        let path = layout.writer_lock(&self.id);
+        let Some(_writer) = FileLock::acquire_within_or_stop(&path, wait, stop)? else {
+            let kind = if stop() {
+                SessionErrorKind::WaitCancelled
+            } else {
+                SessionErrorKind::WaitTimedOut { waited: wait }
+            };
+            return Err(SessionError::new(kind).with_id(&self.id));
         };
         self.end(EndReason::Removed)
     }

@@ -225,7 +225,8 @@ pub(crate) fn remove_job(attempt: &Attempt<'_>) -> Outcome {
         }
         Err(e) => return Outcome::failed("infra", e.to_string()),
     }
-    match session.remove(wait(attempt)) {
+    let stop = || attempt.cancel.is_cancelled();
+    match session.remove_or_stop(wait(attempt), &stop) {
         Ok(record) => document(&record),
         Err(e) => failed(&e),
     }
