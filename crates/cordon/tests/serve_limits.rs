@@ -421,3 +421,46 @@ fn serve_ends_the_live_logs_of_a_revoked_token() {
     let job = server.job(&submitter, &id);
     assert_eq!(job["state"], "running", "the job itself goes on");
 }
+
+#[test]
+fn serve_checks_a_local_clone_source_again_when_the_clone_runs() {
+    let server = Server::start(
+        "[projects.c]\nconcurrency = 1\nallow = [[\"sh\", \"*\"], [\"git\", \"*\"]]\n",
+    );
+    let token = server.token("c", "submit,read");
+    let (_, blocker) = server.submit(&token, &run("c", "echo started; sleep 60"));
+    let blocker = blocker["id"].as_str().unwrap().to_owned();
+    let mut started = false;
+    server.follow(&token, &blocker, None, |e| {
+        started |= e.1 == "output";
+        !started
+    });
+    assert!(started);
+    // Submitted while the path leads to a repository of its own...
+    let src = TestDir::new();
+    let repo = repo_with(src.path(), &[("README", "hi\n")]);
+    let links = TestDir::new();
+    let link = links.path().join("repo");
+    std::os::unix::fs::symlink(&repo, &link).unwrap();
+    let (status, clone) = server.submit(
+        &token,
+        &json!({"project": "c", "type": "repo.clone", "inputs": {"url": link.display().to_string()}}),
+    );
+    assert_eq!(status, 201, "{clone}");
+    // ...then turned towards cordon's own state before the clone runs.
+    std::fs::remove_file(&link).unwrap();
+    std::os::unix::fs::symlink(&server.home, &link).unwrap();
+    let (status, _) = server.json(
+        "POST",
+        &format!("/v1/jobs/{blocker}/cancel"),
+        &token,
+        &Value::Null,
+    );
+    assert_eq!(status, 200);
+    let id = clone["id"].as_str().unwrap();
+    server.events(&token, id, None);
+    let job = server.job(&token, id);
+    assert_eq!(job["state"], "failed", "{job}");
+    assert_eq!(job["failure"]["category"], "policy", "{job}");
+    assert_eq!(job["attempt"], 1, "a refusal is not retried");
+}

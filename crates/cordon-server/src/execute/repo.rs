@@ -63,10 +63,14 @@ pub(crate) fn clone_job(attempt: &Attempt<'_>) -> Outcome {
         deadline: Some(deadline),
         stop: Some(&stop),
     };
+    let url = match source(attempt, &inputs.url) {
+        Ok(url) => url,
+        Err(o) => return o,
+    };
     let placed = clone(
         &parent,
         &staged,
-        &inputs.url,
+        &url,
         inputs.rev.as_deref(),
         inputs.depth,
         bounds,
@@ -96,6 +100,17 @@ pub(crate) fn clone_job(attempt: &Attempt<'_>) -> Outcome {
     }
 }
 
+/// What to hand git: a local path checked again now (the file system may have changed since
+/// the submission was checked), with every symlink resolved; a remote URL as it is.
+fn source(attempt: &Attempt<'_>, url: &str) -> Result<String, Outcome> {
+    match crate::sources::local_path(url) {
+        Some(path) => crate::sources::check_local(&path, &attempt.service.state_dirs())
+            .map(|real| real.display().to_string())
+            .map_err(|reason| Outcome::failed("policy", reason)),
+        None => Ok(url.to_owned()),
+    }
+}
+
 /// A clone of `url` at `rev` for one job alone, under the attempt's scratch directory; git is
 /// killed at `deadline` or on the attempt's cancel.
 pub(crate) fn clone_for_job(
@@ -114,12 +129,13 @@ pub(crate) fn clone_for_job(
             format!("cannot create {}: {error}", scratch.display()),
         )
     })?;
+    let url = source(attempt, url)?;
     let stop = || attempt.cancel.is_cancelled();
     let bounds = RunBounds {
         deadline: Some(deadline),
         stop: Some(&stop),
     };
-    clone(scratch, &dest, url, rev, None, bounds)
+    clone(scratch, &dest, &url, rev, None, bounds)
         .map(|_| dest)
         .map_err(|e| clone_failed(attempt, &e))
 }
@@ -135,7 +151,14 @@ fn clone(
     depth: Option<u32>,
     bounds: RunBounds<'_>,
 ) -> Result<String, GitError> {
-    let mut args = vec!["clone".to_owned(), "--quiet".into(), "--no-checkout".into()];
+    // A local source's objects are copied, not hard-linked: nothing a job does to its
+    // clone's object files can reach the source repository.
+    let mut args = vec![
+        "clone".to_owned(),
+        "--quiet".into(),
+        "--no-checkout".into(),
+        "--no-hardlinks".into(),
+    ];
     if let Some(depth) = depth {
         args.push(format!("--depth={depth}"));
     }
