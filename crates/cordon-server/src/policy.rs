@@ -32,6 +32,12 @@ pub struct Policy {
     /// Per project; the project `*` applies to every project not named.
     #[serde(default)]
     pub projects: BTreeMap<String, ProjectPolicy>,
+    /// Protections the operator accepts weaker where this host cannot enforce them: `cgroup`
+    /// (memory and pids limits by per-process rlimits when no cgroup is writable),
+    /// `landlock`, `seccomp`. Without it a job that cannot get every protection is refused
+    /// (`setup`, saying which); with it, the job's result says what was enforced.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_degraded: Vec<String>,
 }
 
 fn default_workers() -> u32 {
@@ -334,7 +340,17 @@ impl Policy {
             workers: default_workers(),
             secrets_file: None,
             projects,
+            allow_degraded: Vec::new(),
         }
+    }
+
+    /// The protections the operator accepts weaker (`allow_degraded`), as the sandbox names
+    /// them.
+    pub fn degradations(&self) -> Vec<cordon_sandbox::Degradation> {
+        cordon_sandbox::Degradation::ALL
+            .into_iter()
+            .filter(|d| self.allow_degraded.iter().any(|n| n == d.name()))
+            .collect()
     }
 
     /// The built-in policy as a config file to start from.
@@ -365,6 +381,19 @@ impl Policy {
         let policy: Policy = toml::from_str(text).map_err(|e| invalid(e.to_string()))?;
         if policy.workers == 0 {
             return Err(invalid("workers must be at least 1".into()));
+        }
+        for name in &policy.allow_degraded {
+            if !cordon_sandbox::Degradation::ALL
+                .iter()
+                .any(|d| d.name() == name.as_str())
+            {
+                return Err(invalid(format!(
+                    "allow_degraded: unknown protection {name:?} (known: {})",
+                    cordon_sandbox::Degradation::ALL
+                        .map(|d| d.name())
+                        .join(", ")
+                )));
+            }
         }
         for (name, project) in &policy.projects {
             parse_duration(&project.max_timeout)
@@ -624,6 +653,22 @@ mod tests {
 
     fn argv(words: &[&str]) -> Vec<String> {
         words.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn allow_degraded_names_the_sandboxs_protections() {
+        let path = Path::new("p.toml");
+        let policy = Policy::parse(path, "allow_degraded = [\"cgroup\"]\n").unwrap();
+        assert_eq!(
+            policy.degradations(),
+            vec![cordon_sandbox::Degradation::Cgroup]
+        );
+        assert!(
+            Policy::builtin().degradations().is_empty(),
+            "nothing by default"
+        );
+        let error = Policy::parse(path, "allow_degraded = [\"network\"]\n").unwrap_err();
+        assert!(error.to_string().contains("unknown protection"), "{error}");
     }
 
     #[test]

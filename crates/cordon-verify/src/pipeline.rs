@@ -60,6 +60,9 @@ pub struct VerifyRequest {
     pub max_memory: Option<u64>,
     /// The most processes and threads any stage gets, likewise.
     pub max_pids: Option<u64>,
+    /// Protections the caller accepts weaker where the host cannot enforce them (the job
+    /// service's `allow_degraded`); a stage's result says what was enforced.
+    pub allow_degraded: Vec<cordon_sandbox::Degradation>,
 }
 
 /// Live progress of a verification, for a terminal view or a transcript.

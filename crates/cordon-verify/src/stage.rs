@@ -217,6 +217,7 @@ pub(crate) fn run_stage(
     };
     options.limits.memory_bytes = at_most(options.limits.memory_bytes, request.max_memory);
     options.limits.pids = at_most(options.limits.pids, request.max_pids);
+    options.allow_degraded = request.allow_degraded.clone();
     let stage = &planned.stage;
     let cwd = stage_cwd(planned, root);
     let rel = cwd.strip_prefix(ws_path).unwrap_or(Path::new(""));

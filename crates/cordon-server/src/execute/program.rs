@@ -77,6 +77,7 @@ pub(crate) fn run_program(attempt: &Attempt<'_>, spec: ProgramSpec) -> Outcome {
         None => max.memory_bytes(),
     };
     options.limits.memory_bytes = Some(memory);
+    options.allow_degraded = attempt.policy.degradations();
     options.limits.pids = Some(spec.pids.unwrap_or(max.pids).min(max.pids));
     let output_limit = match spec
         .output_limit

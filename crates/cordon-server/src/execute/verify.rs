@@ -197,6 +197,7 @@ fn verify_in(
     let limits = attempt.limits();
     request.max_memory = Some(limits.memory_bytes());
     request.max_pids = Some(limits.pids);
+    request.allow_degraded = attempt.policy.degradations();
     let running = plan
         .stages
         .iter()
