@@ -45,6 +45,7 @@ mod listen;
 mod metrics;
 mod openapi;
 mod policy;
+mod retention;
 mod run;
 mod secrets;
 mod service;

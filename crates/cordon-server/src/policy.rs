@@ -38,6 +38,14 @@ pub struct Policy {
     /// (`setup`, saying which); with it, the job's result says what was enforced.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allow_degraded: Vec<String>,
+    /// How long the workspace of a `repo.clone` job is kept after the last job used it (and
+    /// while no queued or running job names it), e.g. `"7d"`.
+    #[serde(default = "default_retention")]
+    pub workspace_retention: String,
+}
+
+fn default_retention() -> String {
+    "7d".into()
 }
 
 fn default_workers() -> u32 {
@@ -341,7 +349,13 @@ impl Policy {
             secrets_file: None,
             projects,
             allow_degraded: Vec::new(),
+            workspace_retention: default_retention(),
         }
+    }
+
+    /// How long an unused workspace is kept.
+    pub fn workspace_retention(&self) -> Duration {
+        parse_duration(&self.workspace_retention).unwrap_or(Duration::from_secs(7 * 86_400))
     }
 
     /// The protections the operator accepts weaker (`allow_degraded`), as the sandbox names
@@ -382,6 +396,8 @@ impl Policy {
         if policy.workers == 0 {
             return Err(invalid("workers must be at least 1".into()));
         }
+        parse_duration(&policy.workspace_retention)
+            .map_err(|e| invalid(format!("workspace_retention: {e}")))?;
         for name in &policy.allow_degraded {
             if !cordon_sandbox::Degradation::ALL
                 .iter()

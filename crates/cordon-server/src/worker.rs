@@ -75,7 +75,8 @@ pub fn start(
     let heartbeat = (count > 0)
         .then(|| crate::heartbeat::start(service, stop))
         .into_iter()
-        .flatten();
+        .flatten()
+        .chain((count > 0).then(|| crate::retention::start(service, stop)));
     (0..count)
         .map(|n| {
             let service = Arc::clone(service);

@@ -464,3 +464,78 @@ fn serve_checks_a_local_clone_source_again_when_the_clone_runs() {
     assert_eq!(job["failure"]["category"], "policy", "{job}");
     assert_eq!(job["attempt"], 1, "a refusal is not retried");
 }
+
+#[test]
+fn serve_removes_unused_workspaces_but_not_one_a_queued_job_names() {
+    let server = Server::start(
+        "workspace_retention = \"2s\"\n[projects.c]\nconcurrency = 1\n\
+         allow = [[\"sh\", \"*\"], [\"git\", \"*\"]]\n",
+    );
+    let token = server.token("c", "submit,read");
+    let src = TestDir::new();
+    let repo = repo_with(src.path(), &[("README", "hi\n")]);
+    let clone = |server: &Server| {
+        let job = server.run_to_end(
+            &token,
+            &json!({"project": "c", "type": "repo.clone",
+                    "inputs": {"url": repo.display().to_string()}}),
+        );
+        assert_eq!(job["state"], "succeeded", "{job}");
+        (
+            job["id"].as_str().unwrap().to_owned(),
+            std::path::PathBuf::from(job["result"]["workspace"].as_str().unwrap()),
+        )
+    };
+    // B first, then A: when A's time is up, B's is too.
+    let (b, b_path) = clone(&server);
+    let (a, a_path) = clone(&server);
+    let (_, blocker) = server.submit(&token, &run("c", "echo started; sleep 60"));
+    let blocker = blocker["id"].as_str().unwrap().to_owned();
+    let mut started = false;
+    server.follow(&token, &blocker, None, |e| {
+        started |= e.1 == "output";
+        !started
+    });
+    assert!(started);
+    let (status, queued) = server.submit(
+        &token,
+        &json!({"project": "c", "type": "run",
+                "inputs": {"workspace": {"from_job": b}, "argv": ["sh", "-c", "cat README"]}}),
+    );
+    assert_eq!(status, 201, "{queued}");
+    // The sweep removes A's workspace (nobody names it)...
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while a_path.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} was never removed",
+            a_path.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    // ...and keeps B's, which the queued job names.
+    assert!(b_path.is_dir(), "a named workspace was removed");
+    let (status, _) = server.json(
+        "POST",
+        &format!("/v1/jobs/{blocker}/cancel"),
+        &token,
+        &Value::Null,
+    );
+    assert_eq!(status, 200);
+    let id = queued["id"].as_str().unwrap();
+    assert_eq!(
+        support::server::outputs(&server.events(&token, id, None)),
+        "hi\n"
+    );
+    // A job naming the removed workspace is told it is gone.
+    let late = server.run_to_end(
+        &token,
+        &json!({"project": "c", "type": "run",
+                "inputs": {"workspace": {"from_job": a}, "argv": ["sh", "-c", "true"]}}),
+    );
+    assert_eq!(late["failure"]["category"], "usage", "{late}");
+    assert!(
+        late["failure"]["reason"].as_str().unwrap().contains("gone"),
+        "{late}"
+    );
+}

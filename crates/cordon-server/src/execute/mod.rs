@@ -220,6 +220,7 @@ impl Attempt<'_> {
             };
             return Err(Outcome::failed("usage", reason));
         }
+        crate::retention::touch(&path);
         Ok(path)
     }
 }
