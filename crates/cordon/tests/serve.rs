@@ -419,12 +419,7 @@ fn serve_cancels_running_and_queued_jobs() {
         &Value::Null,
     );
     assert_eq!((status, after["state"].as_str()), (200, Some("cancelled")));
-    let mut started = false;
-    server.follow(&token, &running, None, |e| {
-        started |= e.1 == "output";
-        !started
-    });
-    assert!(started);
+    server.wait_for_output(&token, &running);
     let t0 = std::time::Instant::now();
     let (status, _) = server.json(
         "POST",

@@ -865,52 +865,32 @@ allow = [["sh", "*"], ["true"], ["git", "clone", "*"]]
     };
     let long = std::time::Duration::from_secs(30);
 
-    // A repo.clone ends by its timeout, git and its helpers killed.
-    let (status, job) = server.submit(
-        &token,
-        &json!({"project": "a", "type": "repo.clone", "timeout": "3s",
-                "inputs": {"url": url("clone")}}),
-    );
-    assert_eq!(status, 201, "{job}");
-    connected("repo.clone");
-    let job = ended_within(&server, &token, job["id"].as_str().unwrap(), long);
-    assert_eq!(job["state"], "failed", "{job}");
-    assert_eq!(job["failure"]["category"], "timeout", "{job}");
-    assert_eq!(gone(&url("clone")), 0, "a git process of the clone is left");
-
-    // A verify of a repository: its clone counts against the job's timeout.
-    let (status, job) = server.submit(
-        &token,
-        &json!({"project": "a", "type": "verify", "timeout": "3s",
-                "inputs": {"repo": url("verify")}}),
-    );
-    assert_eq!(status, 201, "{job}");
-    connected("verify");
-    let job = ended_within(&server, &token, job["id"].as_str().unwrap(), long);
-    assert_eq!(job["state"], "failed", "{job}");
-    assert_eq!(job["failure"]["category"], "timeout", "{job}");
-    assert_eq!(
-        gone(&url("verify")),
-        0,
-        "a git process of the clone is left"
-    );
-
-    // A run of a repository: its clone counts against the job's timeout too...
-    let (status, job) = server.submit(
-        &token,
-        &json!({"project": "a", "type": "run", "timeout": "3s",
-                "inputs": {"repo": url("run-timeout"), "argv": ["true"]}}),
-    );
-    assert_eq!(status, 201, "{job}");
-    connected("run");
-    let job = ended_within(&server, &token, job["id"].as_str().unwrap(), long);
-    assert_eq!(job["state"], "failed", "{job}");
-    assert_eq!(job["failure"]["category"], "timeout", "{job}");
-    assert_eq!(
-        gone(&url("run-timeout")),
-        0,
-        "a git process of the clone is left"
-    );
+    // A job whose clone hangs ends by its timeout (the clone counts against it), git and its
+    // helpers killed: a repo.clone, a verify of a repository, a run of a repository.
+    for (name, job_type, inputs) in [
+        ("clone", "repo.clone", json!({"url": url("clone")})),
+        ("verify", "verify", json!({"repo": url("verify")})),
+        (
+            "run-timeout",
+            "run",
+            json!({"repo": url("run-timeout"), "argv": ["true"]}),
+        ),
+    ] {
+        let (status, job) = server.submit(
+            &token,
+            &json!({"project": "a", "type": job_type, "timeout": "3s", "inputs": inputs}),
+        );
+        assert_eq!(status, 201, "{job}");
+        connected(name);
+        let job = ended_within(&server, &token, job["id"].as_str().unwrap(), long);
+        assert_eq!(job["state"], "failed", "{name}: {job}");
+        assert_eq!(job["failure"]["category"], "timeout", "{name}: {job}");
+        assert_eq!(
+            gone(&url(name)),
+            0,
+            "{name}: a git process of the clone is left"
+        );
+    }
 
     // ... and a cancel ends it at once.
     let (status, job) = server.submit(

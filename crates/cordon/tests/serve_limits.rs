@@ -24,6 +24,13 @@ job_types = ["run"]
 allow = [["true"], ["git", "*"]]
 "#;
 
+/// Whether a run result (or a stage result) says the limit `kind` was hit.
+fn hit(result: &Value, kind: &str) -> bool {
+    result["limits_hit"]
+        .as_array()
+        .is_some_and(|hit| hit.contains(&json!(kind)))
+}
+
 fn run(project: &str, script: &str) -> Value {
     json!({"project": project, "type": "run", "inputs": {"argv": ["sh", "-c", script]}})
 }
@@ -73,12 +80,7 @@ fn serve_jobs_that_ask_for_no_limits_get_the_projects() {
              wait; echo started; ls /proc | grep -c '^[0-9]' >&2",
         ),
     );
-    assert!(
-        forks["result"]["limits_hit"]
-            .as_array()
-            .is_some_and(|hit| hit.contains(&json!("pids"))),
-        "{forks}"
-    );
+    assert!(hit(&forks["result"], "pids"), "{forks}");
     // Memory: 256 MiB at most.
     let hog = server.run_to_end(
         &token,
@@ -92,12 +94,7 @@ fn serve_jobs_that_ask_for_no_limits_get_the_projects() {
             .contains("held"),
         "{hog}"
     );
-    assert!(
-        hog["result"]["limits_hit"]
-            .as_array()
-            .is_some_and(|hit| hit.contains(&json!("memory"))),
-        "{hog}"
-    );
+    assert!(hit(&hog["result"], "memory"), "{hog}");
     // Output: 64 KiB kept of 1 MB written.
     let flood = server.run_to_end(
         &token,
@@ -241,12 +238,7 @@ fn serve_verify_stages_get_the_projects_limits_whatever_the_repository_asks() {
     );
     let stage = &job["result"]["stages"][0];
     assert_eq!(stage["name"], "forks", "{job}");
-    assert!(
-        stage["limits_hit"]
-            .as_array()
-            .is_some_and(|hit| hit.contains(&json!("pids"))),
-        "{stage}"
-    );
+    assert!(hit(stage, "pids"), "{stage}");
     // A plan of more stages than a verify job runs is refused before anything runs.
     let src = TestDir::new();
     let repo = repo_with(src.path(), &[("cordon.toml", &many)]);
@@ -278,12 +270,7 @@ fn serve_a_queued_job_loses_env_keys_the_reloaded_policy_no_longer_allows() {
     let token = server.token("c", "submit,read");
     let (_, first) = server.submit(&token, &run("c", "echo started; sleep 60"));
     let first = first["id"].as_str().unwrap().to_owned();
-    let mut started = false;
-    server.follow(&token, &first, None, |e| {
-        started |= e.1 == "output";
-        !started
-    });
-    assert!(started);
+    server.wait_for_output(&token, &first);
     // Queued behind the first (concurrency 1), allowed the variable when submitted.
     let mut asking = run("c", "echo \"value:${SERVE_TEST_SECRET:-unset}\"");
     asking["env_keys"] = json!(["SERVE_TEST_SECRET"]);
@@ -331,12 +318,7 @@ fn serve_a_full_queue_takes_no_more_until_jobs_have_run() {
     let token = server.token("q", "submit,read");
     let (_, first) = server.submit(&token, &run("q", "echo started; sleep 60"));
     let first = first["id"].as_str().unwrap().to_owned();
-    let mut started = false;
-    server.follow(&token, &first, None, |e| {
-        started |= e.1 == "output";
-        !started
-    });
-    assert!(started, "the first job runs (it is not queued)");
+    server.wait_for_output(&token, &first);
     for _ in 0..2 {
         let (status, job) = server.submit(&token, &run("q", "true"));
         assert_eq!(status, 201, "{job}");
@@ -430,12 +412,7 @@ fn serve_checks_a_local_clone_source_again_when_the_clone_runs() {
     let token = server.token("c", "submit,read");
     let (_, blocker) = server.submit(&token, &run("c", "echo started; sleep 60"));
     let blocker = blocker["id"].as_str().unwrap().to_owned();
-    let mut started = false;
-    server.follow(&token, &blocker, None, |e| {
-        started |= e.1 == "output";
-        !started
-    });
-    assert!(started);
+    server.wait_for_output(&token, &blocker);
     // Submitted while the path leads to a repository of its own...
     let src = TestDir::new();
     let repo = repo_with(src.path(), &[("README", "hi\n")]);
@@ -491,12 +468,7 @@ fn serve_removes_unused_workspaces_but_not_one_a_queued_job_names() {
     let (a, a_path) = clone(&server);
     let (_, blocker) = server.submit(&token, &run("c", "echo started; sleep 60"));
     let blocker = blocker["id"].as_str().unwrap().to_owned();
-    let mut started = false;
-    server.follow(&token, &blocker, None, |e| {
-        started |= e.1 == "output";
-        !started
-    });
-    assert!(started);
+    server.wait_for_output(&token, &blocker);
     let (status, queued) = server.submit(
         &token,
         &json!({"project": "c", "type": "run",

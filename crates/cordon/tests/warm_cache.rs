@@ -83,25 +83,6 @@ impl Repo {
     }
 }
 
-fn overlay_available() -> bool {
-    support::sandbox_available() && {
-        let d = support::doctor();
-        let home = TestDir::new();
-        let out = cordon()
-            .env("CORDON_HOME", home.path())
-            .args(["doctor", "--json"])
-            .output()
-            .unwrap();
-        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        if report["workspaces"]["overlay"]["ok"] == true {
-            true
-        } else {
-            support::missing_capability(&format!("overlay workspaces: {d}"));
-            false
-        }
-    }
-}
-
 fn stage<'a>(report: &'a RunReport, name: &str) -> &'a cordon_types::StageResult {
     report
         .stages
@@ -161,7 +142,7 @@ fn main() {
 
 #[test]
 fn a_candidate_cannot_poison_the_trusted_cache_or_the_next_verification() {
-    if !overlay_available() {
+    if !support::overlay_available() {
         return;
     }
     let repo = Repo::new(&[
@@ -264,7 +245,7 @@ fn a_candidate_cannot_poison_the_trusted_cache_or_the_next_verification() {
 
 #[test]
 fn concurrent_candidates_share_one_cache() {
-    if !overlay_available() {
+    if !support::overlay_available() {
         return;
     }
     let repo = Repo::new(&[
@@ -325,7 +306,7 @@ const PACKAGE_JSON: &str = r#"{
 #[test]
 fn an_install_is_skipped_when_the_manifests_match_the_trusted_cache_and_its_scripts_cannot_poison_it()
  {
-    if !overlay_available() {
+    if !support::overlay_available() {
         return;
     }
     if std::process::Command::new("npm")
@@ -402,7 +383,7 @@ fn an_install_is_skipped_when_the_manifests_match_the_trusted_cache_and_its_scri
 
 #[test]
 fn explain_shows_the_cache_each_stage_uses_and_why() {
-    if !overlay_available() {
+    if !support::overlay_available() {
         return;
     }
     let repo = Repo::new(&[
@@ -490,7 +471,7 @@ open(os.path.join(site, "dep", "__init__.py"), "w").write("VALUE = 666\n")
 
 #[test]
 fn a_python_environment_is_made_by_the_trusted_build_and_skipped_while_its_inputs_are_unchanged() {
-    if !overlay_available() {
+    if !support::overlay_available() {
         return;
     }
     let repo = Repo::new(&[

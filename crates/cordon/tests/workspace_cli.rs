@@ -84,25 +84,6 @@ impl Fixture {
     }
 }
 
-/// Whether overlay workspaces work here (else the overlay cases fail, or skip outside CI).
-fn overlay_available() -> bool {
-    support::sandbox_available() && {
-        let home = TestDir::new();
-        let out = cordon()
-            .env("CORDON_HOME", home.path())
-            .args(["doctor", "--json"])
-            .output()
-            .unwrap();
-        let doctor: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        if doctor["workspaces"]["overlay"]["ok"] == true {
-            true
-        } else {
-            support::missing_capability(&format!("overlay workspaces: {doctor}"));
-            false
-        }
-    }
-}
-
 #[test]
 fn life_cycle_through_the_cli() {
     life_cycle(Fixture::new("git-worktree"));
@@ -110,7 +91,7 @@ fn life_cycle_through_the_cli() {
 
 #[test]
 fn life_cycle_of_an_overlay_through_the_cli() {
-    if overlay_available() {
+    if support::overlay_available() {
         life_cycle(Fixture::new("overlay"));
     }
 }
@@ -202,7 +183,7 @@ fn transient_workspaces_live_as_long_as_the_process_that_asked() {
 
 #[test]
 fn transient_overlays_live_as_long_as_the_process_that_asked() {
-    if overlay_available() {
+    if support::overlay_available() {
         transient_workspaces(Fixture::new("overlay"));
     }
 }
@@ -254,7 +235,7 @@ fn inside_a_workspace_git_data_is_read_only_to_the_program() {
 
 #[test]
 fn inside_an_overlay_git_data_is_read_only_to_the_program() {
-    if overlay_available() {
+    if support::overlay_available() {
         git_data_is_read_only(Fixture::new("overlay"));
     }
 }
@@ -334,7 +315,7 @@ fn a_forged_record_cannot_steer_deletion_or_patches_outside_the_workspace() {
 
 #[test]
 fn a_forged_overlay_record_cannot_steer_deletion_or_patches_outside_the_workspace() {
-    if overlay_available() {
+    if support::overlay_available() {
         forged_record(Fixture::new("overlay"));
     }
 }
@@ -374,7 +355,7 @@ fn forged_record(f: Fixture) {
 
 #[test]
 fn where_overlays_are_refused_workspaces_are_git_worktrees_and_say_why() {
-    if !overlay_available() {
+    if !support::overlay_available() {
         return;
     }
     // Inside cordon's own sandbox the kernel refuses new namespaces (seccomp): a real

@@ -287,3 +287,23 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
     );
     String::from_utf8(out.stdout).unwrap()
 }
+
+/// Whether overlay workspaces work here (`cordon doctor`); else the overlay cases fail (or
+/// skip outside CI, as [`missing_capability`] decides).
+pub fn overlay_available() -> bool {
+    sandbox_available() && {
+        let home = TestDir::new();
+        let out = cordon()
+            .env("CORDON_HOME", home.path())
+            .args(["doctor", "--json"])
+            .output()
+            .unwrap();
+        let doctor: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        if doctor["workspaces"]["overlay"]["ok"] == true {
+            true
+        } else {
+            missing_capability(&format!("overlay workspaces: {doctor}"));
+            false
+        }
+    }
+}

@@ -241,6 +241,17 @@ impl Server {
         (status, stream)
     }
 
+    /// Follows the job's live log until its first output (the program is running).
+    #[allow(dead_code)]
+    pub fn wait_for_output(&self, token: &str, id: &str) {
+        let mut started = false;
+        self.follow(token, id, None, |e| {
+            started |= e.1 == "output";
+            !started
+        });
+        assert!(started, "job {id} ended without output");
+    }
+
     /// Feeds SSE events to `each` until it returns false or the stream ends.
     pub fn follow(
         &self,
