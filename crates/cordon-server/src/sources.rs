@@ -10,18 +10,16 @@ use std::path::{Path, PathBuf};
 const SYSTEM_ROOTS: &[&str] = &["/proc", "/sys", "/dev"];
 
 /// The local directory a clone source names (a path or a `file://` URL), or `None` for a
-/// remote URL.
+/// remote URL (one [`crate::service::clone_remote`] names a host of).
 pub fn local_path(url: &str) -> Option<PathBuf> {
-    if let Some((scheme, rest)) = url.split_once("://") {
-        return scheme
-            .eq_ignore_ascii_case("file")
-            .then(|| PathBuf::from(rest));
+    if crate::service::clone_remote(url).is_some() {
+        return None;
     }
-    // `host:path` is a remote (scp-like); a `:` after a `/` is part of a path.
-    match url.split_once(':') {
-        Some((before, _)) if !before.contains('/') => None,
-        _ => Some(PathBuf::from(url)),
-    }
+    let path = match url.split_once("://") {
+        Some((_, rest)) => rest,
+        None => url,
+    };
+    Some(PathBuf::from(path))
 }
 
 /// Checks a local clone source against the places no job may read: returns the directory it
