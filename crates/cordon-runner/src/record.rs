@@ -48,8 +48,7 @@ impl std::fmt::Debug for Recorder {
 }
 
 impl Recorder {
-    /// Opens the default store, marks runs whose cordon died as interrupted, and begins a
-    /// run of `kind` in `repo` with the (redacted) `command`; at most `transcript_limit`
+    /// Opens the default store for recording (see [`Recorder::open`]) and begins a run of `kind` in `repo` with the (redacted) `command`; at most `transcript_limit`
     /// bytes of output are kept.
     pub fn begin(
         kind: RunKind,
@@ -79,15 +78,19 @@ impl Recorder {
         )
     }
 
-    /// Opens the default store and marks runs whose cordon died as interrupted: the part of
-    /// [`Recorder::begin`] that needs nothing of the run, so a caller may do it on another
-    /// thread while it prepares the run, then [`Recorder::begin_on`] the store it returns.
+    /// Opens the default store for recording ([`Store::open_for_recording`]: on SQLite, runs
+    /// go to its run log and readers mark runs whose cordon died as interrupted; elsewhere this
+    /// marks them now): the part of [`Recorder::begin`] that needs nothing of the run, so a
+    /// caller may do it while it prepares the run, then [`Recorder::begin_on`] the store it
+    /// returns.
     pub fn open() -> Result<Store, RecordError> {
-        let store =
-            Store::open_default().map_err(|e| RecordError::new("open the run history", e))?;
-        store
-            .mark_interrupted()
-            .map_err(|e| RecordError::new("reconcile the run history", e))?;
+        let store = Store::open_default_for_recording()
+            .map_err(|e| RecordError::new("open the run history", e))?;
+        if !store.defers_runs() {
+            store
+                .mark_interrupted()
+                .map_err(|e| RecordError::new("reconcile the run history", e))?;
+        }
         Ok(store)
     }
 

@@ -12,6 +12,10 @@
 //!   checkpoint every [`AUTOCHECKPOINT_PAGES`] pages (done by whichever commit crosses it) and
 //!   truncated to [`JOURNAL_SIZE_LIMIT`] after it; the next opener re-reads what is in the WAL.
 //!
+//! Short-lived recorders do not open the database at all: they append to the run log
+//! (`runlog`), which [`SqliteBackend::ingest_runlog`] moves into the database before every
+//! read of the run history.
+//!
 //! Crash safety is WAL's: with `synchronous=NORMAL` a commit is durable against the crash of
 //! the process (the WAL is written before the commit returns; it is fsynced at checkpoints),
 //! and the database is never corrupted by a power loss (the last commits may be lost then).
@@ -21,7 +25,9 @@
 //! `libsqlite3` it starts faster (no shared library to map and relocate), builds on a machine
 //! without `libsqlite3-dev`, and gives every host the same SQLite (BENCHMARKS.md).
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -29,6 +35,8 @@ use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 
 use crate::error::StoreErrorKind;
+use crate::model::RunId;
+use crate::runlog::{self, RunLog};
 
 /// The migrations of the SQLite backend, embedded: (version, description, SQL).
 const MIGRATIONS: &[(i64, &str, &str)] = &[
@@ -89,11 +97,21 @@ pub(crate) const JOURNAL_SIZE_LIMIT: i64 = 4 * 1024 * 1024;
 /// Idle connections kept for reuse; a thread that finds none opens another.
 const MAX_IDLE: usize = 4;
 
-/// A cordon store in one SQLite file.
+/// A cordon store in one SQLite file, with its run log (`runlog`).
 #[derive(Debug)]
 pub(crate) struct SqliteBackend {
     path: PathBuf,
     idle: Mutex<Vec<Connection>>,
+    /// Whether the file was checked and migrated (a deferred store does it at first use).
+    ready: AtomicBool,
+    /// The run log next to the file.
+    runlog: RunLog,
+    /// Whether runs are recorded in the run log instead of the database.
+    defer_runs: bool,
+    /// The runs this handle began in the run log: only their later records go there too (a
+    /// stage or an end of any other run is written to the database, which says whether the
+    /// run exists).
+    logged_runs: Mutex<HashSet<RunId>>,
 }
 
 impl SqliteBackend {
@@ -103,30 +121,96 @@ impl SqliteBackend {
     /// answers some of those races with "busy" without consulting the busy timeout. Such an
     /// open is retried (with growing, jittered pauses) for up to [`OPEN_PATIENCE`].
     pub(crate) fn open(path: &Path) -> Result<Self, StoreErrorKind> {
-        let deadline = Instant::now() + OPEN_PATIENCE;
-        let mut pause = Duration::from_millis(5);
-        loop {
-            match Self::open_once(path) {
-                Err(error) if error.is_busy() && Instant::now() < deadline => {
-                    let jitter = Duration::from_micros(u64::from(std::process::id() % 997) * 5);
-                    std::thread::sleep(pause + jitter);
-                    pause = (pause * 2).min(Duration::from_millis(200));
-                }
-                result => return result,
-            }
-        }
-    }
-
-    fn open_once(path: &Path) -> Result<Self, StoreErrorKind> {
-        if !check_magic(path)? {
-            create_private_file(path)?;
-        }
-        let mut connection = connect(path)?;
-        migrate(&mut connection)?;
+        let connection = open_checked(path)?;
+        // Created only once the file proved to be a cordon store: a recorder finds a run log
+        // only next to one (see `open_deferred`).
+        let runlog = RunLog::open(&runlog::path_for(path), true)?
+            .expect("a run log opened with create exists");
         Ok(Self {
             path: path.to_owned(),
             idle: Mutex::new(vec![connection]),
+            ready: AtomicBool::new(true),
+            runlog,
+            defer_runs: false,
+            logged_runs: Mutex::new(HashSet::new()),
         })
+    }
+
+    /// Opens the store at `path` for a short-lived recorder: its runs go to the run log, and
+    /// the database is opened only if something else is asked of it. Where the run log is
+    /// missing (a new store, or one an older cordon made), the store is opened as by
+    /// [`SqliteBackend::open`] first, which checks and migrates it and creates the log.
+    pub(crate) fn open_deferred(path: &Path) -> Result<Self, StoreErrorKind> {
+        if check_magic(path)?
+            && let Some(runlog) = RunLog::open(&runlog::path_for(path), false)?
+        {
+            return Ok(Self {
+                path: path.to_owned(),
+                idle: Mutex::new(Vec::new()),
+                ready: AtomicBool::new(false),
+                runlog,
+                defer_runs: true,
+                logged_runs: Mutex::new(HashSet::new()),
+            });
+        }
+        let mut backend = Self::open(path)?;
+        backend.defer_runs = true;
+        Ok(backend)
+    }
+
+    /// The run log, when this handle records runs there.
+    pub(crate) fn deferred_log(&self) -> Option<&RunLog> {
+        self.defer_runs.then_some(&self.runlog)
+    }
+
+    /// The run log, when `id` is a run this handle began there.
+    pub(crate) fn log_of(&self, id: &RunId) -> Option<&RunLog> {
+        let logged = self
+            .logged_runs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(id);
+        logged.then_some(&self.runlog)
+    }
+
+    /// Appends `record` to the run log; moves the log into the database when it grew past
+    /// [`runlog::INGEST_AT_BYTES`]. The record is safe in the log once this returns: a failed
+    /// move only leaves the work to the next reader, so its error is not the caller's.
+    pub(crate) fn append_logged(&self, log: &RunLog, record: &[u8]) -> Result<(), StoreErrorKind> {
+        if log.append(record)? >= runlog::INGEST_AT_BYTES {
+            let _ = self.ingest_runlog();
+        }
+        Ok(())
+    }
+
+    /// Notes that `id` was begun in the run log.
+    pub(crate) fn note_logged(&self, id: &RunId) {
+        self.logged_runs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id.clone());
+    }
+
+    /// Whether runs are recorded in the run log.
+    pub(crate) fn defers_runs(&self) -> bool {
+        self.defer_runs
+    }
+
+    /// Moves what the run log holds into the database, in one transaction. Every read of the
+    /// run history calls this first; when the log is empty it costs one `fstat`.
+    pub(crate) fn ingest_runlog(&self) -> Result<(), StoreErrorKind> {
+        if self.runlog.is_empty()? {
+            return Ok(());
+        }
+        self.runlog.drain(|records| {
+            self.write(|tx| {
+                for entry in records {
+                    crate::sqlite_runs::apply_entry(tx, &entry)?;
+                }
+                Ok(())
+            })
+        })?;
+        Ok(())
     }
 
     /// Runs `work` on an idle connection (opening another when all are in use, e.g. while
@@ -142,7 +226,12 @@ impl SqliteBackend {
             .pop();
         let mut connection = match idle {
             Some(connection) => connection,
-            None => connect(&self.path)?,
+            None if self.ready.load(Ordering::Acquire) => connect(&self.path)?,
+            None => {
+                let connection = open_checked(&self.path)?;
+                self.ready.store(true, Ordering::Release);
+                connection
+            }
         };
         let result = work(&mut connection);
         let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
@@ -165,6 +254,33 @@ impl SqliteBackend {
             Ok(value)
         })
     }
+}
+
+/// Opens a connection to the store at `path`, creating the file when missing, refusing what
+/// is not a cordon store, and migrating it; retried while concurrent first opens report busy
+/// (see [`SqliteBackend::open`]).
+fn open_checked(path: &Path) -> Result<Connection, StoreErrorKind> {
+    let deadline = Instant::now() + OPEN_PATIENCE;
+    let mut pause = Duration::from_millis(5);
+    loop {
+        match open_once(path) {
+            Err(error) if error.is_busy() && Instant::now() < deadline => {
+                let jitter = Duration::from_micros(u64::from(std::process::id() % 997) * 5);
+                std::thread::sleep(pause + jitter);
+                pause = (pause * 2).min(Duration::from_millis(200));
+            }
+            result => return result,
+        }
+    }
+}
+
+fn open_once(path: &Path) -> Result<Connection, StoreErrorKind> {
+    if !check_magic(path)? {
+        create_private_file(path)?;
+    }
+    let mut connection = connect(path)?;
+    migrate(&mut connection)?;
+    Ok(connection)
 }
 
 /// Opens one connection with the store's settings.

@@ -1,6 +1,6 @@
 //! Runs, stages and transcript chunks on SQLite.
 
-use rusqlite::Row;
+use rusqlite::{Connection, Row};
 
 use crate::backend::{Backend, EncodedChunk, TranscriptCursor};
 use crate::error::StoreErrorKind;
@@ -13,7 +13,140 @@ use crate::rows::{
     RawChunk, decode_chunk, kind_str, parse_id, parse_json, parse_kind, parse_state, parse_stream,
     stage_status, to_i64, to_u64,
 };
+use crate::runlog::{self, Entry};
 use crate::sqlite::{SqliteBackend, optional};
+
+/// Applies one record of the run log (every kind applies idempotently: ingesting a record
+/// twice changes nothing, and records of a run the database does not hold are dropped).
+pub(crate) fn apply_entry(tx: &Connection, entry: &Entry) -> Result<(), StoreErrorKind> {
+    match entry {
+        Entry::Begin {
+            id,
+            run,
+            owner,
+            started_at_ms,
+        } => {
+            insert_run(tx, id, run, owner, *started_at_ms)?;
+        }
+        Entry::Stage { id, stage } => {
+            record_stage(tx, id, stage)?;
+        }
+        Entry::Chunks { id, chunks } => insert_chunks(tx, id, chunks, true)?,
+        Entry::Finish {
+            id,
+            state,
+            document,
+            finished_at_ms,
+        } => {
+            let document = document.as_ref().map(|(s, d)| (s.as_str(), d.as_str()));
+            finish_run(tx, id, *state, document, *finished_at_ms)?;
+        }
+    }
+    Ok(())
+}
+
+fn insert_run(
+    c: &Connection,
+    id: &RunId,
+    run: &NewRun,
+    owner: &Owner,
+    started_at_ms: i64,
+) -> Result<bool, StoreErrorKind> {
+    let changed = c
+        .prepare_cached(
+            "INSERT INTO runs (id, kind, status, repo, command, started_at_ms, owner_pid, \
+             owner_start_time, owner_boot_id, host, session) \
+             VALUES (?1, ?2, 'running', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) \
+             ON CONFLICT (id) DO NOTHING",
+        )?
+        .execute(rusqlite::params![
+            id.as_str(),
+            kind_str(run.kind),
+            run.repo.as_deref(),
+            run.command.to_string(),
+            started_at_ms,
+            owner.pid,
+            owner.start_time,
+            owner.boot_id.as_deref(),
+            &owner.host,
+            run.session.as_deref(),
+        ])?;
+    Ok(changed == 1)
+}
+
+fn record_stage(c: &Connection, id: &RunId, stage: &StageRecord) -> Result<bool, StoreErrorKind> {
+    let changed = c
+        .prepare_cached(
+            "INSERT INTO stages (run_id, idx, name, status, document) \
+             SELECT ?1, ?2, ?3, ?4, ?5 WHERE EXISTS (SELECT 1 FROM runs WHERE id = ?1) \
+             ON CONFLICT (run_id, idx) DO UPDATE SET name = excluded.name, \
+             status = excluded.status, document = excluded.document",
+        )?
+        .execute((
+            id.as_str(),
+            i64::from(stage.index),
+            &stage.name,
+            stage_status(stage),
+            stage.document.to_string(),
+        ))?;
+    Ok(changed == 1)
+}
+
+fn finish_run(
+    c: &Connection,
+    id: &RunId,
+    state: RunState,
+    document: Option<(&str, &str)>,
+    finished_at_ms: i64,
+) -> Result<bool, StoreErrorKind> {
+    let changed = c
+        .prepare_cached(
+            "UPDATE runs SET status = ?2, finished_at_ms = ?3, \
+             duration_ms = MAX(0, ?3 - started_at_ms), document_schema = ?4, \
+             document = ?5 WHERE id = ?1",
+        )?
+        .execute((
+            id.as_str(),
+            state.as_str(),
+            finished_at_ms,
+            document.map(|d| d.0),
+            document.map(|d| d.1),
+        ))?;
+    Ok(changed == 1)
+}
+
+/// Inserts chunks; `from_log`: skipping those of a run the database does not hold and those
+/// already there (a record ingested twice).
+fn insert_chunks(
+    c: &Connection,
+    id: &RunId,
+    chunks: &[EncodedChunk],
+    from_log: bool,
+) -> Result<(), StoreErrorKind> {
+    let mut insert = c.prepare_cached(if from_log {
+        "INSERT INTO transcript_chunks (run_id, seq, stage, stream, offset, at_ms, \
+         encoding, raw_len, data) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9 \
+         WHERE EXISTS (SELECT 1 FROM runs WHERE id = ?1) ON CONFLICT (run_id, seq) DO NOTHING"
+    } else {
+        "INSERT INTO transcript_chunks (run_id, seq, stage, stream, offset, at_ms, \
+         encoding, raw_len, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
+    })?;
+    for chunk in chunks {
+        let (encoding, raw_len, data) = chunk.data.columns();
+        insert.execute(rusqlite::params![
+            id.as_str(),
+            to_i64(chunk.seq),
+            chunk.stage.as_deref(),
+            chunk.stream.as_str(),
+            to_i64(chunk.offset),
+            chunk.at_ms,
+            encoding,
+            to_i64(raw_len),
+            data,
+        ])?;
+    }
+    Ok(())
+}
 
 impl Backend for SqliteBackend {
     fn insert_run(
@@ -23,49 +156,33 @@ impl Backend for SqliteBackend {
         owner: &Owner,
         started_at_ms: i64,
     ) -> Result<bool, StoreErrorKind> {
-        self.with(|c| {
-            let changed = c
-                .prepare_cached(
-                    "INSERT INTO runs (id, kind, status, repo, command, started_at_ms, owner_pid, \
-                     owner_start_time, owner_boot_id, host, session) \
-                     VALUES (?1, ?2, 'running', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) \
-                     ON CONFLICT (id) DO NOTHING",
-                )?
-                .execute(rusqlite::params![
-                    id.as_str(),
-                    kind_str(run.kind),
-                    run.repo.as_deref(),
-                    run.command.to_string(),
-                    started_at_ms,
-                    owner.pid,
-                    owner.start_time,
-                    owner.boot_id.as_deref(),
-                    &owner.host,
-                    run.session.as_deref(),
-                ])?;
-            Ok(changed == 1)
-        })
+        if let Some(log) = self.deferred_log() {
+            // Ids are 50 random bits: a clash is not checked here (ingesting keeps the first).
+            let record = runlog::encode(&Entry::Begin {
+                id: id.clone(),
+                run: run.clone(),
+                owner: owner.clone(),
+                started_at_ms,
+            })?;
+            self.append_logged(log, &record)?;
+            self.note_logged(id);
+            return Ok(true);
+        }
+        self.ingest_runlog()?;
+        self.with(|c| insert_run(c, id, run, owner, started_at_ms))
     }
 
     fn record_stage(&self, id: &RunId, stage: &StageRecord) -> Result<bool, StoreErrorKind> {
-        let status = stage_status(stage);
-        self.with(|c| {
-            let changed = c
-                .prepare_cached(
-                    "INSERT INTO stages (run_id, idx, name, status, document) \
-                     SELECT ?1, ?2, ?3, ?4, ?5 WHERE EXISTS (SELECT 1 FROM runs WHERE id = ?1) \
-                     ON CONFLICT (run_id, idx) DO UPDATE SET name = excluded.name, \
-                     status = excluded.status, document = excluded.document",
-                )?
-                .execute((
-                    id.as_str(),
-                    i64::from(stage.index),
-                    &stage.name,
-                    status,
-                    stage.document.to_string(),
-                ))?;
-            Ok(changed == 1)
-        })
+        if let Some(log) = self.log_of(id) {
+            let record = runlog::encode(&Entry::Stage {
+                id: id.clone(),
+                stage: stage.clone(),
+            })?;
+            self.append_logged(log, &record)?;
+            return Ok(true);
+        }
+        self.ingest_runlog()?;
+        self.with(|c| record_stage(c, id, stage))
     }
 
     fn finish_run(
@@ -75,25 +192,20 @@ impl Backend for SqliteBackend {
         document: Option<(&str, &serde_json::Value)>,
         finished_at_ms: i64,
     ) -> Result<bool, StoreErrorKind> {
-        self.with(|c| {
-            let changed = c
-                .prepare_cached(
-                    "UPDATE runs SET status = ?2, finished_at_ms = ?3, \
-                     duration_ms = MAX(0, ?3 - started_at_ms), document_schema = ?4, \
-                     document = ?5 WHERE id = ?1",
-                )?
-                .execute((
-                    id.as_str(),
-                    state.as_str(),
-                    finished_at_ms,
-                    document.map(|d| d.0),
-                    document.map(|d| d.1.to_string()),
-                ))?;
-            Ok(changed == 1)
-        })
+        if let Some(log) = self.log_of(id) {
+            // Not moved into the database here even when the log is large: the process is
+            // about to exit, and the next reader (or recorder) does it.
+            log.append(&runlog::encode_finish(id, state, document, finished_at_ms)?)?;
+            return Ok(true);
+        }
+        self.ingest_runlog()?;
+        let document = document.map(|(s, d)| (s, d.to_string()));
+        let document = document.as_ref().map(|(s, d)| (*s, d.as_str()));
+        self.with(|c| finish_run(c, id, state, document, finished_at_ms))
     }
 
     fn transcript_cursor(&self, id: &RunId) -> Result<TranscriptCursor, StoreErrorKind> {
+        self.ingest_runlog()?;
         self.with(|c| {
             let mut statement = c.prepare_cached(
                 "SELECT stage, stream, MAX(offset + raw_len), MAX(seq) FROM transcript_chunks \
@@ -114,30 +226,20 @@ impl Backend for SqliteBackend {
     }
 
     fn append_chunks(&self, id: &RunId, chunks: &[EncodedChunk]) -> Result<(), StoreErrorKind> {
-        self.write(|tx| {
-            let mut insert = tx.prepare_cached(
-                "INSERT INTO transcript_chunks (run_id, seq, stage, stream, offset, at_ms, \
-                 encoding, raw_len, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-            )?;
-            for chunk in chunks {
-                let (encoding, raw_len, data) = chunk.data.columns();
-                insert.execute(rusqlite::params![
-                    id.as_str(),
-                    to_i64(chunk.seq),
-                    chunk.stage.as_deref(),
-                    chunk.stream.as_str(),
-                    to_i64(chunk.offset),
-                    chunk.at_ms,
-                    encoding,
-                    to_i64(raw_len),
-                    data,
-                ])?;
-            }
-            Ok(())
-        })
+        if let Some(log) = self.log_of(id) {
+            let record = runlog::encode(&Entry::Chunks {
+                id: id.clone(),
+                chunks: chunks.to_vec(),
+            })?;
+            self.append_logged(log, &record)?;
+            return Ok(());
+        }
+        self.ingest_runlog()?;
+        self.write(|tx| insert_chunks(tx, id, chunks, false))
     }
 
     fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, StoreErrorKind> {
+        self.ingest_runlog()?;
         self.with(|c| {
             let mut statement = c.prepare_cached(&format!(
                 "SELECT {SUMMARY_COLUMNS} FROM runs WHERE (?1 IS NULL OR status = ?1) \
@@ -159,6 +261,7 @@ impl Backend for SqliteBackend {
     }
 
     fn get_run(&self, id: &RunId) -> Result<Option<RunRecord>, StoreErrorKind> {
+        self.ingest_runlog()?;
         self.with(|c| {
             let found = optional(
                 c.prepare_cached(&format!(
@@ -212,6 +315,7 @@ impl Backend for SqliteBackend {
         after_seq: Option<u64>,
         limit: u32,
     ) -> Result<Vec<Chunk>, StoreErrorKind> {
+        self.ingest_runlog()?;
         self.with(|c| {
             let mut statement = c.prepare_cached(
                 "SELECT seq, stage, stream, offset, at_ms, encoding, raw_len, data \
@@ -244,6 +348,7 @@ impl Backend for SqliteBackend {
     }
 
     fn run_owner(&self, id: &RunId) -> Result<Option<(RunState, Owner)>, StoreErrorKind> {
+        self.ingest_runlog()?;
         self.with(|c| {
             let found = optional(
                 c.prepare_cached(
@@ -261,6 +366,7 @@ impl Backend for SqliteBackend {
     }
 
     fn running_runs(&self, host: &str) -> Result<Vec<(RunId, Owner)>, StoreErrorKind> {
+        self.ingest_runlog()?;
         self.with(|c| {
             let mut statement = c.prepare_cached(
                 "SELECT id, owner_pid, owner_start_time, owner_boot_id, host FROM runs \
@@ -276,6 +382,7 @@ impl Backend for SqliteBackend {
     }
 
     fn interrupt(&self, id: &RunId) -> Result<bool, StoreErrorKind> {
+        self.ingest_runlog()?;
         self.with(|c| {
             let changed = c
                 .prepare_cached(
@@ -292,6 +399,7 @@ impl Backend for SqliteBackend {
     }
 
     fn delete_started_before(&self, cutoff_ms: i64) -> Result<u64, StoreErrorKind> {
+        self.ingest_runlog()?;
         self.write(|tx| {
             // Chunks and stages go with their runs (ON DELETE CASCADE); running runs are kept.
             let deleted = tx

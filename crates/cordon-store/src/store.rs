@@ -130,6 +130,34 @@ impl Store {
     /// cordon store (another database, random bytes, a newer schema) is refused with an error
     /// that says so. Only a PostgreSQL store starts an async runtime (its client's).
     pub fn open(location: &StoreLocation) -> Result<Self, StoreError> {
+        Self::open_as(location, false)
+    }
+
+    /// Opens a store for a short-lived process that records runs (`cordon run`, `cordon
+    /// verify`): on SQLite, runs are appended to the store's run log (`cordon.db-runlog`)
+    /// instead of being written to the database, which every reader of the run history
+    /// ingests first (module `runlog`: a recorded run costs two appends instead of opening
+    /// SQLite, and is as crash-safe). The database itself is opened only when something else
+    /// is asked of this handle. A PostgreSQL store is opened as by [`Store::open`].
+    pub fn open_for_recording(location: &StoreLocation) -> Result<Self, StoreError> {
+        Self::open_as(location, true)
+    }
+
+    /// [`Store::open_for_recording`] at the default location.
+    pub fn open_default_for_recording() -> Result<Self, StoreError> {
+        Self::open_for_recording(&StoreLocation::from_env()?)
+    }
+
+    /// Whether this handle records runs in the run log (see [`Store::open_for_recording`]);
+    /// runs whose owner died are then marked `interrupted` by readers, not by recorders.
+    pub fn defers_runs(&self) -> bool {
+        match &self.inner.backend {
+            AnyBackend::Sqlite(backend) => backend.defers_runs(),
+            AnyBackend::Postgres(_) => false,
+        }
+    }
+
+    fn open_as(location: &StoreLocation, recording: bool) -> Result<Self, StoreError> {
         let name = location.display();
         let fail = |kind| StoreError::new(&name, "open", kind);
         let backend = match location {
@@ -142,7 +170,12 @@ impl Store {
                         })
                     })?;
                 }
-                AnyBackend::Sqlite(SqliteBackend::open(path).map_err(fail)?)
+                let backend = if recording {
+                    SqliteBackend::open_deferred(path)
+                } else {
+                    SqliteBackend::open(path)
+                };
+                AnyBackend::Sqlite(backend.map_err(fail)?)
             }
             StoreLocation::Postgres(url) => {
                 AnyBackend::Postgres(crate::postgres::PostgresBackend::open(url).map_err(fail)?)

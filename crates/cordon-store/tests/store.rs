@@ -18,6 +18,8 @@ use serde_json::json;
 /// Set in a re-run of this binary: what the helper should do, and where.
 const HELPER_ENV: &str = "CORDON_STORE_TEST_HELPER";
 const HELPER_DB_ENV: &str = "CORDON_STORE_TEST_DB";
+/// Set (to `1`) when the helper opens the store for recording.
+const HELPER_RECORDING_ENV: &str = "CORDON_STORE_TEST_RECORDING";
 
 fn temp_db() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -34,8 +36,8 @@ fn location_text(location: &StoreLocation) -> String {
     }
 }
 
-/// Runs this test binary as a helper doing `role` against the store at `db`.
-fn spawn_helper(role: &str, db: &StoreLocation) -> Child {
+/// Runs this test binary as a helper doing `role` against the store `t`.
+fn spawn_helper(role: &str, t: &TestStore) -> Child {
     Command::new(std::env::current_exe().expect("test binary"))
         .args([
             "--exact",
@@ -44,7 +46,8 @@ fn spawn_helper(role: &str, db: &StoreLocation) -> Child {
             "--test-threads=1",
         ])
         .env(HELPER_ENV, role)
-        .env(HELPER_DB_ENV, location_text(db))
+        .env(HELPER_DB_ENV, location_text(t.location()))
+        .env(HELPER_RECORDING_ENV, if t.recording() { "1" } else { "0" })
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -61,7 +64,11 @@ fn helper_process() {
         .expect("store location")
         .parse()
         .expect("a path or a URL");
-    let store = Store::open(&location).expect("helper opens the store");
+    let store = if std::env::var(HELPER_RECORDING_ENV).is_ok_and(|v| v == "1") {
+        Store::open_for_recording(&location).expect("helper opens the store for recording")
+    } else {
+        Store::open(&location).expect("helper opens the store")
+    };
     let id = store
         .begin_run(&new_run(&["helper", &role]))
         .expect("begin");
@@ -121,12 +128,11 @@ fn read_run_id(child: &mut Child) -> RunId {
     }
 }
 
-each_backend!(
+each_history_backend!(
     a_killed_writer_is_marked_interrupted_and_its_transcript_survives,
     |t: &TestStore| {
-        let db = t.location();
         drop(t.open());
-        let mut child = spawn_helper("forever", db);
+        let mut child = spawn_helper("forever", t);
         let id = read_run_id(&mut child);
         let store = t.open();
         // The helper writes on: wait until more than 50 lines are stored.
@@ -167,12 +173,11 @@ each_backend!(
     }
 );
 
-each_backend!(
+each_history_backend!(
     follow_returns_when_the_run_ends_or_its_owner_dies,
     |t: &TestStore| {
-        let db = t.location();
         drop(t.open());
-        let mut child = spawn_helper("forever", db);
+        let mut child = spawn_helper("forever", t);
         let id = read_run_id(&mut child);
         let store = t.open();
         // The writer is killed once `follow` has received some of its output.
@@ -217,9 +222,8 @@ each_backend!(
     }
 );
 
-each_backend!(concurrent_processes_lose_nothing, |t: &TestStore| {
-    let db = t.location();
-    let mut children: Vec<Child> = (0..4).map(|_| spawn_helper("burst", db)).collect();
+each_history_backend!(concurrent_processes_lose_nothing, |t: &TestStore| {
+    let mut children: Vec<Child> = (0..4).map(|_| spawn_helper("burst", t)).collect();
     let ids: Vec<RunId> = children.iter_mut().map(read_run_id).collect();
     for child in &mut children {
         let status = child.wait().expect("wait");
@@ -242,15 +246,20 @@ each_backend!(concurrent_processes_lose_nothing, |t: &TestStore| {
     }
 });
 
-each_backend!(
+each_history_backend!(
     concurrent_threads_with_their_own_stores_lose_nothing,
     |test: &TestStore| {
         drop(test.open());
         let threads: Vec<_> = (0..4)
             .map(|t| {
                 let location = test.location().clone();
+                let recording = test.recording();
                 std::thread::spawn(move || {
-                    let store = Store::open(&location).expect("open");
+                    let store = if recording {
+                        Store::open_for_recording(&location).expect("open for recording")
+                    } else {
+                        Store::open(&location).expect("open")
+                    };
                     let id = store.begin_run(&new_run(&["thread"])).expect("begin");
                     let writer = store.transcript(&id).expect("transcript");
                     for i in 0..200 {

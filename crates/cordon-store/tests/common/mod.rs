@@ -17,6 +17,9 @@ pub struct TestStore {
     location: StoreLocation,
     _dir: Option<tempfile::TempDir>,
     database: Option<TestDatabase>,
+    /// Whether handles are opened for recording (`Store::open_for_recording`: runs go to the
+    /// run log, readers ingest it).
+    recording: bool,
 }
 
 /// The variable `scripts/test` sets: a PostgreSQL database to connect to as a superuser.
@@ -120,7 +123,21 @@ impl TestStore {
             location: StoreLocation::Sqlite(path),
             _dir: Some(dir),
             database: None,
+            recording: false,
         }
+    }
+
+    /// An SQLite store whose handles are all opened for recording.
+    pub fn sqlite_run_log() -> Self {
+        TestStore {
+            recording: true,
+            ..Self::sqlite()
+        }
+    }
+
+    /// Whether handles are opened for recording.
+    pub fn recording(&self) -> bool {
+        self.recording
     }
 
     /// A new PostgreSQL store in a database of its own, or `None` when skipped here.
@@ -131,6 +148,7 @@ impl TestStore {
             location: StoreLocation::Postgres(database.url()),
             _dir: None,
             database: Some(database),
+            recording: false,
         })
     }
 
@@ -153,7 +171,11 @@ impl TestStore {
 
     /// Opens (another handle on) the store, as another process or worker would.
     pub fn open(&self) -> Store {
-        Store::open(&self.location).expect("open the store")
+        if self.recording {
+            Store::open_for_recording(&self.location).expect("open the store for recording")
+        } else {
+            Store::open(&self.location).expect("open the store")
+        }
     }
 
     /// Where the store is.
@@ -293,6 +315,35 @@ macro_rules! each_backend {
             #[test]
             fn sqlite() {
                 super::$name(&$crate::common::TestStore::sqlite());
+            }
+
+            #[test]
+            fn postgres() {
+                if let Some(store) = $crate::common::TestStore::postgres() {
+                    super::$name(&store);
+                }
+            }
+        }
+    };
+}
+
+/// [`each_backend!`] for the run history, with a third case: SQLite with every handle opened
+/// for recording (runs written to the run log, ingested by every read).
+#[macro_export]
+macro_rules! each_history_backend {
+    ($name:ident, $body:expr) => {
+        #[allow(non_upper_case_globals)]
+        const $name: fn(&$crate::common::TestStore) = $body;
+
+        mod $name {
+            #[test]
+            fn sqlite() {
+                super::$name(&$crate::common::TestStore::sqlite());
+            }
+
+            #[test]
+            fn sqlite_run_log() {
+                super::$name(&$crate::common::TestStore::sqlite_run_log());
             }
 
             #[test]
