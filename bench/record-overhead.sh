@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -q -p cordon -p cordon-sandbox-init
-CORDON=${CARGO_TARGET_DIR:-$PWD/target}/release/cordon
+CORDON=${CARGO_TARGET_DIR:-$PWD/target}/$(rustc -vV | sed -n "s/^host: //p")/release/cordon
 RUNS=${RUNS:-300}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
