@@ -13,7 +13,7 @@ use crate::rows::{
     RawChunk, decode_chunk, kind_str, parse_id, parse_json, parse_kind, parse_state, parse_stream,
     stage_status, to_i64, to_u64,
 };
-use crate::runlog::{self, Entry};
+use crate::runlog::Entry;
 use crate::sqlite::{SqliteBackend, optional};
 
 /// Applies one record of the run log (every kind applies idempotently: ingesting a record
@@ -158,7 +158,7 @@ impl Backend for SqliteBackend {
     ) -> Result<bool, StoreErrorKind> {
         if let Some(log) = self.deferred_log() {
             // Ids are 50 random bits: a clash is not checked here (ingesting keeps the first).
-            let record = runlog::encode(&Entry::Begin {
+            let record = log.encode(&Entry::Begin {
                 id: id.clone(),
                 run: run.clone(),
                 owner: owner.clone(),
@@ -174,7 +174,7 @@ impl Backend for SqliteBackend {
 
     fn record_stage(&self, id: &RunId, stage: &StageRecord) -> Result<bool, StoreErrorKind> {
         if let Some(log) = self.log_of(id) {
-            let record = runlog::encode(&Entry::Stage {
+            let record = log.encode(&Entry::Stage {
                 id: id.clone(),
                 stage: stage.clone(),
             })?;
@@ -195,7 +195,7 @@ impl Backend for SqliteBackend {
         if let Some(log) = self.log_of(id) {
             // Not moved into the database here even when the log is large: the process is
             // about to exit, and the next reader (or recorder) does it.
-            log.append(&runlog::encode_finish(id, state, document, finished_at_ms)?)?;
+            log.append(&log.encode_finish(id, state, document, finished_at_ms)?)?;
             return Ok(true);
         }
         self.ingest_runlog()?;
@@ -227,7 +227,7 @@ impl Backend for SqliteBackend {
 
     fn append_chunks(&self, id: &RunId, chunks: &[EncodedChunk]) -> Result<(), StoreErrorKind> {
         if let Some(log) = self.log_of(id) {
-            let record = runlog::encode(&Entry::Chunks {
+            let record = log.encode(&Entry::Chunks {
                 id: id.clone(),
                 chunks: chunks.to_vec(),
             })?;
@@ -239,7 +239,7 @@ impl Backend for SqliteBackend {
     }
 
     fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, StoreErrorKind> {
-        self.ingest_runlog()?;
+        self.ingest_runlog_for_read()?;
         self.with(|c| {
             let mut statement = c.prepare_cached(&format!(
                 "SELECT {SUMMARY_COLUMNS} FROM runs WHERE (?1 IS NULL OR status = ?1) \
@@ -261,7 +261,7 @@ impl Backend for SqliteBackend {
     }
 
     fn get_run(&self, id: &RunId) -> Result<Option<RunRecord>, StoreErrorKind> {
-        self.ingest_runlog()?;
+        self.ingest_runlog_for_read()?;
         self.with(|c| {
             let found = optional(
                 c.prepare_cached(&format!(
@@ -315,7 +315,7 @@ impl Backend for SqliteBackend {
         after_seq: Option<u64>,
         limit: u32,
     ) -> Result<Vec<Chunk>, StoreErrorKind> {
-        self.ingest_runlog()?;
+        self.ingest_runlog_for_read()?;
         self.with(|c| {
             let mut statement = c.prepare_cached(
                 "SELECT seq, stage, stream, offset, at_ms, encoding, raw_len, data \
@@ -348,7 +348,7 @@ impl Backend for SqliteBackend {
     }
 
     fn run_owner(&self, id: &RunId) -> Result<Option<(RunState, Owner)>, StoreErrorKind> {
-        self.ingest_runlog()?;
+        self.ingest_runlog_for_read()?;
         self.with(|c| {
             let found = optional(
                 c.prepare_cached(
@@ -366,7 +366,7 @@ impl Backend for SqliteBackend {
     }
 
     fn running_runs(&self, host: &str) -> Result<Vec<(RunId, Owner)>, StoreErrorKind> {
-        self.ingest_runlog()?;
+        self.ingest_runlog_for_read()?;
         self.with(|c| {
             let mut statement = c.prepare_cached(
                 "SELECT id, owner_pid, owner_start_time, owner_boot_id, host FROM runs \
@@ -382,7 +382,7 @@ impl Backend for SqliteBackend {
     }
 
     fn interrupt(&self, id: &RunId) -> Result<bool, StoreErrorKind> {
-        self.ingest_runlog()?;
+        self.ingest_runlog_for_read()?;
         self.with(|c| {
             let changed = c
                 .prepare_cached(

@@ -261,3 +261,139 @@ fn a_recorder_moves_a_large_log_into_the_database_itself() {
     assert_eq!(stored.len(), noise.len());
     assert!(stored == noise, "the bytes came back as written");
 }
+
+/// Random-looking bytes (a xorshift stream).
+fn noise(n: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    let mut out = Vec::with_capacity(n + 8);
+    while out.len() < n {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    out.truncate(n);
+    out
+}
+
+#[test]
+fn records_a_program_prints_are_never_taken_for_the_recorders_own() {
+    // What a program could print: real records, made by a recording handle of another store
+    // (with another key), landing verbatim in the log as transcript bytes.
+    let scratch = TestStore::sqlite();
+    let (_, scratch_log) = paths(&scratch);
+    drop(scratch.open());
+    let forger = Store::open_for_recording(scratch.location()).expect("open for recording");
+    let fake = forger
+        .begin_run(&new_run(&["forged", "run"]))
+        .expect("begin");
+    forger
+        .finish_run(&fake, RunState::Pass, Some(&json!({"schema": "x/v1"})))
+        .expect("finish");
+    let forged = std::fs::read(&scratch_log).expect("forged records");
+
+    let t = TestStore::sqlite();
+    let (_, log) = paths(&t);
+    drop(t.open());
+    let recorder = Store::open_for_recording(t.location()).expect("open for recording");
+    let victim = recorder.begin_run(&new_run(&["victim"])).expect("begin");
+    let writer = recorder.transcript(&victim).expect("transcript");
+    let mut output = noise(100_000, 7);
+    output.extend_from_slice(&forged);
+    output.extend_from_slice(&noise(100_000, 9));
+    writer.write(None, Stream::Stdout, &output);
+    writer.finish().expect("finish transcript");
+    let bytes = std::fs::read(&log).expect("read the log");
+    let at = bytes
+        .windows(forged.len())
+        .position(|w| w == forged.as_slice())
+        .expect("the printed records are verbatim in the log");
+    // The append is torn right after the printed records (a full disk, a kill mid-write):
+    // the reader looks for the next record from inside the torn one.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&log)
+        .expect("open the log")
+        .set_len((at + forged.len() + 10) as u64)
+        .expect("tear");
+    recorder
+        .finish_run(&victim, RunState::Fail, None)
+        .expect("finish");
+    let runs = t.open().list_runs(&RunFilter::default()).expect("list");
+    assert!(
+        runs.iter().all(|r| r.id != fake),
+        "a run the program printed is in the history: {runs:?}"
+    );
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(runs[0].status, RunState::Fail);
+}
+
+#[test]
+fn a_log_that_is_not_a_private_regular_file_is_refused_never_waited_on() {
+    for make in ["fifo", "hard link", "directory"] {
+        let t = TestStore::sqlite();
+        let (db, log) = paths(&t);
+        drop(t.open());
+        std::fs::remove_file(&log).expect("remove the log");
+        match make {
+            "fifo" => {
+                let status = std::process::Command::new("mkfifo")
+                    .arg(&log)
+                    .status()
+                    .expect("mkfifo");
+                assert!(status.success());
+            }
+            "hard link" => {
+                let other = db.with_file_name("somebody-elses-file");
+                std::fs::write(&other, b"keep me").expect("write");
+                std::fs::hard_link(&other, &log).expect("link");
+            }
+            _ => std::fs::create_dir(&log).expect("mkdir"),
+        }
+        // In a thread, so that a recorder waiting on a FIFO fails the test instead of hanging.
+        let location = t.location().clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let outcome = Store::open_for_recording(&location).map(|_| ());
+            let _ = tx.send(outcome.map_err(|e| format!("{e}: {}", e.kind)));
+        });
+        let outcome = rx
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("opening a store whose log is a {make} hangs"));
+        let error = outcome.expect_err(make);
+        assert!(error.contains("runlog"), "{make}: {error}");
+        // Readers refuse it the same way.
+        assert!(Store::open(t.location()).is_err(), "{make}");
+        if make == "hard link" {
+            assert_eq!(
+                std::fs::read(db.with_file_name("somebody-elses-file")).expect("read"),
+                b"keep me"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_read_goes_on_while_another_process_holds_the_database() {
+    let t = TestStore::sqlite();
+    let (db, _) = paths(&t);
+    drop(t.open());
+    let recorder = Store::open_for_recording(t.location()).expect("open for recording");
+    let id = record(&recorder, "waiting", 2);
+    let holder = rusqlite::Connection::open(&db).expect("connect");
+    holder
+        .execute_batch("BEGIN IMMEDIATE")
+        .expect("hold the write lock");
+    // The log cannot be moved into the database: the read shows what the database holds.
+    let reader = t.open();
+    assert_eq!(
+        reader.list_runs(&RunFilter::default()).expect("list"),
+        vec![]
+    );
+    // A recorder is not held up by the waiting reader (it only appends).
+    let other = record(&recorder, "meanwhile", 1);
+    holder.execute_batch("COMMIT").expect("release");
+    let runs = reader.list_runs(&RunFilter::default()).expect("list");
+    let ids: Vec<_> = runs.iter().map(|r| r.id.clone()).collect();
+    assert!(ids.contains(&id) && ids.contains(&other), "{runs:?}");
+}
