@@ -152,22 +152,36 @@ fn load_key(log: &Path, create: bool) -> Result<Option<[u8; KEY_LEN]>, StoreErro
         path: path.clone(),
         source,
     };
-    if create {
+    if create && !path.exists() {
+        // Written aside, then renamed into place without replacing: a concurrent opener sees
+        // either no key or a whole one.
         use std::os::unix::fs::OpenOptionsExt;
-        let made = std::fs::OpenOptions::new()
+        let aside = path.with_extension(format!("key.{}", std::process::id()));
+        let mut file = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o600)
             .custom_flags(libc_flags())
-            .open(&path);
+            .open(&aside)
+            .map_err(fail)?;
+        let mut key = [0u8; KEY_LEN];
+        let made = getrandom::fill(&mut key)
+            .map_err(|e| std::io::Error::other(e.to_string()))
+            .and_then(|()| file.write_all(&key))
+            .and_then(|()| file.sync_all())
+            .and_then(|()| {
+                rustix::fs::renameat_with(
+                    rustix::fs::CWD,
+                    &aside,
+                    rustix::fs::CWD,
+                    &path,
+                    rustix::fs::RenameFlags::NOREPLACE,
+                )
+                .map_err(std::io::Error::from)
+            });
+        let _ = std::fs::remove_file(&aside);
         match made {
-            Ok(mut file) => {
-                let mut key = [0u8; KEY_LEN];
-                getrandom::fill(&mut key)
-                    .map_err(|e| fail(std::io::Error::other(e.to_string())))?;
-                file.write_all(&key).map_err(fail)?;
-                file.sync_all().map_err(fail)?;
-            }
+            Ok(()) => {}
             Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(source) => return Err(fail(source)),
         }
