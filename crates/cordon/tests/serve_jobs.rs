@@ -857,11 +857,29 @@ allow = [["sh", "*"], ["true"], ["git", "clone", "*"]]
         )
     };
     let mut held = Vec::new();
-    let mut connected = |what: &str| {
-        let stream = accepted
-            .recv_timeout(std::time::Duration::from_secs(30))
-            .unwrap_or_else(|e| panic!("the {what} clone never connected: {e}"));
-        held.push(stream);
+    // Waits until the job's git connects to the silent server, or the job ended first (on a
+    // heavily loaded machine git may not even connect within a 3 s job timeout; what follows
+    // checks the same things either way).
+    let mut connected = |what: &str, id: &str| {
+        let t0 = std::time::Instant::now();
+        loop {
+            match accepted.recv_timeout(std::time::Duration::from_millis(200)) {
+                Ok(stream) => {
+                    held.push(stream);
+                    return;
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                Err(e) => panic!("the silent server stopped: {e}"),
+            }
+            let job = server.job(&token, id);
+            if !matches!(job["state"].as_str(), Some("queued" | "running")) {
+                return;
+            }
+            assert!(
+                t0.elapsed() < std::time::Duration::from_secs(90),
+                "the {what} clone never connected and its job still runs: {job}"
+            );
+        }
     };
     let long = std::time::Duration::from_secs(30);
 
@@ -881,7 +899,7 @@ allow = [["sh", "*"], ["true"], ["git", "clone", "*"]]
             &json!({"project": "a", "type": job_type, "timeout": "3s", "inputs": inputs}),
         );
         assert_eq!(status, 201, "{job}");
-        connected(name);
+        connected(name, job["id"].as_str().unwrap());
         let job = ended_within(&server, &token, job["id"].as_str().unwrap(), long);
         assert_eq!(job["state"], "failed", "{name}: {job}");
         assert_eq!(job["failure"]["category"], "timeout", "{name}: {job}");
@@ -900,7 +918,7 @@ allow = [["sh", "*"], ["true"], ["git", "clone", "*"]]
     );
     assert_eq!(status, 201, "{job}");
     let id = job["id"].as_str().unwrap().to_owned();
-    connected("run");
+    connected("run", &id);
     let (status, after) = server.json(
         "POST",
         &format!("/v1/jobs/{id}/cancel"),
@@ -920,7 +938,7 @@ allow = [["sh", "*"], ["true"], ["git", "clone", "*"]]
     );
     assert_eq!(status, 201, "{job}");
     let id = job["id"].as_str().unwrap().to_owned();
-    connected("stop");
+    connected("stop", &id);
     let mut server = server;
     support::signal(server.child.id() as i32, libc::SIGTERM);
     let t0 = std::time::Instant::now();
