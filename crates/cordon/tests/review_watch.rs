@@ -566,8 +566,10 @@ fn watch_failing_agents_are_bounded_and_the_round_limit_keeps_the_session() {
             crashing,
             "--reviewer",
             endless,
+            // Long enough for the slow reviewer to start in its sandbox and post before it is
+            // timed out, even on a loaded machine (at 1 s, a CI run once saw it post nothing).
             "--reviewer-timeout",
-            "1s",
+            "5s",
             "--fixer-timeout",
             "1s",
             "--max-rounds",
