@@ -24,6 +24,16 @@ fn paths(t: &TestStore) -> (PathBuf, PathBuf) {
     (db.clone(), PathBuf::from(log))
 }
 
+/// A fresh SQLite store (created, with its log), its database and log paths, and a handle
+/// opened for recording.
+fn recording() -> (TestStore, PathBuf, PathBuf, Store) {
+    let t = TestStore::sqlite();
+    let (db, log) = paths(&t);
+    drop(t.open());
+    let recorder = Store::open_for_recording(t.location()).expect("open for recording");
+    (t, db, log, recorder)
+}
+
 fn log_len(log: &Path) -> u64 {
     std::fs::metadata(log).expect("the run log").len()
 }
@@ -52,10 +62,7 @@ fn expected_text(name: &str, lines: usize) -> String {
 
 #[test]
 fn a_recording_handle_writes_the_log_and_the_next_read_moves_it_into_the_database() {
-    let t = TestStore::sqlite();
-    let (db, log) = paths(&t);
-    drop(t.open()); // creates the store and its log
-    let recorder = Store::open_for_recording(t.location()).expect("open for recording");
+    let (t, db, log, recorder) = recording();
     assert!(recorder.defers_runs());
     let id = record(&recorder, "logged", 30);
     assert!(log_len(&log) > 0, "the run went to the log");
@@ -139,10 +146,7 @@ fn a_foreign_database_is_refused_and_gets_no_log() {
 
 #[test]
 fn torn_and_corrupt_records_are_skipped_and_the_rest_is_kept() {
-    let t = TestStore::sqlite();
-    let (_, log) = paths(&t);
-    drop(t.open());
-    let recorder = Store::open_for_recording(t.location()).expect("open for recording");
+    let (t, _, log, recorder) = recording();
     let first = record(&recorder, "first", 5);
     // A recorder killed in the middle of its write leaves part of a record; another's records
     // follow it. Here: the start of a copy of the first run's records, then garbage that
@@ -177,10 +181,7 @@ fn torn_and_corrupt_records_are_skipped_and_the_rest_is_kept() {
 
 #[test]
 fn ingesting_a_record_twice_changes_nothing() {
-    let t = TestStore::sqlite();
-    let (db, log) = paths(&t);
-    drop(t.open());
-    let recorder = Store::open_for_recording(t.location()).expect("open for recording");
+    let (t, db, log, recorder) = recording();
     let id = record(&recorder, "twice", 40);
     let bytes = std::fs::read(&log).expect("read the log");
     let reader = t.open();
@@ -204,10 +205,7 @@ fn ingesting_a_record_twice_changes_nothing() {
 
 #[test]
 fn records_of_a_run_the_database_never_got_are_dropped() {
-    let t = TestStore::sqlite();
-    let (db, log) = paths(&t);
-    drop(t.open());
-    let recorder = Store::open_for_recording(t.location()).expect("open for recording");
+    let (t, db, log, recorder) = recording();
     let id = recorder
         .begin_run(&new_run(&["lost begin"]))
         .expect("begin");
@@ -227,10 +225,7 @@ fn records_of_a_run_the_database_never_got_are_dropped() {
 
 #[test]
 fn a_recorder_moves_a_large_log_into_the_database_itself() {
-    let t = TestStore::sqlite();
-    let (db, log) = paths(&t);
-    drop(t.open());
-    let recorder = Store::open_for_recording(t.location()).expect("open for recording");
+    let (t, db, log, recorder) = recording();
     // 5 MiB of incompressible output, so the log passes its 1 MiB threshold several times.
     let mut noise = Vec::with_capacity(5 << 20);
     let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
@@ -292,10 +287,7 @@ fn records_a_program_prints_are_never_taken_for_the_recorders_own() {
         .expect("finish");
     let forged = std::fs::read(&scratch_log).expect("forged records");
 
-    let t = TestStore::sqlite();
-    let (_, log) = paths(&t);
-    drop(t.open());
-    let recorder = Store::open_for_recording(t.location()).expect("open for recording");
+    let (t, _, log, recorder) = recording();
     let victim = recorder.begin_run(&new_run(&["victim"])).expect("begin");
     let writer = recorder.transcript(&victim).expect("transcript");
     let mut output = noise(100_000, 7);
@@ -375,10 +367,7 @@ fn a_log_that_is_not_a_private_regular_file_is_refused_never_waited_on() {
 
 #[test]
 fn a_read_goes_on_while_another_process_holds_the_database() {
-    let t = TestStore::sqlite();
-    let (db, _) = paths(&t);
-    drop(t.open());
-    let recorder = Store::open_for_recording(t.location()).expect("open for recording");
+    let (t, db, _, recorder) = recording();
     let id = record(&recorder, "waiting", 2);
     let holder = rusqlite::Connection::open(&db).expect("connect");
     holder

@@ -304,10 +304,11 @@ pub fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
 }
 
 /// `each_backend!(name, |t: &TestStore| body)`: a test module `name` with one test per
-/// backend, each running `body` against a fresh store.
+/// backend, each running `body` against a fresh store. Further cases may follow as
+/// `test_name => constructor` (a `TestStore` constructor returning the store).
 #[macro_export]
 macro_rules! each_backend {
-    ($name:ident, $body:expr) => {
+    ($name:ident, $body:expr $(, $case:ident => $make:ident)*) => {
         #[allow(non_upper_case_globals)]
         const $name: fn(&$crate::common::TestStore) = $body;
 
@@ -316,6 +317,13 @@ macro_rules! each_backend {
             fn sqlite() {
                 super::$name(&$crate::common::TestStore::sqlite());
             }
+
+            $(
+                #[test]
+                fn $case() {
+                    super::$name(&$crate::common::TestStore::$make());
+                }
+            )*
 
             #[test]
             fn postgres() {
@@ -332,26 +340,6 @@ macro_rules! each_backend {
 #[macro_export]
 macro_rules! each_history_backend {
     ($name:ident, $body:expr) => {
-        #[allow(non_upper_case_globals)]
-        const $name: fn(&$crate::common::TestStore) = $body;
-
-        mod $name {
-            #[test]
-            fn sqlite() {
-                super::$name(&$crate::common::TestStore::sqlite());
-            }
-
-            #[test]
-            fn sqlite_run_log() {
-                super::$name(&$crate::common::TestStore::sqlite_run_log());
-            }
-
-            #[test]
-            fn postgres() {
-                if let Some(store) = $crate::common::TestStore::postgres() {
-                    super::$name(&store);
-                }
-            }
-        }
+        $crate::each_backend!($name, $body, sqlite_run_log => sqlite_run_log);
     };
 }
