@@ -476,15 +476,11 @@ fn serve_removes_unused_workspaces_but_not_one_a_queued_job_names() {
     );
     assert_eq!(status, 201, "{queued}");
     // The sweep removes A's workspace (nobody names it)...
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while a_path.exists() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{} was never removed",
-            a_path.display()
-        );
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+    support::wait_until(
+        &format!("{} removed", a_path.display()),
+        std::time::Duration::from_secs(60),
+        || !a_path.exists(),
+    );
     // ...and keeps B's, which the queued job names.
     assert!(b_path.is_dir(), "a named workspace was removed");
     let (status, _) = server.json(
