@@ -506,6 +506,7 @@ fn overlay_policy(policy: &mut SandboxPolicy, ws: &WorkspaceMount, cwd: &Path) {
         at: inside.clone(),
         lowers,
         layer,
+        volatile: false,
     });
     for cache in &layers.caches {
         policy.trees.push(cordon_sandbox::LayeredTree {
@@ -516,6 +517,7 @@ fn overlay_policy(policy: &mut SandboxPolicy, ws: &WorkspaceMount, cwd: &Path) {
             } else {
                 cache.layer.clone()
             },
+            volatile: cache.volatile && !ws.read_only,
         });
     }
     if let (Some(git_dir), Some(dot_git)) = (&layers.git_dir, &layers.dot_git) {

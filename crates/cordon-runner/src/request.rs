@@ -112,6 +112,9 @@ pub struct TreeCache {
     pub lowers: Vec<PathBuf>,
     /// cordon's private directory taking the writes (`upper/`, `work/`).
     pub layer: Option<PathBuf>,
+    /// Whether `layer` is thrown away after the run (a candidate's layer, never promoted):
+    /// mounted without overlayfs's syncs ([`cordon_sandbox::LayeredTree::volatile`]).
+    pub volatile: bool,
 }
 
 impl WorkspaceMount {

@@ -215,10 +215,12 @@ fn layers(dst: &Path, lowers: &[PinnedPath], upper: Option<&UpperLayer>) -> Setu
         // One read-only layer needs no overlay (overlayfs wants two without an upper).
         (None, [only]) => pinned::clone_tree(&pinned::open(only)?, false)?,
         (upper, _) => {
+            let volatile = upper.is_some_and(|u| u.volatile);
             let upper = upper.map(|u| (host(&u.upper), host(&u.work)));
             pinned::layered(
                 &paths,
                 upper.as_ref().map(|(u, w)| (u.as_path(), w.as_path())),
+                volatile,
             )
             .map_err(|e| format!("{e} (a copy-on-write tree at {})", dst.display()))?
         }

@@ -94,6 +94,7 @@ fn mount(plan: &OverlayExec) -> Setup<()> {
             upper
                 .as_ref()
                 .map(|u| (u.upper.as_path(), u.work.as_path())),
+            plan.upper.as_ref().is_some_and(|u| u.volatile),
         )?,
     };
     let ro = if plan.upper.is_some() {

@@ -210,8 +210,14 @@ pub fn overlay(lower: &Path, upper: &Path, work: &Path, writable: bool) -> Setup
 
 /// A new, detached overlay of `lowers` (topmost first) and, when given, an `(upper, work)`
 /// pair taking the writes; read-only without it. Paths are absolute paths as the helper
-/// sees them.
-pub fn layered(lowers: &[std::path::PathBuf], upper: Option<(&Path, &Path)>) -> Setup<OwnedFd> {
+/// sees them. `volatile` (with an upper): overlayfs skips its syncs, for a layer thrown away
+/// after its run; the mark an earlier volatile mount left in `work` is removed first (the
+/// kernel refuses to mount over it).
+pub fn layered(
+    lowers: &[std::path::PathBuf],
+    upper: Option<(&Path, &Path)>,
+    volatile: bool,
+) -> Setup<OwnedFd> {
     let err =
         |what: &str, e: rustix::io::Errno| format!("overlay {what}: {}", std::io::Error::from(e));
     let all = lowers
@@ -243,10 +249,53 @@ pub fn layered(lowers: &[std::path::PathBuf], upper: Option<(&Path, &Path)>) -> 
     if let Some((upper, work)) = upper {
         fsconfig_set_string(&fs, "upperdir", upper).map_err(|e| err("upperdir", e))?;
         fsconfig_set_string(&fs, "workdir", work).map_err(|e| err("workdir", e))?;
+        if volatile {
+            clear_volatile_mark(work)?;
+            rustix::mount::fsconfig_set_flag(&fs, "volatile").map_err(|e| err("volatile", e))?;
+        }
     }
     fsconfig_create(&fs).map_err(|e| err("create", e))?;
     fsmount(&fs, FsMountFlags::FSMOUNT_CLOEXEC, MountAttrFlags::empty())
         .map_err(|e| err("fsmount", e).into())
+}
+
+/// Removes the mark a `volatile` overlay leaves in its work directory
+/// (`work/incompat/volatile/dirty`), without following symlinks: overlayfs refuses to mount that
+/// work directory again while they are there, lest it trust a layer a crash left half
+/// written. Only layers that are thrown away are mounted volatile, so this is their next
+/// stage's mount, not a recovery.
+fn clear_volatile_mark(work: &Path) -> Setup<()> {
+    let dir = match rustix::fs::openat2(
+        CWD,
+        work,
+        OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC,
+        Mode::empty(),
+        no_links(),
+    ) {
+        Ok(dir) => dir,
+        Err(e) => {
+            return Err(format!("open {}: {}", work.display(), std::io::Error::from(e)).into());
+        }
+    };
+    let marks = [
+        ("work/incompat/volatile/dirty", rustix::fs::AtFlags::empty()),
+        ("work/incompat/volatile", rustix::fs::AtFlags::REMOVEDIR),
+        ("work/incompat", rustix::fs::AtFlags::REMOVEDIR),
+    ];
+    for (name, flags) in marks {
+        match rustix::fs::unlinkat(&dir, name, flags) {
+            Ok(()) | Err(rustix::io::Errno::NOENT) => {}
+            Err(e) => {
+                return Err(format!(
+                    "remove {}: {}",
+                    work.join(name).display(),
+                    std::io::Error::from(e)
+                )
+                .into());
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Sets mount attributes (`MOUNT_ATTR_*`) on a detached tree, before it is attached.

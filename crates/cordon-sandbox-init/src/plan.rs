@@ -193,6 +193,12 @@ pub struct UpperLayer {
     pub upper: PathBuf,
     /// Overlayfs's work directory (canonical host path, same file system as `upper`).
     pub work: PathBuf,
+    /// Whether the layer is thrown away with its run (a candidate's build cache): mounted
+    /// `volatile`, so overlayfs skips its syncs (one `fsync` per file copied up). After a
+    /// crash such a layer cannot be trusted, which does not matter for a layer never kept;
+    /// the kernel's mark of an earlier volatile mount is cleared before each mount.
+    #[serde(default)]
+    pub volatile: bool,
 }
 
 /// A file system object by device and inode number.

@@ -550,6 +550,7 @@ fn layers(tree: &crate::policy::LayeredTree) -> MountOp {
         upper: tree.layer.as_ref().map(|layer| UpperLayer {
             upper: layer.join("upper"),
             work: layer.join("work"),
+            volatile: tree.volatile,
         }),
     }
 }

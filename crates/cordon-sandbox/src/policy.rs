@@ -80,6 +80,12 @@ pub struct LayeredTree {
     pub lowers: Vec<PathBuf>,
     /// cordon's private directory taking the writes; `None`: the tree is read-only.
     pub layer: Option<PathBuf>,
+    /// Whether `layer` is thrown away after the run (a candidate's build cache, never
+    /// kept): it is mounted `volatile`, without overlayfs's syncs, which a crash would make
+    /// untrustworthy. Leave it `false` for a layer that is kept (a workspace, a trusted
+    /// build's cache).
+    #[serde(default)]
+    pub volatile: bool,
 }
 
 impl SandboxPolicy {

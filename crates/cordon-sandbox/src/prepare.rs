@@ -517,7 +517,12 @@ fn canonical_trees(
             }
             None => None,
         };
-        trees.push(crate::policy::LayeredTree { at, lowers, layer });
+        trees.push(crate::policy::LayeredTree {
+            at,
+            lowers,
+            layer,
+            volatile: tree.volatile,
+        });
     }
     Ok(trees)
 }

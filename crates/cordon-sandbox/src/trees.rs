@@ -85,6 +85,7 @@ pub fn probe_trees(scratch: &Path) -> Result<(), String> {
             upper: Some(UpperLayer {
                 upper: canon(sub("upper"))?,
                 work: canon(sub("work"))?,
+                volatile: false,
             }),
         };
         let launcher = TreeLauncher::new(&tree).map_err(|e| e.to_string())?;

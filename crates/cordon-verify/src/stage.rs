@@ -74,9 +74,15 @@ fn error_result(planned: &PlannedStage, ws_path: &Path, reason: String) -> Stage
 /// The user's own caches and the trusted layers are never written: what a candidate's build
 /// scripts or install hooks put there is discarded with its workspace. Returns the options and
 /// the copy-on-write trees an overlay workspace mounts.
+///
+/// A verification that is not a trusted build never keeps its layers, so they are mounted
+/// volatile (without overlayfs's syncs: one `fsync` per file a build rewrites, measured at
+/// about 200 ms of a warm verification of semver; BENCHMARKS.md). A trusted build's layers may
+/// become a cache and keep them.
 fn stage_sandbox(stage: &StageConfig, cache: &CachePlan) -> (SandboxOptions, Vec<TreeCache>) {
     let mut options = SandboxOptions::default();
     let mut trees = Vec::new();
+    let volatile = !cache.trusted_build;
     for place in &cache.places {
         match &place.place {
             // The build directories: the trusted layers (or nothing yet) under the
@@ -85,6 +91,7 @@ fn stage_sandbox(stage: &StageConfig, cache: &CachePlan) -> (SandboxOptions, Vec
                 dir: dir.clone(),
                 lowers: place.lowers.clone(),
                 layer: Some(place.layer.clone()),
+                volatile,
             }),
             CachePlace::Host(path) if place.trusted.is_empty() => options.caches.push(CacheLayer {
                 layer: place.layer.clone(),
@@ -107,6 +114,7 @@ fn stage_sandbox(stage: &StageConfig, cache: &CachePlan) -> (SandboxOptions, Vec
                 trees.push(TreeCache {
                     dir: path.clone(),
                     lowers,
+                    volatile: volatile && layer.is_some(),
                     layer,
                 });
             }

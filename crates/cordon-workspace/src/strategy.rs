@@ -145,6 +145,7 @@ pub(crate) fn overlay_launcher(
             upper: Some(cordon_sandbox::UpperLayer {
                 upper,
                 work: parts.layer.join("work"),
+                volatile: false,
             }),
         }
     } else {

@@ -119,6 +119,7 @@ impl Fixture {
                     upper: Some(cordon_sandbox::UpperLayer {
                         upper: parts.layer.join("upper"),
                         work: parts.layer.join("work"),
+                        volatile: false,
                     }),
                 };
                 let _guard = self.workspaces.mount_guard(record, true).unwrap();

@@ -558,3 +558,62 @@ fn a_python_environment_is_made_by_the_trusted_build_and_skipped_while_its_input
     );
     assert_eq!(again.overall, Overall::Pass, "{again:#?}");
 }
+
+/// A declared stage that makes `out/` (a build directory of the cache) and appends to a file
+/// in it, and a stage that checks how `out/` is mounted: `volatile` (overlayfs without its
+/// syncs) exactly when `expect_volatile` says so.
+const MOUNT_CONFIG: &str = r#"
+[[stage]]
+name = "make"
+category = "setup"
+run = ["sh", "-c", "if [ -f out/data ]; then [ \"$(cat out/data)\" = no ] || { echo 'out/data was changed:'; cat out/data; exit 3; }; fi; mkdir -p out && cat expect_volatile >> out/data"]
+outputs = ["out"]
+inputs = ["expect_volatile"]
+
+[[stage]]
+name = "mounts"
+category = "test"
+run = ["sh", "-c", """
+line=$(grep -E '^([^ ]+ ){4}[^ ]*/out ' /proc/self/mountinfo) || { echo 'out/ is not a mount'; exit 2; }
+echo "$line"
+case "$line" in *,volatile*|*,fsync=volatile*) v=yes;; *) v=no;; esac
+[ "$v" = "$(cat expect_volatile)" ] || { echo "volatile: $v"; exit 1; }
+if [ $v = yes ]; then want=$(printf 'no\nyes'); else want=no; fi
+[ "$(cat out/data)" = "$want" ] || { echo 'out/data:'; cat out/data; exit 1; }
+"""]
+"#;
+
+#[test]
+fn a_candidates_layers_are_mounted_volatile_and_a_trusted_builds_are_not() {
+    if !support::overlay_available() {
+        return;
+    }
+    let repo = Repo::new(&[("cordon.toml", MOUNT_CONFIG), ("expect_volatile", "no\n")]);
+    // The trusted build: its layers are kept (promoted), so they are mounted with syncs.
+    let (warm, out) = repo.verify(&[]);
+    assert_eq!(
+        warm.overall,
+        Overall::Pass,
+        "{}\n{:#?}",
+        String::from_utf8_lossy(&out.stderr),
+        warm.stages
+    );
+    assert!(warm.cache.unwrap().promoted.is_some());
+
+    // Two candidates one after the other: each mounts its private layer volatile in both of
+    // its stages (the second mount of a layer clears the mark the first left), rewrites a file
+    // of the trusted layer (a copy-up), and sees only the trusted content at first.
+    let candidate = repo.patch("volatile", &[("expect_volatile", "yes\n")]);
+    for round in 0..2 {
+        let (report, out) = repo.verify(&["--patch", candidate.to_str().unwrap()]);
+        assert_eq!(
+            report.overall,
+            Overall::Pass,
+            "round {round}: {}\n{:#?}",
+            String::from_utf8_lossy(&out.stderr),
+            report.stages
+        );
+        assert_eq!(stage(&report, "make").status, StageStatus::Pass);
+        assert_eq!(report.cache.unwrap().promoted, None);
+    }
+}
