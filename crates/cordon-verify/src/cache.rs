@@ -69,6 +69,12 @@ pub struct CachePlan {
     /// The entries in use (their shared locks keep gc away).
     held: Vec<CacheInUse>,
     caches: Option<BuildCaches>,
+    /// The lockfile of the project's Cargo workspace (repository-relative), and whether the
+    /// commit has it.
+    cargo_lock: Option<(PathBuf, bool)>,
+    /// The overlay workspace's upper layer: where a trusted build's tools wrote a lockfile the
+    /// commit lacks, and where a candidate gets it.
+    workspace_upper: Option<PathBuf>,
 }
 
 /// One place under a cache.
@@ -374,6 +380,16 @@ impl CachePlan {
             // A build directory committed to the repository is the project's, not a cache.
             .filter(|d| !input.tree.join(d).is_dir())
             .collect();
+        plan.workspace_upper = input.overlay.map(|o| o.layer.join("upper"));
+        plan.cargo_lock = dirs
+            .iter()
+            .filter(|d| d.file_name() == Some("target".as_ref()))
+            .map(|d| d.with_file_name("Cargo.lock"))
+            .find(|lock| input.tree.join(lock.with_file_name("Cargo.toml")).is_file())
+            .map(|lock| {
+                let committed = input.tree.join(&lock).is_file();
+                (lock, committed)
+            });
         let trusted_build = input.mode == CacheMode::Warm
             && !input.patched
             && base_commit.as_ref() == Some(input.commit);
@@ -461,6 +477,7 @@ impl CachePlan {
                 built_ms: 0,
                 run_id: input.run_id.map(str::to_owned),
                 places: Vec::new(),
+                made_lockfiles: BTreeMap::new(),
             });
             plan.held.extend(parent);
             plan.caches = Some(caches);
@@ -591,6 +608,32 @@ impl CachePlan {
         })
     }
 
+    /// Gives a candidate the lockfile its trusted build's Cargo wrote, when the commit has
+    /// none and the candidate's changes leave every manifest alone (as for skipping `cargo
+    /// fetch`): Cargo then builds with the versions the cache was built with instead of
+    /// resolving the dependencies again (about 190 ms of a warm verification of semver,
+    /// BENCHMARKS.md). Written as a new file into the workspace's upper layer, before any
+    /// program runs there. Returns what was done, for the plan's reasons.
+    pub(crate) fn seed_lockfile(&self, changed: &[String]) -> Option<String> {
+        let (lock, false) = self.cargo_lock.as_ref()? else {
+            return None;
+        };
+        let upper = self.workspace_upper.as_ref()?;
+        self.skips_fetch(changed)?;
+        let entry = self.template.as_ref()?;
+        let name = lock.to_string_lossy();
+        let text = entry.made_lockfiles.get(name.as_ref())?;
+        Some(match crate::lockfile::seed(upper, lock, text) {
+            Ok(()) => format!(
+                "{name}: the one the trusted build of {} resolved (the commit has none and no manifest changed), so Cargo does not resolve again",
+                short(&entry.commit)
+            ),
+            Err(e) => format!(
+                "{name}: the trusted build's could not be used ({e}): Cargo resolves the dependencies"
+            ),
+        })
+    }
+
     /// Whether a candidate may skip a declared setup stage with `outputs` and `inputs`: every
     /// output comes from the trusted cache (its tree is the cache's commit plus the
     /// candidate's changes), the changed files are known, all inside the project, and none
@@ -666,6 +709,15 @@ impl CachePlan {
             .collect();
         let mut entry = template.clone();
         entry.built_ms = BuildCaches::now_ms();
+        // A lockfile Cargo wrote because the commit has none (a library's): kept for the
+        // candidates. Unreadable or odd (not a regular file): not kept, they resolve.
+        if let (Some((lock, false)), Some(upper)) = (&self.cargo_lock, &self.workspace_upper)
+            && let Ok(Some(text)) = crate::lockfile::read(upper, lock)
+        {
+            entry
+                .made_lockfiles
+                .insert(lock.to_string_lossy().into_owned(), text);
+        }
         Ok(caches.promote(entry, &promoted)?.map(|e| e.key))
     }
 }
@@ -705,6 +757,7 @@ mod tests {
                 built_ms: 0,
                 run_id: None,
                 places: Vec::new(),
+                made_lockfiles: BTreeMap::new(),
             }),
             ..CachePlan::default()
         }

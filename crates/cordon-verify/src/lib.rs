@@ -23,6 +23,7 @@ mod counts;
 pub mod detect;
 mod error;
 pub mod findings;
+mod lockfile;
 mod pipeline;
 pub mod plan;
 pub mod render;

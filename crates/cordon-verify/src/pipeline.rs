@@ -323,6 +323,7 @@ fn prepare(request: &VerifyRequest) -> Result<Prepared, VerifyError> {
     }
     plan.cache = cache.lines();
     plan.cache_reasons = cache.reasons.clone();
+    plan.cache_reasons.extend(cache.seed_lockfile(&changed));
     Ok(Prepared {
         cache,
         workspaces,

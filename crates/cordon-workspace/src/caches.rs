@@ -98,6 +98,12 @@ pub struct CacheEntry {
     pub run_id: Option<String>,
     /// Its places and layers.
     pub places: Vec<CachedPlace>,
+    /// Lockfiles the trusted build's tools wrote where the commit has none (a library's
+    /// `Cargo.lock`), by repository-relative path: a candidate that changes no manifest
+    /// starts from them, with the versions the cache was built with, instead of resolving
+    /// its dependencies again.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub made_lockfiles: BTreeMap<String, String>,
 }
 
 impl CacheEntry {

@@ -617,3 +617,103 @@ fn a_candidates_layers_are_mounted_volatile_and_a_trusted_builds_are_not() {
         assert_eq!(report.cache.unwrap().promoted, None);
     }
 }
+
+/// A Cargo project without a committed `Cargo.lock`: a stage that says whether the workspace
+/// has one before anything ran (`expect_lock` says which), then the build.
+const LOCK_CONFIG: &str = r#"
+[[stage]]
+name = "lock"
+category = "lint"
+run = ["sh", "-c", "if [ -f Cargo.lock ]; then v=yes; cat Cargo.lock; else v=no; fi; [ \"$v\" = \"$(cat expect_lock)\" ] || { echo \"Cargo.lock there: $v\"; exit 1; }"]
+
+[[stage]]
+name = "build"
+category = "compile"
+run = ["cargo", "build", "--offline"]
+"#;
+
+#[test]
+fn a_candidate_gets_the_lockfile_its_trusted_build_resolved_unless_a_manifest_changed() {
+    if !support::overlay_available() {
+        return;
+    }
+    let repo = Repo::new(&[
+        ("cordon.toml", LOCK_CONFIG),
+        ("Cargo.toml", CARGO_TOML),
+        ("src/lib.rs", LIB),
+        ("expect_lock", "no\n"),
+    ]);
+    let (warm, out) = repo.verify(&[]);
+    assert_eq!(
+        warm.overall,
+        Overall::Pass,
+        "{}\n{:#?}",
+        String::from_utf8_lossy(&out.stderr),
+        warm.stages
+    );
+    let key = warm.cache.unwrap().promoted.expect("promoted");
+    let entry =
+        std::fs::read_to_string(repo.home.path().join(format!("caches/entries/{key}.json")))
+            .unwrap();
+    let entry: serde_json::Value = serde_json::from_str(&entry).unwrap();
+    let kept = entry["made_lockfiles"]["Cargo.lock"].as_str().unwrap();
+    assert!(kept.contains("name = \"p\""), "{kept}");
+
+    let explain = |patch: &Path| {
+        let out = cordon()
+            .env("CORDON_HOME", repo.home.path())
+            .args(["verify", "--explain", "--repo"])
+            .arg(repo.path())
+            .arg("--patch")
+            .arg(patch)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    // A candidate that changes code only starts with the trusted build's lockfile.
+    let code = repo.patch(
+        "code",
+        &[
+            ("src/lib.rs", "pub fn value() -> u32 {\n    2\n}\n"),
+            ("expect_lock", "yes\n"),
+        ],
+    );
+    let (report, out) = repo.verify(&["--patch", code.to_str().unwrap()]);
+    assert_eq!(
+        report.overall,
+        Overall::Pass,
+        "{}\n{:#?}",
+        String::from_utf8_lossy(&out.stderr),
+        report.stages
+    );
+    assert!(
+        stage(&report, "lock").stdout.head.contains("name = \"p\""),
+        "{report:#?}"
+    );
+    let text = explain(&code);
+    assert!(
+        text.contains("Cargo.lock: the one the trusted build of"),
+        "{text}"
+    );
+
+    // A candidate that changes a manifest resolves for itself.
+    let manifest = repo.patch(
+        "manifest",
+        &[
+            (
+                "Cargo.toml",
+                &format!("{CARGO_TOML}\n[features]\nextra = []\n"),
+            ),
+            ("expect_lock", "no\n"),
+        ],
+    );
+    let (report, out) = repo.verify(&["--patch", manifest.to_str().unwrap()]);
+    assert_eq!(
+        report.overall,
+        Overall::Pass,
+        "{}\n{:#?}",
+        String::from_utf8_lossy(&out.stderr),
+        report.stages
+    );
+    assert!(!explain(&manifest).contains("Cargo.lock: the one"));
+}
