@@ -251,8 +251,7 @@ pub fn layered(
         fsconfig_set_string(&fs, "workdir", work).map_err(|e| err("workdir", e))?;
         if volatile {
             clear_volatile_mark(work)?;
-            // Only a matter of speed: a kernel without the option (before 5.10) syncs.
-            let _ = rustix::mount::fsconfig_set_flag(&fs, "volatile");
+            rustix::mount::fsconfig_set_flag(&fs, "volatile").map_err(|e| err("volatile", e))?;
         }
     }
     fsconfig_create(&fs).map_err(|e| err("create", e))?;
@@ -261,12 +260,25 @@ pub fn layered(
 }
 
 /// Removes the mark a `volatile` overlay leaves in its work directory
-/// (`work/incompat/volatile/dirty`), without following symlinks: overlayfs refuses to mount that
-/// work directory again while they are there, lest it trust a layer a crash left half
-/// written. Only layers that are thrown away are mounted volatile, so this is their next
-/// stage's mount, not a recovery.
+/// (`work/incompat/volatile/dirty`), each step relative to a directory opened without
+/// following symlinks: overlayfs refuses to mount that work directory again while the mark is
+/// there, lest it trust a layer a crash left half written. Only layers that are thrown away
+/// are mounted volatile (a candidate's, in its verification's own scratch directory), so this
+/// is the next stage's mount of a live layer, not a recovery.
 fn clear_volatile_mark(work: &Path) -> Setup<()> {
-    let dir = match rustix::fs::openat2(
+    let gone = |what: &str, e: rustix::io::Errno| -> Setup<()> {
+        Err(format!("{}/{what}: {}", work.display(), std::io::Error::from(e)).into())
+    };
+    let open = |at: &OwnedFd, name: &str| {
+        rustix::fs::openat2(
+            at,
+            name,
+            OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+            Mode::empty(),
+            no_links() | ResolveFlags::BENEATH | ResolveFlags::NO_XDEV,
+        )
+    };
+    let top = match rustix::fs::openat2(
         CWD,
         work,
         OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC,
@@ -274,26 +286,29 @@ fn clear_volatile_mark(work: &Path) -> Setup<()> {
         no_links(),
     ) {
         Ok(dir) => dir,
-        Err(e) => {
-            return Err(format!("open {}: {}", work.display(), std::io::Error::from(e)).into());
-        }
+        Err(e) => return gone("", e),
     };
-    let marks = [
-        ("work/incompat/volatile/dirty", rustix::fs::AtFlags::empty()),
-        ("work/incompat/volatile", rustix::fs::AtFlags::REMOVEDIR),
-        ("work/incompat", rustix::fs::AtFlags::REMOVEDIR),
-    ];
-    for (name, flags) in marks {
-        match rustix::fs::unlinkat(&dir, name, flags) {
+    let mut dirs = Vec::with_capacity(3);
+    for name in ["work", "incompat", "volatile"] {
+        let at = dirs.last().unwrap_or(&top);
+        match open(at, name) {
+            Ok(dir) => dirs.push(dir),
+            // Never mounted volatile (or already cleared): nothing to do below this.
+            Err(rustix::io::Errno::NOENT) => break,
+            Err(e) => return gone(name, e),
+        }
+    }
+    // Deepest first: `volatile/dirty`, then `incompat/volatile`, then `work/incompat`.
+    let names = ["incompat", "volatile", "dirty"];
+    for depth in (0..dirs.len()).rev() {
+        let flags = if depth == 2 {
+            rustix::fs::AtFlags::empty()
+        } else {
+            rustix::fs::AtFlags::REMOVEDIR
+        };
+        match rustix::fs::unlinkat(&dirs[depth], names[depth], flags) {
             Ok(()) | Err(rustix::io::Errno::NOENT) => {}
-            Err(e) => {
-                return Err(format!(
-                    "remove {}: {}",
-                    work.join(name).display(),
-                    std::io::Error::from(e)
-                )
-                .into());
-            }
+            Err(e) => return gone(names[depth], e),
         }
     }
     Ok(())

@@ -621,8 +621,8 @@ impl CachePlan {
         let upper = self.workspace_upper.as_ref()?;
         self.skips_fetch(changed)?;
         let entry = self.template.as_ref()?;
-        let name = lock.to_string_lossy();
-        let text = entry.made_lockfiles.get(name.as_ref())?;
+        let name = lock.to_str()?;
+        let text = entry.made_lockfiles.get(name)?;
         Some(match crate::lockfile::seed(upper, lock, text) {
             Ok(()) => format!(
                 "{name}: the one the trusted build of {} resolved (the commit has none and no manifest changed), so Cargo does not resolve again",
@@ -712,11 +712,10 @@ impl CachePlan {
         // A lockfile Cargo wrote because the commit has none (a library's): kept for the
         // candidates. Unreadable or odd (not a regular file): not kept, they resolve.
         if let (Some((lock, false)), Some(upper)) = (&self.cargo_lock, &self.workspace_upper)
+            && let Some(name) = lock.to_str()
             && let Ok(Some(text)) = crate::lockfile::read(upper, lock)
         {
-            entry
-                .made_lockfiles
-                .insert(lock.to_string_lossy().into_owned(), text);
+            entry.made_lockfiles.insert(name.to_owned(), text);
         }
         Ok(caches.promote(entry, &promoted)?.map(|e| e.key))
     }

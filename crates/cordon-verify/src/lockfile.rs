@@ -31,7 +31,8 @@ fn open_layer(upper: &Path) -> std::io::Result<OwnedFd> {
 }
 
 /// The file at `rel` (repository-relative) in the layer `upper`: `Ok(None)` when the layer
-/// has no regular file there (nothing, or a whiteout).
+/// has nothing there, or something that is not a regular file (a whiteout, a FIFO); an
+/// error for a symlink on the way or at `rel`, which is never followed.
 pub(crate) fn read(upper: &Path, rel: &Path) -> std::io::Result<Option<String>> {
     let layer = open_layer(upper)?;
     let fd = match rustix::fs::openat2(
@@ -62,6 +63,8 @@ pub(crate) fn read(upper: &Path, rel: &Path) -> std::io::Result<Option<String>> 
 /// Writes `text` as a new file at `rel` (repository-relative) in the layer `upper`, making
 /// the parent directories the layer lacks (an upper directory shows its lower's files too).
 /// Fails when anything is already at `rel`, or on the way is not a directory of the layer.
+/// The file appears whole or not at all: written under a temporary name, then renamed
+/// without replacing anything.
 pub(crate) fn seed(upper: &Path, rel: &Path, text: &str) -> std::io::Result<()> {
     let mut dir = open_layer(upper)?;
     let (Some(parent), Some(name)) = (rel.parent(), rel.file_name()) else {
@@ -83,14 +86,25 @@ pub(crate) fn seed(upper: &Path, rel: &Path, text: &str) -> std::io::Result<()> 
             beneath(),
         )?;
     }
+    let mut temp = std::ffi::OsString::from(".cordon-seed-");
+    temp.push(name);
     let fd = rustix::fs::openat2(
         &dir,
-        name,
+        &temp,
         OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC | OFlags::NOFOLLOW,
         Mode::from_raw_mode(0o644),
         beneath(),
     )?;
-    std::fs::File::from(fd).write_all(text.as_bytes())
+    let written = std::fs::File::from(fd)
+        .write_all(text.as_bytes())
+        .and_then(|()| {
+            rustix::fs::renameat_with(&dir, &temp, &dir, name, rustix::fs::RenameFlags::NOREPLACE)
+                .map_err(std::io::Error::from)
+        });
+    if written.is_err() {
+        let _ = rustix::fs::unlinkat(&dir, &temp, rustix::fs::AtFlags::empty());
+    }
+    written
 }
 
 #[cfg(test)]
@@ -117,6 +131,13 @@ mod tests {
         assert!(seed(upper, Path::new("sub/Cargo.lock"), "x").is_err());
         assert!(!outside.path().join("Cargo.lock").exists());
         assert!(seed(upper, Path::new("../Cargo.lock"), "x").is_err());
+        // Nothing but the seeded files is left behind (no temporary file).
+        let mut names: Vec<_> = std::fs::read_dir(upper.join("crates/app"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["Cargo.lock"]);
         // Nothing there, or not a regular file (a FIFO would block a plain read).
         assert_eq!(read(upper, Path::new("none/Cargo.lock")).unwrap(), None);
         rustix::fs::mknodat(

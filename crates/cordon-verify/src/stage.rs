@@ -75,10 +75,11 @@ fn error_result(planned: &PlannedStage, ws_path: &Path, reason: String) -> Stage
 /// scripts or install hooks put there is discarded with its workspace. Returns the options and
 /// the copy-on-write trees an overlay workspace mounts.
 ///
-/// A verification that is not a trusted build never keeps its layers, so they are mounted
-/// volatile (without overlayfs's syncs: one `fsync` per file a build rewrites, measured at
-/// about 200 ms of a warm verification of semver; BENCHMARKS.md). A trusted build's layers may
-/// become a cache and keep them.
+/// A verification that is not a trusted build never keeps its layers, so its copy-on-write
+/// trees' layers are mounted volatile (without overlayfs's syncs: one `fsync` per file a build
+/// rewrites, about 200 ms of a warm verification of semver; BENCHMARKS.md). A trusted build's
+/// layers may become a cache: they are mounted with the syncs. (Host caches without trusted
+/// layers go through [`CacheLayer`], which keeps the syncs: only setup stages write there.)
 fn stage_sandbox(stage: &StageConfig, cache: &CachePlan) -> (SandboxOptions, Vec<TreeCache>) {
     let mut options = SandboxOptions::default();
     let mut trees = Vec::new();

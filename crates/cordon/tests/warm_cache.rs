@@ -578,6 +578,8 @@ line=$(grep -E '^([^ ]+ ){4}[^ ]*/out ' /proc/self/mountinfo) || { echo 'out/ is
 echo "$line"
 case "$line" in *,volatile*|*,fsync=volatile*) v=yes;; *) v=no;; esac
 [ "$v" = "$(cat expect_volatile)" ] || { echo "volatile: $v"; exit 1; }
+ws=$(grep -E "^([^ ]+ ){4}$(pwd) " /proc/self/mountinfo) || { echo 'the workspace is not a mount'; exit 2; }
+case "$ws" in *volatile*) echo "the workspace's own layer is volatile: $ws"; exit 1;; esac
 if [ $v = yes ]; then want=$(printf 'no\nyes'); else want=no; fi
 [ "$(cat out/data)" = "$want" ] || { echo 'out/data:'; cat out/data; exit 1; }
 """]
@@ -668,6 +670,7 @@ fn a_candidate_gets_the_lockfile_its_trusted_build_resolved_unless_a_manifest_ch
             .arg(patch)
             .output()
             .unwrap();
+        assert!(out.status.success(), "{out:?}");
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
     // A candidate that changes code only starts with the trusted build's lockfile.
@@ -716,4 +719,27 @@ fn a_candidate_gets_the_lockfile_its_trusted_build_resolved_unless_a_manifest_ch
         report.stages
     );
     assert!(!explain(&manifest).contains("Cargo.lock: the one"));
+
+    // A commit with its own Cargo.lock: the trusted build keeps none (the candidates have it).
+    let locked = Repo::new(&[
+        ("Cargo.toml", CARGO_TOML),
+        ("src/lib.rs", LIB),
+        ("Cargo.lock", kept),
+    ]);
+    let (warm, out) = locked.verify(&[]);
+    assert_eq!(
+        warm.overall,
+        Overall::Pass,
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let key = warm.cache.unwrap().promoted.expect("promoted");
+    let entry = std::fs::read_to_string(
+        locked
+            .home
+            .path()
+            .join(format!("caches/entries/{key}.json")),
+    )
+    .unwrap();
+    assert!(!entry.contains("made_lockfiles"), "{entry}");
 }
