@@ -359,16 +359,30 @@ pub(crate) fn live_log(
                     f.idle_polls += 1;
                     // A job that ended without its `end` event (the store refused the write
                     // under load): after a quiet while, the stream ends with one made up from
-                    // the job's state, instead of waiting for ever.
+                    // the job's state, instead of waiting for ever. Its events are read once
+                    // more after the state (a worker records the state, then the events):
+                    // an event that came meanwhile is sent instead. The made-up event's `id`
+                    // is the last real one's, so a client resuming from it misses nothing.
                     if f.idle_polls % ENDLESS_CHECK_POLLS == 0 {
-                        let (service, id) = (Arc::clone(&f.service), f.id.clone());
-                        let job =
-                            tokio::task::spawn_blocking(move || service.store.get_job(&id)).await;
-                        if let Ok(Ok(Some(job))) = job
+                        let (service, id, after) = (Arc::clone(&f.service), f.id.clone(), f.after);
+                        let looked = tokio::task::spawn_blocking(move || {
+                            let job = service.store.get_job(&id)?;
+                            let late = service.store.job_events(&id, after, 256)?;
+                            Ok::<_, cordon_store::StoreError>((job, late))
+                        })
+                        .await;
+                        if let Ok(Ok((_, late))) = &looked
+                            && !late.is_empty()
+                        {
+                            f.buffered = late.clone().into();
+                            f.idle_polls = 0;
+                            continue;
+                        }
+                        if let Ok(Ok((Some(job), _))) = looked
                             && job.state.is_final()
                         {
                             f.ended = true;
-                            let sse = Event::default().event("end").data(
+                            let sse = Event::default().id(f.after.to_string()).event("end").data(
                                 serde_json::json!({
                                     "state": job.state.as_str(),
                                     "note": "the job's own end event is missing; see the job document"

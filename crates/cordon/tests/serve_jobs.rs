@@ -1185,3 +1185,45 @@ fn serve_session_exec_wait_for_the_writer_counts_against_its_timeout() {
         "succeeded"
     );
 }
+
+/// A job whose final state is in the store without its `end` event (as when the store
+/// refused that write): its live log ends by itself with an `end` made up from the state,
+/// whose `id` is the last real event's (the API's schema wants one; resuming from it loses
+/// nothing).
+#[test]
+fn a_live_log_whose_job_ended_without_its_end_event_ends_with_one_that_has_an_id() {
+    let dir = Arc::new(TestDir::new());
+    let policy = dir.write("cordon-server.toml", POLICY);
+    // No workers: the job stays queued until the store itself cancels it, behind the
+    // service's back (no state or end event is logged).
+    let server = Server::start_with(Arc::clone(&dir), policy, |c| {
+        c.arg("--no-workers");
+    });
+    let token = server.token("a", "submit,read");
+    let (status, job) = server.submit(
+        &token,
+        &json!({"project": "a", "type": "run", "inputs": {"argv": ["true"]}}),
+    );
+    assert_eq!(status, 201, "{job}");
+    let id = job["id"].as_str().unwrap().to_owned();
+    let mut events = Vec::new();
+    let mut cancelled = false;
+    server.follow(&token, &id, None, |event| {
+        events.push(event.clone());
+        if !cancelled {
+            cancelled = true;
+            let store = cordon_store::Store::open(&cordon_store::StoreLocation::Sqlite(
+                server.home.join("cordon.db"),
+            ))
+            .unwrap();
+            let after = store.cancel_job(&id.parse().unwrap()).unwrap();
+            assert_eq!(after, Some(cordon_store::JobState::Cancelled));
+        }
+        event.1 != "end"
+    });
+    let (seq, name, data) = events.last().unwrap();
+    assert_eq!(name, "end", "{events:?}");
+    assert_eq!(data["state"], "cancelled", "{events:?}");
+    let last_real = events[events.len() - 2].0;
+    assert_eq!(*seq, last_real, "{events:?}");
+}

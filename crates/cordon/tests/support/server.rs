@@ -268,19 +268,22 @@ impl Server {
         )
         .unwrap();
         let reader = BufReader::new(stream);
-        let (mut seq, mut name, mut data) = (0, String::new(), String::new());
+        let (mut seq, mut name, mut data) = (None, String::new(), String::new());
         for line in reader.lines() {
             let Ok(line) = line else { break };
             // Chunked framing lines (sizes) are not SSE fields; skip them.
             if let Some(v) = line.strip_prefix("id: ") {
-                seq = v.trim().parse().unwrap();
+                seq = Some(v.trim().parse().unwrap());
             } else if let Some(v) = line.strip_prefix("event: ") {
                 name = v.trim().to_owned();
             } else if let Some(v) = line.strip_prefix("data: ") {
                 data = v.to_owned();
             } else if line.is_empty() && !name.is_empty() {
+                // Every event has its own `id` (the API's schema says so; clients resume
+                // from it).
                 let event = (
-                    seq,
+                    seq.take()
+                        .unwrap_or_else(|| panic!("a `{name}` event without an id: {data}")),
                     std::mem::take(&mut name),
                     serde_json::from_str(&data).unwrap(),
                 );
