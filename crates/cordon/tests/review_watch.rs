@@ -581,7 +581,12 @@ fn watch_failing_agents_are_bounded_and_the_round_limit_keeps_the_session() {
     let started = w.next("round_started");
     let mut items = ids(&started["event"]["items"]);
     items.sort();
-    assert_eq!(items, ["poke-1", "reviewer-1:c1", "reviewer-2:s1"]);
+    assert_eq!(
+        items,
+        ["poke-1", "reviewer-1:c1", "reviewer-2:s1"],
+        "events: {:#?}",
+        w.seen
+    );
     let mut completions: Vec<String> = w
         .kinds("reviewer")
         .iter()
