@@ -156,7 +156,11 @@ fn load_key(log: &Path, create: bool) -> Result<Option<[u8; KEY_LEN]>, StoreErro
         // Written aside, then renamed into place without replacing: a concurrent opener sees
         // either no key or a whole one.
         use std::os::unix::fs::OpenOptionsExt;
-        let aside = path.with_extension(format!("key.{}", std::process::id()));
+        // Unique to this attempt: threads of one process (a watcher's reviewers) may make the
+        // key at the same moment.
+        static ATTEMPT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let attempt = ATTEMPT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let aside = path.with_extension(format!("key.{}.{attempt}", std::process::id()));
         let mut file = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)

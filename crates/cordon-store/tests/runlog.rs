@@ -386,3 +386,34 @@ fn a_read_goes_on_while_another_process_holds_the_database() {
     let ids: Vec<_> = runs.iter().map(|r| r.id.clone()).collect();
     assert!(ids.contains(&id) && ids.contains(&other), "{runs:?}");
 }
+
+/// Threads of one process that start recording in a fresh home at the same moment (a review
+/// watcher's reviewers) all open the log, with one key: none fails making it.
+#[test]
+fn threads_making_the_key_at_once_all_record() {
+    for _ in 0..20 {
+        let t = TestStore::sqlite();
+
+        let location = t.location();
+        let barrier = std::sync::Barrier::new(8);
+        std::thread::scope(|scope| {
+            for i in 0..8 {
+                let (location, barrier) = (&location, &barrier);
+                scope.spawn(move || {
+                    barrier.wait();
+                    let store = Store::open_for_recording(location)
+                        .unwrap_or_else(|e| panic!("thread {i}: {e}"));
+                    record(&store, &format!("t{i}"), 1);
+                });
+            }
+        });
+        let (_, log) = paths(&t);
+        let aside: Vec<_> = std::fs::read_dir(log.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains(".key."))
+            .collect();
+        assert!(aside.is_empty(), "{aside:?}");
+        assert_eq!(t.open().list_runs(&Default::default()).unwrap().len(), 8);
+    }
+}
