@@ -66,6 +66,41 @@ impl Repo {
         (report, out)
     }
 
+    /// Verifies with `args` and requires the gate to pass (the panic shows cordon's stderr
+    /// and the stages).
+    #[track_caller]
+    fn passes(&self, args: &[&str]) -> RunReport {
+        let (report, out) = self.verify(args);
+        assert_eq!(
+            report.overall,
+            Overall::Pass,
+            "{}\n{:#?}",
+            String::from_utf8_lossy(&out.stderr),
+            report.stages
+        );
+        report
+    }
+
+    /// `cordon verify --explain` with `args`: its output (it must succeed).
+    #[track_caller]
+    fn explain(&self, args: &[&str]) -> String {
+        let out = cordon()
+            .env("CORDON_HOME", self.home.path())
+            .args(["verify", "--explain", "--repo"])
+            .arg(self.path())
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// The cache entry `key` (`caches/entries/<key>.json`).
+    fn entry(&self, key: &str) -> serde_json::Value {
+        let path = self.home.path().join(format!("caches/entries/{key}.json"));
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    }
+
     /// Every file name under the cache layers.
     fn cached_names(&self) -> Vec<String> {
         let mut names = Vec::new();
@@ -152,13 +187,7 @@ fn a_candidate_cannot_poison_the_trusted_cache_or_the_next_verification() {
         ("expected", "1\n"),
     ]);
     // The base commit itself, without a patch: a trusted build, promoted.
-    let (warm, out) = repo.verify(&[]);
-    assert_eq!(
-        warm.overall,
-        Overall::Pass,
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let warm = repo.passes(&[]);
     assert_eq!(warm.workspace.strategy, "overlay");
     let cache = warm.cache.clone().unwrap();
     let key = cache
@@ -326,13 +355,7 @@ fn an_install_is_skipped_when_the_manifests_match_the_trusted_cache_and_its_scri
         ("dep/index.js", "module.exports = 1;\n"),
         ("index.js", "module.exports = require('dep');\n"),
     ]);
-    let (warm, out) = repo.verify(&[]);
-    assert_eq!(
-        warm.overall,
-        Overall::Pass,
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let warm = repo.passes(&[]);
     let key = warm.cache.unwrap().promoted.expect("promoted");
 
     // A candidate that changes package.json (a postinstall hook writing into node_modules):
@@ -361,13 +384,7 @@ fn an_install_is_skipped_when_the_manifests_match_the_trusted_cache_and_its_scri
         "clean",
         &[("index.js", "module.exports = require('dep') + 0;\n")],
     );
-    let (next, out) = repo.verify(&["--patch", clean.to_str().unwrap()]);
-    assert_eq!(
-        next.overall,
-        Overall::Pass,
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let next = repo.passes(&["--patch", clean.to_str().unwrap()]);
     let install = stage(&next, "npm-install");
     assert_eq!(install.status, StageStatus::Skipped);
     assert!(
@@ -392,16 +409,7 @@ fn explain_shows_the_cache_each_stage_uses_and_why() {
         ("tests/check.rs", CHECK),
         ("expected", "1\n"),
     ]);
-    let explain = |args: &[&str]| {
-        let out = cordon()
-            .env("CORDON_HOME", repo.home.path())
-            .args(["verify", "--explain", "--repo"])
-            .arg(repo.path())
-            .args(args)
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    let explain = |args: &[&str]| repo.explain(args);
     let text = explain(&[]);
     assert!(text.contains("trusted build: the base commit"), "{text}");
     assert!(
@@ -483,14 +491,7 @@ fn a_python_environment_is_made_by_the_trusted_build_and_skipped_while_its_input
         ("tests/test_app.py", PY_TEST),
         ("expected", "1\n"),
     ]);
-    let (warm, out) = repo.verify(&[]);
-    assert_eq!(
-        warm.overall,
-        Overall::Pass,
-        "{}\n{:#?}",
-        String::from_utf8_lossy(&out.stderr),
-        warm.stages
-    );
+    let warm = repo.passes(&[]);
     let cache = warm.cache.clone().unwrap();
     let key = cache
         .promoted
@@ -521,14 +522,7 @@ fn a_python_environment_is_made_by_the_trusted_build_and_skipped_while_its_input
             ("expected", "3\n"),
         ],
     );
-    let (next, out) = repo.verify(&["--patch", clean.to_str().unwrap()]);
-    assert_eq!(
-        next.overall,
-        Overall::Pass,
-        "{}\n{:#?}",
-        String::from_utf8_lossy(&out.stderr),
-        next.stages
-    );
+    let next = repo.passes(&["--patch", clean.to_str().unwrap()]);
     let venv = stage(&next, "venv");
     assert_eq!(venv.status, StageStatus::Skipped, "{venv:#?}");
     let why = venv.skip_reason.as_deref().unwrap();
@@ -538,14 +532,7 @@ fn a_python_environment_is_made_by_the_trusted_build_and_skipped_while_its_input
     );
     let counts = stage(&next, "pytest").tests.unwrap();
     assert_eq!((counts.passed, counts.failed), (2, 0));
-    let explain = cordon()
-        .env("CORDON_HOME", repo.home.path())
-        .args(["verify", "--explain", "--repo"])
-        .arg(repo.path())
-        .args(["--patch", clean.to_str().unwrap()])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&explain.stdout);
+    let text = repo.explain(&["--patch", clean.to_str().unwrap()]);
     assert!(text.contains(".venv/: trusted cache"), "{text}");
 
     // A candidate that changes requirements.txt makes its environment again.
@@ -592,29 +579,15 @@ fn a_candidates_layers_are_mounted_volatile_and_a_trusted_builds_are_not() {
     }
     let repo = Repo::new(&[("cordon.toml", MOUNT_CONFIG), ("expect_volatile", "no\n")]);
     // The trusted build: its layers are kept (promoted), so they are mounted with syncs.
-    let (warm, out) = repo.verify(&[]);
-    assert_eq!(
-        warm.overall,
-        Overall::Pass,
-        "{}\n{:#?}",
-        String::from_utf8_lossy(&out.stderr),
-        warm.stages
-    );
+    let warm = repo.passes(&[]);
     assert!(warm.cache.unwrap().promoted.is_some());
 
     // Two candidates one after the other: each mounts its private layer volatile in both of
     // its stages (the second mount of a layer clears the mark the first left), rewrites a file
     // of the trusted layer (a copy-up), and sees only the trusted content at first.
     let candidate = repo.patch("volatile", &[("expect_volatile", "yes\n")]);
-    for round in 0..2 {
-        let (report, out) = repo.verify(&["--patch", candidate.to_str().unwrap()]);
-        assert_eq!(
-            report.overall,
-            Overall::Pass,
-            "round {round}: {}\n{:#?}",
-            String::from_utf8_lossy(&out.stderr),
-            report.stages
-        );
+    for _ in 0..2 {
+        let report = repo.passes(&["--patch", candidate.to_str().unwrap()]);
         assert_eq!(stage(&report, "make").status, StageStatus::Pass);
         assert_eq!(report.cache.unwrap().promoted, None);
     }
@@ -645,34 +618,13 @@ fn a_candidate_gets_the_lockfile_its_trusted_build_resolved_unless_a_manifest_ch
         ("src/lib.rs", LIB),
         ("expect_lock", "no\n"),
     ]);
-    let (warm, out) = repo.verify(&[]);
-    assert_eq!(
-        warm.overall,
-        Overall::Pass,
-        "{}\n{:#?}",
-        String::from_utf8_lossy(&out.stderr),
-        warm.stages
-    );
+    let warm = repo.passes(&[]);
     let key = warm.cache.unwrap().promoted.expect("promoted");
-    let entry =
-        std::fs::read_to_string(repo.home.path().join(format!("caches/entries/{key}.json")))
-            .unwrap();
-    let entry: serde_json::Value = serde_json::from_str(&entry).unwrap();
+    let entry = repo.entry(&key);
     let kept = entry["made_lockfiles"]["Cargo.lock"].as_str().unwrap();
     assert!(kept.contains("name = \"p\""), "{kept}");
 
-    let explain = |patch: &Path| {
-        let out = cordon()
-            .env("CORDON_HOME", repo.home.path())
-            .args(["verify", "--explain", "--repo"])
-            .arg(repo.path())
-            .arg("--patch")
-            .arg(patch)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    let explain = |patch: &Path| repo.explain(&["--patch", patch.to_str().unwrap()]);
     // A candidate that changes code only starts with the trusted build's lockfile.
     let code = repo.patch(
         "code",
@@ -681,14 +633,7 @@ fn a_candidate_gets_the_lockfile_its_trusted_build_resolved_unless_a_manifest_ch
             ("expect_lock", "yes\n"),
         ],
     );
-    let (report, out) = repo.verify(&["--patch", code.to_str().unwrap()]);
-    assert_eq!(
-        report.overall,
-        Overall::Pass,
-        "{}\n{:#?}",
-        String::from_utf8_lossy(&out.stderr),
-        report.stages
-    );
+    let report = repo.passes(&["--patch", code.to_str().unwrap()]);
     assert!(
         stage(&report, "lock").stdout.head.contains("name = \"p\""),
         "{report:#?}"
@@ -710,14 +655,7 @@ fn a_candidate_gets_the_lockfile_its_trusted_build_resolved_unless_a_manifest_ch
             ("expect_lock", "no\n"),
         ],
     );
-    let (report, out) = repo.verify(&["--patch", manifest.to_str().unwrap()]);
-    assert_eq!(
-        report.overall,
-        Overall::Pass,
-        "{}\n{:#?}",
-        String::from_utf8_lossy(&out.stderr),
-        report.stages
-    );
+    repo.passes(&["--patch", manifest.to_str().unwrap()]);
     assert!(!explain(&manifest).contains("Cargo.lock: the one"));
 
     // A commit with its own Cargo.lock: the trusted build keeps none (the candidates have it).
@@ -726,20 +664,8 @@ fn a_candidate_gets_the_lockfile_its_trusted_build_resolved_unless_a_manifest_ch
         ("src/lib.rs", LIB),
         ("Cargo.lock", kept),
     ]);
-    let (warm, out) = locked.verify(&[]);
-    assert_eq!(
-        warm.overall,
-        Overall::Pass,
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let warm = locked.passes(&[]);
     let key = warm.cache.unwrap().promoted.expect("promoted");
-    let entry = std::fs::read_to_string(
-        locked
-            .home
-            .path()
-            .join(format!("caches/entries/{key}.json")),
-    )
-    .unwrap();
-    assert!(!entry.contains("made_lockfiles"), "{entry}");
+    let entry = locked.entry(&key);
+    assert!(entry.get("made_lockfiles").is_none(), "{entry}");
 }
