@@ -110,6 +110,8 @@ pub(crate) struct CacheInput<'a> {
     /// cordon's private directory of the workspace.
     pub(crate) scratch: &'a Path,
     pub(crate) run_id: Option<&'a str>,
+    /// The toolchains' versions, being asked.
+    pub(crate) toolchain: ToolchainProbe,
 }
 
 /// The host caches a stage may see (those that exist), as before warm builds: dependency
@@ -234,28 +236,48 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// The versions of the toolchains the stages use, asked from a neutral directory (a
-/// repository's `rust-toolchain.toml` could name a program to run).
-fn toolchain(stages: &[StageConfig]) -> String {
-    let uses = |p: &[&str]| {
-        stages.iter().any(|s| {
-            s.run
-                .first()
-                .is_some_and(|r| p.contains(&r.rsplit('/').next().unwrap_or(r)))
-        })
-    };
-    let mut probes: Vec<&[&str]> = Vec::new();
-    if uses(&["cargo", "rustc"]) {
-        probes.push(&["rustc", "-vV"]);
+/// repository's `rust-toolchain.toml` could name a program to run). Asked on a thread of its
+/// own while the workspace is patched: through rustup, `rustc -vV` alone takes 15-20 ms.
+pub(crate) struct ToolchainProbe(std::cell::Cell<Option<std::thread::JoinHandle<String>>>);
+
+impl ToolchainProbe {
+    /// Starts asking for the versions of the toolchains `stages` use.
+    pub(crate) fn start(stages: &[StageConfig]) -> ToolchainProbe {
+        let uses = |p: &[&str]| {
+            stages.iter().any(|s| {
+                s.run
+                    .first()
+                    .is_some_and(|r| p.contains(&r.rsplit('/').next().unwrap_or(r)))
+            })
+        };
+        let mut probes: Vec<&'static [&'static str]> = Vec::new();
+        if uses(&["cargo", "rustc"]) {
+            probes.push(&["rustc", "-vV"]);
+        }
+        if uses(&["npm", "npx", "pnpm", "yarn", "node", "bun"]) {
+            probes.push(&["node", "--version"]);
+        }
+        if uses(&["python", "python3", "pytest", "mypy", "ruff"]) {
+            probes.push(&["python3", "--version"]);
+        }
+        if uses(&["go"]) {
+            probes.push(&["go", "version"]);
+        }
+        ToolchainProbe(std::cell::Cell::new(Some(std::thread::spawn(move || {
+            versions(&probes)
+        }))))
     }
-    if uses(&["npm", "npx", "pnpm", "yarn", "node", "bun"]) {
-        probes.push(&["node", "--version"]);
+
+    /// The versions, one line per toolchain (`missing` for one that did not answer).
+    fn wait(&self) -> String {
+        self.0
+            .take()
+            .and_then(|probe| probe.join().ok())
+            .unwrap_or_else(|| "probe failed\n".into())
     }
-    if uses(&["python", "python3", "pytest", "mypy", "ruff"]) {
-        probes.push(&["python3", "--version"]);
-    }
-    if uses(&["go"]) {
-        probes.push(&["go", "version"]);
-    }
+}
+
+fn versions(probes: &[&[&str]]) -> String {
     let mut out = String::new();
     for argv in probes {
         let version = std::process::Command::new(argv[0])
@@ -367,7 +389,7 @@ impl CachePlan {
             return plan;
         }
         let caches = input.workspaces.caches();
-        let toolchain = toolchain(input.stages);
+        let toolchain = input.toolchain.wait();
         let plan_fp = plan_digest(input.stages);
         let base_commit = input.base.cloned();
         let base_record = input

@@ -95,6 +95,15 @@ pub struct StageConfig {
     /// that changes none of them skips the stage and sees the trusted build's outputs.
     #[serde(default)]
     pub inputs: Vec<String>,
+    /// Run at the same time as the neighbouring stages that also say `parallel` (a group of
+    /// consecutive ones; it starts when the stages before it have ended). Each sees the
+    /// workspace and its build directories as the stages before the group left them, through
+    /// its own copy-on-write layer that is thrown away when it ends: nothing a parallel stage
+    /// writes reaches any other stage. A trusted build (whose writes become the cache) and a
+    /// workspace without overlay layers run the group one stage after another. Not for setup
+    /// stages or stages with `writable_caches`: what those write is meant for the stages after.
+    #[serde(default)]
+    pub parallel: bool,
 }
 
 /// `network = "none" | "registry" | "host"` or `network = { allow = ["HOST[:PORT]", ...] }`.
@@ -171,6 +180,11 @@ impl StageConfig {
                     out.display().to_string()
                 ));
             }
+        }
+        if self.parallel && (self.category == StageCategory::Setup || self.writable_caches) {
+            return Some(format!(
+                "stage `{name}`: `parallel` is not for setup stages or stages with `writable_caches` (a parallel stage's writes are thrown away; the stages after need what those write)"
+            ));
         }
         if self.inputs.is_empty() {
             return None;
@@ -452,6 +466,15 @@ ready = { tcp = 8080 }
                 "setup stages only",
             ),
             ("category = \"setup\"\ninputs = [\"x\"]", "needs `outputs`"),
+            (
+                "category = \"setup\"\nparallel = true",
+                "`parallel` is not for setup stages",
+            ),
+            (
+                "category = \"test\"\nwritable_caches = true\nparallel = true",
+                "`parallel` is not for setup stages or stages with `writable_caches`",
+            ),
+            ("category = \"test\"\nparallel = \"yes\"", "invalid type"),
             (
                 "category = \"setup\"\noutputs = [\"o\"]\ninputs = [\"[\"]",
                 "bad `inputs` glob",

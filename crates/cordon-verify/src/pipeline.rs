@@ -216,6 +216,8 @@ fn prepare(request: &VerifyRequest) -> Result<Prepared, VerifyError> {
         &project_dir,
         request,
     )?;
+    // Only a cache needs the toolchains' versions: asked while the patch applies.
+    let toolchain = crate::cache::ToolchainProbe::start(&declared.stages);
     let patched = match &request.patch {
         Some(patch) => {
             workspaces
@@ -286,6 +288,7 @@ fn prepare(request: &VerifyRequest) -> Result<Prepared, VerifyError> {
         stages: &declared_stages,
         scratch: &workspaces.scratch_dir(&record.id),
         run_id: request.run_id.as_deref(),
+        toolchain,
     });
     if let Some(why) = cache.skips_install(&tree, &project) {
         for p in &mut plan.stages {
@@ -319,6 +322,32 @@ fn prepare(request: &VerifyRequest) -> Result<Prepared, VerifyError> {
             if fetches && p.skip.is_none() {
                 p.skip = Some(PlannedSkip::Cached(why.clone()));
             }
+        }
+    }
+    // Parallel stages need layers of their own over the shared ones. A trusted build's
+    // writes become the cache: its stages all write the shared layers, one after another.
+    let downgrade = if overlay.is_none() {
+        Some("the workspace is a worktree, without layers of its own")
+    } else if cache.trusted_build {
+        Some("this is a trusted build: what every stage writes becomes the build cache")
+    } else {
+        None
+    };
+    if let Some(why) = downgrade {
+        let names: Vec<&str> = plan
+            .stages
+            .iter()
+            .filter(|p| p.stage.parallel)
+            .map(|p| p.stage.name.as_str())
+            .collect();
+        if !names.is_empty() {
+            plan.reasons.push(format!(
+                "parallel stages run one after another ({}): {why}",
+                names.join(", ")
+            ));
+        }
+        for p in &mut plan.stages {
+            p.stage.parallel = false;
         }
     }
     plan.cache = cache.lines();
@@ -455,56 +484,130 @@ pub fn verify(
     observer.planned(&prepared.plan);
     let ws_path = prepared.workspace.path().to_owned();
     let root = prepared.project_root.clone();
-    let mut results: Vec<StageResult> = Vec::with_capacity(prepared.plan.stages.len());
-    let mut blocked_by: Option<String> = None;
-    for (index, planned) in prepared.plan.stages.iter().enumerate() {
-        let result = if let Some(skip) = &planned.skip {
-            skipped(planned, &root, skip.reason())
-        } else if cancel.is_some_and(|c| c.is_cancelled()) {
-            skipped(planned, &root, "the verification was cancelled".into())
-        } else if let (Some(failed), false) = (&blocked_by, request.keep_going) {
-            skipped(
-                planned,
-                &root,
-                format!(
-                    "required stage `{failed}` did not pass (fail fast; --keep-going runs all)"
-                ),
-            )
+    let stages = &prepared.plan.stages;
+    let scratch = prepared
+        .workspaces
+        .scratch_dir(&prepared.workspace.record().id);
+    let mut progress = Progress {
+        observer,
+        recorder,
+        warnings: &mut warnings,
+        blocked_by: None,
+        results: vec![None; stages.len()],
+    };
+    let mut index = 0;
+    while index < stages.len() {
+        let group = if stages[index].stage.parallel {
+            stages[index..]
+                .iter()
+                .take_while(|p| p.stage.parallel)
+                .count()
         } else {
-            observer.stage_started(index, &planned.stage);
-            run_stage(
-                planned,
-                StagePlace {
-                    root: &root,
-                    ws_path: &ws_path,
-                    common_dir: &prepared.common_dir,
-                    tree: &prepared.tree,
-                    overlay: prepared.overlay.as_ref(),
-                    cache: &prepared.cache,
-                },
-                &prepared.plan.redact,
-                request,
-                StageHooks {
-                    observer: &mut *observer,
-                    cancel,
-                    recorder,
-                },
-            )
+            1
         };
-        if result.required
-            && blocked_by.is_none()
-            && !matches!(result.status, StageStatus::Pass | StageStatus::Skipped)
-        {
-            blocked_by = Some(result.name.clone());
+        let members = index..index + group;
+        index += group;
+        // Whether each stage runs is decided when its group starts.
+        let mut to_run = Vec::new();
+        for i in members.clone() {
+            match progress.skip_reason(&stages[i], cancel, request.keep_going) {
+                Some(reason) => progress.finish(i, skipped(&stages[i], &root, reason)),
+                None => to_run.push(i),
+            }
         }
-        observer.stage_finished(index, &result);
-        if let Some(recorder) = recorder
-            && let Err(e) = recorder.stage(index, &result)
-        {
-            warnings.push(format!("stage {} was not recorded: {e}", result.name));
+        if !stages[members.start].stage.parallel {
+            for i in to_run {
+                progress.observer.stage_started(i, &stages[i].stage);
+                let result = run_stage(
+                    &stages[i],
+                    stage_place(&prepared, &root, &ws_path, None),
+                    &prepared.plan.redact,
+                    request,
+                    StageHooks {
+                        observer: &mut *progress.observer,
+                        cancel,
+                        recorder,
+                    },
+                );
+                progress.finish(i, result);
+            }
+            continue;
         }
-        results.push(result);
+        // A parallel group: one thread per stage, each on its own layers; their progress
+        // comes back here, where the observer and the run history are written.
+        let private: Vec<PathBuf> = to_run
+            .iter()
+            .map(|i| scratch.join(format!("parallel-{i}")))
+            .collect();
+        std::thread::scope(|scope| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            for (&i, dir) in to_run.iter().zip(&private) {
+                progress.observer.stage_started(i, &stages[i].stage);
+                let tx = tx.clone();
+                let place = stage_place(&prepared, &root, &ws_path, Some(dir.as_path()));
+                let (planned, redact) = (&stages[i], &prepared.plan.redact);
+                scope.spawn(move || {
+                    let result = match std::fs::create_dir_all(dir) {
+                        Ok(()) => run_stage(
+                            planned,
+                            place,
+                            redact,
+                            request,
+                            StageHooks {
+                                observer: &mut Forward {
+                                    index: i,
+                                    tx: tx.clone(),
+                                },
+                                cancel,
+                                recorder,
+                            },
+                        ),
+                        Err(e) => crate::stage::error_result(
+                            planned,
+                            place.root,
+                            format!("cannot make the stage's layers in {}: {e}", dir.display()),
+                        ),
+                    };
+                    let _ = tx.send(Event::Finished(i, Box::new(result)));
+                });
+            }
+            drop(tx);
+            for event in rx {
+                match event {
+                    Event::Output(i, stream, bytes) => {
+                        progress
+                            .observer
+                            .output(&stages[i].stage.name, stream, &bytes)
+                    }
+                    Event::Finished(i, result) => progress.finish(i, *result),
+                }
+            }
+        });
+        for dir in &private {
+            if let Err(e) = cordon_workspace::remove_tree(dir) {
+                progress.warnings.push(format!(
+                    "a parallel stage's layers ({}) could not be removed: {e}; they go with \
+                     the workspace",
+                    dir.display()
+                ));
+            }
+        }
     }
+    let results: Vec<StageResult> = progress
+        .results
+        .into_iter()
+        .zip(stages)
+        .map(|(result, planned)| {
+            // Every stage ends with a result; a thread that died without one is an error.
+            result.unwrap_or_else(|| {
+                crate::stage::error_result(
+                    planned,
+                    &root,
+                    "the stage's thread ended without a result".into(),
+                )
+            })
+        })
+        .collect();
     let Prepared {
         workspaces: _workspaces,
         workspace,
@@ -568,6 +671,95 @@ pub fn verify(
         plan,
         warnings,
     })
+}
+
+/// Where a stage of `prepared` runs; `private`: a parallel stage's own directory.
+fn stage_place<'a>(
+    prepared: &'a Prepared,
+    root: &'a Path,
+    ws_path: &'a Path,
+    private: Option<&'a Path>,
+) -> StagePlace<'a> {
+    StagePlace {
+        root,
+        ws_path,
+        common_dir: &prepared.common_dir,
+        tree: &prepared.tree,
+        overlay: prepared.overlay.as_ref(),
+        cache: &prepared.cache,
+        private,
+    }
+}
+
+/// A parallel stage's progress, sent to the verification's thread.
+enum Event {
+    Output(usize, Stream, Vec<u8>),
+    Finished(usize, Box<StageResult>),
+}
+
+/// The observer of a parallel stage: forwards its output to the verification's thread.
+struct Forward {
+    index: usize,
+    tx: std::sync::mpsc::Sender<Event>,
+}
+
+impl VerifyObserver for Forward {
+    fn output(&mut self, _stage: &str, stream: Stream, bytes: &[u8]) {
+        let _ = self
+            .tx
+            .send(Event::Output(self.index, stream, bytes.to_vec()));
+    }
+}
+
+/// What the stages have done so far: results, the first required stage that did not pass,
+/// and where each result goes as it comes.
+struct Progress<'a, 'o, 'w> {
+    observer: &'a mut (dyn VerifyObserver + 'o),
+    recorder: Option<&'a Recorder>,
+    warnings: &'w mut Vec<String>,
+    blocked_by: Option<String>,
+    results: Vec<Option<StageResult>>,
+}
+
+impl Progress<'_, '_, '_> {
+    /// Why `planned` does not run, if it does not.
+    fn skip_reason(
+        &self,
+        planned: &plan::PlannedStage,
+        cancel: Option<&CancelHandle>,
+        keep_going: bool,
+    ) -> Option<String> {
+        if let Some(skip) = &planned.skip {
+            Some(skip.reason())
+        } else if cancel.is_some_and(|c| c.is_cancelled()) {
+            Some("the verification was cancelled".into())
+        } else if let (Some(failed), false) = (&self.blocked_by, keep_going) {
+            Some(format!(
+                "required stage `{failed}` did not pass (fail fast; --keep-going runs all)"
+            ))
+        } else {
+            None
+        }
+    }
+
+    /// Stage `index` ended (or was skipped): fail fast from now on if it was required and
+    /// did not pass; tell the observer; record it.
+    fn finish(&mut self, index: usize, result: StageResult) {
+        if result.required
+            && self.blocked_by.is_none()
+            && !matches!(result.status, StageStatus::Pass | StageStatus::Skipped)
+        {
+            self.blocked_by = Some(result.name.clone());
+        }
+        self.observer.stage_finished(index, &result);
+        if let Some(recorder) = self.recorder
+            && let Err(e) = recorder.stage(index, &result)
+        {
+            self.warnings
+                .push(format!("stage {} was not recorded: {e}", result.name));
+        }
+        self.results[index] = Some(result);
+    }
 }
 
 struct AssembleInput<'a> {

@@ -131,6 +131,9 @@ pub struct PlannedStageDocument {
     pub skip_reason: Option<String>,
     /// What targeting decided, when it decided something.
     pub targeting: Option<String>,
+    /// Whether it runs at the same time as its parallel neighbours, on layers of its own.
+    #[serde(default)]
+    pub parallel: bool,
 }
 
 impl Plan {
@@ -157,6 +160,7 @@ impl Plan {
                     runs: p.skip.is_none(),
                     skip_reason: p.skip_reason(),
                     targeting: p.targeting.clone(),
+                    parallel: p.stage.parallel,
                 })
                 .collect(),
         }

@@ -56,7 +56,7 @@ pub(crate) fn skipped(planned: &PlannedStage, ws_path: &Path, reason: String) ->
     }
 }
 
-fn error_result(planned: &PlannedStage, ws_path: &Path, reason: String) -> StageResult {
+pub(crate) fn error_result(planned: &PlannedStage, ws_path: &Path, reason: String) -> StageResult {
     let mut r = skipped(planned, ws_path, String::new());
     r.status = StageStatus::Error;
     r.skip_reason = None;
@@ -192,6 +192,30 @@ pub(crate) struct StagePlace<'a> {
     pub(crate) overlay: Option<&'a cordon_workspace::OverlayParts>,
     /// The build caches.
     pub(crate) cache: &'a CachePlan,
+    /// A parallel stage's own directory (see [`StageConfig::parallel`]): its copy-on-write
+    /// layers over the workspace's and the build directories' go there, and the shared ones
+    /// become read-only layers beneath them. `None`: the stage writes the shared layers.
+    pub(crate) private: Option<&'a Path>,
+}
+
+/// The layers of a parallel stage: each writable layer the stages share (the workspace's,
+/// each build directory's) becomes the topmost read-only layer under a layer of its own in
+/// `private`, thrown away after it (so mounted without syncs). Shared layers are never
+/// mounted writable twice at once: overlayfs leaves that undefined.
+fn privatise(private: &Path, overlay: &mut OverlayMount) {
+    let mut lowers = vec![overlay.layer.join("upper")];
+    lowers.append(&mut overlay.lowers);
+    overlay.lowers = lowers;
+    overlay.layer = private.join("workspace");
+    for (i, cache) in overlay.caches.iter_mut().enumerate() {
+        if let Some(layer) = cache.layer.take() {
+            let mut lowers = vec![layer.join("upper")];
+            lowers.append(&mut cache.lowers);
+            cache.lowers = lowers;
+            cache.layer = Some(private.join(format!("tree-{i}")));
+            cache.volatile = true;
+        }
+    }
 }
 
 /// What a stage reports to besides its result.
@@ -215,6 +239,7 @@ pub(crate) fn run_stage(
         tree,
         overlay,
         cache,
+        private,
     } = &place;
     let (root, ws_path, common_dir) = (*root, *ws_path, *common_dir);
     let (mut options, caches) = stage_sandbox(&planned.stage, cache);
@@ -261,17 +286,31 @@ pub(crate) fn run_stage(
     let cwd = ws_path.join(&resolved);
     let cwd_dir = tree.join(&resolved);
     let mut run = RunRequest::new(&stage.run, &cwd);
+    let mut overlay_mount = overlay.map(|parts| OverlayMount {
+        lowers: parts.lowers.clone(),
+        layer: parts.layer.clone(),
+        git_dir: Some(parts.git_dir.clone()),
+        dot_git: Some(parts.dot_git.clone()),
+        caches,
+    });
+    match (private, &mut overlay_mount) {
+        (Some(private), Some(mount)) => privatise(private, mount),
+        (Some(_), None) => {
+            return error_result(
+                planned,
+                root,
+                "a parallel stage needs an overlay workspace (its own layers); this one is a \
+                 worktree"
+                    .into(),
+            );
+        }
+        (None, _) => {}
+    }
     run.workspace = Some(WorkspaceMount {
         root: ws_path,
         git_common_dir: Some(common_dir.to_owned()),
         read_only: false,
-        overlay: overlay.map(|parts| OverlayMount {
-            lowers: parts.lowers.clone(),
-            layer: parts.layer.clone(),
-            git_dir: Some(parts.git_dir.clone()),
-            dot_git: Some(parts.dot_git.clone()),
-            caches,
-        }),
+        overlay: overlay_mount,
     });
     run.isolation = Isolation::Sandboxed(options);
     run.env = stage

@@ -246,6 +246,55 @@ fn serve_verifies_a_repository_at_a_ref_by_category() {
     }
 }
 
+#[test]
+fn a_verify_jobs_live_log_names_the_stage_of_each_output_of_parallel_stages() {
+    let server = Server::start(POLICY);
+    let token = server.token("a", "submit,read");
+    // Two parallel stages, each printing its own lines while the other runs.
+    let line = |name: &str| {
+        format!(
+            "[[stage]]\nname = \"{name}\"\ncategory = \"test\"\nparallel = true\nrun = [\"sh\", \"-c\", \"for i in 1 2 3 4 5; do echo from-{name}-$i; sleep 0.2; done\"]\n"
+        )
+    };
+    let config = format!("{}\n{}", line("left"), line("right"));
+    let src = repo_with(server.dir.path(), &[("cordon.toml", config.as_str())]);
+    // A candidate (a ref beyond the base): its parallel stages run at once.
+    git(&src, &["checkout", "-q", "-b", "feature"]);
+    std::fs::write(src.join("README"), "a change\n").unwrap();
+    git(&src, &["add", "-A"]);
+    git(&src, &["commit", "-qm", "feature"]);
+    let verified = server.run_to_end(
+        &token,
+        &json!({"project": "a", "type": "verify", "inputs": {
+            "repo": src.display().to_string(), "ref": "feature"}}),
+    );
+    assert_eq!(verified["state"], "succeeded", "{verified}");
+    let id = verified["id"].as_str().unwrap();
+    // Each stage's output, as the live log tells it.
+    let mut by_stage = std::collections::BTreeMap::<String, String>::new();
+    for (_, kind, data) in server.events(&token, id, None) {
+        if kind == "output" {
+            let stage = data["stage"].as_str().unwrap_or("(none)").to_owned();
+            by_stage
+                .entry(stage)
+                .or_default()
+                .push_str(data["text"].as_str().unwrap());
+        }
+    }
+    assert_eq!(
+        by_stage.keys().collect::<Vec<_>>(),
+        ["left", "right"],
+        "{by_stage:?}"
+    );
+    for (name, other) in [("left", "right"), ("right", "left")] {
+        let text = &by_stage[name];
+        for i in 1..=5 {
+            assert!(text.contains(&format!("from-{name}-{i}\n")), "{by_stage:?}");
+        }
+        assert!(!text.contains(&format!("from-{other}")), "{by_stage:?}");
+    }
+}
+
 const NETWORK_POLICY: &str = r#"
 [projects.a]
 max_timeout = "60s"

@@ -669,3 +669,163 @@ fn a_candidate_gets_the_lockfile_its_trusted_build_resolved_unless_a_manifest_ch
     let entry = locked.entry(&key);
     assert!(entry.get("made_lockfiles").is_none(), "{entry}");
 }
+
+/// Two parallel stages between two ordinary ones (the first makes `target/`, a cached
+/// build directory). `expect_parallel` says whether the group
+/// runs at once on private layers (`yes`, a candidate) or in turn on the shared ones (`no`,
+/// the trusted build). Each parallel stage prints when it starts and ends, reads what the
+/// stage before wrote, writes into the workspace and the build directory, and (at once)
+/// must not see its sibling's writes, made while it sleeps. The stage after must see no
+/// candidate's parallel writes, and the trusted build's.
+const PARALLEL_CONFIG: &str = r#"
+[[stage]]
+name = "before"
+category = "setup"
+run = ["sh", "-c", "mkdir -p target && echo built > target/before"]
+outputs = ["target"]
+
+[[stage]]
+name = "left"
+category = "test"
+parallel = true
+run = ["sh", "-c", "echo start $(date +%s%N); cat target/before; echo $(cat expect_parallel) > target/left; echo x > left.txt; sleep 3; echo end $(date +%s%N); if [ \"$(cat expect_parallel)\" = yes ] && [ -e right.txt ]; then echo 'sees right.txt'; exit 1; fi"]
+
+[[stage]]
+name = "right"
+category = "lint"
+parallel = true
+run = ["sh", "-c", "echo start $(date +%s%N); cat target/before; echo $(cat expect_parallel) > target/right; echo x > right.txt; sleep 3; echo end $(date +%s%N); if [ \"$(cat expect_parallel)\" = yes ] && [ -e left.txt ]; then echo 'sees left.txt'; exit 1; fi"]
+
+[[stage]]
+name = "after"
+category = "test"
+run = ["sh", "-c", "set -e; cat target/before; [ \"$(cat target/left)\" = no ]; [ \"$(cat target/right)\" = no ]; if [ \"$(cat expect_parallel)\" = yes ]; then [ ! -e left.txt ] && [ ! -e right.txt ]; else [ -e left.txt ] && [ -e right.txt ]; fi"]
+"#;
+
+/// The (start, end) times a parallel stage of [`PARALLEL_CONFIG`] printed.
+fn interval(report: &RunReport, name: &str) -> (u128, u128) {
+    let out = &stage(report, name).stdout.head;
+    let time = |key: &str| -> u128 {
+        out.lines()
+            .find_map(|l| l.strip_prefix(key))
+            .unwrap_or_else(|| panic!("{name} printed no {key:?}: {out}"))
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    (time("start "), time("end "))
+}
+
+#[test]
+fn parallel_stages_run_at_once_on_layers_of_their_own_and_a_trusted_build_runs_them_in_turn() {
+    if !support::overlay_available() {
+        return;
+    }
+    let repo = Repo::new(&[
+        ("cordon.toml", PARALLEL_CONFIG),
+        ("expect_parallel", "no\n"),
+    ]);
+    let trusted = repo.explain(&[]);
+    assert!(
+        trusted.contains(
+            "parallel stages run one after another (left, right): this is a trusted build"
+        ),
+        "{trusted}"
+    );
+    // The trusted build: in turn, on the shared layers, which become the cache.
+    let warm = repo.passes(&[]);
+    assert!(warm.cache.as_ref().unwrap().promoted.is_some());
+    let (left, right) = (interval(&warm, "left"), interval(&warm, "right"));
+    assert!(left.1 <= right.0, "in turn: {left:?} then {right:?}");
+
+    // A candidate: at once (each started before the other ended), each on its own layers.
+    let candidate = repo.patch("parallel", &[("expect_parallel", "yes\n")]);
+    let explained = repo.explain(&["--patch", candidate.to_str().unwrap()]);
+    assert!(
+        explained.contains("left [test, required, parallel: own layers;"),
+        "{explained}"
+    );
+    let report = repo.passes(&["--patch", candidate.to_str().unwrap()]);
+    let (left, right) = (interval(&report, "left"), interval(&report, "right"));
+    assert!(
+        left.0 < right.1 && right.0 < left.1,
+        "the parallel stages did not overlap: {left:?} {right:?}"
+    );
+    assert_eq!(stage(&report, "after").status, StageStatus::Pass);
+    // Their layers went when the group ended: the workspace's scratch holds none.
+    let leftovers: Vec<_> = walk(repo.home.path())
+        .into_iter()
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("parallel-"))
+        })
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+/// Every path under `dir`, symlinks not followed.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(path.clone());
+            }
+            found.push(path);
+        }
+    }
+    found
+}
+
+/// A required parallel stage fails at once while its sibling still runs: the sibling ends
+/// with its own result, the stage after the group is skipped (fail fast), the gate blocks.
+const PARALLEL_FAILING_CONFIG: &str = r#"
+[[stage]]
+name = "fails"
+category = "test"
+parallel = true
+run = ["sh", "-c", "echo broken; exit 3"]
+
+[[stage]]
+name = "slow"
+category = "lint"
+required = false
+parallel = true
+run = ["sh", "-c", "sleep 1; echo finished"]
+
+[[stage]]
+name = "after"
+category = "test"
+run = ["true"]
+"#;
+
+#[test]
+fn a_failing_parallel_stage_lets_its_sibling_finish_and_blocks_the_stages_after() {
+    if !support::overlay_available() {
+        return;
+    }
+    let repo = Repo::new(&[("cordon.toml", PARALLEL_FAILING_CONFIG)]);
+    let (report, out) = repo.verify(&["--cache", "off"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert_eq!(report.overall, Overall::Fail);
+    assert_eq!(stage(&report, "fails").status, StageStatus::Fail);
+    assert_eq!(stage(&report, "fails").exit_code, Some(3));
+    let slow = stage(&report, "slow");
+    assert_eq!(slow.status, StageStatus::Pass, "{slow:#?}");
+    assert!(slow.stdout.head.contains("finished"), "{slow:#?}");
+    let after = stage(&report, "after");
+    assert_eq!(after.status, StageStatus::Skipped);
+    assert!(
+        after
+            .skip_reason
+            .as_deref()
+            .unwrap()
+            .contains("required stage `fails` did not pass"),
+        "{after:#?}"
+    );
+    // The stages keep their order in the report, whatever order they ended in.
+    let names: Vec<&str> = report.stages.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["fails", "slow", "after"]);
+}

@@ -130,8 +130,12 @@ impl cordon_verify::VerifyObserver for EventSink<'_> {
         );
     }
 
-    fn output(&mut self, _stage: &str, stream: Stream, bytes: &[u8]) {
+    fn output(&mut self, stage: &str, stream: Stream, bytes: &[u8]) {
+        // Parallel stages' output interleaves: each piece names its own stage (`push` writes
+        // it at once).
+        let running = self.stage.replace(stage.to_owned());
         self.push(stream, bytes);
+        self.stage = running;
     }
 
     fn stage_finished(&mut self, index: usize, result: &cordon_types::StageResult) {

@@ -5,6 +5,8 @@
 //! test stages gate. Setup stages fetch dependencies with the network on and writable caches;
 //! every other stage runs offline with caches read-only.
 
+use std::path::{Path, PathBuf};
+
 use crate::tree::Dir;
 
 use cordon_types::StageCategory;
@@ -63,7 +65,7 @@ pub fn detect(root: &Dir) -> Detected {
 pub fn detect_on(root: &Dir, host: &Installed) -> Detected {
     let mut found = Detected::default();
     if root.join("Cargo.toml").is_file() {
-        cargo(&mut found);
+        cargo(root, &mut found);
     }
     if root.join("package.json").is_file() {
         node(root, &mut found);
@@ -117,6 +119,7 @@ pub(crate) fn stage(
         writable_caches: false,
         outputs: Vec::new(),
         inputs: Vec::new(),
+        parallel: false,
     }
 }
 
@@ -126,6 +129,14 @@ fn setup(name: &str, run: &[&str]) -> StageConfig {
     // or install hook of the candidate reaches nothing else.
     s.network = Some(NetworkSetting::Registry);
     s.writable_caches = true;
+    s
+}
+
+/// A stage that runs alongside its parallel neighbours (see [`StageConfig::parallel`]): the
+/// checks that only read what the stages before them built (tests, lints), which on a
+/// warm verification leave cores idle one after another (measured on semver; BENCHMARKS.md).
+fn parallel(mut s: StageConfig) -> StageConfig {
+    s.parallel = true;
     s
 }
 
@@ -140,14 +151,82 @@ fn offline(mut s: StageConfig, vars: &[(&str, &str)]) -> StageConfig {
 /// span): the findings are read from them; the renderings show their `rendered` text.
 const CARGO_JSON: &str = "--message-format=json";
 
-fn cargo(found: &mut Detected) {
+/// The directory of the Cargo workspace `root` belongs to, relative to `root` (`""` or
+/// `"../.."`): the highest manifest up to the top of the tree that declares `[workspace]`,
+/// else `root` itself. Its `target/` is the build directory warm verification caches.
+fn cargo_owner(root: &Dir) -> PathBuf {
+    let mut up = PathBuf::new();
+    let mut owner = PathBuf::new();
+    let mut dir = root.clone();
+    while !dir.rel().as_os_str().is_empty() {
+        dir = dir.join("..");
+        up.push("..");
+        if manifest(&dir.join("Cargo.toml")).is_some_and(|t| t.contains_key("workspace")) {
+            owner = up.clone();
+        }
+    }
+    owner
+}
+
+/// A TOML file of the tree, if it parses (at most 1 MiB).
+fn manifest(file: &Dir) -> Option<toml::Table> {
+    file.read_limited(1 << 20)
+        .ok()
+        .and_then(|text| toml::from_str(&text).ok())
+}
+
+/// Whether the project chose its debug info itself: `debug` in `[profile.dev]` or
+/// `[profile.test]` of its manifest, its workspace's, or their `.cargo/config.toml`.
+fn chooses_debug_info(root: &Dir, owner: &Path) -> bool {
+    let files = ["Cargo.toml", ".cargo/config.toml", ".cargo/config"];
+    [root.clone(), root.join(owner)].iter().any(|dir| {
+        files.iter().any(|file| {
+            manifest(&dir.join(file)).is_some_and(|t| {
+                ["dev", "test"].iter().any(|profile| {
+                    t.get("profile")
+                        .and_then(|p| p.get(profile))
+                        .is_some_and(|p| p.get("debug").is_some())
+                })
+            })
+        })
+    })
+}
+
+fn cargo(root: &Dir, found: &mut Detected) {
     // No incremental compilation: a verification builds once, and rustc starts each
     // incremental session by hard-linking the previous one's files, which in a copy-on-write
     // build cache copies them whole out of the trusted layer (measured on semver: a warm
     // verification took 5-7 s with it, 2.4-2.6 s without; BENCHMARKS.md).
-    let off = [("CARGO_NET_OFFLINE", "true"), ("CARGO_INCREMENTAL", "0")];
+    let mut off = vec![("CARGO_NET_OFFLINE", "true"), ("CARGO_INCREMENTAL", "0")];
+    // Line tables, not full debug info: panics' backtraces keep their files and lines, and
+    // no debugger reads a verification's binaries (semver's warm build: about 15 % faster;
+    // BENCHMARKS.md). A project that sets `debug` itself keeps its choice.
+    let owner = cargo_owner(root);
+    if chooses_debug_info(root, &owner) {
+        found.reasons.push(
+            "Cargo.toml: the project sets its own debug info (profile.dev/test `debug`): kept"
+                .into(),
+        );
+    } else {
+        off.extend([
+            ("CARGO_PROFILE_DEV_DEBUG", "line-tables-only"),
+            ("CARGO_PROFILE_TEST_DEBUG", "line-tables-only"),
+        ]);
+        found.reasons.push(
+            "Cargo.toml: builds keep line tables, not full debug info (backtraces keep file:line; a project's own profile `debug` setting wins)"
+                .into(),
+        );
+    }
+    // Clippy builds in its own directory under `target/`: Cargo keeps one record of the
+    // compiler it probed per target directory, and clippy's wrapper and the plain compiler
+    // would each find the other's there and probe again (about 80 ms per candidate).
+    let clippy_dir = owner.join("target").join("cordon-clippy");
+    let clippy_dir = clippy_dir.to_string_lossy();
+    found.reasons.push(format!(
+        "Cargo.toml: clippy builds in {clippy_dir}, so that its compiler probe and the build's do not replace each other in one target directory"
+    ));
     found.reasons.push(
-        "Cargo.toml: cargo fetch (network), then offline fmt (optional), build and test (gating), clippy last (optional: it compiles the dependencies again in check mode, and is skipped when a required stage failed)"
+        "Cargo.toml: cargo fetch (network), then offline fmt (optional), build (gating), then test (gating) and clippy (optional: it compiles the dependencies again in check mode) in parallel once build passed"
             .into(),
     );
     found.stages.extend([
@@ -170,7 +249,7 @@ fn cargo(found: &mut Detected) {
             ),
             &off,
         ),
-        offline(
+        parallel(offline(
             stage(
                 "cargo-test",
                 StageCategory::Test,
@@ -178,8 +257,8 @@ fn cargo(found: &mut Detected) {
                 true,
             ),
             &off,
-        ),
-        offline(
+        )),
+        parallel(offline(
             stage(
                 "cargo-clippy",
                 StageCategory::Lint,
@@ -195,8 +274,8 @@ fn cargo(found: &mut Detected) {
                 ],
                 false,
             ),
-            &off,
-        ),
+            &[off.as_slice(), &[("CARGO_TARGET_DIR", &clippy_dir)]].concat(),
+        )),
     ]);
 }
 
@@ -387,6 +466,82 @@ mod tests {
         );
         assert_eq!(d.stages[0].network, Some(NetworkSetting::Registry));
         assert_eq!(d.stages[3].network, None);
+        // Test and clippy run in parallel after the build; builds keep line tables only;
+        // clippy builds in a directory of its own under target/.
+        let parallel: Vec<bool> = d.stages.iter().map(|s| s.parallel).collect();
+        assert_eq!(parallel, [false, false, false, true, true]);
+        for s in &d.stages[1..] {
+            assert_eq!(
+                s.env.get("CARGO_PROFILE_DEV_DEBUG").map(String::as_str),
+                Some("line-tables-only"),
+                "{}",
+                s.name
+            );
+        }
+        assert_eq!(
+            d.stages[4].env.get("CARGO_TARGET_DIR").map(String::as_str),
+            Some("target/cordon-clippy")
+        );
+        assert_eq!(d.stages[2].env.get("CARGO_TARGET_DIR"), None);
+    }
+
+    #[test]
+    fn a_cargo_workspace_member_points_clippy_at_the_workspaces_target_and_own_debug_settings_stay()
+    {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("Cargo.toml"),
+            "[workspace]\nmembers = ['crates/app']\n",
+        )
+        .unwrap();
+        std::fs::create_dir_all(dir.path().join("crates/app")).unwrap();
+        std::fs::write(
+            dir.path().join("crates/app/Cargo.toml"),
+            "[package]\nname='app'\n",
+        )
+        .unwrap();
+        let d = detect(&Dir::host(dir.path()).join("crates/app"));
+        let clippy = d.stages.iter().find(|s| s.name == "cargo-clippy").unwrap();
+        assert_eq!(
+            clippy.env.get("CARGO_TARGET_DIR").map(String::as_str),
+            Some("../../target/cordon-clippy")
+        );
+        assert!(clippy.env.contains_key("CARGO_PROFILE_DEV_DEBUG"));
+
+        // The workspace's manifest chooses debug info: no stage overrides it.
+        std::fs::write(
+            dir.path().join("Cargo.toml"),
+            "[workspace]\nmembers = ['crates/app']\n[profile.dev]\ndebug = 1\n",
+        )
+        .unwrap();
+        let d = detect(&Dir::host(dir.path()).join("crates/app"));
+        assert!(
+            d.stages
+                .iter()
+                .all(|s| !s.env.contains_key("CARGO_PROFILE_DEV_DEBUG")),
+            "{d:#?}"
+        );
+        // Nor at the workspace's top.
+        let d = detect(&Dir::host(dir.path()));
+        assert!(
+            d.stages
+                .iter()
+                .all(|s| !s.env.contains_key("CARGO_PROFILE_DEV_DEBUG"))
+        );
+        // Nor when a `.cargo/config.toml` sets it for the test profile.
+        std::fs::write(dir.path().join("Cargo.toml"), "[package]\nname='x'\n").unwrap();
+        std::fs::create_dir_all(dir.path().join(".cargo")).unwrap();
+        std::fs::write(
+            dir.path().join(".cargo/config.toml"),
+            "[profile.test]\ndebug = true\n",
+        )
+        .unwrap();
+        let d = detect(&Dir::host(dir.path()));
+        assert!(
+            d.stages
+                .iter()
+                .all(|s| !s.env.contains_key("CARGO_PROFILE_DEV_DEBUG"))
+        );
     }
 
     #[test]

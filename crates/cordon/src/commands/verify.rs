@@ -306,7 +306,7 @@ fn print_explain(plan: &Plan, changed: &[String], json: bool) -> anyhow::Result<
         };
         writeln!(
             out,
-            "  {}. {} [{}{}; {network}] {}",
+            "  {}. {} [{}{}{}; {network}] {}",
             i + 1,
             shown(&s.name),
             s.category.as_str(),
@@ -314,6 +314,11 @@ fn print_explain(plan: &Plan, changed: &[String], json: bool) -> anyhow::Result<
                 ", required"
             } else {
                 ", optional"
+            },
+            if s.parallel {
+                ", parallel: own layers"
+            } else {
+                ""
             },
             shown(&shell_words::join(&s.run))
         )?;
