@@ -241,6 +241,11 @@ fn hex(bytes: &[u8]) -> String {
 pub(crate) struct ToolchainProbe(std::cell::Cell<Option<std::thread::JoinHandle<String>>>);
 
 impl ToolchainProbe {
+    /// A probe never asked (no build cache will need it).
+    pub(crate) fn unused() -> ToolchainProbe {
+        ToolchainProbe(std::cell::Cell::new(None))
+    }
+
     /// Starts asking for the versions of the toolchains `stages` use.
     pub(crate) fn start(stages: &[StageConfig]) -> ToolchainProbe {
         let uses = |p: &[&str]| {

@@ -35,7 +35,10 @@ mod tree;
 pub use cache::CacheMode;
 pub use config::{Config, NetworkSetting, ReadyConfig, StageConfig};
 pub use error::{ConfigError, VerifyError};
-pub use pipeline::{Quiet, Verified, VerifyHooks, VerifyObserver, VerifyRequest, explain, verify};
+pub use pipeline::{
+    Quiet, Verified, VerifyHooks, VerifyObserver, VerifyRequest, default_parallel_stages, explain,
+    verify,
+};
 pub use plan::{
     Plan, PlanDocument, PlanDocumentTag, PlannedSkip, PlannedStage, PlannedStageDocument,
 };

@@ -63,6 +63,9 @@ pub struct VerifyRequest {
     /// Protections the caller accepts weaker where the host cannot enforce them (the job
     /// service's `allow_degraded`); a stage's result says what was enforced.
     pub allow_degraded: Vec<cordon_sandbox::Degradation>,
+    /// The most parallel stages running at once (`None`: [`default_parallel_stages`]; 1 runs
+    /// a group's stages one after another, still each on layers of its own).
+    pub max_parallel_stages: Option<usize>,
 }
 
 /// Live progress of a verification, for a terminal view or a transcript.
@@ -216,8 +219,13 @@ fn prepare(request: &VerifyRequest) -> Result<Prepared, VerifyError> {
         &project_dir,
         request,
     )?;
-    // Only a cache needs the toolchains' versions: asked while the patch applies.
-    let toolchain = crate::cache::ToolchainProbe::start(&declared.stages);
+    // Only a cache needs the toolchains' versions (an overlay workspace, caching on): asked
+    // while the patch applies.
+    let toolchain = if overlay.is_some() && request.cache != crate::cache::CacheMode::Off {
+        crate::cache::ToolchainProbe::start(&declared.stages)
+    } else {
+        crate::cache::ToolchainProbe::unused()
+    };
     let patched = match &request.patch {
         Some(patch) => {
             workspaces
@@ -507,91 +515,41 @@ pub fn verify(
         };
         let members = index..index + group;
         index += group;
-        // Whether each stage runs is decided when its group starts.
-        let mut to_run = Vec::new();
-        for i in members.clone() {
-            match progress.skip_reason(&stages[i], cancel, request.keep_going) {
-                Some(reason) => progress.finish(i, skipped(&stages[i], &root, reason)),
-                None => to_run.push(i),
-            }
-        }
         if !stages[members.start].stage.parallel {
-            for i in to_run {
-                progress.observer.stage_started(i, &stages[i].stage);
-                let result = run_stage(
-                    &stages[i],
-                    stage_place(&prepared, &root, &ws_path, None),
-                    &prepared.plan.redact,
-                    request,
-                    StageHooks {
-                        observer: &mut *progress.observer,
-                        cancel,
-                        recorder,
-                    },
-                );
-                progress.finish(i, result);
-            }
+            let i = members.start;
+            let result = match progress.skip_reason(&stages[i], cancel, request.keep_going) {
+                Some(reason) => skipped(&stages[i], &root, reason),
+                None => {
+                    progress.observer.stage_started(i, &stages[i].stage);
+                    run_stage(
+                        &stages[i],
+                        stage_place(&prepared, &root, &ws_path, None),
+                        &prepared.plan.redact,
+                        request,
+                        StageHooks {
+                            observer: &mut *progress.observer,
+                            cancel,
+                            recorder,
+                        },
+                    )
+                }
+            };
+            progress.finish(i, result);
             continue;
         }
-        // A parallel group: one thread per stage, each on its own layers; their progress
-        // comes back here, where the observer and the run history are written.
-        let private: Vec<PathBuf> = to_run
-            .iter()
-            .map(|i| scratch.join(format!("parallel-{i}")))
-            .collect();
-        std::thread::scope(|scope| {
-            let (tx, rx) = std::sync::mpsc::channel();
-            for (&i, dir) in to_run.iter().zip(&private) {
-                progress.observer.stage_started(i, &stages[i].stage);
-                let tx = tx.clone();
-                let place = stage_place(&prepared, &root, &ws_path, Some(dir.as_path()));
-                let (planned, redact) = (&stages[i], &prepared.plan.redact);
-                scope.spawn(move || {
-                    let result = match std::fs::create_dir_all(dir) {
-                        Ok(()) => run_stage(
-                            planned,
-                            place,
-                            redact,
-                            request,
-                            StageHooks {
-                                observer: &mut Forward {
-                                    index: i,
-                                    tx: tx.clone(),
-                                },
-                                cancel,
-                                recorder,
-                            },
-                        ),
-                        Err(e) => crate::stage::error_result(
-                            planned,
-                            place.root,
-                            format!("cannot make the stage's layers in {}: {e}", dir.display()),
-                        ),
-                    };
-                    let _ = tx.send(Event::Finished(i, Box::new(result)));
-                });
-            }
-            drop(tx);
-            for event in rx {
-                match event {
-                    Event::Output(i, stream, bytes) => {
-                        progress
-                            .observer
-                            .output(&stages[i].stage.name, stream, &bytes)
-                    }
-                    Event::Finished(i, result) => progress.finish(i, *result),
-                }
-            }
-        });
-        for dir in &private {
-            if let Err(e) = cordon_workspace::remove_tree(dir) {
-                progress.warnings.push(format!(
-                    "a parallel stage's layers ({}) could not be removed: {e}; they go with \
-                     the workspace",
-                    dir.display()
-                ));
-            }
-        }
+        run_group(
+            members,
+            Group {
+                prepared: &prepared,
+                root: &root,
+                ws_path: &ws_path,
+                scratch: &scratch,
+                request,
+                cancel,
+                recorder,
+            },
+            &mut progress,
+        );
     }
     let results: Vec<StageResult> = progress
         .results
@@ -691,6 +649,136 @@ fn stage_place<'a>(
     }
 }
 
+/// The most parallel stages running at once by default: the CPU count, at most 4 (each
+/// stage's limits apply to it alone, so a group may use that many times a stage's memory).
+pub fn default_parallel_stages() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 4)
+}
+
+/// What a parallel group's stages share.
+struct Group<'a> {
+    prepared: &'a Prepared,
+    root: &'a Path,
+    ws_path: &'a Path,
+    scratch: &'a Path,
+    request: &'a VerifyRequest,
+    cancel: Option<&'a CancelHandle>,
+    recorder: Option<&'a Recorder>,
+}
+
+/// Runs the parallel stages `members`: at most `max_parallel_stages` at once, one thread each,
+/// each on layers of its own (removed when it ends). Whether a stage runs is decided when it
+/// would start: a required sibling that failed first, or a cancel, skips it. The observer and
+/// the run history are written here, as the stages' progress comes back.
+fn run_group(
+    members: std::ops::Range<usize>,
+    group: Group<'_>,
+    progress: &mut Progress<'_, '_, '_>,
+) {
+    let stages = &group.prepared.plan.stages;
+    let most = group
+        .request
+        .max_parallel_stages
+        .unwrap_or_else(default_parallel_stages)
+        .max(1);
+    let mut pending: std::collections::VecDeque<usize> = members.collect();
+    let mut made = Vec::new();
+    std::thread::scope(|scope| {
+        // Bounded: a stage printing faster than the observer takes it waits, as it would
+        // outside a group (its pipe fills), instead of queueing in cordon's memory.
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Event>(64);
+        let mut running = 0;
+        loop {
+            while running < most
+                && let Some(i) = pending.pop_front()
+            {
+                let planned = &stages[i];
+                if let Some(reason) =
+                    progress.skip_reason(planned, group.cancel, group.request.keep_going)
+                {
+                    progress.finish(i, skipped(planned, group.root, reason));
+                    continue;
+                }
+                let dir = group.scratch.join(format!("parallel-{i}"));
+                made.push(dir.clone());
+                progress.observer.stage_started(i, &planned.stage);
+                running += 1;
+                let tx = tx.clone();
+                let Group {
+                    prepared,
+                    root,
+                    ws_path,
+                    request,
+                    cancel,
+                    recorder,
+                    ..
+                } = group;
+                scope.spawn(move || {
+                    let run = || match std::fs::create_dir_all(&dir) {
+                        Ok(()) => run_stage(
+                            planned,
+                            stage_place(prepared, root, ws_path, Some(&dir)),
+                            &prepared.plan.redact,
+                            request,
+                            StageHooks {
+                                observer: &mut Forward {
+                                    index: i,
+                                    tx: tx.clone(),
+                                },
+                                cancel,
+                                recorder,
+                            },
+                        ),
+                        Err(e) => crate::stage::error_result(
+                            planned,
+                            root,
+                            format!("cannot make the stage's layers in {}: {e}", dir.display()),
+                        ),
+                    };
+                    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run))
+                        .unwrap_or_else(|_| {
+                            crate::stage::error_result(
+                                planned,
+                                root,
+                                "cordon failed while running the stage (a panic; see its \
+                                 message above)"
+                                    .into(),
+                            )
+                        });
+                    let _ = tx.send(Event::Finished(i, Box::new(result)));
+                });
+            }
+            if running == 0 {
+                break;
+            }
+            // This thread holds a sender: `recv` ends only with a message.
+            match rx.recv() {
+                Ok(Event::Output(i, stream, bytes)) => {
+                    progress
+                        .observer
+                        .output(&stages[i].stage.name, stream, &bytes)
+                }
+                Ok(Event::Finished(i, result)) => {
+                    running -= 1;
+                    progress.finish(i, *result);
+                }
+                Err(_) => break,
+            }
+        }
+    });
+    for dir in &made {
+        if let Err(e) = cordon_workspace::remove_tree(dir) {
+            progress.warnings.push(format!(
+                "a parallel stage's layers ({}) could not be removed: {e}; they go with the \
+                 workspace",
+                dir.display()
+            ));
+        }
+    }
+}
+
 /// A parallel stage's progress, sent to the verification's thread.
 enum Event {
     Output(usize, Stream, Vec<u8>),
@@ -700,7 +788,7 @@ enum Event {
 /// The observer of a parallel stage: forwards its output to the verification's thread.
 struct Forward {
     index: usize,
-    tx: std::sync::mpsc::Sender<Event>,
+    tx: std::sync::mpsc::SyncSender<Event>,
 }
 
 impl VerifyObserver for Forward {
@@ -717,7 +805,8 @@ struct Progress<'a, 'o, 'w> {
     observer: &'a mut (dyn VerifyObserver + 'o),
     recorder: Option<&'a Recorder>,
     warnings: &'w mut Vec<String>,
-    blocked_by: Option<String>,
+    /// The first required stage, in the plan's order, that did not pass.
+    blocked_by: Option<(usize, String)>,
     results: Vec<Option<StageResult>>,
 }
 
@@ -733,7 +822,7 @@ impl Progress<'_, '_, '_> {
             Some(skip.reason())
         } else if cancel.is_some_and(|c| c.is_cancelled()) {
             Some("the verification was cancelled".into())
-        } else if let (Some(failed), false) = (&self.blocked_by, keep_going) {
+        } else if let (Some((_, failed)), false) = (&self.blocked_by, keep_going) {
             Some(format!(
                 "required stage `{failed}` did not pass (fail fast; --keep-going runs all)"
             ))
@@ -746,10 +835,13 @@ impl Progress<'_, '_, '_> {
     /// did not pass; tell the observer; record it.
     fn finish(&mut self, index: usize, result: StageResult) {
         if result.required
-            && self.blocked_by.is_none()
+            && self
+                .blocked_by
+                .as_ref()
+                .is_none_or(|(first, _)| index < *first)
             && !matches!(result.status, StageStatus::Pass | StageStatus::Skipped)
         {
-            self.blocked_by = Some(result.name.clone());
+            self.blocked_by = Some((index, result.name.clone()));
         }
         self.observer.stage_finished(index, &result);
         if let Some(recorder) = self.recorder

@@ -200,22 +200,31 @@ pub(crate) struct StagePlace<'a> {
 
 /// The layers of a parallel stage: each writable layer the stages share (the workspace's,
 /// each build directory's) becomes the topmost read-only layer under a layer of its own in
-/// `private`, thrown away after it (so mounted without syncs). Shared layers are never
-/// mounted writable twice at once: overlayfs leaves that undefined.
-fn privatise(private: &Path, overlay: &mut OverlayMount) {
-    let mut lowers = vec![overlay.layer.join("upper")];
+/// `private`, thrown away after it (the build directories' mounted without syncs). Shared
+/// layers are never mounted writable twice at once: overlayfs leaves that undefined. A
+/// shared layer no stage has mounted yet (the parallel stages come first, or the stages
+/// before them were skipped) is made empty here: a missing lower layer fails the mount.
+fn privatise(private: &Path, overlay: &mut OverlayMount) -> std::io::Result<()> {
+    let shared = |layer: &Path| -> std::io::Result<PathBuf> {
+        let upper = layer.join("upper");
+        std::fs::create_dir_all(&upper)?;
+        std::fs::create_dir_all(layer.join("work"))?;
+        Ok(upper)
+    };
+    let mut lowers = vec![shared(&overlay.layer)?];
     lowers.append(&mut overlay.lowers);
     overlay.lowers = lowers;
     overlay.layer = private.join("workspace");
     for (i, cache) in overlay.caches.iter_mut().enumerate() {
         if let Some(layer) = cache.layer.take() {
-            let mut lowers = vec![layer.join("upper")];
+            let mut lowers = vec![shared(&layer)?];
             lowers.append(&mut cache.lowers);
             cache.lowers = lowers;
             cache.layer = Some(private.join(format!("tree-{i}")));
             cache.volatile = true;
         }
     }
+    Ok(())
 }
 
 /// What a stage reports to besides its result.
@@ -294,7 +303,20 @@ pub(crate) fn run_stage(
         caches,
     });
     match (private, &mut overlay_mount) {
-        (Some(private), Some(mount)) => privatise(private, mount),
+        (Some(private), Some(mount)) => {
+            // Host caches stay read-only in a parallel stage, whatever its configuration
+            // says (checked when it was loaded): their private layer is shared.
+            for cache in &mut options.caches {
+                cache.writable = false;
+            }
+            if let Err(e) = privatise(private, mount) {
+                return error_result(
+                    planned,
+                    root,
+                    format!("cannot make the parallel stage's layers: {e}"),
+                );
+            }
+        }
         (Some(_), None) => {
             return error_result(
                 planned,

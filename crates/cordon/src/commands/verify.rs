@@ -62,6 +62,10 @@ pub struct VerifyArgs {
     /// Run every stage even after a required one failed (default: fail fast).
     #[arg(long)]
     pub keep_going: bool,
+    /// The most `parallel = true` stages running at once (default: the CPU count, at most 4).
+    /// 1 runs them one after another, each still on layers of its own.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub parallel_stages: Option<u16>,
     /// Print the report (cordon.run-report/v1) as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -151,6 +155,7 @@ fn run_verify(args: VerifyArgs) -> Result<ExitCode, CliError> {
         config: args.config.clone(),
         only: args.stages.clone(),
         keep_going: args.keep_going,
+        max_parallel_stages: args.parallel_stages.map(usize::from),
         output_limit: args.output_limit,
         project: args.project.clone(),
         run_id: None,
