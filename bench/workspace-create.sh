@@ -42,7 +42,9 @@ export CORDON_HOME="$work/home"
 start=$(date +%s%N)
 first=$("$CORDON" workspace create --repo "$repo" --strategy overlay --persistent 2>/dev/null)
 echo "first overlay create (base tree checked out): $((($(date +%s%N) - start) / 1000000)) ms"
-echo "disk of one overlay workspace: $(du -sk "$CORDON_HOME/workspaces/$first" | cut -f1) KiB"
+# du counts a file with several links once, at its first name: listing the bases first, the
+# workspace's own line is what it adds (its git index is the base's, hard-linked).
+echo "disk of one overlay workspace beyond its base: $(du -sk "$CORDON_HOME/bases" "$CORDON_HOME/workspaces/$first" | tail -1 | cut -f1) KiB"
 wt=$("$CORDON" workspace create --repo "$repo" --strategy git-worktree --persistent 2>/dev/null)
 echo "disk of one git worktree workspace: $(du -sk "$CORDON_HOME/workspaces/$wt" | cut -f1) KiB"
 "$CORDON" workspace remove "$wt" >/dev/null

@@ -56,9 +56,9 @@ pub struct BaseTree {
     pub dir: PathBuf,
     /// The files: the read-only lower layer of every overlay of the commit (canonical).
     pub tree: PathBuf,
-    /// A git index of `tree` with its files' stat data: copied into each workspace's git
-    /// directory, so `git status` there sees the base's files as unchanged without reading
-    /// them.
+    /// A git index of `tree` with its files' stat data: hard-linked into each workspace's
+    /// git directory (git replaces an index it changes, never writes it in place), so `git
+    /// status` there sees the base's files as unchanged without reading them.
     pub index: PathBuf,
     /// The description.
     pub record: BaseRecord,

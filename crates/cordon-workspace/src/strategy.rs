@@ -55,8 +55,15 @@ pub(crate) fn create(
                 .to_vec();
             common.push(b'\n');
             write(&git_dir.join("commondir"), &common)?;
+            // The base's index, hard-linked: git never writes an index in place (it writes
+            // `index.lock` and renames it over), so the first git command that changes this
+            // workspace's index gives it its own file and the base's stays as it was. Until
+            // then a workspace costs no disk per tracked file (a copy is about 80 bytes each).
+            // A file system that refuses the link gets a copy.
             let index = git_dir.join("index");
-            std::fs::copy(&base.index, &index).map_err(|e| WorkspaceError::io(&index, e))?;
+            if std::fs::hard_link(&base.index, &index).is_err() {
+                std::fs::copy(&base.index, &index).map_err(|e| WorkspaceError::io(&index, e))?;
+            }
             let mut dot_git = b"gitdir: ".to_vec();
             dot_git.extend_from_slice(git_dir.as_os_str().as_encoded_bytes());
             dot_git.push(b'\n');

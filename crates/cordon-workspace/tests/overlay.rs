@@ -314,6 +314,38 @@ fn a_fresh_overlay_is_clean_and_git_reads_no_file() {
     );
 }
 
+fn the_bases_index_is_shared_until_git_rewrites_the_workspaces() {
+    use std::os::unix::fs::MetadataExt;
+    let fx = Fixture::new();
+    let first = fx.create(Strategy::Overlay);
+    let second = fx.create(Strategy::Overlay);
+    let home = fx.workspaces.home().to_owned();
+    let index = |record: &WorkspaceRecord| home.join(format!("workspaces/{}/git/index", record.id));
+    let base_index = fx
+        .workspaces
+        .existing_base(&first.commit)
+        .unwrap()
+        .dir
+        .join("index");
+    let before = std::fs::read(&base_index).unwrap();
+    let inode = |path: &Path| std::fs::metadata(path).unwrap().ino();
+    // Both workspaces show the base's index file itself: no copy per workspace.
+    assert_eq!(inode(&index(&first)), inode(&base_index));
+    assert_eq!(inode(&index(&second)), inode(&base_index));
+    // git changes the first's index (a new file staged): it gets a file of its own, and
+    // neither the base's nor the second workspace's index changes.
+    fx.sh(&first, "echo new > added.txt && git add added.txt");
+    assert_ne!(inode(&index(&first)), inode(&base_index));
+    assert_eq!(std::fs::read(&base_index).unwrap(), before);
+    assert!(
+        fx.sh(&first, "git status --porcelain")
+            .contains("A  added.txt")
+    );
+    assert_eq!(fx.sh(&second, "git status --porcelain"), "");
+    fx.workspaces.remove(&first.id).unwrap();
+    fx.workspaces.remove(&second.id).unwrap();
+}
+
 fn patches_apply_and_refuse_alike() {
     let fx = Fixture::new();
     let overlay = fx.create(Strategy::Overlay);
@@ -469,6 +501,10 @@ const CASES: &[(&str, fn())] = &[
     (
         "a_fresh_overlay_is_clean_and_git_reads_no_file",
         a_fresh_overlay_is_clean_and_git_reads_no_file,
+    ),
+    (
+        "the_bases_index_is_shared_until_git_rewrites_the_workspaces",
+        the_bases_index_is_shared_until_git_rewrites_the_workspaces,
     ),
     (
         "patches_apply_and_refuse_alike",
