@@ -803,6 +803,32 @@ run = ["true"]
 "#;
 
 #[test]
+fn a_worktree_workspace_runs_parallel_stages_in_turn_and_says_why() {
+    if !support::sandbox_available() {
+        return;
+    }
+    let repo = Repo::new(&[("cordon.toml", PARALLEL_FAILING_CONFIG)]);
+    // A worktree has no layers of its own to give each stage: they run one after another,
+    // writing the workspace as ordinary stages do.
+    let out = cordon()
+        .env("CORDON_HOME", repo.home.path())
+        .env("CORDON_WORKSPACE_STRATEGY", "git-worktree")
+        .args(["verify", "--explain", "--cache", "off", "--repo"])
+        .arg(repo.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(
+            "parallel stages run one after another (fails, slow): the workspace is a worktree"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("parallel: own layers"), "{text}");
+}
+
+#[test]
 fn a_failing_parallel_stage_lets_its_sibling_finish_and_blocks_the_stages_after() {
     if !support::overlay_available() {
         return;
