@@ -42,6 +42,9 @@ pub const HARDENING_CONFIG: &[(&str, &str)] = &[
     ("core.hooksPath", "/dev/null"),
     ("core.fsmonitor", "false"),
     ("core.untrackedCache", "false"),
+    // One index file per git directory: a split index keeps its shared part beside it, which
+    // a workspace whose index is its base's (hard-linked) would not have.
+    ("core.splitIndex", "false"),
     ("core.attributesFile", "/dev/null"),
     ("core.excludesFile", "/dev/null"),
     ("core.pager", "cat"),

@@ -122,6 +122,12 @@ pub struct JobLimits {
     /// share it.
     #[serde(default = "default_output_limit")]
     pub output_limit: String,
+    /// How many of a verify job's `parallel = true` stages run at once. Each stage gets the
+    /// memory and process limits above, so the default, 1, keeps them the job's; 2 lets two
+    /// stages each use them at once (a parallel group's stages still run on layers of their
+    /// own either way).
+    #[serde(default = "default_parallel_stages")]
+    pub parallel_stages: u16,
 }
 
 impl Default for JobLimits {
@@ -130,8 +136,13 @@ impl Default for JobLimits {
             memory: default_memory(),
             pids: default_pids(),
             output_limit: default_output_limit(),
+            parallel_stages: default_parallel_stages(),
         }
     }
+}
+
+fn default_parallel_stages() -> u16 {
+    1
 }
 
 impl JobLimits {
@@ -455,6 +466,11 @@ impl Policy {
             if limits.pids == 0 {
                 return Err(invalid(format!(
                     "projects.{name}.limits.pids must be at least 1"
+                )));
+            }
+            if !(1..=64).contains(&limits.parallel_stages) {
+                return Err(invalid(format!(
+                    "projects.{name}.limits.parallel_stages must be 1 to 64"
                 )));
             }
             if project.concurrency == 0 || project.max_attempts == 0 || project.max_queued == 0 {
@@ -788,5 +804,26 @@ mod tests {
             error.to_string().contains("projects.a.max_timeout"),
             "{error}"
         );
+        for bad in ["0", "65"] {
+            let error = Policy::parse(
+                Path::new("p.toml"),
+                &format!("[projects.a]\nlimits = {{ parallel_stages = {bad} }}\n"),
+            )
+            .unwrap_err();
+            assert!(
+                error
+                    .to_string()
+                    .contains("projects.a.limits.parallel_stages"),
+                "{error}"
+            );
+        }
+        let ok = Policy::parse(
+            Path::new("p.toml"),
+            "[projects.a]\nlimits = { parallel_stages = 2 }\n",
+        )
+        .unwrap();
+        assert_eq!(ok.projects["a"].limits.parallel_stages, 2);
+        let default = Policy::parse(Path::new("p.toml"), "[projects.a]\n").unwrap();
+        assert_eq!(default.projects["a"].limits.parallel_stages, 1);
     }
 }

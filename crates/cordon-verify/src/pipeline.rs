@@ -684,7 +684,6 @@ fn run_group(
         .unwrap_or_else(default_parallel_stages)
         .max(1);
     let mut pending: std::collections::VecDeque<usize> = members.collect();
-    let mut made = Vec::new();
     std::thread::scope(|scope| {
         // Bounded: a stage printing faster than the observer takes it waits, as it would
         // outside a group (its pipe fills), instead of queueing in cordon's memory.
@@ -702,7 +701,6 @@ fn run_group(
                     continue;
                 }
                 let dir = group.scratch.join(format!("parallel-{i}"));
-                made.push(dir.clone());
                 progress.observer.stage_started(i, &planned.stage);
                 running += 1;
                 let tx = tx.clone();
@@ -763,20 +761,21 @@ fn run_group(
                 Ok(Event::Finished(i, result)) => {
                     running -= 1;
                     progress.finish(i, *result);
+                    // Its sandbox has ended: its layers go now, not with the group (a
+                    // `target/` layer can be large, and later stages of the group may wait).
+                    let dir = group.scratch.join(format!("parallel-{i}"));
+                    if let Err(e) = cordon_workspace::remove_tree(&dir) {
+                        progress.warnings.push(format!(
+                            "a parallel stage's layers ({}) could not be removed: {e}; they go \
+                             with the workspace",
+                            dir.display()
+                        ));
+                    }
                 }
                 Err(_) => break,
             }
         }
     });
-    for dir in &made {
-        if let Err(e) = cordon_workspace::remove_tree(dir) {
-            progress.warnings.push(format!(
-                "a parallel stage's layers ({}) could not be removed: {e}; they go with the \
-                 workspace",
-                dir.display()
-            ));
-        }
-    }
 }
 
 /// A parallel stage's progress, sent to the verification's thread.

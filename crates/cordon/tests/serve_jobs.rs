@@ -252,8 +252,21 @@ fn a_verify_jobs_live_log_names_the_stage_of_each_output_of_parallel_stages() {
     if !support::overlay_available() {
         return;
     }
-    let server = Server::start(POLICY);
-    let token = server.token("a", "submit,read");
+    // Project `a` lets two parallel stages run at once; `c` keeps the default, one.
+    let server = Server::start(
+        r#"
+workers = 2
+
+[projects.a]
+max_timeout = "60s"
+allow = [["sh", "*"], ["git", "*"]]
+limits = { parallel_stages = 2 }
+
+[projects.c]
+max_timeout = "60s"
+allow = [["sh", "*"], ["git", "*"]]
+"#,
+    );
     // Two parallel stages, each printing its own lines while the other runs.
     let line = |name: &str| {
         format!(
@@ -262,50 +275,58 @@ fn a_verify_jobs_live_log_names_the_stage_of_each_output_of_parallel_stages() {
     };
     let config = format!("{}\n{}", line("left"), line("right"));
     let src = repo_with(server.dir.path(), &[("cordon.toml", config.as_str())]);
-    // A candidate (a ref beyond the base): its parallel stages run at once.
+    // A candidate (a ref beyond the base): its parallel stages run on layers of their own.
     git(&src, &["checkout", "-q", "-b", "feature"]);
     std::fs::write(src.join("README"), "a change\n").unwrap();
     git(&src, &["add", "-A"]);
     git(&src, &["commit", "-qm", "feature"]);
-    let verified = server.run_to_end(
-        &token,
-        &json!({"project": "a", "type": "verify", "inputs": {
-            "repo": src.display().to_string(), "ref": "feature"}}),
-    );
-    assert_eq!(verified["state"], "succeeded", "{verified}");
-    let id = verified["id"].as_str().unwrap();
-    // Each stage's output, as the live log tells it; and the order the stages spoke in.
-    let mut by_stage = std::collections::BTreeMap::<String, String>::new();
-    let mut speakers: Vec<String> = Vec::new();
-    for (_, kind, data) in server.events(&token, id, None) {
-        if kind == "output" {
-            let stage = data["stage"].as_str().unwrap_or("(none)").to_owned();
-            if speakers.last() != Some(&stage) {
-                speakers.push(stage.clone());
+    // The order the stages spoke in, as each project's live log tells it.
+    let speakers = |project: &str| -> Vec<String> {
+        let token = server.token(project, "submit,read");
+        let verified = server.run_to_end(
+            &token,
+            &json!({"project": project, "type": "verify", "inputs": {
+                "repo": src.display().to_string(), "ref": "feature"}}),
+        );
+        assert_eq!(verified["state"], "succeeded", "{verified}");
+        let id = verified["id"].as_str().unwrap();
+        let mut by_stage = std::collections::BTreeMap::<String, String>::new();
+        let mut speakers: Vec<String> = Vec::new();
+        for (_, kind, data) in server.events(&token, id, None) {
+            if kind == "output" {
+                let stage = data["stage"].as_str().unwrap_or("(none)").to_owned();
+                if speakers.last() != Some(&stage) {
+                    speakers.push(stage.clone());
+                }
+                by_stage
+                    .entry(stage)
+                    .or_default()
+                    .push_str(data["text"].as_str().unwrap());
             }
-            by_stage
-                .entry(stage)
-                .or_default()
-                .push_str(data["text"].as_str().unwrap());
         }
-    }
-    assert_eq!(
-        by_stage.keys().collect::<Vec<_>>(),
-        ["left", "right"],
-        "{by_stage:?}"
-    );
-    for (name, other) in [("left", "right"), ("right", "left")] {
-        let text = &by_stage[name];
-        for i in 1..=5 {
-            assert!(text.contains(&format!("from-{name}-{i}\n")), "{by_stage:?}");
+        assert_eq!(
+            by_stage.keys().collect::<Vec<_>>(),
+            ["left", "right"],
+            "{by_stage:?}"
+        );
+        // Every line under its own stage.
+        for (name, other) in [("left", "right"), ("right", "left")] {
+            let text = &by_stage[name];
+            for i in 1..=5 {
+                assert!(text.contains(&format!("from-{name}-{i}\n")), "{by_stage:?}");
+            }
+            assert!(!text.contains(&format!("from-{other}")), "{by_stage:?}");
         }
-        assert!(!text.contains(&format!("from-{other}")), "{by_stage:?}");
-    }
-    // They ran at once: the log goes from one to the other and back.
+        speakers
+    };
+    // Two at once: the log goes from one to the other and back.
+    let at_once = speakers("a");
     assert!(
-        speakers.len() >= 3,
-        "the stages did not interleave: {speakers:?}"
+        at_once.len() >= 3,
+        "the stages did not interleave: {at_once:?}"
     );
+    // One at a time (the default: the project's limits hold for the job): one, then the other.
+    assert_eq!(speakers("c"), ["left", "right"]);
 }
 
 const NETWORK_POLICY: &str = r#"

@@ -197,6 +197,8 @@ fn verify_in(
     let limits = attempt.limits();
     request.max_memory = Some(limits.memory_bytes());
     request.max_pids = Some(limits.pids);
+    // Each running stage gets those limits: the project says how many run at once.
+    request.max_parallel_stages = Some(usize::from(limits.parallel_stages.max(1)));
     request.allow_degraded = attempt.policy.degradations();
     let running = plan
         .stages
