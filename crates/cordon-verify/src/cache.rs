@@ -167,21 +167,10 @@ fn build_dirs(tree: &Dir, project: &Path, stages: &[StageConfig]) -> Vec<PathBuf
     let mut out = Vec::new();
     let at = tree.join(project);
     if at.join("Cargo.toml").is_file() && runs(stages, &["cargo"]) {
-        // The highest manifest up to the top that declares a `[workspace]` owns `target/`.
-        let mut owner = project.to_owned();
-        let mut dir = project.to_owned();
-        while dir.pop() {
-            let manifest = tree.join(&dir).join("Cargo.toml");
-            if manifest
-                .read_to_string()
-                .ok()
-                .and_then(|t| toml::from_str::<toml::Table>(&t).ok())
-                .is_some_and(|t| t.contains_key("workspace"))
-            {
-                owner = dir.clone();
-            }
-        }
-        out.push(owner.join("target"));
+        // The Cargo workspace the project belongs to owns `target/` (the same directory the
+        // detected clippy stage builds under).
+        let owner = at.join(crate::detect::cargo_owner(&at));
+        out.push(owner.rel().join("target"));
     }
     if at.join("package.json").is_file() && runs(stages, &["npm", "npx", "pnpm", "yarn", "bun"]) {
         out.push(project.join("node_modules"));

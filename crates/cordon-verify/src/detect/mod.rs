@@ -154,7 +154,7 @@ const CARGO_JSON: &str = "--message-format=json";
 /// The directory of the Cargo workspace `root` belongs to, relative to `root` (`""` or
 /// `"../.."`): the highest manifest up to the top of the tree that declares `[workspace]`,
 /// else `root` itself. Its `target/` is the build directory warm verification caches.
-fn cargo_owner(root: &Dir) -> PathBuf {
+pub(crate) fn cargo_owner(root: &Dir) -> PathBuf {
     let mut up = PathBuf::new();
     let mut owner = PathBuf::new();
     let mut dir = root.clone();
