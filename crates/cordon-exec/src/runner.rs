@@ -150,6 +150,7 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
         stderr: err_w.as_raw_fd(),
         report_fd: report_pipe.as_ref().map(|(_, w)| w.as_raw_fd()),
         namespaces: spec.namespaces,
+        in_process: spec.in_process.clone(),
         network_fd: network_fd.as_ref().map(AsRawFd::as_raw_fd),
     });
 

@@ -24,6 +24,8 @@ use std::path::Path;
 
 use cordon_types::{CHILD_NETWORK_FD, CHILD_REPORT_FD};
 
+use crate::spec::InProcess;
+
 /// The child's stack: it runs a few frames of straight-line code.
 const STACK_BYTES: usize = 256 * 1024;
 
@@ -49,6 +51,7 @@ pub(crate) struct Spawn {
     report_fd: Option<RawFd>,
     network_fd: Option<RawFd>,
     namespaces: i32,
+    in_process: Option<InProcess>,
 }
 
 /// The program, its arguments and environment, and where it runs.
@@ -67,6 +70,9 @@ pub(crate) struct Command<'a> {
     pub network_fd: Option<RawFd>,
     /// New namespaces to start it in (`CLONE_NEW*`); see `RunSpec::namespaces`.
     pub namespaces: i32,
+    /// The supervisor's code, run in the child instead of executing the program when this
+    /// process is single-threaded; see `RunSpec::in_process`.
+    pub in_process: Option<InProcess>,
 }
 
 fn cstring(bytes: &[u8]) -> std::io::Result<CString> {
@@ -130,12 +136,19 @@ impl Spawn {
             report_fd: cmd.report_fd,
             network_fd: cmd.network_fd,
             namespaces: cmd.namespaces,
+            in_process: cmd.in_process,
         })
     }
 
     /// Starts the child; returns its pid once it has executed the program, or the error that
     /// kept it from doing so (the child is then reaped).
     pub(crate) fn spawn(&self) -> std::io::Result<libc::pid_t> {
+        if self.namespaces != 0
+            && let Some(entry) = &self.in_process
+            && single_threaded()
+        {
+            return self.spawn_in_process(entry);
+        }
         let ptrs = |v: &[CString]| -> Vec<*const libc::c_char> {
             v.iter()
                 .map(|c| c.as_ptr())
@@ -204,10 +217,143 @@ impl Spawn {
         }
         Ok(pid)
     }
+
+    /// Clones a child that does not share cordon's memory into the new namespaces, sets up
+    /// its descriptors and directory as for a program, and runs `entry` there: the
+    /// supervisor without an executable of its own to start. Returns once the child has got
+    /// that far, or the error of the step that failed (the child is then reaped).
+    ///
+    /// Only for a single-threaded process: the child is a copy of it that runs Rust code
+    /// (which allocates), sound only when no other thread can have held a lock (the
+    /// allocator's among them) at the moment of the copy.
+    fn spawn_in_process(&self, entry: &InProcess) -> std::io::Result<libc::pid_t> {
+        // The child says on this pipe which step failed, if one does; its write end closes
+        // when `entry` starts (end of file: it did). Above every fixed descriptor number the
+        // child sets up, so that none of them lands on it.
+        let (errors_r, low) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+        let errors_w = rustix::io::fcntl_dupfd_cloexec(&low, 10)?;
+        drop(low);
+        let mut child = Child {
+            spawn: self,
+            argv: std::ptr::null(),
+            envp: std::ptr::null(),
+            sh_argv: std::ptr::null_mut(),
+            old_mask: empty_sigset(),
+            error: 0,
+            stage: Stage::Started,
+        };
+        let all = full_sigset();
+        // SAFETY: valid sigset pointers.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut child.old_mask) };
+        // SAFETY: clone without CLONE_VM is fork into new namespaces: the child gets a copy of
+        // this (single-threaded, checked by the caller) process and never returns from the
+        // block below.
+        let pid = unsafe {
+            libc::syscall(
+                libc::SYS_clone,
+                (self.namespaces | libc::SIGCHLD) as libc::c_ulong,
+                0usize,
+                0usize,
+                0usize,
+                0usize,
+            )
+        };
+        if pid == 0 {
+            // SAFETY: in the child, on its own copy of `child` and the prepared data.
+            let error = unsafe { child_prepare(&mut child) };
+            if error != 0 {
+                let mut message = [0u8; 5];
+                message[0] = child.stage as u8;
+                message[1..].copy_from_slice(&error.to_ne_bytes());
+                let _ = rustix::io::write(&errors_w, &message);
+                // SAFETY: ends the child without running anything of cordon's.
+                unsafe { libc::_exit(127) }
+            }
+            // Nothing executes here to close cordon's other descriptors: close them now (the
+            // error pipe among them), so that the supervisor holds only what it is given.
+            // SAFETY: closing descriptors of this process, none of which is used again.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_close_range,
+                    first_private(self),
+                    libc::c_uint::MAX,
+                    0,
+                )
+            };
+            (entry.0)();
+            // SAFETY: as above.
+            unsafe { libc::_exit(127) }
+        }
+        let clone_error = std::io::Error::last_os_error();
+        // SAFETY: restores this thread's mask.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &child.old_mask, std::ptr::null_mut()) };
+        drop(errors_w);
+        if pid < 0 {
+            return Err(clone_error);
+        }
+        let pid = libc::pid_t::try_from(pid).expect("clone returns a process id");
+        let mut message = [0u8; 5];
+        let mut got = 0;
+        while got < message.len() {
+            match rustix::io::read(&errors_r, &mut message[got..]) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(rustix::io::Errno::INTR) => {}
+                Err(_) => break,
+            }
+        }
+        if got == 0 {
+            return Ok(pid);
+        }
+        let mut status = 0;
+        // SAFETY: our own child, valid out-pointer.
+        while unsafe { libc::waitpid(pid, &mut status, 0) } < 0
+            && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+        {}
+        let stage = Stage::from_u8(message[0]);
+        let error = std::io::Error::from_raw_os_error(i32::from_ne_bytes(
+            message[1..].try_into().expect("four bytes"),
+        ));
+        Err(std::io::Error::new(
+            error.kind(),
+            format!("{} in the new process: {error}", stage.what()),
+        ))
+    }
+}
+
+/// Whether this process has one thread (`num_threads` of `/proc/self/stat`). Only this thread
+/// could start another, so the answer holds until it does.
+fn single_threaded() -> bool {
+    let Ok(stat) = std::fs::read("/proc/self/stat") else {
+        return false;
+    };
+    // The fields after the command name (which may hold anything) start with the state,
+    // field 3; `num_threads` is field 20.
+    let Some(end) = stat.iter().rposition(|b| *b == b')') else {
+        return false;
+    };
+    stat[end + 1..]
+        .split(|b| *b == b' ')
+        .filter(|f| !f.is_empty())
+        .nth(17)
+        == Some(&b"1"[..])
+}
+
+/// The first descriptor number the child does not keep: above the standard ones, and the
+/// report pipe and network socket when it is given them.
+fn first_private(spawn: &Spawn) -> libc::c_uint {
+    if spawn.network_fd.is_some() {
+        CHILD_NETWORK_FD as libc::c_uint + 1
+    } else if spawn.report_fd.is_some() {
+        CHILD_REPORT_FD as libc::c_uint + 1
+    } else {
+        3
+    }
 }
 
 /// Which step of the child failed (for the message).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
 enum Stage {
     Started,
     Session,
@@ -219,6 +365,21 @@ enum Stage {
 }
 
 impl Stage {
+    fn from_u8(value: u8) -> Stage {
+        [
+            Stage::Started,
+            Stage::Session,
+            Stage::DeathSignal,
+            Stage::Descriptors,
+            Stage::Directory,
+            Stage::Capabilities,
+            Stage::Exec,
+        ]
+        .into_iter()
+        .find(|s| *s as u8 == value)
+        .unwrap_or(Stage::Started)
+    }
+
     fn what(self) -> &'static str {
         match self {
             Stage::Started | Stage::Exec => "start the program",
@@ -332,6 +493,55 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
 /// Called only in the cloned child, with `child` prepared by [`Spawn::spawn`].
 unsafe fn child_setup(child: &mut Child<'_>) -> i32 {
     let spawn = child.spawn;
+    // SAFETY: as documented for both.
+    unsafe {
+        let error = child_prepare(child);
+        if error != 0 {
+            return error;
+        }
+        if spawn.namespaces & libc::CLONE_NEWUSER != 0 {
+            // Capabilities in the new user namespace: every one, lost at execve (the child's
+            // uid is not root there). Kept as ambient capabilities, they pass to the program
+            // (the sandbox's helper, which drops them all before its payload runs).
+            child.stage = Stage::Capabilities;
+            let e = keep_capabilities();
+            if e != 0 {
+                return e;
+            }
+        }
+        // execvp's search: permission denied is remembered and the search goes on; a missing
+        // file or directory goes on; anything else stops it.
+        child.stage = Stage::Exec;
+        let mut error = libc::ENOENT;
+        let mut denied = false;
+        for candidate in &spawn.candidates {
+            libc::execve(candidate.as_ptr(), child.argv, child.envp);
+            let e = errno();
+            if e == libc::ENOEXEC {
+                *child.sh_argv.add(1) = candidate.as_ptr();
+                libc::execve(c"/bin/sh".as_ptr(), child.sh_argv.cast_const(), child.envp);
+                return errno();
+            }
+            match e {
+                libc::EACCES => denied = true,
+                libc::ENOENT | libc::ENOTDIR | libc::ESTALE | libc::ENODEV | libc::ETIMEDOUT => {}
+                other => return other,
+            }
+            error = e;
+        }
+        if denied { libc::EACCES } else { error }
+    }
+}
+
+/// The child's steps before the program: signal dispositions and mask, a session, the
+/// parent-death signal, the descriptors, the working directory. Returns 0 or the errno of the
+/// step left in `child.stage`.
+///
+/// # Safety
+/// Called only in the cloned child, with `child` prepared by [`Spawn::spawn`] (or a copy of
+/// it, in a child that does not share cordon's memory).
+unsafe fn child_prepare(child: &mut Child<'_>) -> i32 {
+    let spawn = child.spawn;
     // SAFETY: only async-signal-safe system calls on integers, on the prepared C strings and
     // pointer arrays, and on local buffers.
     unsafe {
@@ -402,13 +612,7 @@ unsafe fn child_setup(child: &mut Child<'_>) -> i32 {
         // Descriptors cordon inherited from its own parent stay out of the program: every one
         // above the standard ones (and the report pipe and network socket) is marked
         // close-on-exec. Best effort on old kernels.
-        let first_private = if spawn.network_fd.is_some() {
-            CHILD_NETWORK_FD as libc::c_uint + 1
-        } else if spawn.report_fd.is_some() {
-            CHILD_REPORT_FD as libc::c_uint + 1
-        } else {
-            3
-        };
+        let first_private = first_private(spawn);
         // Out of the way of the fixed numbers first (the report pipe may be moved onto it).
         let network_fd = match spawn.network_fd {
             Some(fd) => match libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 10) {
@@ -438,38 +642,7 @@ unsafe fn child_setup(child: &mut Child<'_>) -> i32 {
         if libc::chdir(spawn.cwd.as_ptr()) < 0 {
             return errno();
         }
-
-        if spawn.namespaces & libc::CLONE_NEWUSER != 0 {
-            // Capabilities in the new user namespace: every one, lost at execve (the child's
-            // uid is not root there). Kept as ambient capabilities, they pass to the program
-            // (the sandbox's helper, which drops them all before its payload runs).
-            child.stage = Stage::Capabilities;
-            let e = keep_capabilities();
-            if e != 0 {
-                return e;
-            }
-        }
-        // execvp's search: permission denied is remembered and the search goes on; a missing
-        // file or directory goes on; anything else stops it.
-        child.stage = Stage::Exec;
-        let mut error = libc::ENOENT;
-        let mut denied = false;
-        for candidate in &spawn.candidates {
-            libc::execve(candidate.as_ptr(), child.argv, child.envp);
-            let e = errno();
-            if e == libc::ENOEXEC {
-                *child.sh_argv.add(1) = candidate.as_ptr();
-                libc::execve(c"/bin/sh".as_ptr(), child.sh_argv.cast_const(), child.envp);
-                return errno();
-            }
-            match e {
-                libc::EACCES => denied = true,
-                libc::ENOENT | libc::ENOTDIR | libc::ESTALE | libc::ENODEV | libc::ETIMEDOUT => {}
-                other => return other,
-            }
-            error = e;
-        }
-        if denied { libc::EACCES } else { error }
+        0
     }
 }
 
@@ -552,6 +725,7 @@ mod tests {
             report_fd: None,
             network_fd: None,
             namespaces: 0,
+            in_process: None,
         })?;
         let pid = spawn.spawn()?;
         drop(w);
@@ -589,6 +763,63 @@ mod tests {
         assert_eq!(missing.kind(), std::io::ErrorKind::NotFound);
         let dir = run("/", &[], &[]).unwrap_err();
         assert_eq!(dir.kind(), std::io::ErrorKind::PermissionDenied);
+    }
+
+    #[test]
+    fn a_multi_threaded_process_executes_the_program_instead_of_running_in_process() {
+        // A second thread, alive across the spawn: a copy of this process may not run the
+        // in-process supervisor (it allocates), so the program is executed instead.
+        let (stop, wait) = std::sync::mpsc::channel::<()>();
+        let other = std::thread::spawn(move || {
+            let _ = wait.recv();
+        });
+        assert!(!single_threaded());
+        let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).unwrap();
+        let args: Vec<OsString> = vec!["-c".into(), "echo executed".into()];
+        let spawn = Spawn::new(Command {
+            program: "/bin/sh".as_ref(),
+            args: &args,
+            env: Vec::new(),
+            cwd: Path::new("/"),
+            stdin: Stdio::Inherit,
+            stdout: w.as_raw_fd(),
+            stderr: w.as_raw_fd(),
+            report_fd: None,
+            network_fd: None,
+            namespaces: libc::CLONE_NEWUSER,
+            in_process: Some(InProcess(std::sync::Arc::new(|| {
+                // SAFETY: a write of a constant buffer, then the child's end.
+                unsafe {
+                    libc::write(1, c"in-process\n".as_ptr().cast(), 11);
+                    libc::_exit(0)
+                }
+            }))),
+        })
+        .unwrap();
+        let pid = spawn.spawn().unwrap();
+        drop(w);
+        let mut out = Vec::new();
+        std::io::Read::read_to_end(&mut std::fs::File::from(r), &mut out).unwrap();
+        let mut status = 0;
+        // SAFETY: our own child.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        stop.send(()).unwrap();
+        other.join().unwrap();
+        assert_eq!(String::from_utf8_lossy(&out), "executed\n");
+    }
+
+    #[test]
+    fn the_thread_count_is_read_from_proc() {
+        let (stop, wait) = std::sync::mpsc::channel::<()>();
+        let other = std::thread::spawn(move || {
+            let _ = wait.recv();
+        });
+        assert!(!single_threaded());
+        stop.send(()).unwrap();
+        other.join().unwrap();
+        // The test harness may run this test on a thread of its own: count from /proc.
+        let threads = std::fs::read_dir("/proc/self/task").unwrap().count();
+        assert_eq!(single_threaded(), threads == 1);
     }
 
     #[test]

@@ -54,10 +54,26 @@ pub struct RunSpec {
     /// from inside needs them, and drops them all before its payload runs. `0`: cordon's own
     /// namespaces.
     pub namespaces: i32,
+    /// The supervisor's code, to run in a child cloned into [`RunSpec::namespaces`] instead of
+    /// executing `program` there (no second executable to start). Used only when this
+    /// process is single-threaded at the spawn, as a copy of a multi-threaded process may
+    /// not run code that allocates; `program` is executed otherwise, so both must do the same.
+    pub in_process: Option<InProcess>,
     /// What the supervisor enforces (the sandbox's `PreparedCommand::summary`), reported as
     /// the result's `sandbox` section together with what the supervisor observed while
     /// setting up (Landlock rights the kernel left unenforced). `None`: not sandboxed.
     pub sandbox: Option<SandboxSummary>,
+}
+
+/// Code that runs as the supervisor in a cloned child, in place of executing the program (see
+/// [`RunSpec::in_process`]). It must not return; if it does, the child exits with status 127.
+#[derive(Clone)]
+pub struct InProcess(pub std::sync::Arc<dyn Fn() + Send + Sync>);
+
+impl std::fmt::Debug for InProcess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("InProcess(..)")
+    }
 }
 
 /// The environment of the program.
@@ -110,6 +126,7 @@ impl RunSpec {
             exclusive_children: false,
             display_command: None,
             namespaces: 0,
+            in_process: None,
             sandbox: None,
         }
     }

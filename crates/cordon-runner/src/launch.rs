@@ -193,6 +193,12 @@ pub fn prepare(request: &RunRequest) -> Result<PreparedRun, RunError> {
             spec.supervised = true;
             // The helper is started as PID 1 in the sandbox's new namespaces when it can be.
             spec.namespaces = prepared.namespaces;
+            // Or, when cordon is single-threaded as it starts it, PID 1 is a clone of cordon
+            // running the helper's code, with no executable to start.
+            spec.in_process = prepared
+                .in_process
+                .take()
+                .map(|init| cordon_exec::InProcess(std::sync::Arc::new(move || init.run())));
             // The executor reports it, with what the helper observed (unenforced Landlock
             // rights).
             spec.sandbox = Some(prepared.summary.clone());

@@ -15,7 +15,13 @@ pub fn init_main() -> ! {
     if let Some(plan) = std::env::var_os(crate::overlay_exec::OVERLAY_EXEC_ENV) {
         crate::overlay_exec::run(&plan)
     }
-    let report = match outer::run() {
+    report_and_exit(outer::run())
+}
+
+/// Writes the report of a run (or of why the sandbox could not be set up) to
+/// [`CHILD_REPORT_FD`] and exits 0.
+pub(crate) fn report_and_exit(outcome: crate::error::Setup<ChildReport>) -> ! {
+    let report = match outcome {
         Ok(report) => report,
         Err(e) => ChildReport {
             setup_error: Some(format!("sandbox set-up failed: {e}")),

@@ -44,6 +44,7 @@ mod cgroup;
 mod child;
 mod entry;
 mod error;
+mod in_process;
 mod landlock;
 mod leftovers;
 mod mounts;
@@ -61,6 +62,7 @@ mod sys;
 
 pub use entry::{dispatch_helper, has_helper_entry, init_main};
 pub use error::{SeccompError, SetupError};
+pub use in_process::InProcessInit;
 pub use mounts::{HOSTNAME, etc_hosts};
 pub use overlay_exec::{OVERLAY_EXEC_ENV, OverlayExec};
 pub use pid::{ProcessGroup, ProcessId};

@@ -161,19 +161,26 @@ fn prepare() -> Setup<Prepared> {
         .into());
     }
     let argv: Vec<OsString> = args.collect();
-    let Some(program) = argv.first().cloned() else {
-        return Err("no program to run".into());
-    };
     let plan_text = std::env::var(PLAN_ENV)
         .map_err(|_| format!("{PLAN_ENV} is not set (run by cordon itself)"))?;
     let plan: InitPlan =
         serde_json::from_str(&plan_text).map_err(|e| format!("invalid plan: {e}"))?;
+    let env = std::env::vars_os().filter(|(k, _)| !crate::plan::HELPER_ENV.iter().any(|h| k == *h));
+    prepare_from(plan, argv, env)
+}
+
+/// Allocates all the children need from the plan, the program's argv and its environment.
+pub(crate) fn prepare_from(
+    plan: InitPlan,
+    argv: Vec<OsString>,
+    env: impl IntoIterator<Item = (OsString, OsString)>,
+) -> Setup<Prepared> {
+    let Some(program) = argv.first().cloned() else {
+        return Err("no program to run".into());
+    };
     let mut envp = Vec::new();
     let mut path = None;
-    for (k, v) in std::env::vars_os() {
-        if crate::plan::HELPER_ENV.iter().any(|h| k == *h) {
-            continue;
-        }
+    for (k, v) in env {
         if k == "PATH" {
             path = Some(v.clone());
         }

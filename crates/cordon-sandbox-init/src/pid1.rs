@@ -136,6 +136,11 @@ fn setup(p: &Prepared, sync_fd: Option<i32>) -> Setup<()> {
             return Err("the outer helper went away before the sandbox was ready".into());
         }
     }
+    // Nothing of PID 1's memory is the program's business (started by cordon without the
+    // helper executable, it is a copy of cordon's): no core dump, and `/proc/1` files that
+    // expose memory belong to the host's root. Only now: the uid and gid maps are written.
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+        .map_err(|e| format!("make the supervisor non-dumpable: {e}"))?;
     // SAFETY: integer argument only.
     let r = unsafe { libc::unshare(libc::CLONE_NEWCGROUP) };
     sys::check(r.into(), || "create the cgroup namespace".into())?;

@@ -4,8 +4,8 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
 use cordon_sandbox_init::{
-    BUILD_ENV, CgroupPlan, FALLBACK_ENV, HELPER_BUILD, INIT_ARG, InitPlan, PLAN_ENV, Rlimit,
-    RlimitResource as Resource,
+    BUILD_ENV, CgroupPlan, FALLBACK_ENV, HELPER_BUILD, INIT_ARG, InProcessInit, InitPlan, PLAN_ENV,
+    Rlimit, RlimitResource as Resource,
 };
 use cordon_types::{Enforcement, EnforcementSummary, NetworkMode, SandboxSummary};
 
@@ -34,6 +34,10 @@ pub struct PreparedCommand {
     /// sandbox and builds it in place, with no outer process of its own. `0`: the helper is
     /// started plainly and makes them itself (needed for cgroup limits); either way works.
     pub namespaces: i32,
+    /// The same sandbox, to be run by a child cordon clones into [`Self::namespaces`] itself
+    /// instead of executing the helper there (`cordon_exec::RunSpec::in_process`), when cordon
+    /// is single-threaded at the spawn. `None` when the helper must make the namespaces.
+    pub in_process: Option<InProcessInit>,
     /// What will hold, for the run result.
     pub summary: SandboxSummary,
 }
@@ -145,6 +149,7 @@ pub(crate) fn prepare_with(
         proxy_port: (policy.network == NetworkMode::Allowlist).then_some(PROXY_PORT),
     };
     let mut env = program_env(&policy, &toolchains.env);
+    let in_process = InProcessInit::new(init.clone(), program, args, env.clone());
     let plan_json = serde_json::to_string(&init).expect("the plan serializes");
     env.push((PLAN_ENV.into(), plan_json.into()));
     if let Ok(own) = std::env::current_exe()
@@ -170,6 +175,7 @@ pub(crate) fn prepare_with(
         env,
         lease,
         namespaces: init.spawn_namespaces(),
+        in_process,
         summary: SandboxSummary {
             enabled: true,
             namespaces,

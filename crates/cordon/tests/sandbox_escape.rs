@@ -218,6 +218,36 @@ fn proc_shows_only_sandbox_processes() {
 }
 
 #[test]
+fn pid_1_is_a_clone_of_cordon_whose_memory_the_program_cannot_read() {
+    require_sandbox!();
+    let w = Work::new();
+    // A value only cordon's own environment holds (not passed, not a secret it redacts): a
+    // clone of cordon carries it in its memory and its environment block.
+    let value = "pid1-memory-value-7c1e";
+    let ran = w.run_env(
+        &[],
+        "tr '\\0' ' ' < /proc/1/cmdline; echo; \
+         for f in environ mem maps auxv; do cat /proc/1/$f >/dev/null 2>&1 && printf 'READ-%s ' $f; done; \
+         (exec 3</proc/1/mem) 2>/dev/null && printf 'OPEN%s ' ED-mem; \
+         grep -a -l pid1-memory /proc/1/environ /proc/1/mem 2>/dev/null; echo end",
+        &[("CORDON_TEST_FRONT_ONLY", value)],
+    );
+    assert_passed(&ran);
+    let out = ran.stdout();
+    let first = out.lines().next().unwrap_or_default();
+    // PID 1 is cordon itself, cloned into the namespaces (`cordon run ...`), not the helper
+    // executable (`cordon-sandbox-init __sandbox-init ...`): the CLI is single-threaded.
+    assert!(
+        first.contains(" run ") && !first.contains("__sandbox-init"),
+        "{out}"
+    );
+    // (The first line is the script itself.)
+    let rest: Vec<&str> = out.lines().skip(1).collect();
+    assert_eq!(rest, ["end"], "{out}");
+    assert!(!out.contains(value), "{out}");
+}
+
+#[test]
 fn kill_minus_one_and_signals_to_the_host_do_not_hurt_it() {
     require_sandbox!();
     let w = Work::new();
