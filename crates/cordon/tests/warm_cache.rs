@@ -802,6 +802,49 @@ category = "test"
 run = ["true"]
 "#;
 
+/// Two parallel stages and one after them, each printing the name of the sandbox's PID 1.
+const PID1_CONFIG: &str = r#"
+[[stage]]
+name = "left"
+category = "test"
+parallel = true
+run = ["cat", "/proc/1/comm"]
+
+[[stage]]
+name = "right"
+category = "lint"
+parallel = true
+run = ["cat", "/proc/1/comm"]
+"#;
+
+/// While parallel stages run, cordon has a thread per stage: a copy of it may not run the
+/// sandbox's code, so each sandbox is built by the dedicated helper executable installed
+/// beside cordon (smaller and faster to start than cordon re-executing itself).
+#[test]
+fn parallel_stages_are_built_by_the_dedicated_helper() {
+    let helper =
+        std::path::Path::new(env!("CARGO_BIN_EXE_cordon")).with_file_name("cordon-sandbox-init");
+    assert!(
+        helper.is_file(),
+        "{} is missing: build the whole workspace (`cargo build --workspace`, as scripts/test does)",
+        helper.display()
+    );
+    if !support::overlay_available() {
+        return;
+    }
+    let repo = Repo::new(&[("cordon.toml", PID1_CONFIG)]);
+    let (report, out) = repo.verify(&["--cache", "off", "--parallel-stages", "2"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    for name in ["left", "right"] {
+        // The kernel keeps the first 15 bytes of a process name.
+        assert_eq!(
+            stage(&report, name).stdout.head,
+            "cordon-sandbox-\n",
+            "{report:#?}"
+        );
+    }
+}
+
 #[test]
 fn a_worktree_workspace_runs_parallel_stages_in_turn_and_says_why() {
     if !support::sandbox_available() {
