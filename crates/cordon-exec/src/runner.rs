@@ -188,6 +188,14 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
     let mut kill_at: Option<Instant> = None;
     let mut kill_root_at: Option<Instant> = None;
     let mut exit: Option<(libc::c_int, libc::rusage, Instant)> = None;
+    // A supervisor that is PID 1 of a PID namespace of its own (the sandbox's) ends the run
+    // with its complete report, its last act before `_exit`: the namespace is empty by then
+    // (what it killed and did not reap dies with it), and it closed everything else first.
+    // The rest of its exit (the namespaces taken down, ~0.3 ms: an RCU grace period) is not
+    // waited for; it is reaped after the result is made, or never, by a caller that exits
+    // at once (`RunSpec::leave_exiting_supervisor`).
+    let ends_with_report = spec.supervised && spec.namespaces & libc::CLONE_NEWPID != 0;
+    let mut ended_by_report = false;
     let mut leak_deadline: Option<Instant> = None;
     let deadline = t0 + spec.timeout;
     let mut guard_due: Option<Instant> = io.guard.is_some().then(|| t0 + GUARD_POLL);
@@ -305,7 +313,7 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
             timeout
         };
         if let Some((Some(fd), _)) = &report
-            && (exit.is_some() || !report_fits)
+            && (exit.is_some() || !report_fits || ends_with_report)
         {
             fds.push(PollFd::new(fd, PollFlags::IN));
             slots.push(Slot::Report);
@@ -345,6 +353,16 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
                 Slot::Exit | Slot::Cancel => {}
             }
         }
+        if exit.is_none()
+            && ends_with_report
+            && let Some((None, bytes)) = &report
+            && parse_report(bytes, &Ending::Exited(0)).is_ok()
+        {
+            // SAFETY: an all-zero rusage is a valid value (the report has the real figures).
+            exit = Some((0, unsafe { std::mem::zeroed() }, Instant::now()));
+            ended_by_report = true;
+            leak_deadline = Some(Instant::now() + spec.leak_window);
+        }
         let exit_may_be_ready = pidfd.is_none() || ready.iter().any(|s| matches!(s, Slot::Exit));
         if exit.is_none()
             && exit_may_be_ready
@@ -359,11 +377,17 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
     drop(forwarder);
     // The program is gone. Whatever of its tree is left now is a leak: kill it. A supervisor's
     // own helpers may still be on their way out: give them a moment first.
-    if spec.supervised {
+    // (Not when the report ended the run: the only process left is the supervisor, on its
+    // way out, and its PID namespace holds whatever else could be.)
+    if spec.supervised && !ended_by_report {
         tree.settle(SUPERVISOR_SETTLE);
     }
     let open_when_window_closed = streams.iter().any(|s| s.fd.is_some());
-    let processes_killed = tree.kill_members() as u32;
+    let processes_killed = if ended_by_report {
+        0
+    } else {
+        tree.kill_members() as u32
+    };
     // What is still in the pipes is delivered: with its writers dead, each pipe ends once
     // drained (a slow reader of cordon's own output only makes this take longer). Only a
     // writer outside the tree could keep it open: stop when nothing comes for a while.
@@ -407,10 +431,26 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
     }
 
     let (status, rusage, exited_at) = exit.expect("the loop ends only after the program exits");
-    let tree_usage = (spec.exclusive_children && ActiveRun::count() == 1)
-        .then(children_rusage)
-        .flatten()
-        .zip(children_before);
+    // The CPU time of the whole tree: this process's children's since the run started, or,
+    // with the supervisor not reaped yet, what it counted of itself and all it reaped.
+    let tree_usage: Option<(u64, u64)> = if !(spec.exclusive_children && ActiveRun::count() == 1) {
+        None
+    } else if ended_by_report {
+        report
+            .as_ref()
+            .and_then(|(_, bytes)| parse_report(bytes, &Ending::Exited(0)).ok())
+            .and_then(|child| child.tree_rusage)
+            .map(|u| (u.user_us / 1000, u.sys_us / 1000))
+    } else {
+        children_rusage()
+            .zip(children_before)
+            .map(|(after, before)| {
+                (
+                    timeval_ms(after.ru_utime) - timeval_ms(before.ru_utime),
+                    timeval_ms(after.ru_stime) - timeval_ms(before.ru_stime),
+                )
+            })
+    };
     drop(active);
 
     let mut ending = if libc::WIFSIGNALED(status) {
@@ -422,10 +462,8 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
         max_rss_bytes: Some(rusage.ru_maxrss.max(0) as u64 * 1024),
         cpu_user_ms: Some(timeval_ms(rusage.ru_utime)),
         cpu_sys_ms: Some(timeval_ms(rusage.ru_stime)),
-        tree_cpu_user_ms: tree_usage
-            .map(|(after, before)| timeval_ms(after.ru_utime) - timeval_ms(before.ru_utime)),
-        tree_cpu_sys_ms: tree_usage
-            .map(|(after, before)| timeval_ms(after.ru_stime) - timeval_ms(before.ru_stime)),
+        tree_cpu_user_ms: tree_usage.map(|(user, _)| user),
+        tree_cpu_sys_ms: tree_usage.map(|(_, sys)| sys),
         tree_peak_memory_bytes: None,
     };
     let mut sandbox = spec.sandbox.clone().unwrap_or_default();
@@ -480,11 +518,23 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
         run_id: None,
         network: None,
     };
+    if ended_by_report && !spec.leave_exiting_supervisor {
+        reap(pid);
+    }
     Ok(RunOutcome {
         result,
         exit_code: verdict.exit_code,
         ready: intervention == Intervention::Ready,
     })
+}
+
+/// Waits for `pid`, our own child, to end, and reaps it.
+fn reap(pid: i32) {
+    let mut status = 0;
+    // SAFETY: our own unreaped child; valid out-pointer.
+    while unsafe { libc::waitpid(pid, &mut status, 0) } < 0
+        && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+    {}
 }
 
 #[derive(Debug, Clone, Copy)]

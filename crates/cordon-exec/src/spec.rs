@@ -45,6 +45,11 @@ pub struct RunSpec {
     /// run (true for the CLI, which runs one program per process). When false, orphans are
     /// attributed by session id only.
     pub exclusive_children: bool,
+    /// The caller exits as soon as it has the result (the CLI): a supervisor whose complete
+    /// report ended the run (PID 1 of the sandbox) is left to finish exiting, which takes its
+    /// namespaces down, instead of being waited for; the process that inherits it (init, or
+    /// the caller's subreaper) reaps it. Only for a process that starts no further run.
+    pub leave_exiting_supervisor: bool,
     /// The command to report in the result, when it differs from what is executed (e.g. the
     /// sandbox wraps the program in its helper).
     pub display_command: Option<Vec<String>>,
@@ -124,6 +129,7 @@ impl RunSpec {
             leak_window: DEFAULT_LEAK_WINDOW,
             supervised: false,
             exclusive_children: false,
+            leave_exiting_supervisor: false,
             display_command: None,
             namespaces: 0,
             in_process: None,

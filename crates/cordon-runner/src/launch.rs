@@ -216,6 +216,9 @@ pub fn prepare(request: &RunRequest) -> Result<PreparedRun, RunError> {
     spec.leak_window = request.bounds.leak_window;
     spec.stdin = request.stdin;
     spec.exclusive_children = request.exclusive_children;
+    // The CLI runs one program and exits: it need not wait for the sandbox's namespaces to
+    // be taken down.
+    spec.leave_exiting_supervisor = request.exclusive_children;
     // An overlay's own disk use is its upper layer: what the program wrote.
     let disk_root = match &request.workspace {
         Some(WorkspaceMount {

@@ -1,6 +1,6 @@
 //! The helper's entry point: run the sandbox, write the report, exit.
 
-use cordon_types::{CHILD_REPORT_FD, ChildReport};
+use cordon_types::{CHILD_REPORT_FD, ChildReport, ChildRusage};
 
 use crate::{outer, sys};
 
@@ -20,19 +20,61 @@ pub fn init_main() -> ! {
 
 /// Writes the report of a run (or of why the sandbox could not be set up) to
 /// [`CHILD_REPORT_FD`] and exits 0.
+///
+/// The report is the supervisor's last word: its other descriptors (the program's output
+/// pipes among them) are closed first, so that cordon, which treats the report's end as the
+/// end of the run, finds the output complete too; what is left of the process's exit (the
+/// sandbox's namespaces taken down) then happens while cordon goes on.
 pub(crate) fn report_and_exit(outcome: crate::error::Setup<ChildReport>) -> ! {
-    let report = match outcome {
+    let mut report = match outcome {
         Ok(report) => report,
         Err(e) => ChildReport {
             setup_error: Some(format!("sandbox set-up failed: {e}")),
             ..ChildReport::default()
         },
     };
+    report.tree_rusage = Some(tree_rusage());
+    // SAFETY: closing descriptors of this process, none of which is used again (the report
+    // pipe is kept).
+    unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            0u32,
+            (CHILD_REPORT_FD - 1) as u32,
+            0u32,
+        );
+        libc::syscall(
+            libc::SYS_close_range,
+            (CHILD_REPORT_FD + 1) as u32,
+            u32::MAX,
+            0u32,
+        );
+    }
     let mut text = serde_json::to_vec(&report).expect("a report serializes");
     text.push(b'\n');
     sys::write_all(CHILD_REPORT_FD, &text);
     sys::close(CHILD_REPORT_FD);
     sys::exit_now(0)
+}
+
+/// This process's CPU time and that of every child it reaped, and its largest peak memory.
+fn tree_rusage() -> ChildRusage {
+    let get = |who| {
+        // SAFETY: an all-zero rusage is valid; getrusage fills it.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: valid out-pointer.
+        unsafe { libc::getrusage(who, &mut ru) };
+        ru
+    };
+    let us = |t: libc::timeval| {
+        u64::try_from(t.tv_sec).unwrap_or(0) * 1_000_000 + u64::try_from(t.tv_usec).unwrap_or(0)
+    };
+    let (own, reaped) = (get(libc::RUSAGE_SELF), get(libc::RUSAGE_CHILDREN));
+    ChildRusage {
+        user_us: us(own.ru_utime) + us(reaped.ru_utime),
+        sys_us: us(own.ru_stime) + us(reaped.ru_stime),
+        max_rss_bytes: u64::try_from(own.ru_maxrss.max(reaped.ru_maxrss)).unwrap_or(0) * 1024,
+    }
 }
 
 static HAS_ENTRY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);

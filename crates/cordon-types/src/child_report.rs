@@ -47,6 +47,11 @@ pub struct ChildReport {
     /// accepted a degraded Landlock, since otherwise the program does not run.
     #[serde(default)]
     pub landlock_unenforced: Vec<String>,
+    /// CPU time of the whole sandbox up to the report: the supervisor's own and that of
+    /// every process it reaped (the program, its descendants, what was killed). The executor
+    /// uses it when it does not wait for the supervisor to finish exiting.
+    #[serde(default)]
+    pub tree_rusage: Option<ChildRusage>,
 }
 
 /// Resource usage of a reaped process, as `wait4` reports it.
