@@ -419,6 +419,35 @@ fn sigterm_to_cordon_kills_the_tree_and_still_reports() {
 }
 
 #[test]
+fn a_sandboxed_runs_tree_cpu_counts_what_the_program_did_not_wait_for() {
+    if !sandbox_available() {
+        return;
+    }
+    // An orphan (re-parented to the sandbox's PID 1) burns 300 ms of CPU; the program only
+    // waits for its file. The program's own CPU time is small; the tree's counts the orphan.
+    let dir = TestDir::new();
+    let (result, _) = run_json(&[
+        "--cwd",
+        dir.path().to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "(python3 -c 'import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\nopen(\"done\", \"w\")' &); \
+         until [ -e done ]; do sleep 0.01; done",
+    ]);
+    assert_eq!(result.status, RunStatus::Pass, "{result:?}");
+    let r = &result.resource;
+    assert!(
+        r.tree_cpu_user_ms.unwrap() + r.tree_cpu_sys_ms.unwrap() >= 250,
+        "{r:?}"
+    );
+    assert!(
+        r.cpu_user_ms.unwrap() + r.cpu_sys_ms.unwrap() < 250,
+        "{r:?}"
+    );
+}
+
+#[test]
 fn resource_usage_is_reported() {
     let (result, _) = run_json(&[
         "--no-sandbox",
