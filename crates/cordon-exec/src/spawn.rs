@@ -324,9 +324,20 @@ impl Spawn {
 /// Whether this process has one thread (`num_threads` of `/proc/self/stat`). Only this thread
 /// could start another, so the answer holds until it does.
 fn single_threaded() -> bool {
-    let Ok(stat) = std::fs::read("/proc/self/stat") else {
+    // One read (the line is a few hundred bytes; `num_threads` comes early in it): procfs
+    // reports no size, so a read to the end would take several.
+    let Ok(file) = rustix::fs::open(
+        "/proc/self/stat",
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    ) else {
         return false;
     };
+    let mut buf = [0u8; 1024];
+    let Ok(n) = rustix::io::read(&file, &mut buf) else {
+        return false;
+    };
+    let stat = &buf[..n];
     // The fields after the command name (which may hold anything) start with the state,
     // field 3; `num_threads` is field 20.
     let Some(end) = stat.iter().rposition(|b| *b == b')') else {

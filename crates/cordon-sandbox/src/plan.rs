@@ -320,21 +320,34 @@ pub(crate) fn plan_mounts(
             .filter(|cache| !policy.hidden.iter().any(|h| cache.starts_with(h)))
             .cloned(),
     );
+    secret_list.sort();
+    secret_list.dedup();
+    // What each secret is (one lstat, none for what the home directory's listing lacks).
+    let found = secret_metadata(&secret_list, policy.host_home.as_deref());
     // A secret that is a symlink is masked where it points, too (the home directory itself is
     // canonical already, so only the last component can be a link).
     let canon: Vec<PathBuf> = secret_list
         .iter()
-        .filter(|s| {
-            s.symlink_metadata()
-                .is_ok_and(|m| m.file_type().is_symlink())
-        })
-        .filter_map(|s| s.canonicalize().ok())
+        .zip(&found)
+        .filter(|(_, m)| m.as_ref().is_some_and(|m| m.file_type().is_symlink()))
+        .filter_map(|(s, _)| s.canonicalize().ok())
+        .filter(|target| secret_list.binary_search(target).is_err())
         .collect();
-    secret_list.extend(canon);
-    secret_list.sort();
-    secret_list.dedup();
-    for secret in secrets::secrets_under(&secret_list, &visible) {
-        match secret.symlink_metadata() {
+    let mut secrets: Vec<(PathBuf, Option<std::fs::Metadata>)> =
+        secret_list.into_iter().zip(found).collect();
+    for target in canon {
+        let meta = target.symlink_metadata().ok();
+        secrets.push((target, meta));
+    }
+    secrets.sort_by(|a, b| a.0.cmp(&b.0));
+    secrets.dedup_by(|a, b| a.0 == b.0);
+    let paths: Vec<PathBuf> = secrets.iter().map(|(p, _)| p.clone()).collect();
+    for secret in secrets::secrets_under(&paths, &visible) {
+        let meta = secrets
+            .binary_search_by(|(p, _)| p.cmp(secret))
+            .ok()
+            .and_then(|i| secrets[i].1.as_ref());
+        match meta.ok_or(()) {
             Ok(m) if m.is_dir() => ops.push(MountOp::Tmpfs {
                 dst: secret.clone(),
                 mode: 0o000,
@@ -355,6 +368,35 @@ pub(crate) fn plan_mounts(
             .then(a.layer_rank().cmp(&b.layer_rank()))
     });
     (ops, copied)
+}
+
+/// `lstat` of each of `secrets`, `None` for what does not exist. The home directory is read
+/// once: a secret below it whose first name there the listing lacks does not exist, and is
+/// not looked up (most of the credential files cordon knows of are absent on any one host).
+fn secret_metadata(secrets: &[PathBuf], home: Option<&Path>) -> Vec<Option<std::fs::Metadata>> {
+    let listing: Option<std::collections::HashSet<std::ffi::OsString>> = home.and_then(|home| {
+        std::fs::read_dir(home)
+            .ok()
+            .map(|dir| dir.flatten().map(|e| e.file_name()).collect())
+    });
+    secrets
+        .iter()
+        .map(|secret| {
+            let absent = match (home, &listing) {
+                (Some(home), Some(names)) => secret
+                    .strip_prefix(home)
+                    .ok()
+                    .and_then(|rest| rest.components().next())
+                    .is_some_and(|first| !names.contains(first.as_os_str())),
+                _ => false,
+            };
+            if absent {
+                None
+            } else {
+                secret.symlink_metadata().ok()
+            }
+        })
+        .collect()
 }
 
 /// Confines execution to the `allowed` files (`--allow-exec`, canonical, with their
@@ -734,6 +776,40 @@ mod tests {
             .unwrap();
         assert!(bind_at < ssh_at && bind_at < netrc_at);
         std::fs::remove_dir_all(&home).unwrap();
+    }
+
+    #[test]
+    fn nested_and_linked_secrets_are_masked_and_absent_ones_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let (home, elsewhere) = (root.join("home"), root.join("elsewhere"));
+        std::fs::create_dir_all(home.join(".config/gh")).unwrap();
+        std::fs::create_dir_all(elsewhere.join("aws")).unwrap();
+        // ~/.aws is a link to a directory outside the home, which the policy shows.
+        std::os::unix::fs::symlink(elsewhere.join("aws"), home.join(".aws")).unwrap();
+        let mut p = SandboxPolicy::new("/usr/share");
+        p.host_home = Some(home.clone());
+        for path in [&home, &elsewhere] {
+            p.binds.push(Bind {
+                path: path.clone(),
+                access: Access::ReadOnly,
+            });
+        }
+        let ops = mount_ops(&p, &[]);
+        let masked: Vec<&Path> = ops
+            .iter()
+            .filter(|o| matches!(o, MountOp::Tmpfs { mode: 0, .. } | MountOp::MaskFile { .. }))
+            .map(MountOp::dst)
+            .filter(|d| d.starts_with(&root))
+            .collect();
+        assert_eq!(
+            masked,
+            [
+                elsewhere.join("aws").as_path(),
+                home.join(".config/gh").as_path(),
+            ],
+            "{ops:#?}"
+        );
     }
 
     #[test]

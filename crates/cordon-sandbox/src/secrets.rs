@@ -65,7 +65,34 @@ pub fn secret_paths(home: Option<&Path>) -> Vec<PathBuf> {
 
 /// Whether `path` is, or lies inside, a secret path.
 pub fn is_secret_path(path: &Path, home: Option<&Path>) -> bool {
-    secret_paths(home).iter().any(|s| path.starts_with(s))
+    secret_paths(home).iter().any(|s| within(path, s))
+}
+
+/// `path.starts_with(base)` (component by component), compared as bytes when both are
+/// normal absolute paths (no empty, `.` or `..` component, no trailing slash), where the two
+/// agree: `Path::starts_with` parses both into components, and a sandbox's plan makes
+/// thousands of these comparisons (every secret against every visible directory).
+pub(crate) fn within(path: &Path, base: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let (p, b) = (path.as_os_str().as_bytes(), base.as_os_str().as_bytes());
+    if !(normal(p) && normal(b)) {
+        return path.starts_with(base);
+    }
+    if b == b"/" {
+        return true;
+    }
+    p.starts_with(b) && (p.len() == b.len() || p[b.len()] == b'/')
+}
+
+/// An absolute path whose every component is a plain name, without a trailing slash.
+fn normal(bytes: &[u8]) -> bool {
+    if bytes == b"/" {
+        return true;
+    }
+    bytes.first() == Some(&b'/')
+        && bytes[1..]
+            .split(|c| *c == b'/')
+            .all(|name| !name.is_empty() && name != b"." && name != b"..")
 }
 
 /// The secret paths that would be exposed by making `visible` roots visible: every secret
@@ -76,7 +103,7 @@ pub fn secrets_under<'a>(
 ) -> impl Iterator<Item = &'a PathBuf> + 'a {
     secrets
         .iter()
-        .filter(move |s| visible.iter().any(|v| s.starts_with(v)))
+        .filter(move |s| visible.iter().any(|v| within(s, v)))
 }
 
 #[cfg(test)]
@@ -97,6 +124,23 @@ mod tests {
             Some(home)
         ));
         assert!(!is_secret_path(Path::new("/etc/passwd"), Some(home)));
+    }
+
+    #[test]
+    fn within_agrees_with_path_starts_with() {
+        let paths = [
+            "/", "/a", "/a/b", "/ab", "/a/b/c", "/a/", "/a//b", "/a/./b", "/a/../b", "a/b", "",
+            "/a/b/", "/.", "/..", "/a/.", "/a/..",
+        ];
+        for p in paths {
+            for b in paths {
+                assert_eq!(
+                    within(Path::new(p), Path::new(b)),
+                    Path::new(p).starts_with(b),
+                    "{p:?} within {b:?}"
+                );
+            }
+        }
     }
 
     #[test]
