@@ -196,6 +196,7 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
     // at once (`RunSpec::leave_exiting_supervisor`).
     let ends_with_report = spec.supervised && spec.namespaces & libc::CLONE_NEWPID != 0;
     let mut ended_by_report = false;
+    let mut _reap_supervisor: Option<ReapOnDrop> = None;
     let mut leak_deadline: Option<Instant> = None;
     let deadline = t0 + spec.timeout;
     let mut guard_due: Option<Instant> = io.guard.is_some().then(|| t0 + GUARD_POLL);
@@ -358,9 +359,15 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
             && let Some((None, bytes)) = &report
             && parse_report(bytes, &Ending::Exited(0)).is_ok()
         {
-            // SAFETY: an all-zero rusage is a valid value (the report has the real figures).
+            // SAFETY: an all-zero rusage is a valid value (never reported: the report has the
+            // real figures).
             exit = Some((0, unsafe { std::mem::zeroed() }, Instant::now()));
             ended_by_report = true;
+            if !spec.leave_exiting_supervisor {
+                // Reaped when this function returns, on every path (or the job service would
+                // collect zombies).
+                _reap_supervisor = Some(ReapOnDrop(pid));
+            }
             leak_deadline = Some(Instant::now() + spec.leak_window);
         }
         let exit_may_be_ready = pidfd.is_none() || ready.iter().any(|s| matches!(s, Slot::Exit));
@@ -458,10 +465,13 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
     } else {
         Ending::Exited(libc::WEXITSTATUS(status))
     };
+    // The supervisor's own `wait4` figures, unless it was not waited for (the report's then
+    // stand, or nothing when it has none).
+    let waited = (!ended_by_report).then_some(&rusage);
     let mut resource = ResourceUsage {
-        max_rss_bytes: Some(rusage.ru_maxrss.max(0) as u64 * 1024),
-        cpu_user_ms: Some(timeval_ms(rusage.ru_utime)),
-        cpu_sys_ms: Some(timeval_ms(rusage.ru_stime)),
+        max_rss_bytes: waited.map(|r| r.ru_maxrss.max(0) as u64 * 1024),
+        cpu_user_ms: waited.map(|r| timeval_ms(r.ru_utime)),
+        cpu_sys_ms: waited.map(|r| timeval_ms(r.ru_stime)),
         tree_cpu_user_ms: tree_usage.map(|(user, _)| user),
         tree_cpu_sys_ms: tree_usage.map(|(_, sys)| sys),
         tree_peak_memory_bytes: None,
@@ -518,9 +528,6 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
         run_id: None,
         network: None,
     };
-    if ended_by_report && !spec.leave_exiting_supervisor {
-        reap(pid);
-    }
     Ok(RunOutcome {
         result,
         exit_code: verdict.exit_code,
@@ -528,13 +535,18 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
     })
 }
 
-/// Waits for `pid`, our own child, to end, and reaps it.
-fn reap(pid: i32) {
-    let mut status = 0;
-    // SAFETY: our own unreaped child; valid out-pointer.
-    while unsafe { libc::waitpid(pid, &mut status, 0) } < 0
-        && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
-    {}
+/// Waits for a supervisor that ended the run with its report (our own child, on its way
+/// out) to end, and reaps it, when dropped.
+struct ReapOnDrop(i32);
+
+impl Drop for ReapOnDrop {
+    fn drop(&mut self) {
+        let mut status = 0;
+        // SAFETY: our own unreaped child; valid out-pointer.
+        while unsafe { libc::waitpid(self.0, &mut status, 0) } < 0
+            && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+        {}
+    }
 }
 
 #[derive(Debug, Clone, Copy)]

@@ -217,8 +217,9 @@ pub fn prepare(request: &RunRequest) -> Result<PreparedRun, RunError> {
     spec.stdin = request.stdin;
     spec.exclusive_children = request.exclusive_children;
     // The CLI runs one program and exits: it need not wait for the sandbox's namespaces to
-    // be taken down.
-    spec.leave_exiting_supervisor = request.exclusive_children;
+    // be taken down. Except with an overlay workspace: its layers are free for the next
+    // mount (the workspace's lock released) only once the namespace holding them is gone.
+    spec.leave_exiting_supervisor = request.exclusive_children && overlay.is_none();
     // An overlay's own disk use is its upper layer: what the program wrote.
     let disk_root = match &request.workspace {
         Some(WorkspaceMount {

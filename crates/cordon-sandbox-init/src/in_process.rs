@@ -76,8 +76,49 @@ impl InProcessInit {
         // pipe is an error, not a signal.
         // SAFETY: making a signal ignored runs no code.
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+        hide_cordons_command_line();
         let outcome = outer::prepare_from(self.plan.clone(), self.argv.clone(), self.env.clone())
             .and_then(|prepared| pid1::run_in_place(&prepared));
         report_and_exit(outcome)
     }
+}
+
+/// What `/proc/1/cmdline` shows the program instead of cordon's own command line (its options,
+/// host paths) and environment, which this copy of cordon still holds.
+const PROCESS_TITLE: &[u8] = b"cordon-sandbox\0";
+
+/// Overwrites this process's copy of cordon's arguments and environment strings, where the
+/// kernel reads `/proc/self/cmdline` and `/proc/self/environ` (`arg_start`..`arg_end` and
+/// `env_start`..`env_end` of `/proc/self/stat`). Best effort: without those fields, nothing is
+/// changed (the environment stays unreadable to the program anyway: PID 1 is not dumpable).
+fn hide_cordons_command_line() {
+    let Some([arg_start, arg_end, env_start, env_end]) = argument_areas() else {
+        return;
+    };
+    for (start, end, title) in [
+        (arg_start, arg_end, PROCESS_TITLE),
+        (env_start, env_end, &[][..]),
+    ] {
+        let Some(len) = end.checked_sub(start).filter(|len| *len > 0) else {
+            continue;
+        };
+        // SAFETY: the kernel's own bounds of this process's argument (environment) strings,
+        // on its stack, mapped and writable; nothing in this process reads them again (the
+        // sandbox's code has its own copies, std's `args` is never called here).
+        let area = unsafe { std::slice::from_raw_parts_mut(start as *mut u8, len) };
+        area.fill(0);
+        let n = title.len().min(len);
+        area[..n].copy_from_slice(&title[..n]);
+    }
+}
+
+/// Fields 48 to 51 of `/proc/self/stat`.
+fn argument_areas() -> Option<[usize; 4]> {
+    let stat = std::fs::read("/proc/self/stat").ok()?;
+    let end = stat.iter().rposition(|b| *b == b')')?;
+    let text = std::str::from_utf8(&stat[end + 1..]).ok()?;
+    // After the command name: field 3 (the state) is the first.
+    let fields: Vec<&str> = text.split_ascii_whitespace().collect();
+    let field = |n: usize| fields.get(n - 3)?.parse::<usize>().ok();
+    Some([field(48)?, field(49)?, field(50)?, field(51)?])
 }

@@ -59,19 +59,38 @@ fn live_processes(proc: &Path) -> Vec<ProcessId> {
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
         .filter(|&pid| pid != 1)
         .filter(|pid| {
-            std::fs::read_to_string(proc.join(pid.to_string()).join("stat"))
+            // Bytes: a command name need not be UTF-8 (`PR_SET_NAME` takes any bytes).
+            std::fs::read(proc.join(pid.to_string()).join("stat"))
                 .ok()
                 .and_then(|stat| state_of(&stat))
-                .is_some_and(|s| s != 'Z' && s != 'X')
+                .is_some_and(|s| s != b'Z' && s != b'X')
         })
         .filter_map(ProcessId::new)
         .collect()
 }
 
 /// The state letter of a `/proc/PID/stat` line (after the parenthesised command name, which
-/// may itself contain `) `).
-fn state_of(stat: &str) -> Option<char> {
-    stat[stat.rfind(')')? + 1..].trim_start().chars().next()
+/// may itself contain `) ` or bytes that are not UTF-8).
+fn state_of(stat: &[u8]) -> Option<u8> {
+    let end = stat.iter().rposition(|b| *b == b')')?;
+    stat[end + 1..].iter().copied().find(|b| *b != b' ')
+}
+
+/// The backstop after [`kill_all`]: SIGKILL to every process of the namespace (`kill(-1)`
+/// from its PID 1 reaches all but PID 1 itself, whatever `/proc` shows, and however many
+/// rounds the sweep took), then every child reaped, blocking until none is left: nothing of
+/// the sandbox outlives PID 1's report, and the CPU time of all of it is counted in it.
+/// (What it kills is not counted as a leftover: those the sweep killed are still dying.)
+pub fn kill_and_reap_the_rest() {
+    // SAFETY: a signal to every process PID 1 may signal; no memory is involved.
+    unsafe { libc::kill(-1, libc::SIGKILL) };
+    loop {
+        // SAFETY: waitpid with a null status pointer only reaps.
+        let r = unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::__WALL) };
+        if r < 0 && crate::sys::errno() != libc::EINTR {
+            return;
+        }
+    }
 }
 
 /// Whether this process has any child, live or not yet reaped.
@@ -107,8 +126,9 @@ mod tests {
 
     #[test]
     fn state_is_read_after_a_hostile_command_name() {
-        assert_eq!(state_of("12 (a) Z (b)) S 1 12 12"), Some('S'));
-        assert_eq!(state_of("12 (sleep) Z 1 12"), Some('Z'));
-        assert_eq!(state_of("garbage"), None);
+        assert_eq!(state_of(b"12 (a) Z (b)) S 1 12 12"), Some(b'S'));
+        assert_eq!(state_of(b"12 (sleep) Z 1 12"), Some(b'Z'));
+        assert_eq!(state_of(b"12 (\xff\xfe)) R 1 12"), Some(b'R'));
+        assert_eq!(state_of(b"garbage"), None);
     }
 }

@@ -120,6 +120,7 @@ fn start_and_wait(p: &Prepared, sync_fd: Option<i32>, status_fd: i32) -> Result<
     };
     let mut exit = supervise(program, &set);
     exit.leftovers_killed = leftovers::kill_all(Path::new("/proc"));
+    leftovers::kill_and_reap_the_rest();
     Ok(exit)
 }
 

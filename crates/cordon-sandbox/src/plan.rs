@@ -374,10 +374,14 @@ pub(crate) fn plan_mounts(
 /// once: a secret below it whose first name there the listing lacks does not exist, and is
 /// not looked up (most of the credential files cordon knows of are absent on any one host).
 fn secret_metadata(secrets: &[PathBuf], home: Option<&Path>) -> Vec<Option<std::fs::Metadata>> {
+    // Only a listing read to its end without an error says what is absent (a read that
+    // fails half-way would leave secrets unmasked): otherwise every secret is looked up.
     let listing: Option<std::collections::HashSet<std::ffi::OsString>> = home.and_then(|home| {
         std::fs::read_dir(home)
+            .ok()?
+            .map(|entry| entry.map(|e| e.file_name()))
+            .collect::<std::io::Result<_>>()
             .ok()
-            .map(|dir| dir.flatten().map(|e| e.file_name()).collect())
     });
     secrets
         .iter()
@@ -387,7 +391,10 @@ fn secret_metadata(secrets: &[PathBuf], home: Option<&Path>) -> Vec<Option<std::
                     .strip_prefix(home)
                     .ok()
                     .and_then(|rest| rest.components().next())
-                    .is_some_and(|first| !names.contains(first.as_os_str())),
+                    .is_some_and(|first| match first {
+                        std::path::Component::Normal(name) => !names.contains(name),
+                        _ => false,
+                    }),
                 _ => false,
             };
             if absent {

@@ -234,17 +234,33 @@ fn pid_1_is_a_clone_of_cordon_whose_memory_the_program_cannot_read() {
     );
     assert_passed(&ran);
     let out = ran.stdout();
-    let first = out.lines().next().unwrap_or_default();
-    // PID 1 is cordon itself, cloned into the namespaces (`cordon run ...`), not the helper
-    // executable (`cordon-sandbox-init __sandbox-init ...`): the CLI is single-threaded.
-    assert!(
-        first.contains(" run ") && !first.contains("__sandbox-init"),
+    // PID 1 is cordon itself, cloned into the namespaces (the CLI is single-threaded), not
+    // the helper executable; it shows neither cordon's command line (its options, host paths)
+    // nor its environment.
+    let mut lines = out.lines();
+    assert_eq!(
+        lines.next().map(str::trim_end),
+        Some("cordon-sandbox"),
         "{out}"
     );
-    // (The first line is the script itself.)
-    let rest: Vec<&str> = out.lines().skip(1).collect();
-    assert_eq!(rest, ["end"], "{out}");
+    assert_eq!(lines.collect::<Vec<_>>(), ["end"], "{out}");
     assert!(!out.contains(value), "{out}");
+}
+
+#[test]
+fn a_leftover_named_with_bytes_that_are_not_utf8_is_killed_and_counted() {
+    require_sandbox!();
+    let w = Work::new();
+    // A daemon that renames itself (`PR_SET_NAME`) to bytes that are not UTF-8, then sleeps;
+    // the program waits until it has, and exits.
+    let ran = w.run(
+        &[],
+        "python3 -c 'import ctypes, time\nctypes.CDLL(None).prctl(15, b\"\\xff\\xfe\", 0, 0, 0)\nopen(\"renamed\", \"w\")\ntime.sleep(1000)' </dev/null >/dev/null 2>&1 & \
+         until [ -e renamed ]; do sleep 0.01; done; echo started",
+    );
+    assert_passed(&ran);
+    assert_eq!(ran.stdout().trim(), "started", "{ran:#?}");
+    assert_eq!(ran.result.leaked.processes_killed, 1, "{ran:#?}");
 }
 
 #[test]
