@@ -72,19 +72,13 @@ fn lock_runs() -> std::sync::MutexGuard<'static, Vec<i32>> {
 }
 
 /// Parses the fields cordon needs from the text of `/proc/<pid>/stat`.
-pub(crate) fn parse_stat(pid: i32, text: &str) -> Option<ProcInfo> {
-    // The command name is in parentheses and may contain anything, including ") ".
-    let rest = &text[text.rfind(')')? + 1..];
-    let mut fields = rest.split_ascii_whitespace();
-    let state = fields.next()?;
-    let ppid = fields.next()?.parse().ok()?;
-    let _pgrp = fields.next()?;
-    let sid = fields.next()?.parse().ok()?;
+pub(crate) fn parse_stat(pid: i32, text: &[u8]) -> Option<ProcInfo> {
+    use cordon_types::proc_stat;
     Some(ProcInfo {
         pid,
-        ppid,
-        sid,
-        zombie: state == "Z" || state == "X",
+        ppid: proc_stat::number(text, 4)?,
+        sid: proc_stat::number(text, 6)?,
+        zombie: proc_stat::has_ended(text),
     })
 }
 
@@ -108,7 +102,7 @@ pub(crate) fn scan(floor: Option<i32>) -> Vec<ProcInfo> {
         return Vec::new();
     };
     let mut table = Vec::with_capacity(64);
-    let mut text = String::with_capacity(512);
+    let mut text = Vec::with_capacity(512);
     for entry in dir.flatten() {
         let name = entry.file_name();
         let Some(pid) = name.to_str().and_then(|n| n.parse::<i32>().ok()) else {
@@ -121,7 +115,8 @@ pub(crate) fn scan(floor: Option<i32>) -> Vec<ProcInfo> {
         let Ok(mut file) = std::fs::File::open(format!("/proc/{pid}/stat")) else {
             continue;
         };
-        if std::io::Read::read_to_string(&mut file, &mut text).is_err() {
+        // Bytes: a command name need not be UTF-8 (`PR_SET_NAME` takes any bytes).
+        if std::io::Read::read_to_end(&mut file, &mut text).is_err() {
             continue;
         }
         if let Some(info) = parse_stat(pid, &text) {
@@ -354,7 +349,7 @@ mod tests {
 
     #[test]
     fn parses_stat_with_hostile_command_names() {
-        let text = "1234 (evil) S 1 2 3 (x) Z 99 7 7 0) R 42 4242 4242 0 -1";
+        let text = b"1234 (evil) S 1 2 3 (x) Z 99 7 7 0) R 42 4242 4242 0 -1";
         let info = parse_stat(1234, text).expect("parses");
         assert_eq!(
             info,
@@ -365,9 +360,11 @@ mod tests {
                 zombie: false
             }
         );
-        let zombie = parse_stat(5, "5 (a b) Z 1 5 5 0").expect("parses");
+        let zombie = parse_stat(5, b"5 (a b) Z 1 5 5 0").expect("parses");
         assert!(zombie.zombie);
-        assert_eq!(parse_stat(5, "garbage"), None);
+        let odd = parse_stat(6, b"6 (\xff\xfe) S 1 6 6 0").expect("parses");
+        assert_eq!(odd.sid, 6);
+        assert_eq!(parse_stat(5, b"garbage"), None);
     }
 
     #[test]

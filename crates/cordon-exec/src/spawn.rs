@@ -340,17 +340,8 @@ fn single_threaded() -> bool {
     let Ok(n) = rustix::io::read(&file, &mut buf) else {
         return false;
     };
-    let stat = &buf[..n];
-    // The fields after the command name (which may hold anything) start with the state,
-    // field 3; `num_threads` is field 20.
-    let Some(end) = stat.iter().rposition(|b| *b == b')') else {
-        return false;
-    };
-    stat[end + 1..]
-        .split(|b| *b == b' ')
-        .filter(|f| !f.is_empty())
-        .nth(17)
-        == Some(&b"1"[..])
+    // `num_threads` is field 20.
+    cordon_types::proc_stat::field(&buf[..n], 20) == Some(&b"1"[..])
 }
 
 /// The first descriptor number the child does not keep: above the standard ones, and the
@@ -726,6 +717,18 @@ mod tests {
     use std::os::fd::AsRawFd;
 
     fn run(program: &str, args: &[&str], env: &[(&str, &str)]) -> std::io::Result<(i32, String)> {
+        run_in(program, args, env, 0, None)
+    }
+
+    /// Runs `program` in `namespaces` (or `in_process` there, when it is used) with its output
+    /// and errors on one pipe; returns its wait status and what it printed.
+    fn run_in(
+        program: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+        namespaces: i32,
+        in_process: Option<InProcess>,
+    ) -> std::io::Result<(i32, String)> {
         let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).unwrap();
         let args: Vec<OsString> = args.iter().map(OsString::from).collect();
         let spawn = Spawn::new(Command {
@@ -738,8 +741,8 @@ mod tests {
             stderr: w.as_raw_fd(),
             report_fd: None,
             network_fd: None,
-            namespaces: 0,
-            in_process: None,
+            namespaces,
+            in_process,
         })?;
         let pid = spawn.spawn()?;
         drop(w);
@@ -749,6 +752,28 @@ mod tests {
         // SAFETY: our own child.
         unsafe { libc::waitpid(pid, &mut status, 0) };
         Ok((status, String::from_utf8_lossy(&out).into_owned()))
+    }
+
+    /// A second thread of this process, alive until dropped.
+    struct SecondThread(Option<(std::sync::mpsc::Sender<()>, std::thread::JoinHandle<()>)>);
+
+    impl SecondThread {
+        fn start() -> SecondThread {
+            let (stop, wait) = std::sync::mpsc::channel::<()>();
+            let thread = std::thread::spawn(move || {
+                let _ = wait.recv();
+            });
+            SecondThread(Some((stop, thread)))
+        }
+    }
+
+    impl Drop for SecondThread {
+        fn drop(&mut self) {
+            if let Some((stop, thread)) = self.0.take() {
+                let _ = stop.send(());
+                let _ = thread.join();
+            }
+        }
     }
 
     #[test]
@@ -783,51 +808,29 @@ mod tests {
     fn a_multi_threaded_process_executes_the_program_instead_of_running_in_process() {
         // A second thread, alive across the spawn: a copy of this process may not run the
         // in-process supervisor (it allocates), so the program is executed instead.
-        let (stop, wait) = std::sync::mpsc::channel::<()>();
-        let other = std::thread::spawn(move || {
-            let _ = wait.recv();
-        });
+        let _second = SecondThread::start();
         assert!(!single_threaded());
-        let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).unwrap();
-        let args: Vec<OsString> = vec!["-c".into(), "echo executed".into()];
-        let spawn = Spawn::new(Command {
-            program: "/bin/sh".as_ref(),
-            args: &args,
-            env: Vec::new(),
-            cwd: Path::new("/"),
-            stdin: Stdio::Inherit,
-            stdout: w.as_raw_fd(),
-            stderr: w.as_raw_fd(),
-            report_fd: None,
-            network_fd: None,
-            namespaces: libc::CLONE_NEWUSER,
-            in_process: Some(InProcess(std::sync::Arc::new(|| {
-                // SAFETY: a write of a constant buffer, then the child's end.
-                unsafe {
-                    libc::write(1, c"in-process\n".as_ptr().cast(), 11);
-                    libc::_exit(0)
-                }
-            }))),
-        })
+        let entry = InProcess(std::sync::Arc::new(|| {
+            // SAFETY: a write of a constant buffer, then the child's end.
+            unsafe {
+                libc::write(1, c"in-process\n".as_ptr().cast(), 11);
+                libc::_exit(0)
+            }
+        }));
+        let (_, out) = run_in(
+            "/bin/sh",
+            &["-c", "echo executed"],
+            &[],
+            libc::CLONE_NEWUSER,
+            Some(entry),
+        )
         .unwrap();
-        let pid = spawn.spawn().unwrap();
-        drop(w);
-        let mut out = Vec::new();
-        std::io::Read::read_to_end(&mut std::fs::File::from(r), &mut out).unwrap();
-        let mut status = 0;
-        // SAFETY: our own child.
-        unsafe { libc::waitpid(pid, &mut status, 0) };
-        stop.send(()).unwrap();
-        other.join().unwrap();
-        assert_eq!(String::from_utf8_lossy(&out), "executed\n");
+        assert_eq!(out, "executed\n");
     }
 
     #[test]
     fn the_thread_count_is_read_from_proc() {
-        let (stop, wait) = std::sync::mpsc::channel::<()>();
-        let other = std::thread::spawn(move || {
-            let _ = wait.recv();
-        });
+        let second = SecondThread::start();
         assert!(!single_threaded());
         // A forked child of this process has one thread: it says what it counts in its exit
         // status (the check allocates nothing, so it may run there).
@@ -840,8 +843,7 @@ mod tests {
         let mut status = 0;
         // SAFETY: our own child.
         unsafe { libc::waitpid(pid, &mut status, 0) };
-        stop.send(()).unwrap();
-        other.join().unwrap();
+        drop(second);
         assert!(
             libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
             "a single-threaded child counted more than one thread: {status:#x}"

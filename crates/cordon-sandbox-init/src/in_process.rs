@@ -115,10 +115,6 @@ fn hide_cordons_command_line() {
 /// Fields 48 to 51 of `/proc/self/stat`.
 fn argument_areas() -> Option<[usize; 4]> {
     let stat = std::fs::read("/proc/self/stat").ok()?;
-    let end = stat.iter().rposition(|b| *b == b')')?;
-    let text = std::str::from_utf8(&stat[end + 1..]).ok()?;
-    // After the command name: field 3 (the state) is the first.
-    let fields: Vec<&str> = text.split_ascii_whitespace().collect();
-    let field = |n: usize| fields.get(n - 3)?.parse::<usize>().ok();
+    let field = |n| cordon_types::proc_stat::number::<usize>(&stat, n);
     Some([field(48)?, field(49)?, field(50)?, field(51)?])
 }

@@ -61,19 +61,10 @@ fn live_processes(proc: &Path) -> Vec<ProcessId> {
         .filter(|pid| {
             // Bytes: a command name need not be UTF-8 (`PR_SET_NAME` takes any bytes).
             std::fs::read(proc.join(pid.to_string()).join("stat"))
-                .ok()
-                .and_then(|stat| state_of(&stat))
-                .is_some_and(|s| s != b'Z' && s != b'X')
+                .is_ok_and(|stat| !cordon_types::proc_stat::has_ended(&stat))
         })
         .filter_map(ProcessId::new)
         .collect()
-}
-
-/// The state letter of a `/proc/PID/stat` line (after the parenthesised command name, which
-/// may itself contain `) ` or bytes that are not UTF-8).
-fn state_of(stat: &[u8]) -> Option<u8> {
-    let end = stat.iter().rposition(|b| *b == b')')?;
-    stat[end + 1..].iter().copied().find(|b| *b != b' ')
 }
 
 /// The backstop after [`kill_all`]: SIGKILL to every process of the namespace (`kill(-1)`
@@ -117,18 +108,5 @@ fn reap() {
         if r <= 0 {
             return;
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn state_is_read_after_a_hostile_command_name() {
-        assert_eq!(state_of(b"12 (a) Z (b)) S 1 12 12"), Some(b'S'));
-        assert_eq!(state_of(b"12 (sleep) Z 1 12"), Some(b'Z'));
-        assert_eq!(state_of(b"12 (\xff\xfe)) R 1 12"), Some(b'R'));
-        assert_eq!(state_of(b"garbage"), None);
     }
 }

@@ -205,11 +205,8 @@ fn still_running(identity: &ProcessIdentity) -> bool {
     if identity.liveness() != cordon_workspace::Liveness::Alive {
         return false;
     }
-    let stat = std::fs::read_to_string(format!("/proc/{}/stat", identity.pid)).unwrap_or_default();
-    let state = stat
-        .rfind(')')
-        .and_then(|at| stat[at + 1..].split_ascii_whitespace().next());
-    !matches!(state, Some("Z" | "X") | None)
+    let stat = std::fs::read(format!("/proc/{}/stat", identity.pid)).unwrap_or_default();
+    cordon_types::proc_stat::field(&stat, 3).is_some() && !cordon_types::proc_stat::has_ended(&stat)
 }
 
 /// Asks the cordon processes running programs in the session to stop (SIGTERM: each ends its

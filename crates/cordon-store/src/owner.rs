@@ -44,17 +44,12 @@ impl Owner {
 
 /// Field 22 (`starttime`) of `/proc/<pid>/stat`, or `None` when there is no such process.
 pub(crate) fn start_time(pid: i64) -> Option<i64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) is in parentheses and may contain spaces or ')'.
-    let after_name = &stat[stat.rfind(')')? + 1..];
-    // Fields from 3 on; field 22 is the 20th of them.
-    let field = after_name.split_ascii_whitespace().nth(19)?;
+    let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
     // A zombie has exited: it is not running the run any more.
-    let state = after_name.split_ascii_whitespace().next()?;
-    if state == "Z" || state == "X" {
+    if cordon_types::proc_stat::has_ended(&stat) {
         return None;
     }
-    field.parse().ok()
+    cordon_types::proc_stat::number(&stat, 22)
 }
 
 fn boot_id() -> Option<String> {

@@ -18,6 +18,7 @@ mod child_report;
 mod finding;
 mod home;
 mod network;
+pub mod proc_stat;
 mod run_report;
 mod run_result;
 mod sandbox;

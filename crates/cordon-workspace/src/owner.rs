@@ -59,27 +59,13 @@ impl ProcessIdentity {
 
 /// Field 22 (`starttime`) of `/proc/<pid>/stat`.
 fn start_time(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    parse_start_time(&stat)
-}
-
-fn parse_start_time(stat: &str) -> Option<u64> {
-    // The command name (field 2) is in parentheses and may contain spaces and parentheses;
-    // the fields after the last `)` start with field 3.
-    let after = &stat[stat.rfind(')')? + 1..];
-    after.split_ascii_whitespace().nth(22 - 3)?.parse().ok()
+    let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+    cordon_types::proc_stat::number(&stat, 22)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn start_time_is_field_22_even_with_odd_command_names() {
-        let stat = "42 (a) b) (c) S 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10";
-        assert_eq!(parse_start_time(stat), Some(987654));
-        assert_eq!(parse_start_time("42 (x"), None);
-    }
 
     #[test]
     fn this_process_is_alive_and_a_changed_start_time_is_not() {

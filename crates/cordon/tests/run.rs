@@ -187,6 +187,27 @@ fn leftover_daemon_is_killed_when_the_program_exits() {
 }
 
 #[test]
+fn a_leftover_daemon_named_with_bytes_that_are_not_utf8_is_killed_too() {
+    // Unsandboxed, the executor's own sweep reads the process table: a command name that is
+    // not UTF-8 (`PR_SET_NAME`) must not hide the daemon from it.
+    let dir = TestDir::new();
+    let pid_file = dir.path().join("daemon.pid");
+    let script = format!(
+        "setsid python3 -c 'import ctypes, os, time\nctypes.CDLL(None).prctl(15, b\"\\xff\\xfe\", 0, 0, 0)\nopen(\"{p}.tmp\", \"w\").write(str(os.getpid()))\nos.rename(\"{p}.tmp\", \"{p}\")\ntime.sleep(1000)' </dev/null >/dev/null 2>&1 &
+         while [ ! -s {p} ]; do sleep 0.02; done; exit 0",
+        p = pid_file.display()
+    );
+    let (result, exit) = run_json(&["--no-sandbox", "--", "sh", "-c", &script]);
+    assert_eq!(exit, 0);
+    assert_eq!(result.leaked.processes_killed, 1, "{:?}", result.leaked);
+    let pid = read_pid(&pid_file);
+    assert!(
+        wait_dead(pid, Duration::from_secs(5)),
+        "daemon {pid} survived"
+    );
+}
+
+#[test]
 fn grandchild_holding_stdout_open_does_not_make_cordon_wait() {
     let dir = TestDir::new();
     let pid_file = dir.path().join("gc.pid");
