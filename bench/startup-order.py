@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+# Regenerates crates/cordon/startup-order.txt: the functions a short `cordon run` executes, in
+# the order the linker should place them (crates/cordon/build.rs hands the file to lld as
+# `--symbol-ordering-file` for release builds on x86_64 Linux).
+#
+# Why: the release executable has 12 MB of code, and a `cordon run -- /bin/true` touches
+# about a thousand functions spread across it. Each page-cache fault maps 64 KiB of code; with
+# the functions scattered, the front of an unsandboxed run took 57 such faults, packed
+# together it takes 15 (BENCHMARKS.md, "Sandbox start-up, round five"). A stale file only
+# costs speed: names the linker does not find are ignored.
+#
+# How: the exact list of functions the front executes comes from callgrind (valgrind cannot
+# follow the sandbox's set-up, whose Landlock and mount_setattr calls it does not know, so
+# this covers the CLI, the policy and the recording); the sandbox's PID 1, which runs in a
+# clone of cordon, is sampled with `perf record` over many sandboxed runs. Names are kept
+# only if the executable defines them. Needs valgrind and perf.
+#
+#   bench/startup-order.py            # builds release, rewrites crates/cordon/startup-order.txt
+#   RUNS=2000 bench/startup-order.py  # more sandboxed runs sampled (default 1000)
+import collections, os, re, subprocess, sys, tempfile
+
+root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+out_path = os.path.join(root, "crates", "cordon", "startup-order.txt")
+runs = int(os.environ.get("RUNS", "1000"))
+
+subprocess.run(["cargo", "build", "--release", "-q", "-p", "cordon"], cwd=root, check=True)
+host = re.search(r"^host: (\S+)", subprocess.run(["rustc", "-vV"], capture_output=True, text=True).stdout, re.M).group(1)
+target_dir = os.environ.get("CARGO_TARGET_DIR", os.path.join(root, "target"))
+cordon = os.path.join(target_dir, host, "release", "cordon")
+
+defined = set()
+for line in subprocess.run(["nm", cordon], capture_output=True, text=True, check=True).stdout.splitlines():
+    parts = line.split()
+    if len(parts) == 3 and parts[1] in "tTwW":
+        defined.add(parts[2])
+
+work = tempfile.mkdtemp(prefix="cordon-order-")
+env = dict(os.environ, CORDON_HOME=os.path.join(work, "home"))
+commands = [
+    ["run", "--no-sandbox", "--no-record", "--", "/bin/true"],
+    ["run", "--no-sandbox", "--", "/bin/true"],
+    ["run", "--no-record", "--", "/bin/true"],
+    ["run", "--", "/bin/true"],
+]
+
+ordered, seen = [], set()
+def add(name):
+    if name in defined and name not in seen:
+        seen.add(name)
+        ordered.append(name)
+
+# The front, exactly: callgrind names every function executed, first use first.
+for i, args in enumerate(commands):
+    profile = os.path.join(work, f"callgrind.{i}")
+    subprocess.run(["valgrind", "--tool=callgrind", "--demangle=no", f"--callgrind-out-file={profile}", cordon, *args],
+                   cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(profile) as f:
+        for line in f:
+            m = re.match(r"c?fn=\(\d+\) (\S+)", line)
+            if m:
+                add(m.group(1))
+front = len(ordered)
+
+# The sandbox's PID 1 (a clone of cordon), sampled: most-sampled first.
+samples = os.path.join(work, "perf.data")
+loop = f'for i in $(seq {runs}); do "{cordon}" run --no-record -- /bin/true; "{cordon}" run -- /bin/true; done'
+subprocess.run(["perf", "record", "-q", "-F", "40000", "-e", "cpu-clock", "-o", samples, "--", "sh", "-c", loop],
+               cwd=work, env=env, stdout=subprocess.DEVNULL, check=True)
+report = subprocess.run(["perf", "report", "-i", samples, "--comm", "cordon", "--no-demangle", "--sort", "sym",
+                         "-q", "-g", "none"], capture_output=True, text=True, check=True).stdout
+counts = collections.Counter()
+for line in report.splitlines():
+    m = re.match(r"\s*([\d.]+)%\s+\[\.\]\s+(\S+)", line)
+    if m:
+        counts[m.group(2)] += float(m.group(1))
+for name, _ in counts.most_common():
+    add(name)
+
+with open(out_path, "w") as f:
+    f.write("\n".join(ordered) + "\n")
+subprocess.run(["rm", "-rf", work])
+print(f"{out_path}: {len(ordered)} functions ({front} from callgrind, {len(ordered) - front} sampled)")
