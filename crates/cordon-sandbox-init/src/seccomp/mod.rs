@@ -1,8 +1,8 @@
 //! The seccomp filter: system calls a sandboxed program never needs and an escape would.
 //!
-//! The rules are data for seccompiler ([`rules`]); seccompiler generates one classic-BPF
-//! program per action, and [`program`] joins them, behind a hand-written guard for x32 system
-//! calls, into the single program installed in the program's process.
+//! The rules ([`rules`]) are assembled into one short classic-BPF program ([`program`]),
+//! installed in the program's process; the tests check every verdict against seccompiler's
+//! compilation of the same rules.
 
 mod filter;
 mod program;

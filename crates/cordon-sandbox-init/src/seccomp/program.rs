@@ -1,39 +1,33 @@
-//! Joining seccompiler's programs into the one program the kernel runs.
+//! The program the kernel runs, assembled by hand from [`rules::checks`](super::rules::checks).
 //!
-//! seccompiler builds one program per action (`EPERM`, `ENOSYS`). Installed as two filters,
-//! the kernel would compile and run both for every system call; joined, it compiles one. The
-//! join is exact: a program's only way to let a call through is a `RET ALLOW`, so turning each
-//! `RET ALLOW` of the first program into a jump to the start of the second makes a call pass
-//! only when both programs would let it through, and otherwise gives the first program's
-//! verdict — the same as the kernel's for two filters whose refusals never overlap (no system
-//! call is refused by both here). No other instruction changes, so every jump seccompiler laid
-//! out still lands where it did.
+//! Layout, every jump forward:
+//! 1. the architecture: a foreign one is killed (`RET KILL_PROCESS`);
+//! 2. on x86_64, the x32 ABI: x32 system calls arrive with the same `AUDIT_ARCH_X86_64` as
+//!    native ones, their number offset by `__X32_SYSCALL_BIT` (`0x40000000`); any number at
+//!    or above that bit is refused with `EPERM`;
+//! 3. a binary search over the numbers the rules name: one not named is allowed; a named one
+//!    jumps to its verdict (`EPERM`, `ENOSYS`) or to its argument check;
+//! 4. the argument checks, a few instructions each (`clone`'s flags against every namespace
+//!    flag at once, `ioctl`'s request, `personality`'s persona, `socket`'s domain);
+//! 5. the shared returns.
 //!
-//! What seccompiler cannot express is the x32 ABI. On x86_64, x32 system calls arrive with
-//! the same `AUDIT_ARCH_X86_64` as native ones, so seccompiler's architecture check lets them
-//! in, and with their number offset by `__X32_SYSCALL_BIT` (`0x40000000`) they match none of
-//! its rules: `x32 unshare` would sail through. Its rules compare a number for equality only,
-//! never a range, so a small hand-written guard goes in front: for an `AUDIT_ARCH_X86_64`
-//! call, a number at or above the x32 bit is refused with `EPERM`; every other call (native,
-//! or a foreign architecture, which seccompiler's own check then kills) goes on to the joined
-//! program.
-//!
-//! In front of both goes a dispatch ([`dispatch`]): for a native call whose number no rule
-//! names, `RET ALLOW` after a binary search over the numbers the rules name; anything else (a
-//! named number, an x32 number, a foreign architecture) continues into the program above,
-//! unchanged. Its verdicts are the program's by construction (the program allows every number
-//! its rules do not name), checked exhaustively by the tests. It matters at installation: the
-//! kernel emulates the filter once per system call number to find the calls it may always
-//! allow without running it (the seccomp action cache), and seccompiler's linear chain made
-//! that walk 123 instructions per number, about 0.15 ms per sandbox start.
+//! Why not seccompiler's own program: it spends five instructions on every refused number and
+//! six on every flag of `clone`, 399 instructions in all where this takes about 90. The
+//! kernel converts and JIT-compiles the whole program at every sandbox start, in time
+//! proportional to its length: 150 µs for seccompiler's here, against about 50 µs (measured
+//! in BENCHMARKS.md, "Sandbox start-up, round five"). seccompiler still defines the
+//! reference: the tests compile the same rules with it and compare every verdict.
 
 use seccompiler::sock_filter;
+
+use super::rules::Check;
 
 // Classic BPF opcodes (linux/bpf_common.h).
 const BPF_LD_W_ABS: u16 = 0x20;
 const BPF_JMP_JA: u16 = 0x05;
 const BPF_JMP_JEQ_K: u16 = 0x15;
 const BPF_JMP_JGE_K: u16 = 0x35;
+const BPF_JMP_JSET_K: u16 = 0x45;
 const BPF_RET_K: u16 = 0x06;
 
 /// `SECCOMP_RET_ALLOW`.
@@ -66,8 +60,9 @@ fn jump(code: u16, k: u32, jt: u8, jf: u8) -> sock_filter {
     sock_filter { code, jt, jf, k }
 }
 
-/// The instructions placed before everything else: on x86_64, refuse x32 system calls.
-#[cfg(target_arch = "x86_64")]
+/// The reference program's front (tests): on x86_64, refuse x32 system calls, which
+/// seccompiler's programs cannot tell from native ones.
+#[cfg(all(test, target_arch = "x86_64"))]
 pub fn guard() -> Vec<sock_filter> {
     let eperm = RET_ERRNO | libc::EPERM.unsigned_abs();
     vec![
@@ -85,25 +80,31 @@ pub fn guard() -> Vec<sock_filter> {
 }
 
 /// No guard is needed where there is no x32-like second ABI under the same architecture.
-#[cfg(not(target_arch = "x86_64"))]
+#[cfg(all(test, not(target_arch = "x86_64")))]
 pub fn guard() -> Vec<sock_filter> {
     Vec::new()
 }
 
-/// Where a dispatch instruction goes.
+/// Where an instruction jumps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum To {
     /// The next instruction.
     Next,
-    /// The dispatch's own `RET ALLOW`.
+    /// The shared `RET ALLOW`.
     Allow,
-    /// The first instruction of the full program.
-    Full,
-    /// Instruction number `n` of the dispatch.
+    /// The shared `RET ERRNO | EPERM`.
+    Eperm,
+    /// The shared `RET ERRNO | ENOSYS`.
+    Enosys,
+    /// The shared `RET KILL_PROCESS`.
+    Kill,
+    /// The first instruction of the `n`-th argument check.
+    Check(usize),
+    /// Instruction number `n`.
     At(usize),
 }
 
-/// A dispatch instruction whose jump targets are still symbolic.
+/// An instruction whose jump targets are still symbolic.
 struct Slot {
     code: u16,
     k: u32,
@@ -111,48 +112,89 @@ struct Slot {
     jf: To,
 }
 
-/// `RET ALLOW` for a native call whose number is not in `named` (below the x32 bit), found by
-/// a binary search; every other call continues into `full`, which follows.
-pub fn dispatch(named: &[u32], full: Vec<sock_filter>) -> Vec<sock_filter> {
-    let mut named = named.to_vec();
-    named.sort_unstable();
-    named.dedup();
+impl Slot {
+    fn stmt(code: u16, k: u32) -> Self {
+        Slot {
+            code,
+            k,
+            jt: To::Next,
+            jf: To::Next,
+        }
+    }
+
+    fn jump(code: u16, k: u32, jt: To, jf: To) -> Self {
+        Slot { code, k, jt, jf }
+    }
+}
+
+/// `SECCOMP_RET_KILL_PROCESS`.
+const RET_KILL_PROCESS: u32 = 0x8000_0000;
+
+/// The low 32 bits of argument `arg` in `struct seccomp_data` (little-endian).
+fn arg_offset(arg: u8) -> u32 {
+    assert!(arg < 6, "system calls have six arguments");
+    16 + 8 * u32::from(arg)
+}
+
+/// Assembles the program for `checks` (see the module documentation).
+pub fn assemble(checks: &[(u32, Check)]) -> Vec<sock_filter> {
+    let mut checks = checks.to_vec();
+    checks.sort_unstable_by_key(|(nr, _)| *nr);
+    checks.dedup_by_key(|(nr, _)| *nr);
+
     let mut slots = vec![
-        Slot {
-            code: BPF_LD_W_ABS,
-            k: DATA_ARCH,
-            jt: To::Next,
-            jf: To::Next,
-        },
-        // A foreign architecture: the full program decides (seccompiler's check kills it).
-        Slot {
-            code: BPF_JMP_JEQ_K,
-            k: native_arch(),
-            jt: To::Next,
-            jf: To::Full,
-        },
-        Slot {
-            code: BPF_LD_W_ABS,
-            k: DATA_NR,
-            jt: To::Next,
-            jf: To::Next,
-        },
+        Slot::stmt(BPF_LD_W_ABS, DATA_ARCH),
+        Slot::jump(BPF_JMP_JEQ_K, native_arch(), To::Next, To::Kill),
+        Slot::stmt(BPF_LD_W_ABS, DATA_NR),
     ];
     #[cfg(target_arch = "x86_64")]
-    slots.push(Slot {
-        code: BPF_JMP_JGE_K,
-        k: X32_SYSCALL_BIT,
-        jt: To::Full,
-        jf: To::Next,
-    });
-    search(&named, &mut slots);
-    // Offsets: the dispatch, then its `RET ALLOW`, then the full program.
+    slots.push(Slot::jump(
+        BPF_JMP_JGE_K,
+        X32_SYSCALL_BIT,
+        To::Eperm,
+        To::Next,
+    ));
+
+    // Where each named number goes, and the argument checks in order.
+    let mut blocks: Vec<Check> = Vec::new();
+    let targets: Vec<(u32, To)> = checks
+        .iter()
+        .map(|&(nr, check)| {
+            let to = match check {
+                Check::Refuse => To::Eperm,
+                Check::NoSuchCall => To::Enosys,
+                _ => {
+                    blocks.push(check);
+                    To::Check(blocks.len() - 1)
+                }
+            };
+            (nr, to)
+        })
+        .collect();
+    search(&targets, &mut slots);
+
+    let mut check_at = Vec::with_capacity(blocks.len());
+    for check in &blocks {
+        check_at.push(slots.len());
+        argument_check(*check, &mut slots);
+    }
+
+    // The shared returns, last.
     let allow_at = slots.len();
+    let returns = [
+        RET_ALLOW,
+        RET_ERRNO | libc::EPERM.unsigned_abs(),
+        RET_ERRNO | libc::ENOSYS.unsigned_abs(),
+        RET_KILL_PROCESS,
+    ];
     let offset = |from: usize, to: To| -> u32 {
         let target = match to {
             To::Next => from + 1,
             To::Allow => allow_at,
-            To::Full => allow_at + 1,
+            To::Eperm => allow_at + 1,
+            To::Enosys => allow_at + 2,
+            To::Kill => allow_at + 3,
+            To::Check(n) => check_at[n],
             To::At(n) => n,
         };
         u32::try_from(target - from - 1).expect("jumps go forward")
@@ -164,56 +206,73 @@ pub fn dispatch(named: &[u32], full: Vec<sock_filter>) -> Vec<sock_filter> {
             if s.code == BPF_JMP_JA {
                 stmt(BPF_JMP_JA, offset(i, s.jt))
             } else if s.code & 0x07 == 0x05 {
-                let byte = |to| u8::try_from(offset(i, to)).expect("a dispatch jump fits in 255");
+                let byte = |to| u8::try_from(offset(i, to)).expect("a jump fits in 255");
                 jump(s.code, s.k, byte(s.jt), byte(s.jf))
             } else {
                 stmt(s.code, s.k)
             }
         })
         .collect();
-    out.push(stmt(BPF_RET_K, RET_ALLOW));
-    out.extend(full);
+    out.extend(returns.iter().map(|&k| stmt(BPF_RET_K, k)));
     out
+}
+
+/// Appends the instructions deciding `check` from the call's arguments.
+fn argument_check(check: Check, slots: &mut Vec<Slot>) {
+    match check {
+        Check::Refuse | Check::NoSuchCall => unreachable!("decided by the search"),
+        Check::AnyBit { arg, mask } => {
+            slots.push(Slot::stmt(BPF_LD_W_ABS, arg_offset(arg)));
+            slots.push(Slot::jump(BPF_JMP_JSET_K, mask, To::Eperm, To::Allow));
+        }
+        Check::OneOf { arg, values } | Check::NoneOf { arg, values } => {
+            let (found, not_found) = if matches!(check, Check::OneOf { .. }) {
+                (To::Eperm, To::Allow)
+            } else {
+                (To::Allow, To::Eperm)
+            };
+            slots.push(Slot::stmt(BPF_LD_W_ABS, arg_offset(arg)));
+            for (i, &value) in values.iter().enumerate() {
+                let last = i + 1 == values.len();
+                slots.push(Slot::jump(
+                    BPF_JMP_JEQ_K,
+                    value,
+                    found,
+                    if last { not_found } else { To::Next },
+                ));
+            }
+            if values.is_empty() {
+                slots.push(Slot::jump(BPF_JMP_JA, 0, not_found, not_found));
+            }
+        }
+    }
 }
 
 /// Numbers compared one by one at the end of the search (fewer branch instructions, a few
 /// more comparisons on the way).
 const LEAF: usize = 4;
 
-/// Appends the search for the accumulator among `sorted`: found, to the full program; not
-/// found, to `RET ALLOW`.
-fn search(sorted: &[u32], slots: &mut Vec<Slot>) {
+/// Appends the search for the accumulator among `sorted`: found, to its target; not found,
+/// to `RET ALLOW`.
+fn search(sorted: &[(u32, To)], slots: &mut Vec<Slot>) {
     if sorted.len() <= LEAF {
-        for (i, &nr) in sorted.iter().enumerate() {
-            slots.push(Slot {
-                code: BPF_JMP_JEQ_K,
-                k: nr,
-                jt: To::Full,
-                jf: if i + 1 == sorted.len() {
-                    To::Allow
-                } else {
-                    To::Next
-                },
-            });
+        for (i, &(nr, to)) in sorted.iter().enumerate() {
+            let last = i + 1 == sorted.len();
+            slots.push(Slot::jump(
+                BPF_JMP_JEQ_K,
+                nr,
+                to,
+                if last { To::Allow } else { To::Next },
+            ));
         }
         if sorted.is_empty() {
-            slots.push(Slot {
-                code: BPF_JMP_JA,
-                k: 0,
-                jt: To::Allow,
-                jf: To::Allow,
-            });
+            slots.push(Slot::jump(BPF_JMP_JA, 0, To::Allow, To::Allow));
         }
         return;
     }
     let mid = sorted.len() / 2;
     let split = slots.len();
-    slots.push(Slot {
-        code: BPF_JMP_JGE_K,
-        k: sorted[mid],
-        jt: To::Next, // patched below: the upper half
-        jf: To::Next,
-    });
+    slots.push(Slot::jump(BPF_JMP_JGE_K, sorted[mid].0, To::Next, To::Next));
     search(&sorted[..mid], slots);
     slots[split].jt = To::At(slots.len());
     search(&sorted[mid..], slots);
@@ -230,7 +289,9 @@ fn native_arch() -> u32 {
     arch
 }
 
-/// `first` then `second`: every `RET ALLOW` of `first` becomes a jump to `second`'s start.
+/// `first` then `second`: every `RET ALLOW` of `first` becomes a jump to `second`'s start
+/// (tests: seccompiler makes one program per action; joined, they are the reference).
+#[cfg(test)]
 pub fn join(mut first: Vec<sock_filter>, second: Vec<sock_filter>) -> Vec<sock_filter> {
     let len = first.len();
     for (i, insn) in first.iter_mut().enumerate() {

@@ -1,4 +1,4 @@
-//! What the filter refuses, as seccompiler rules.
+//! What the filter refuses.
 //!
 //! - [`DENIED`]: refused with `EPERM` whatever their arguments;
 //! - `clone` with any namespace flag: `EPERM`;
@@ -9,18 +9,26 @@
 //! - `clone3`: `ENOSYS`, because its flags live in memory a filter cannot read; libc then
 //!   falls back to `clone`, whose flags the rules above check.
 //!
-//! Argument comparisons are on 32 bits (`Dword`) where the kernel reads an `int` or
-//! `unsigned int` (`ioctl`'s request, `personality`'s persona, `socket`'s domain): a value
-//! with junk in its upper half is the same call to the kernel and must match the same rule.
-//! `clone`'s flags are an `unsigned long`, but every namespace flag is in its lower half.
+//! Argument comparisons are on 32 bits where the kernel reads an `int` or `unsigned int`
+//! (`ioctl`'s request, `personality`'s persona, `socket`'s domain): a value with junk in its
+//! upper half is the same call to the kernel and must match the same rule. `clone`'s flags
+//! are an `unsigned long`, but every namespace flag is in its lower half.
+//!
+//! The rules are written twice, on purpose: [`checks`] is what the installed program is
+//! assembled from (see `program`), and, in the tests, the same rules as seccompiler rules are
+//! compiled by seccompiler into the reference program that every verdict of the installed
+//! one is compared with, for every system call number and every argument the rules look at.
 
+#[cfg(test)]
 use std::collections::BTreeMap;
 
+#[cfg(test)]
 use seccompiler::{
     SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
     TargetArch,
 };
 
+#[cfg(test)]
 use crate::error::SeccompError;
 
 /// System calls refused with `EPERM` whatever their arguments.
@@ -95,6 +103,7 @@ pub const NAMESPACE_FLAGS: &[libc::c_int] = &[
 /// `personality(0xffffffff)` only asks for the current persona.
 pub const PERSONALITY_QUERY: u64 = 0xffff_ffff;
 
+#[cfg(test)]
 /// The architecture the filter is built for (the helper's own).
 pub fn target_arch() -> TargetArch {
     #[cfg(target_arch = "x86_64")]
@@ -106,6 +115,7 @@ pub fn target_arch() -> TargetArch {
     arch
 }
 
+#[cfg(test)]
 fn dword(arg: u8, op: SeccompCmpOp, value: u64) -> Result<SeccompCondition, SeccompError> {
     Ok(SeccompCondition::new(
         arg,
@@ -115,10 +125,12 @@ fn dword(arg: u8, op: SeccompCmpOp, value: u64) -> Result<SeccompCondition, Secc
     )?)
 }
 
+#[cfg(test)]
 fn rule(conditions: Vec<SeccompCondition>) -> Result<SeccompRule, SeccompError> {
     Ok(SeccompRule::new(conditions)?)
 }
 
+#[cfg(test)]
 /// Widens a non-negative libc constant to a comparison value.
 fn constant(value: impl TryInto<u64>) -> u64 {
     value
@@ -126,6 +138,7 @@ fn constant(value: impl TryInto<u64>) -> u64 {
         .unwrap_or_else(|_| unreachable!("the constants compared are non-negative"))
 }
 
+#[cfg(test)]
 /// Everything refused with `EPERM`.
 pub fn eperm_filter() -> Result<SeccompFilter, SeccompError> {
     Ok(SeccompFilter::new(
@@ -136,15 +149,7 @@ pub fn eperm_filter() -> Result<SeccompFilter, SeccompError> {
     )?)
 }
 
-/// The system call numbers some rule names (the others are always allowed).
-pub fn named() -> Result<Vec<u32>, SeccompError> {
-    Ok(eperm_rules()?
-        .into_keys()
-        .chain(enosys_rules().into_keys())
-        .map(|nr| u32::try_from(nr).expect("system call numbers are small"))
-        .collect())
-}
-
+#[cfg(test)]
 /// The `EPERM` rules, by system call number.
 fn eperm_rules() -> Result<BTreeMap<i64, Vec<SeccompRule>>, SeccompError> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
@@ -180,6 +185,7 @@ fn eperm_rules() -> Result<BTreeMap<i64, Vec<SeccompRule>>, SeccompError> {
     Ok(rules)
 }
 
+#[cfg(test)]
 /// `clone3`, refused with `ENOSYS`.
 pub fn enosys_filter() -> Result<SeccompFilter, SeccompError> {
     Ok(SeccompFilter::new(
@@ -190,7 +196,106 @@ pub fn enosys_filter() -> Result<SeccompFilter, SeccompError> {
     )?)
 }
 
+#[cfg(test)]
 /// The `ENOSYS` rules, by system call number.
 fn enosys_rules() -> BTreeMap<i64, Vec<SeccompRule>> {
     BTreeMap::from([(libc::SYS_clone3, Vec::new())])
+}
+
+/// What the installed program does with a system call that a rule names (every other call
+/// is allowed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Check {
+    /// Refused with `EPERM`, whatever its arguments.
+    Refuse,
+    /// Refused with `ENOSYS`, whatever its arguments.
+    NoSuchCall,
+    /// Refused with `EPERM` when the low 32 bits of argument `arg` share a bit with `mask`.
+    AnyBit {
+        /// The argument's index (0 to 5).
+        arg: u8,
+        /// The bits.
+        mask: u32,
+    },
+    /// Refused with `EPERM` when the low 32 bits of argument `arg` are one of `values`.
+    OneOf {
+        /// The argument's index (0 to 5).
+        arg: u8,
+        /// The refused values.
+        values: &'static [u32],
+    },
+    /// Refused with `EPERM` unless the low 32 bits of argument `arg` are one of `values`.
+    NoneOf {
+        /// The argument's index (0 to 5).
+        arg: u8,
+        /// The allowed values.
+        values: &'static [u32],
+    },
+}
+
+/// Narrows a non-negative libc constant that fits in 32 bits.
+const fn low32(value: u64) -> u32 {
+    assert!(
+        value <= u32::MAX as u64,
+        "the constants compared fit in 32 bits"
+    );
+    value as u32
+}
+
+/// The namespace flags as one mask (each is a single bit).
+const fn namespace_mask() -> u32 {
+    let mut mask = 0;
+    let mut i = 0;
+    while i < NAMESPACE_FLAGS.len() {
+        mask |= low32(NAMESPACE_FLAGS[i] as u64);
+        i += 1;
+    }
+    mask
+}
+
+// The request constants' type differs between C libraries (an `unsigned long` in glibc).
+#[allow(clippy::unnecessary_cast)]
+const TERMINAL_INJECTION: &[u32] = &[low32(libc::TIOCSTI as u64), low32(libc::TIOCLINUX as u64)];
+const PERSONALITY_ALLOWED: &[u32] = &[0, low32(PERSONALITY_QUERY)];
+const VSOCK: &[u32] = &[low32(libc::AF_VSOCK as u64)];
+
+/// Every system call a rule names, with what the installed program does with it.
+pub fn checks() -> Vec<(u32, Check)> {
+    let number = |nr: libc::c_long| u32::try_from(nr).expect("system call numbers are small");
+    let mut checks: Vec<(u32, Check)> = DENIED
+        .iter()
+        .map(|nr| (number(*nr), Check::Refuse))
+        .collect();
+    checks.extend([
+        (
+            number(libc::SYS_clone),
+            Check::AnyBit {
+                arg: 0,
+                mask: namespace_mask(),
+            },
+        ),
+        (
+            number(libc::SYS_ioctl),
+            Check::OneOf {
+                arg: 1,
+                values: TERMINAL_INJECTION,
+            },
+        ),
+        (
+            number(libc::SYS_personality),
+            Check::NoneOf {
+                arg: 0,
+                values: PERSONALITY_ALLOWED,
+            },
+        ),
+        (
+            number(libc::SYS_socket),
+            Check::OneOf {
+                arg: 0,
+                values: VSOCK,
+            },
+        ),
+        (number(libc::SYS_clone3), Check::NoSuchCall),
+    ]);
+    checks
 }
