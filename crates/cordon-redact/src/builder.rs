@@ -37,8 +37,14 @@ const SECRET_NAME_WORDS: &[&str] = &["TOKEN", "SECRET", "PASSWORD", "KEY", "CRED
 /// assert!(!is_secret_env_name("HOME"));
 /// ```
 pub fn is_secret_env_name(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    SECRET_NAME_WORDS.iter().any(|word| upper.contains(word))
+    // Byte windows compared without regard to ASCII case: no uppercase copy of every name of
+    // the environment at every run (the words are ASCII, so this is `contains` on the
+    // uppercased name).
+    let name = name.as_bytes();
+    SECRET_NAME_WORDS.iter().any(|word| {
+        name.windows(word.len())
+            .any(|window| window.eq_ignore_ascii_case(word.as_bytes()))
+    })
 }
 
 /// Collects secrets and patterns, then [`build`](Self::build)s a
@@ -335,5 +341,58 @@ fn os_bytes(s: &OsStr) -> Vec<u8> {
     #[cfg(not(unix))]
     {
         s.to_string_lossy().into_owned().into_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The byte-window check says what `contains` on the uppercased name says, for names in
+    /// any case, with non-ASCII letters (whose uppercase is not ASCII), words at either end,
+    /// overlapping and cut short.
+    #[test]
+    fn secret_names_are_found_as_the_uppercased_name_would_find_them() {
+        let reference = |name: &str| {
+            let upper = name.to_ascii_uppercase();
+            SECRET_NAME_WORDS.iter().any(|word| upper.contains(word))
+        };
+        let names = [
+            "",
+            "K",
+            "KE",
+            "KEY",
+            "key",
+            "kEy",
+            "MONKEY",
+            "KEYS",
+            "TOKE",
+            "TOKEN",
+            "_token_",
+            "GITHUB_TOKEN",
+            "aws_secret_access_key",
+            "PASSWOR",
+            "password",
+            "PassWord1",
+            "CREDENTIALS",
+            "credential",
+            "SECRE",
+            "SECRET",
+            "HOME",
+            "PATH",
+            "ĸEY",
+            "ṬOKEN",
+            "tokén",
+            "TOKEŃ",
+            "secret\u{0}",
+            "ßKEY",
+            "ПАРОЛЬ",
+            "PASS_WORD",
+            "K_E_Y",
+        ];
+        for name in names {
+            assert_eq!(is_secret_env_name(name), reference(name), "{name:?}");
+        }
+        assert!(is_secret_env_name("kEy") && !is_secret_env_name("ĸEY"));
     }
 }

@@ -114,7 +114,21 @@ fn hide_cordons_command_line() {
 
 /// Fields 48 to 51 of `/proc/self/stat`.
 fn argument_areas() -> Option<[usize; 4]> {
-    let stat = std::fs::read("/proc/self/stat").ok()?;
-    let field = |n| cordon_types::proc_stat::number::<usize>(&stat, n);
+    // Read into a buffer the whole line fits in (52 numbers and a 16-byte name, a few hundred
+    // bytes): `fs::read` of a file whose size reads 0 grows its buffer from 32 bytes, one
+    // `read` per doubling.
+    let mut buf = [0u8; 2048];
+    let mut file = std::fs::File::open("/proc/self/stat").ok()?;
+    let mut len = 0;
+    while len < buf.len() {
+        match std::io::Read::read(&mut file, &mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    let stat = &buf[..len];
+    let field = |n| cordon_types::proc_stat::number::<usize>(stat, n);
     Some([field(48)?, field(49)?, field(50)?, field(51)?])
 }
