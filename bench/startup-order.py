@@ -61,7 +61,8 @@ for i, args in enumerate(commands):
                 add(m.group(1))
 front = len(ordered)
 
-# The sandbox's PID 1 (a clone of cordon), sampled: most-sampled first.
+# The sandbox's PID 1 (a clone of cordon), sampled; by name, so that a new sampling changes
+# the file only where it found other functions.
 samples = os.path.join(work, "perf.data")
 loop = f'for i in $(seq {runs}); do "{cordon}" run --no-record -- /bin/true; "{cordon}" run -- /bin/true; done'
 subprocess.run(["perf", "record", "-q", "-F", "40000", "-e", "cpu-clock", "-o", samples, "--", "sh", "-c", loop],
@@ -73,7 +74,7 @@ for line in report.splitlines():
     m = re.match(r"\s*([\d.]+)%\s+\[\.\]\s+(\S+)", line)
     if m:
         counts[m.group(2)] += float(m.group(1))
-for name, _ in counts.most_common():
+for name in sorted(counts):
     add(name)
 
 with open(out_path, "w") as f:
