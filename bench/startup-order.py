@@ -34,8 +34,9 @@ for line in subprocess.run(["nm", cordon], capture_output=True, text=True, check
     if len(parts) == 3 and parts[1] in "tTwW":
         defined.add(parts[2])
 
-work = tempfile.mkdtemp(prefix="cordon-order-")
-env = dict(os.environ, CORDON_HOME=os.path.join(work, "home"))
+work = tempfile.TemporaryDirectory(prefix="cordon-order-")  # removed on exit, even on failure
+work_dir = work.name
+env = dict(os.environ, CORDON_HOME=os.path.join(work_dir, "home"))
 commands = [
     ["run", "--no-sandbox", "--no-record", "--", "/bin/true"],
     ["run", "--no-sandbox", "--", "/bin/true"],
@@ -51,9 +52,9 @@ def add(name):
 
 # The front, exactly: callgrind names every function executed, first use first.
 for i, args in enumerate(commands):
-    profile = os.path.join(work, f"callgrind.{i}")
+    profile = os.path.join(work_dir, f"callgrind.{i}")
     subprocess.run(["valgrind", "--tool=callgrind", "--demangle=no", f"--callgrind-out-file={profile}", cordon, *args],
-                   cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                   cwd=work_dir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     with open(profile) as f:
         for line in f:
             m = re.match(r"c?fn=\(\d+\) (\S+)", line)
@@ -63,10 +64,10 @@ front = len(ordered)
 
 # The sandbox's PID 1 (a clone of cordon), sampled; by name, so that a new sampling changes
 # the file only where it found other functions.
-samples = os.path.join(work, "perf.data")
+samples = os.path.join(work_dir, "perf.data")
 loop = f'for i in $(seq {runs}); do "{cordon}" run --no-record -- /bin/true; "{cordon}" run -- /bin/true; done'
 subprocess.run(["perf", "record", "-q", "-F", "40000", "-e", "cpu-clock", "-o", samples, "--", "sh", "-c", loop],
-               cwd=work, env=env, stdout=subprocess.DEVNULL, check=True)
+               cwd=work_dir, env=env, stdout=subprocess.DEVNULL, check=True)
 report = subprocess.run(["perf", "report", "-i", samples, "--comm", "cordon", "--no-demangle", "--sort", "sym",
                          "-q", "-g", "none"], capture_output=True, text=True, check=True).stdout
 counts = collections.Counter()
@@ -79,5 +80,4 @@ for name in sorted(counts):
 
 with open(out_path, "w") as f:
     f.write("\n".join(ordered) + "\n")
-subprocess.run(["rm", "-rf", work])
 print(f"{out_path}: {len(ordered)} functions ({front} from callgrind, {len(ordered) - front} sampled)")

@@ -7,8 +7,11 @@
 //! quarter of a millisecond per command on the machine of BENCHMARKS.md ("Sandbox start-up,
 //! round five"). Names that no longer exist are ignored, so a stale list costs speed only.
 //!
-//! Only release builds for x86_64 Linux with glibc use it. Set `CORDON_LINK_ORDER=off` to
-//! link without it (for a linker other than lld, which may not know the option).
+//! Only release builds for x86_64 Linux with glibc use it, and only with Rust's own choice of
+//! linker: when the build names a linker (`target.<triple>.linker`) or changes its choice
+//! through `RUSTFLAGS` (`-C linker=`, `linker-flavor`, `linker-features`,
+//! `link-self-contained`, `-fuse-ld`), it is left out, as GNU ld, gold and mold do not know
+//! the option. Set `CORDON_LINK_ORDER=off` to leave it out in any case.
 
 use std::env;
 use std::path::Path;
@@ -23,18 +26,24 @@ fn main() {
         && is("CARGO_CFG_TARGET_OS", "linux")
         && is("CARGO_CFG_TARGET_ENV", "gnu")
         && is("PROFILE", "release")
-        && !is("CORDON_LINK_ORDER", "off");
+        && !is("CORDON_LINK_ORDER", "off")
+        && !linker_chosen_by_the_build();
     if !wanted {
         return;
     }
-    let manifest_dir = env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let Some(manifest_dir) = env::var_os("CARGO_MANIFEST_DIR") else {
+        return;
+    };
     let order = Path::new(&manifest_dir).join("startup-order.txt");
     if !order.is_file() {
         return;
     }
+    let Some(order) = order.to_str() else {
+        return;
+    };
     // `-Xlinker` passes each argument whole: a path with a comma would be split by `-Wl,`.
     for arg in [
-        format!("--symbol-ordering-file={}", order.display()),
+        format!("--symbol-ordering-file={order}"),
         // The list names functions of one build; a later build renames some (their hashes
         // change with their crate's version), and lld would warn about each.
         "--no-warn-symbol-ordering".to_owned(),
@@ -42,4 +51,19 @@ fn main() {
         println!("cargo::rustc-link-arg-bin=cordon=-Xlinker");
         println!("cargo::rustc-link-arg-bin=cordon={arg}");
     }
+}
+
+/// Whether the build names its linker or changes Rust's choice of one.
+fn linker_chosen_by_the_build() -> bool {
+    println!("cargo::rerun-if-env-changed=RUSTC_LINKER");
+    if env::var_os("RUSTC_LINKER").is_some() {
+        return true;
+    }
+    let flags = env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
+    flags.split('\x1f').any(|flag| {
+        // `linker=`, `linker-flavor=`, `linker-features=`; `link-self-contained=`; `-fuse-ld=`.
+        ["linker", "link-self-contained", "fuse-ld"]
+            .iter()
+            .any(|word| flag.contains(word))
+    })
 }

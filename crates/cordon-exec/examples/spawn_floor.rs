@@ -13,7 +13,11 @@ fn main() {
         std::process::exit(2);
     };
     match std::process::Command::new(&program).args(args).status() {
-        Ok(status) => std::process::exit(status.code().unwrap_or(128)),
+        Ok(status) => {
+            use std::os::unix::process::ExitStatusExt;
+            let code = status.code();
+            std::process::exit(code.unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
+        }
         Err(e) => {
             eprintln!("spawn_floor: cannot run {}: {e}", program.to_string_lossy());
             std::process::exit(127);

@@ -25,6 +25,25 @@ pub const DEFAULT_PRIVATE_KEY_MAX_LEN: usize = 4 * 1024;
 /// ignoring ASCII case).
 const SECRET_NAME_WORDS: &[&str] = &["TOKEN", "SECRET", "PASSWORD", "KEY", "CREDENTIAL"];
 
+// `is_secret_env_name` compares byte windows without regard to ASCII case: that is `contains`
+// on the uppercased name only for words that are non-empty and ASCII capitals.
+const _: () = {
+    let mut i = 0;
+    while i < SECRET_NAME_WORDS.len() {
+        let word = SECRET_NAME_WORDS[i].as_bytes();
+        assert!(!word.is_empty(), "a secret-name word is empty");
+        let mut j = 0;
+        while j < word.len() {
+            assert!(
+                word[j].is_ascii_uppercase(),
+                "secret-name words are ASCII capitals"
+            );
+            j += 1;
+        }
+        i += 1;
+    }
+};
+
 /// Whether an environment variable's name looks like it holds a secret: it
 /// contains `TOKEN`, `SECRET`, `PASSWORD`, `KEY` or `CREDENTIAL`, in any
 /// case.

@@ -128,6 +128,10 @@ fn argument_areas() -> Option<[usize; 4]> {
             Err(_) => return None,
         }
     }
+    // The whole line or nothing: a field cut short would read as a smaller number.
+    if len == buf.len() || buf[..len].last() != Some(&b'\n') {
+        return None;
+    }
     let stat = &buf[..len];
     let field = |n| cordon_types::proc_stat::number::<usize>(stat, n);
     Some([field(48)?, field(49)?, field(50)?, field(51)?])

@@ -188,14 +188,52 @@ mod tests {
             .chain((0..1100).map(|n| n | 0x4000_0000))
             .chain([0x3fff_ffff, 0x7fff_ffff, 0x8000_0000, u32::MAX])
             .collect();
+        let same = |arch: u32, n: u32, a: &[u64; 6]| {
+            assert_eq!(
+                run_arch(with.instructions(), arch, n, a),
+                run_arch(&full, arch, n, a),
+                "arch {arch:#x} nr {n:#x} args {a:x?}"
+            );
+        };
         for arch in [native_arch(), 3 | 0x4000_0000, 40 | 0x4000_0000] {
             for &n in &numbers {
                 for a in &args {
-                    assert_eq!(
-                        run_arch(with.instructions(), arch, n, a),
-                        run_arch(&full, arch, n, a),
-                        "arch {arch:#x} nr {n:#x} args {a:x?}"
-                    );
+                    same(arch, n, a);
+                }
+            }
+        }
+        // Every named number and its neighbours (native, x32, with high bits), against every
+        // value a rule compares, one off either side, with and without junk in its upper
+        // half, alone in its upper half, in every argument slot, the others 0 or all ones.
+        let mut values: Vec<u64> = rules::NAMESPACE_FLAGS.iter().map(|f| flag(*f)).collect();
+        values.extend([libc::TIOCSTI, libc::TIOCLINUX, rules::PERSONALITY_QUERY, 0]);
+        values.push(flag(libc::AF_VSOCK));
+        let mut variants = Vec::new();
+        for v in values {
+            for w in [v.wrapping_sub(1), v, v + 1] {
+                variants.extend([w, w | 0xdead_beef << 32, w << 32]);
+            }
+        }
+        let mut boundary_args = Vec::new();
+        for slot in 0..6 {
+            for &v in &variants {
+                let mut a = [0; 6];
+                a[slot] = v;
+                boundary_args.push(a);
+                a = [u64::MAX; 6];
+                a[slot] = v;
+                boundary_args.push(a);
+            }
+        }
+        let named: Vec<u32> = rules::checks()
+            .iter()
+            .flat_map(|&(n, _)| [n.wrapping_sub(1), n, n + 1])
+            .flat_map(|n| [n, n | 0x4000_0000, n | 0x8000_0000])
+            .collect();
+        for arch in [native_arch(), 3 | 0x4000_0000] {
+            for &n in &named {
+                for a in &boundary_args {
+                    same(arch, n, a);
                 }
             }
         }

@@ -130,6 +130,11 @@ impl Slot {
 /// `SECCOMP_RET_KILL_PROCESS`.
 const RET_KILL_PROCESS: u32 = 0x8000_0000;
 
+// The argument offsets below are those of a little-endian `struct seccomp_data` (so are
+// seccompiler's, and the architecture values of `native_arch`).
+#[cfg(target_endian = "big")]
+compile_error!("the seccomp program is laid out for little-endian targets only");
+
 /// The low 32 bits of argument `arg` in `struct seccomp_data` (little-endian).
 fn arg_offset(arg: u8) -> u32 {
     assert!(arg < 6, "system calls have six arguments");
@@ -140,7 +145,11 @@ fn arg_offset(arg: u8) -> u32 {
 pub fn assemble(checks: &[(u32, Check)]) -> Vec<sock_filter> {
     let mut checks = checks.to_vec();
     checks.sort_unstable_by_key(|(nr, _)| *nr);
-    checks.dedup_by_key(|(nr, _)| *nr);
+    // One check per number: two would leave it to the sort which one counts.
+    assert!(
+        checks.windows(2).all(|w| w[0].0 != w[1].0),
+        "a system call number has two checks"
+    );
 
     let mut slots = vec![
         Slot::stmt(BPF_LD_W_ABS, DATA_ARCH),
