@@ -2,16 +2,25 @@
 # Interleaved A/B timing for a noisy machine: `bench/ab.py ROUNDS "CMD A" "CMD B" ...` runs every
 # command once per round, in turn, and prints each median and the median of the per-round
 # differences against the first command (robust to load that drifts during the run).
+# `bench/ab.py --rotate ROUNDS ...` starts each round at the next command, so that every
+# command follows every other equally often: a sandbox's teardown (its namespaces go away
+# after the tool has exited) lands on whichever command runs next.
 import os, subprocess, sys, time, statistics, json
 # Interleaved A/B: each round runs every command once, in turn; reports medians and the median
 # of the per-round differences against the first command (robust to load drifting).
-n = int(sys.argv[1]); cmds = [c.split() for c in sys.argv[2:]]
+argv = sys.argv[1:]
+rotate = bool(argv) and argv[0] == "--rotate"
+if rotate:
+    argv = argv[1:]
+n = int(argv[0]); cmds = [c.split() for c in argv[1:]]
 times = [[] for _ in cmds]
 dn = open(os.devnull, "wb")
 for _ in range(10):
     for c in cmds: subprocess.run(c, stdout=dn, stderr=dn)
-for _ in range(n):
-    for i, c in enumerate(cmds):
+for r in range(n):
+    start = r % len(cmds) if rotate else 0
+    for k in range(len(cmds)):
+        i = (start + k) % len(cmds); c = cmds[i]
         t = time.perf_counter(); subprocess.run(c, stdout=dn, stderr=dn); times[i].append(time.perf_counter() - t)
 for i, c in enumerate(cmds):
     d = [b - a for a, b in zip(times[0], times[i])]
