@@ -48,6 +48,7 @@ mod in_process;
 mod landlock;
 mod leftovers;
 mod mounts;
+mod network;
 mod outer;
 mod overlay_exec;
 mod pid;

@@ -46,14 +46,12 @@ pub fn run() -> Setup<ChildReport> {
         .transpose()?;
     let (sync_r, sync_w) = sys::pipe()?;
     let (status_r, status_w) = sys::pipe()?;
-    let mut flags = libc::CLONE_NEWUSER
+    // The private network namespace is PID 1's to make (`network`), beside the root.
+    let flags = libc::CLONE_NEWUSER
         | libc::CLONE_NEWNS
         | libc::CLONE_NEWPID
         | libc::CLONE_NEWIPC
         | libc::CLONE_NEWUTS;
-    if prepared.plan.private_network {
-        flags |= libc::CLONE_NEWNET;
-    }
     // SAFETY: clone without CLONE_VM behaves like fork; the process is single-threaded and the
     // child only runs `pid1::run`, which never returns.
     let pid = unsafe {

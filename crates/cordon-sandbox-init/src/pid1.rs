@@ -13,7 +13,7 @@ use crate::error::Setup;
 use crate::outer::Prepared;
 use crate::pid::{ProcessGroup, ProcessId};
 use crate::status::{self, Exit};
-use crate::{child, leftovers, mounts, sys};
+use crate::{child, leftovers, mounts, network, sys};
 
 /// Signals PID 1 forwards to the program's process group.
 const FORWARDED: &[Signal] = &[
@@ -145,9 +145,17 @@ fn setup(p: &Prepared, sync_fd: Option<i32>) -> Setup<()> {
     // SAFETY: integer argument only.
     let r = unsafe { libc::unshare(libc::CLONE_NEWCGROUP) };
     sys::check(r.into(), || "create the cgroup namespace".into())?;
+    // The private network namespace is made beside the root, on another CPU when there is
+    // one (`network`: the kernel's slowest step of the start); entered before anything that
+    // needs it, and before the program.
+    let network = if p.plan.private_network {
+        Some(network::start(!p.plan.counts_tasks())?)
+    } else {
+        None
+    };
     mounts::build(&p.plan.mounts, &p.plan.noexec)?;
-    if p.plan.private_network {
-        loopback_up()?;
+    if let Some(network) = network {
+        network.enter()?;
     }
     if let Some(port) = p.plan.proxy_port {
         crate::proxy_socket::hand_over(port)?;
@@ -157,30 +165,6 @@ fn setup(p: &Prepared, sync_fd: Option<i32>) -> Setup<()> {
     let r = unsafe { libc::sethostname(name.as_ptr().cast(), name.len()) };
     sys::check(r.into(), || "set the host name".into())?;
     Ok(())
-}
-
-fn loopback_up() -> Setup<()> {
-    // SAFETY: socket with constant arguments.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    sys::check(fd.into(), || "open a socket to configure loopback".into())?;
-    // SAFETY: an all-zero ifreq is valid.
-    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
-    for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
-        *dst = *src as libc::c_char;
-    }
-    // SAFETY: `req` is a valid ifreq for these ioctls.
-    let r = unsafe { libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut req) };
-    let res = sys::check(r.into(), || "read loopback flags".into()).and_then(|_| {
-        // SAFETY: ifru_flags is the member SIOCGIFFLAGS filled in.
-        unsafe {
-            req.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
-        }
-        // SAFETY: as above.
-        let r = unsafe { libc::ioctl(fd, libc::SIOCSIFFLAGS, &req) };
-        sys::check(r.into(), || "bring loopback up".into())
-    });
-    sys::close(fd);
-    res.map(drop)
 }
 
 fn empty_set() -> libc::sigset_t {

@@ -61,6 +61,20 @@ pub struct InitPlan {
 }
 
 impl InitPlan {
+    /// Whether a limit counts the sandbox's tasks (a cgroup's `pids.max`, `RLIMIT_NPROC`):
+    /// PID 1 then starts no thread of its own, which would count against it for a moment.
+    pub fn counts_tasks(&self) -> bool {
+        let cgroup_pids = match &self.cgroup {
+            Some(CgroupPlan::V2 { pids, .. } | CgroupPlan::V1 { pids, .. }) => pids.is_some(),
+            None => false,
+        };
+        cgroup_pids
+            || self
+                .rlimits
+                .iter()
+                .any(|r| r.resource == RlimitResource::Processes)
+    }
+
     /// The namespaces (`CLONE_NEW*` flags) the helper may be started in, as PID 1 of its new
     /// PID namespace: it then builds the sandbox in place, writing its own uid and gid maps,
     /// instead of creating them in a process of its own. `0` when it must make them itself:
@@ -69,15 +83,13 @@ impl InitPlan {
         if self.cgroup.is_some() {
             return 0;
         }
-        let mut flags = libc::CLONE_NEWUSER
+        // Not the private network namespace: PID 1 makes it itself, beside the root (it is
+        // the slowest to make; see `network`).
+        libc::CLONE_NEWUSER
             | libc::CLONE_NEWNS
             | libc::CLONE_NEWPID
             | libc::CLONE_NEWIPC
-            | libc::CLONE_NEWUTS;
-        if self.private_network {
-            flags |= libc::CLONE_NEWNET;
-        }
-        flags
+            | libc::CLONE_NEWUTS
     }
 }
 
@@ -370,5 +382,49 @@ mod tests {
         assert!(text.contains(r#""resource":"core""#), "{text}");
         let back: InitPlan = serde_json::from_str(&text).unwrap();
         pretty_assertions::assert_eq!(plan, back);
+    }
+
+    #[test]
+    fn only_limits_on_the_number_of_tasks_count_tasks() {
+        let plan = |cgroup, rlimits| InitPlan {
+            mounts: Vec::new(),
+            workdir: "/w".into(),
+            private_network: true,
+            landlock: None,
+            seccomp: true,
+            rlimits,
+            cgroup,
+            uid: 1000,
+            gid: 1000,
+            noexec: Vec::new(),
+            proxy_port: None,
+        };
+        let rlimit = |resource| Rlimit {
+            resource,
+            soft: 64,
+            hard: 64,
+        };
+        let v2 = |memory_bytes, pids| {
+            Some(CgroupPlan::V2 {
+                parent: "/sys/fs/cgroup/me".into(),
+                memory_bytes,
+                pids,
+            })
+        };
+        let v1 = |memory_bytes: Option<u64>, pids: Option<u64>| {
+            Some(CgroupPlan::V1 {
+                memory_parent: memory_bytes.map(|_| "/sys/fs/cgroup/memory/me".into()),
+                pids_parent: pids.map(|_| "/sys/fs/cgroup/pids/me".into()),
+                memory_bytes,
+                pids,
+            })
+        };
+        assert!(!plan(None, Vec::new()).counts_tasks());
+        assert!(!plan(None, vec![rlimit(RlimitResource::OpenFiles)]).counts_tasks());
+        assert!(!plan(v2(Some(1 << 30), None), Vec::new()).counts_tasks());
+        assert!(!plan(v1(Some(1 << 30), None), Vec::new()).counts_tasks());
+        assert!(plan(v2(None, Some(64)), Vec::new()).counts_tasks());
+        assert!(plan(v1(None, Some(64)), Vec::new()).counts_tasks());
+        assert!(plan(None, vec![rlimit(RlimitResource::Processes)]).counts_tasks());
     }
 }

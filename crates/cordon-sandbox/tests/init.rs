@@ -347,7 +347,40 @@ fn network_is_private_unless_host() {
     let o = run(&p, &script, T);
     ok(&o);
     assert!(o.stdout.contains("HELLO-FROM-HOST"), "{o:?}");
+
+    // The private namespace is the program's own (PID 1 makes it beside the root and joins
+    // it before the program starts), with its loopback device up; `--network host` is the
+    // host's namespace.
+    let host_ns = std::fs::read_link("/proc/self/ns/net").unwrap();
+    let o = run(&policy(&w), OWN_LOOPBACK, T);
+    ok(&o);
+    let (echo, ns) = o.stdout.trim().split_once('\n').expect("two lines");
+    assert_eq!(echo, "LOOPBACK-OK", "{o:?}");
+    assert!(ns.starts_with("net:["), "{o:?}");
+    assert_ne!(Path::new(ns), host_ns, "{o:?}");
+    let o = run(&p, OWN_LOOPBACK, T);
+    ok(&o);
+    assert_eq!(
+        o.stdout.lines().nth(1).map(Path::new),
+        Some(host_ns.as_path()),
+        "{o:?}"
+    );
+    // Under a limit that counts tasks, PID 1 makes the namespace without a thread: the same.
+    let mut p = policy(&w);
+    p.limits.pids = Some(64);
+    let o = run(&p, OWN_LOOPBACK, T);
+    ok(&o);
+    let (echo, ns) = o.stdout.trim().split_once('\n').expect("two lines");
+    assert_eq!(echo, "LOOPBACK-OK", "{o:?}");
+    assert!(ns.starts_with("net:["), "{o:?}");
+    assert_ne!(Path::new(ns), host_ns, "{o:?}");
 }
+
+/// Serves and connects on the sandbox's loopback, then prints the network namespace.
+const OWN_LOOPBACK: &str = "python3 -c 'import socket, os
+s = socket.socket(); s.bind((\"127.0.0.1\", 0)); s.listen(1)
+c = socket.create_connection(s.getsockname(), 2); a, _ = s.accept(); a.sendall(b\"LOOPBACK-OK\")
+print(c.recv(16).decode()); print(os.readlink(\"/proc/self/ns/net\"))'";
 
 fn tiocsti_is_refused() {
     let w = tempdir("tiocsti");

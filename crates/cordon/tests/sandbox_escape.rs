@@ -313,6 +313,28 @@ fn network_is_off_by_default_and_host_opts_in() {
     let ran = w.run(&["--network", "host"], &py);
     assert_passed(&ran);
     assert!(ran.stdout().contains("HELLO-FROM-HOST"), "{ran:#?}");
+
+    // The private namespace is the program's own, joined before it starts, with its loopback
+    // device up (PID 1 makes it beside the root); `--network host` is the host's.
+    let own = "python3 -c 'import socket, os
+s = socket.socket(); s.bind((\"127.0.0.1\", 0)); s.listen(1)
+c = socket.create_connection(s.getsockname(), 2); a, _ = s.accept(); a.sendall(b\"LOOPBACK-OK\")
+print(c.recv(16).decode()); print(os.readlink(\"/proc/self/ns/net\"))'";
+    let host_ns = std::fs::read_link("/proc/self/ns/net").unwrap();
+    let ran = w.run(&[], own);
+    assert_passed(&ran);
+    let stdout = ran.stdout();
+    let (echo, ns) = stdout.trim().split_once('\n').expect("two lines");
+    assert_eq!(echo, "LOOPBACK-OK", "{ran:#?}");
+    assert!(ns.starts_with("net:["), "{ran:#?}");
+    assert_ne!(std::path::Path::new(ns), host_ns, "{ran:#?}");
+    let ran = w.run(&["--network", "host"], own);
+    assert_passed(&ran);
+    assert_eq!(
+        ran.stdout().lines().nth(1).map(std::path::Path::new),
+        Some(host_ns.as_path()),
+        "{ran:#?}"
+    );
 }
 
 #[test]
