@@ -245,16 +245,18 @@ impl Spawn {
         let all = full_sigset();
         // SAFETY: valid sigset pointers.
         unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut child.old_mask) };
+        let (tid_flags, tid_at) = libc_thread_id_record();
         // SAFETY: clone without CLONE_VM is fork into new namespaces: the child gets a copy of
         // this (single-threaded, checked by the caller) process and never returns from the
-        // block below.
+        // block below. `tid_at` is this thread's id record in the C library, in the child's
+        // copy of this memory.
         let pid = unsafe {
             libc::syscall(
                 libc::SYS_clone,
-                (self.namespaces | libc::SIGCHLD) as libc::c_ulong,
+                (self.namespaces | tid_flags | libc::SIGCHLD) as libc::c_ulong,
                 0usize,
                 0usize,
-                0usize,
+                tid_at,
                 0usize,
             )
         };
@@ -346,6 +348,24 @@ fn single_threaded() -> bool {
 
 /// The first descriptor number the child does not keep: above the standard ones, and the
 /// report pipe and network socket when it is given them.
+/// The `clone` flags and child-tid argument that have the kernel write the child's own
+/// thread id into the C library's record of it, as glibc's `fork` does: a bare `clone` leaves
+/// the parent's id there, and glibc identifies the owner of a recursive mutex by it (a thread
+/// the child starts could then take a lock the child holds). The record's address is the one
+/// glibc gave the kernel with `set_tid_address`. `(0, 0)` where it cannot be had (a kernel
+/// without `PR_GET_TID_ADDRESS`), or where `clone` orders its arguments otherwise: the
+/// child's record is then stale, and the sandbox's PID 1 checks it before it starts a thread.
+fn libc_thread_id_record() -> (libc::c_int, usize) {
+    #[cfg(target_arch = "x86_64")]
+    if let Ok(Some(at)) = rustix::thread::get_clear_child_tid_address() {
+        return (
+            libc::CLONE_CHILD_SETTID | libc::CLONE_CHILD_CLEARTID,
+            at.as_ptr() as usize,
+        );
+    }
+    (0, 0)
+}
+
 fn first_private(spawn: &Spawn) -> libc::c_uint {
     if spawn.network_fd.is_some() {
         CHILD_NETWORK_FD as libc::c_uint + 1

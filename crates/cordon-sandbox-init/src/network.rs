@@ -37,12 +37,13 @@ enum Pending {
 /// Starts making a private network namespace (loopback up). Call [`PendingNetwork::enter`]
 /// before anything runs that must be inside it.
 ///
-/// With `in_thread` false, or when no thread can be started, the namespace is made at once,
-/// by the calling thread, which is then in it. (A limit that counts tasks would count the
+/// With `in_thread` false, when the C library's record of this thread's id is stale (see
+/// [`libc_knows_its_thread_id`]), or when no thread can be started, the namespace is made at
+/// once, by the calling thread, which is then in it. (A limit that counts tasks would count the
 /// thread: it is gone from its process when joined, but the kernel releases it a moment
 /// later.)
 pub fn start(in_thread: bool) -> Setup<PendingNetwork> {
-    if !in_thread {
+    if !in_thread || !libc_knows_its_thread_id() {
         make()?;
         return Ok(PendingNetwork(Pending::Entered));
     }
@@ -82,6 +83,38 @@ impl PendingNetwork {
         sys::check(r.into(), || "enter the private network namespace".into())?;
         Ok(())
     }
+}
+
+/// Whether the C library's record of the calling thread's id (at the address it gave the
+/// kernel with `set_tid_address`) is the kernel's. It is not in a process made by a bare
+/// `clone` (without [`libc_thread_id_record`]'s flags): the record still holds the parent's
+/// id, and glibc identifies the owner of a recursive mutex by it, so a thread started there
+/// could take a lock this thread holds (when its id happens to be the stale one).
+fn libc_knows_its_thread_id() -> bool {
+    match rustix::thread::get_clear_child_tid_address() {
+        Ok(Some(at)) => {
+            // SAFETY: the address glibc registered for this thread: the id field of its thread
+            // record, an aligned `pid_t` that lives as long as the thread.
+            let recorded = unsafe { std::ptr::read_volatile(at.as_ptr().cast::<libc::pid_t>()) };
+            recorded == rustix::thread::gettid().as_raw_nonzero().get()
+        }
+        _ => false,
+    }
+}
+
+/// The `clone` flags and child-tid argument that have the kernel write the child's own
+/// thread id into the C library's record of it, as glibc's `fork` does (see
+/// [`libc_knows_its_thread_id`]). `(0, 0)` where the record's address cannot be had (a
+/// kernel without `PR_GET_TID_ADDRESS`), or where `clone` orders its arguments otherwise.
+pub fn libc_thread_id_record() -> (libc::c_int, usize) {
+    #[cfg(target_arch = "x86_64")]
+    if let Ok(Some(at)) = rustix::thread::get_clear_child_tid_address() {
+        return (
+            libc::CLONE_CHILD_SETTID | libc::CLONE_CHILD_CLEARTID,
+            at.as_ptr() as usize,
+        );
+    }
+    (0, 0)
 }
 
 /// Moves the calling thread into a new network namespace and brings its loopback device up;

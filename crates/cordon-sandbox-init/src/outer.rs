@@ -52,15 +52,17 @@ pub fn run() -> Setup<ChildReport> {
         | libc::CLONE_NEWPID
         | libc::CLONE_NEWIPC
         | libc::CLONE_NEWUTS;
+    let (tid_flags, tid_at) = crate::network::libc_thread_id_record();
     // SAFETY: clone without CLONE_VM behaves like fork; the process is single-threaded and the
-    // child only runs `pid1::run`, which never returns.
+    // child only runs `pid1::run`, which never returns. `tid_at` is this thread's id record
+    // in the C library, in the child's copy of this memory.
     let pid = unsafe {
         libc::syscall(
             libc::SYS_clone,
-            (flags | libc::SIGCHLD) as libc::c_ulong,
+            (flags | tid_flags | libc::SIGCHLD) as libc::c_ulong,
             0usize,
             0usize,
-            0usize,
+            tid_at,
             0usize,
         )
     };

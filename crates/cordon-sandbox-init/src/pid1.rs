@@ -105,8 +105,7 @@ fn start_and_wait(p: &Prepared, sync_fd: Option<i32>, status_fd: i32) -> Result<
     let mut old = empty_set();
     // SAFETY: valid sigset pointers.
     unsafe { libc::sigprocmask(libc::SIG_BLOCK, &set, &mut old) };
-    // SAFETY: the process is single-threaded; the child only execs or _exits.
-    let pid = unsafe { libc::fork() };
+    let pid = fork_program();
     let Some(program) = ProcessId::new(pid) else {
         if pid == 0 {
             // SAFETY: restores the inherited signal mask.
@@ -123,6 +122,28 @@ fn start_and_wait(p: &Prepared, sync_fd: Option<i32>, status_fd: i32) -> Result<
     leftovers::kill_and_reap_the_rest();
     Ok(exit)
 }
+
+/// `fork`, tried again for a few milliseconds while it is refused for want of a task slot
+/// (`EAGAIN`): the network namespace's thread is gone from this process once joined, but the
+/// kernel releases its slot a moment later, and a limit on the number of tasks PID 1 does not
+/// know of (one set on an enclosing cgroup, an inherited `RLIMIT_NPROC`) could still count
+/// it. A limit that is really full stays full, and the last refusal is returned.
+fn fork_program() -> libc::pid_t {
+    for _ in 0..FORK_TRIES {
+        // SAFETY: the process is single-threaded (the network thread was joined); the child
+        // only execs or _exits.
+        let pid = unsafe { libc::fork() };
+        if pid >= 0 || sys::errno() != libc::EAGAIN {
+            return pid;
+        }
+        std::thread::sleep(std::time::Duration::from_micros(100));
+    }
+    // SAFETY: as above.
+    unsafe { libc::fork() }
+}
+
+/// How often [`fork_program`] tries before its last try (100 µs apart).
+const FORK_TRIES: usize = 50;
 
 fn setup(p: &Prepared, sync_fd: Option<i32>) -> Setup<()> {
     rustix::process::set_parent_process_death_signal(Some(Signal::KILL))
@@ -153,6 +174,8 @@ fn setup(p: &Prepared, sync_fd: Option<i32>) -> Setup<()> {
     } else {
         None
     };
+    // (While the thread lives, this process may not `unshare` or `setns` its mount or user
+    // namespace: those need a single thread. The mounts need neither.)
     mounts::build(&p.plan.mounts, &p.plan.noexec)?;
     if let Some(network) = network {
         network.enter()?;

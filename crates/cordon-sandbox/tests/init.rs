@@ -365,6 +365,13 @@ fn network_is_private_unless_host() {
         Some(host_ns.as_path()),
         "{o:?}"
     );
+    // PID 1 made it in a thread: the thread had PID 2 of the sandbox, the program has 3.
+    let o = run(&policy(&w), "echo $$", T);
+    ok(&o);
+    assert_eq!(
+        o.stdout, "3\n",
+        "the network namespace was not made by a thread: {o:?}"
+    );
     // Under a limit that counts tasks, PID 1 makes the namespace without a thread: the same.
     let mut p = policy(&w);
     p.limits.pids = Some(64);
@@ -374,6 +381,12 @@ fn network_is_private_unless_host() {
     assert_eq!(echo, "LOOPBACK-OK", "{o:?}");
     assert!(ns.starts_with("net:["), "{o:?}");
     assert_ne!(Path::new(ns), host_ns, "{o:?}");
+    let o = run(&p, "echo $$", T);
+    ok(&o);
+    assert_eq!(
+        o.stdout, "2\n",
+        "a thread was started under a task limit: {o:?}"
+    );
 }
 
 /// Serves and connects on the sandbox's loopback, then prints the network namespace.

@@ -335,6 +335,15 @@ print(c.recv(16).decode()); print(os.readlink(\"/proc/self/ns/net\"))'";
         Some(host_ns.as_path()),
         "{ran:#?}"
     );
+    // PID 1 (cordon's clone of itself, its C library's thread id set right by the clone) made
+    // the namespace in a thread: the thread had PID 2 of the sandbox, the program has 3.
+    let ran = w.run(&[], "echo $$");
+    assert_passed(&ran);
+    assert_eq!(
+        ran.stdout(),
+        "3\n",
+        "the network namespace was not made by a thread: {ran:#?}"
+    );
 }
 
 #[test]
