@@ -348,6 +348,24 @@ fn the_program_holds_neither_the_listener_nor_the_channel() {
         "0 1 2 3 OSError: [Errno 98] Address already in use\n",
         "{ran:#?}"
     );
+    // With its proxy's threads, cordon starts the helper executable as PID 1 (it may not run
+    // a copy of itself): the helper, too, made the private namespace in a thread (PID 2 of
+    // the sandbox; the program is 3), and the program is in it.
+    let ran = run(
+        &["--network=allow=origin.test"],
+        "echo $$; readlink /proc/self/ns/net",
+        &[],
+    );
+    helpers::assert_passed(&ran);
+    let host_ns = std::fs::read_link("/proc/self/ns/net").unwrap();
+    let stdout = ran.stdout();
+    let (pid, ns) = stdout.trim().split_once('\n').expect("two lines");
+    assert_eq!(
+        pid, "3",
+        "the network namespace was not made by a thread: {ran:#?}"
+    );
+    assert!(ns.starts_with("net:["), "{ran:#?}");
+    assert_ne!(std::path::Path::new(ns), host_ns, "{ran:#?}");
 }
 
 /// A git repository holding `cordon.toml` and nothing else.
