@@ -242,10 +242,19 @@ fn serve_cluster_two_api_servers_three_workers_one_postgres() {
         .cloned()
         .chain([killed.clone(), paused.clone()])
         .collect();
+    // A worker records the final state, then appends the state and end events: wait for
+    // both (reading the events the moment the state is final can come between the two).
+    let has_ended = |id: &String| {
+        let job = job_of(&store, id);
+        job.state.is_final()
+            && store
+                .job_events(&job.id, 0, 100_000)
+                .unwrap()
+                .iter()
+                .any(|e| e.kind == "end")
+    };
     wait_for("every job to end", Duration::from_secs(600), || {
-        all.iter()
-            .all(|id| job_of(&store, id).state.is_final())
-            .then_some(())
+        all.iter().all(has_ended).then_some(())
     });
     for id in &all {
         let job = job_of(&store, id);
