@@ -161,8 +161,9 @@ pub fn run_command() -> clap::Command {
 /// reports why).
 fn parse_run(argv: &[std::ffi::OsString]) -> Option<RunArgs> {
     use clap::FromArgMatches;
-    let matches = run_command().try_get_matches_from(argv).ok()?;
-    RunArgs::from_arg_matches(&matches).ok()
+    // `_mut`: takes the values out instead of cloning the whole match set first.
+    let mut matches = run_command().try_get_matches_from(argv).ok()?;
+    RunArgs::from_arg_matches_mut(&mut matches).ok()
 }
 
 /// Standard input of the program.
