@@ -346,8 +346,6 @@ fn single_threaded() -> bool {
     cordon_types::proc_stat::field(&buf[..n], 20) == Some(&b"1"[..])
 }
 
-/// The first descriptor number the child does not keep: above the standard ones, and the
-/// report pipe and network socket when it is given them.
 /// The `clone` flags and child-tid argument that have the kernel write the child's own
 /// thread id into the C library's record of it, as glibc's `fork` does: a bare `clone` leaves
 /// the parent's id there, and glibc identifies the owner of a recursive mutex by it (a thread
@@ -366,6 +364,8 @@ fn libc_thread_id_record() -> (libc::c_int, usize) {
     (0, 0)
 }
 
+/// The first descriptor number the child does not keep: above the standard ones, and the
+/// report pipe and network socket when it is given them.
 fn first_private(spawn: &Spawn) -> libc::c_uint {
     if spawn.network_fd.is_some() {
         CHILD_NETWORK_FD as libc::c_uint + 1
