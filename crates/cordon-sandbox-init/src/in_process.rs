@@ -16,28 +16,50 @@
 use std::ffi::{OsStr, OsString};
 
 use crate::entry::report_and_exit;
+use crate::error::SetupError;
 use crate::plan::InitPlan;
 use crate::{outer, pid1};
 
 /// A sandbox, ready to be run by PID 1 in a child that cordon clones itself into the plan's
 /// namespaces ([`InProcessInit::namespaces`]) with the report pipe at
 /// [`cordon_types::CHILD_REPORT_FD`].
+///
+/// Everything PID 1 needs is allocated here, before the clone (the program's argv and
+/// environment as C strings, the compiled seccomp filter): the child is a copy-on-write copy
+/// of cordon, and every page it writes is copied for it, so building them in the child cost
+/// it a copied page per page its allocations touched. The child only reads them, and frees
+/// nothing (it ends with `_exit`).
 #[derive(Clone, PartialEq, Eq)]
 pub struct InProcessInit {
     plan: InitPlan,
-    argv: Vec<OsString>,
-    env: Vec<(OsString, OsString)>,
+    /// What the helper's `prepare` makes of the plan, the program and its environment, or why
+    /// it could not (reported by PID 1 as a set-up failure, as the helper executable does).
+    prepared: Result<outer::Prepared, SetupError>,
 }
 
 impl std::fmt::Debug for InProcessInit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // The environment's values may be secrets: its names only.
-        let names: Vec<&OsString> = self.env.iter().map(|(k, _)| k).collect();
-        f.debug_struct("InProcessInit")
-            .field("plan", &self.plan)
-            .field("argv", &self.argv)
-            .field("env_names", &names)
-            .finish()
+        let mut s = f.debug_struct("InProcessInit");
+        s.field("plan", &self.plan);
+        match &self.prepared {
+            Ok(p) => {
+                let names: Vec<std::borrow::Cow<'_, str>> = p
+                    .envp
+                    .iter()
+                    .map(|kv| {
+                        kv.as_bytes()
+                            .split(|b| *b == b'=')
+                            .next()
+                            .unwrap_or_default()
+                    })
+                    .map(String::from_utf8_lossy)
+                    .collect();
+                s.field("argv", &p.argv).field("env_names", &names)
+            }
+            Err(e) => s.field("prepare_error", e),
+        };
+        s.finish()
     }
 }
 
@@ -57,7 +79,8 @@ impl InProcessInit {
         let argv = std::iter::once(program.to_owned())
             .chain(args.iter().cloned())
             .collect();
-        Some(InProcessInit { plan, argv, env })
+        let prepared = outer::prepare_from(plan.clone(), argv, env);
+        Some(InProcessInit { plan, prepared })
     }
 
     /// The namespaces (`CLONE_NEW*` flags) the child must be cloned into.
@@ -77,8 +100,10 @@ impl InProcessInit {
         // SAFETY: making a signal ignored runs no code.
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
         hide_cordons_command_line();
-        let outcome = outer::prepare_from(self.plan.clone(), self.argv.clone(), self.env.clone())
-            .and_then(|prepared| pid1::run_in_place(&prepared));
+        let outcome = match &self.prepared {
+            Ok(prepared) => pid1::run_in_place(prepared),
+            Err(e) => Err(e.clone()),
+        };
         report_and_exit(outcome)
     }
 }
@@ -135,4 +160,65 @@ fn argument_areas() -> Option<[usize; 4]> {
     let stat = &buf[..len];
     let field = |n| cordon_types::proc_stat::number::<usize>(stat, n);
     Some([field(48)?, field(49)?, field(50)?, field(51)?])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(workdir: &str) -> InitPlan {
+        InitPlan {
+            mounts: Vec::new(),
+            workdir: workdir.into(),
+            private_network: true,
+            landlock: None,
+            seccomp: false,
+            rlimits: Vec::new(),
+            cgroup: None,
+            uid: 1000,
+            gid: 1000,
+            noexec: Vec::new(),
+            proxy_port: None,
+        }
+    }
+
+    #[test]
+    fn what_pid_1_needs_is_made_before_the_clone() {
+        let env = vec![
+            ("PATH".into(), "/opt/bin::/usr/bin".into()),
+            ("API_TOKEN".into(), "s3cr3t-value".into()),
+        ];
+        let init = InProcessInit::new(plan("/w"), OsStr::new("make"), &["all".into()], env)
+            .expect("a plan with namespaces runs in process");
+        let prepared = init.prepared.as_ref().expect("prepared");
+        assert_eq!(prepared.argv, [c"make".to_owned(), c"all".to_owned()]);
+        assert_eq!(
+            prepared.envp,
+            [
+                c"PATH=/opt/bin::/usr/bin".to_owned(),
+                c"API_TOKEN=s3cr3t-value".to_owned()
+            ]
+        );
+        // A bare name is looked for in PATH's directories (empty entries skipped).
+        assert_eq!(
+            prepared.candidates,
+            [c"/opt/bin/make".to_owned(), c"/usr/bin/make".to_owned()]
+        );
+        assert_eq!(prepared.workdir, c"/w".to_owned());
+        // Shown with the environment's names only: its values may be secrets.
+        let shown = format!("{init:?}");
+        assert!(shown.contains("API_TOKEN"), "{shown}");
+        assert!(!shown.contains("s3cr3t-value"), "{shown}");
+    }
+
+    #[test]
+    fn what_cannot_be_prepared_is_kept_for_pid_1_to_report() {
+        // A working directory with a NUL byte cannot be a C string: PID 1 reports it as the
+        // set-up failure, as the helper executable does, instead of running anything.
+        let init = InProcessInit::new(plan("/w\0x"), OsStr::new("/bin/true"), &[], Vec::new())
+            .expect("a plan with namespaces runs in process");
+        let error = init.prepared.as_ref().err().expect("an error");
+        assert!(error.to_string().contains("NUL byte"), "{error}");
+        assert!(format!("{init:?}").contains("prepare_error"));
+    }
 }

@@ -15,6 +15,7 @@ use crate::status::{self, FailureKind, Received};
 use crate::{pid1, sys};
 
 /// Everything the forked processes need, allocated before any fork.
+#[derive(Clone, PartialEq, Eq)]
 pub struct Prepared {
     /// The plan.
     pub plan: InitPlan,
