@@ -52,12 +52,44 @@ pub fn start(in_thread: bool) -> Setup<PendingNetwork> {
         .stack_size(STACK_BYTES)
         .spawn(make)
     {
-        Ok(thread) => Ok(PendingNetwork(Pending::Thread(thread))),
+        Ok(thread) => {
+            run_elsewhere(&thread);
+            Ok(PendingNetwork(Pending::Thread(thread)))
+        }
         Err(_) => {
             make()?;
             Ok(PendingNetwork(Pending::Entered))
         }
     }
+}
+
+/// Keeps the thread off the CPU the calling thread is on, when the calling thread may run on
+/// another one. Left to the scheduler, a new thread often starts in the queue of the CPU that
+/// created it, and waits there until its creator sleeps (PID 1 builds the root without
+/// sleeping): the two then take turns on one CPU while the other idles. Best effort: where
+/// the affinity cannot be read or set, the thread runs where the scheduler puts it.
+fn run_elsewhere<T>(thread: &JoinHandle<T>) {
+    use std::os::unix::thread::JoinHandleExt;
+    // SAFETY: an all-zero cpu_set_t is an empty set.
+    let mut allowed: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: valid out-pointer of the given size.
+    if unsafe { libc::sched_getaffinity(0, size, &mut allowed) } != 0 {
+        return;
+    }
+    // SAFETY: no arguments.
+    let Ok(here) = usize::try_from(unsafe { libc::sched_getcpu() }) else {
+        return;
+    };
+    let mut elsewhere = allowed;
+    // SAFETY: `here` is a CPU number the kernel returned, below CPU_SETSIZE (the macro checks).
+    unsafe { libc::CPU_CLR(here, &mut elsewhere) };
+    // SAFETY: counts the bits of a valid set.
+    if unsafe { libc::CPU_COUNT(&elsewhere) } == 0 {
+        return;
+    }
+    // SAFETY: a live thread of this process (not joined yet) and a valid set of the given size.
+    unsafe { libc::pthread_setaffinity_np(thread.as_pthread_t(), size, &elsewhere) };
 }
 
 impl PendingNetwork {
@@ -150,4 +182,59 @@ fn loopback_up() -> Setup<OwnedFd> {
     let r = unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCSIFFLAGS, &req) };
     sys::check(r.into(), || "bring loopback up".into())?;
     Ok(fd)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn affinity_of(thread: libc::pthread_t) -> libc::cpu_set_t {
+        // SAFETY: an all-zero cpu_set_t is an empty set.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        let size = std::mem::size_of::<libc::cpu_set_t>();
+        // SAFETY: a live thread and a valid out-pointer of the given size.
+        let r = unsafe { libc::pthread_getaffinity_np(thread, size, &mut set) };
+        assert_eq!(r, 0, "pthread_getaffinity_np");
+        set
+    }
+
+    fn cpus(set: &libc::cpu_set_t) -> Vec<usize> {
+        // SAFETY: reads bits of a valid set, below CPU_SETSIZE.
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| unsafe { libc::CPU_ISSET(c, set) })
+            .collect()
+    }
+
+    #[test]
+    fn the_thread_is_kept_off_the_cpu_of_its_creator() {
+        // The CPUs this thread may use; the new thread is given all of them but the one this
+        // thread is on.
+        // SAFETY: the calling thread, no arguments.
+        let mine = affinity_of(unsafe { libc::pthread_self() });
+        let allowed = cpus(&mine);
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || rx.recv().ok());
+        run_elsewhere(&thread);
+        use std::os::unix::thread::JoinHandleExt;
+        let theirs = cpus(&affinity_of(thread.as_pthread_t()));
+        // SAFETY: no arguments.
+        let here = usize::try_from(unsafe { libc::sched_getcpu() }).expect("a CPU number");
+        drop(tx);
+        thread.join().expect("the thread ends");
+        if allowed.len() < 2 {
+            // Nowhere else to go: left as it was.
+            assert_eq!(theirs, allowed);
+        } else {
+            let expected: Vec<usize> = allowed.iter().copied().filter(|&c| c != here).collect();
+            // (Unless this thread moved between `run_elsewhere` and `sched_getcpu`: then the
+            // thread's set excludes the CPU it was on, which is still one of ours.)
+            assert!(
+                theirs == expected
+                    || (theirs.len() + 1 == allowed.len()
+                        && theirs.iter().all(|c| allowed.contains(c))),
+                "allowed {allowed:?}, on {here}, the thread may use {theirs:?}"
+            );
+            assert!(!theirs.is_empty());
+        }
+    }
 }
