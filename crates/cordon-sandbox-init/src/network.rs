@@ -47,14 +47,13 @@ pub fn start(in_thread: bool) -> Setup<PendingNetwork> {
         make()?;
         return Ok(PendingNetwork(Pending::Entered));
     }
-    match std::thread::Builder::new()
+    let builder = std::thread::Builder::new()
         .name("cordon-network".into())
-        .stack_size(STACK_BYTES)
-        .spawn(make)
-    {
-        Ok(thread) => {
-            run_elsewhere(&thread);
-            Ok(PendingNetwork(Pending::Thread(thread)))
+        .stack_size(STACK_BYTES);
+    match Held::spawn(builder, make) {
+        Ok(held) => {
+            run_elsewhere(&held);
+            Ok(PendingNetwork(Pending::Thread(held.release())))
         }
         Err(_) => {
             make()?;
@@ -63,12 +62,43 @@ pub fn start(in_thread: bool) -> Setup<PendingNetwork> {
     }
 }
 
+/// A thread that does not end, its work done, until it is released: until then its id is
+/// valid. (The C library addresses a thread that has ended as thread 0, which the kernel takes
+/// for the calling thread: [`run_elsewhere`] would then move its caller.)
+struct Held<T> {
+    thread: JoinHandle<T>,
+    release: std::sync::mpsc::Sender<()>,
+}
+
+impl<T: Send + 'static> Held<T> {
+    /// Starts `work` on a thread built by `builder`, held.
+    fn spawn(
+        builder: std::thread::Builder,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> std::io::Result<Held<T>> {
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let thread = builder.spawn(move || {
+            let result = work();
+            // Returns at once once the sender is gone (normally long before `work` is done).
+            let _ = released.recv();
+            result
+        })?;
+        Ok(Held { thread, release })
+    }
+
+    /// Lets the thread end when its work is done.
+    fn release(self) -> JoinHandle<T> {
+        drop(self.release);
+        self.thread
+    }
+}
+
 /// Keeps the thread off the CPU the calling thread is on, when the calling thread may run on
 /// another one. Left to the scheduler, a new thread often starts in the queue of the CPU that
 /// created it, and waits there until its creator sleeps (PID 1 builds the root without
 /// sleeping): the two then take turns on one CPU while the other idles. Best effort: where
 /// the affinity cannot be read or set, the thread runs where the scheduler puts it.
-fn run_elsewhere<T>(thread: &JoinHandle<T>) {
+fn run_elsewhere<T>(held: &Held<T>) {
     use std::os::unix::thread::JoinHandleExt;
     // SAFETY: an all-zero cpu_set_t is an empty set.
     let mut allowed: libc::cpu_set_t = unsafe { std::mem::zeroed() };
@@ -88,8 +118,9 @@ fn run_elsewhere<T>(thread: &JoinHandle<T>) {
     if unsafe { libc::CPU_COUNT(&elsewhere) } == 0 {
         return;
     }
-    // SAFETY: a live thread of this process (not joined yet) and a valid set of the given size.
-    unsafe { libc::pthread_setaffinity_np(thread.as_pthread_t(), size, &elsewhere) };
+    // SAFETY: a live thread of this process (held: it cannot have ended) and a valid set of
+    // the given size.
+    unsafe { libc::pthread_setaffinity_np(held.thread.as_pthread_t(), size, &elsewhere) };
 }
 
 impl PendingNetwork {
@@ -198,6 +229,10 @@ mod tests {
         set
     }
 
+    fn gettid() -> i32 {
+        rustix::thread::gettid().as_raw_nonzero().get()
+    }
+
     fn cpus(set: &libc::cpu_set_t) -> Vec<usize> {
         // SAFETY: reads bits of a valid set, below CPU_SETSIZE.
         (0..libc::CPU_SETSIZE as usize)
@@ -205,36 +240,82 @@ mod tests {
             .collect()
     }
 
+    /// Runs `work` held (it sends its thread id when it is ready), moves it elsewhere with
+    /// `run_elsewhere` once it waits (in `work`, or held after it), and returns the CPUs its
+    /// creator may use before and after, and those the thread may use.
+    fn place(
+        work: impl FnOnce(std::sync::mpsc::Sender<i32>) + Send + 'static,
+        then: impl FnOnce(),
+    ) -> (Vec<usize>, Vec<usize>, Vec<usize>) {
+        use std::os::unix::thread::JoinHandleExt;
+        // SAFETY: the calling thread, no arguments.
+        let creator = || cpus(&affinity_of(unsafe { libc::pthread_self() }));
+        let before = creator();
+        let (ready_tx, ready) = std::sync::mpsc::channel();
+        let held = Held::spawn(std::thread::Builder::new(), move || work(ready_tx))
+            .expect("a thread starts");
+        let tid = ready.recv().expect("the work says it is ready");
+        wait_until_asleep_or_gone(tid);
+        run_elsewhere(&held);
+        let theirs = cpus(&affinity_of(held.thread.as_pthread_t()));
+        let after = creator();
+        then();
+        held.release().join().expect("the thread ends");
+        (before, after, theirs)
+    }
+
+    /// Until thread `tid` of this process sleeps (waits) or has ended.
+    fn wait_until_asleep_or_gone(tid: i32) {
+        let stat = format!("/proc/self/task/{tid}/stat");
+        for _ in 0..1_000_000 {
+            match std::fs::read(&stat) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+                Err(e) => panic!("{stat}: {e}"),
+                Ok(bytes) => {
+                    // The state follows the command name's closing parenthesis.
+                    let after = bytes.iter().rposition(|b| *b == b')').map(|i| i + 2);
+                    if after.and_then(|i| bytes.get(i)) == Some(&b'S') {
+                        return;
+                    }
+                }
+            }
+            std::thread::yield_now();
+        }
+        panic!("thread {tid} neither waited nor ended");
+    }
+
+    /// The thread may use all of the creator's CPUs but one of them (all of them when there is
+    /// only one); the creator keeps its own.
+    fn assert_placed(before: &[usize], after: &[usize], theirs: &[usize]) {
+        assert_eq!(after, before, "the creator's CPUs changed");
+        if before.len() < 2 {
+            assert_eq!(theirs, before);
+        } else {
+            assert_eq!(theirs.len() + 1, before.len(), "{before:?} -> {theirs:?}");
+            assert!(theirs.iter().all(|c| before.contains(c)), "{theirs:?}");
+        }
+    }
+
     #[test]
     fn the_thread_is_kept_off_the_cpu_of_its_creator() {
-        // The CPUs this thread may use; the new thread is given all of them but the one this
-        // thread is on.
-        // SAFETY: the calling thread, no arguments.
-        let mine = affinity_of(unsafe { libc::pthread_self() });
-        let allowed = cpus(&mine);
-        let (tx, rx) = std::sync::mpsc::channel::<()>();
-        let thread = std::thread::spawn(move || rx.recv().ok());
-        run_elsewhere(&thread);
-        use std::os::unix::thread::JoinHandleExt;
-        let theirs = cpus(&affinity_of(thread.as_pthread_t()));
-        // SAFETY: no arguments.
-        let here = usize::try_from(unsafe { libc::sched_getcpu() }).expect("a CPU number");
-        drop(tx);
-        thread.join().expect("the thread ends");
-        if allowed.len() < 2 {
-            // Nowhere else to go: left as it was.
-            assert_eq!(theirs, allowed);
-        } else {
-            let expected: Vec<usize> = allowed.iter().copied().filter(|&c| c != here).collect();
-            // (Unless this thread moved between `run_elsewhere` and `sched_getcpu`: then the
-            // thread's set excludes the CPU it was on, which is still one of ours.)
-            assert!(
-                theirs == expected
-                    || (theirs.len() + 1 == allowed.len()
-                        && theirs.iter().all(|c| allowed.contains(c))),
-                "allowed {allowed:?}, on {here}, the thread may use {theirs:?}"
-            );
-            assert!(!theirs.is_empty());
-        }
+        // Placed while it works.
+        let (unblock, blocked) = std::sync::mpsc::channel::<()>();
+        let (before, after, theirs) = place(
+            move |ready| {
+                ready.send(gettid()).unwrap();
+                let _ = blocked.recv();
+            },
+            move || drop(unblock),
+        );
+        assert_placed(&before, &after, &theirs);
+    }
+
+    #[test]
+    fn a_thread_whose_work_is_done_is_placed_and_its_creator_is_not() {
+        // Its work over before `run_elsewhere` (which waits until the thread waits or has
+        // ended): held, it has not ended, so the C library still knows its id (an ended
+        // thread's is 0, which the kernel takes for the caller: the creator itself).
+        let (before, after, theirs) = place(|ready| ready.send(gettid()).unwrap(), || ());
+        assert_placed(&before, &after, &theirs);
     }
 }
