@@ -344,6 +344,20 @@ print(c.recv(16).decode()); print(os.readlink(\"/proc/self/ns/net\"))'";
         "3\n",
         "the network namespace was not made by a thread: {ran:#?}"
     );
+    // That thread is kept off PID 1's CPU; nothing of it reaches the program, which may use
+    // every CPU cordon may (run a few times: the thread's end and its placement could race).
+    let ours = std::fs::read_to_string("/proc/self/status").unwrap();
+    let allowed = |status: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .map(|v| v.trim().to_owned())
+    };
+    for _ in 0..5 {
+        let ran = w.run(&[], "cat /proc/self/status");
+        assert_passed(&ran);
+        assert_eq!(allowed(&ran.stdout()), allowed(&ours), "{ran:#?}");
+    }
 }
 
 #[test]
