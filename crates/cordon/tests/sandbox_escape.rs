@@ -356,7 +356,7 @@ print(c.recv(16).decode()); print(os.readlink(\"/proc/self/ns/net\"))'";
     for _ in 0..5 {
         let ran = w.run(&[], "cat /proc/self/status");
         assert_passed(&ran);
-        assert_eq!(allowed(&ran.stdout()), allowed(&ours), "{ran:#?}");
+        assert_eq!(allowed(ran.stdout()), allowed(&ours), "{ran:#?}");
     }
 }
 
