@@ -14,6 +14,8 @@
 //! would depend on which root it is resolved in).
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 
 use crate::error::Setup;
@@ -28,8 +30,9 @@ pub struct PendingNetwork(Pending);
 
 #[derive(Debug)]
 enum Pending {
-    /// The thread making it.
-    Thread(JoinHandle<Setup<OwnedFd>>),
+    /// The thread making it, unless the caller claims the work first (see
+    /// [`PendingNetwork::enter`]).
+    Thread(Claimable<Setup<OwnedFd>>),
     /// Made by the thread that called [`start`]: it is in it already.
     Entered,
 }
@@ -50,14 +53,78 @@ pub fn start(in_thread: bool) -> Setup<PendingNetwork> {
     let builder = std::thread::Builder::new()
         .name("cordon-network".into())
         .stack_size(STACK_BYTES);
-    match Held::spawn(builder, make) {
-        Ok(held) => {
-            run_elsewhere(&held);
-            Ok(PendingNetwork(Pending::Thread(held.release())))
-        }
+    match Claimable::spawn(builder, || (), make) {
+        Ok(thread) => Ok(PendingNetwork(Pending::Thread(thread))),
         Err(_) => {
             make()?;
             Ok(PendingNetwork(Pending::Entered))
+        }
+    }
+}
+
+/// Work that a thread of its own starts, unless its creator claims it first: exactly one of
+/// the two does it.
+#[derive(Debug)]
+struct Claimable<T> {
+    thread: JoinHandle<Option<T>>,
+    claimed: Arc<AtomicBool>,
+}
+
+/// Who did a [`Claimable`]'s work.
+enum Done<T> {
+    /// The creator, in [`Claimable::finish`].
+    Here(T),
+    /// The thread.
+    There(T),
+}
+
+impl<T: Send + 'static> Claimable<T> {
+    /// Starts a thread built by `builder` that runs `gate`, then `work` unless it was claimed.
+    /// The thread starts with every signal blocked, and off its creator's CPU
+    /// ([`run_elsewhere`]).
+    fn spawn(
+        builder: std::thread::Builder,
+        gate: impl FnOnce() + Send + 'static,
+        work: fn() -> T,
+    ) -> std::io::Result<Claimable<T>> {
+        let claimed = Arc::new(AtomicBool::new(false));
+        let theirs = Arc::clone(&claimed);
+        let body = move || {
+            gate();
+            (!theirs.swap(true, Ordering::AcqRel)).then(work)
+        };
+        // The thread takes no signal meant for the process (a thread inherits its creator's
+        // mask). PID 1 waits for its signals with `sigwaitinfo`: one taken by a thread that
+        // does not block it would be lost (SIGCHLD) or act on the whole process (SIGTERM), and
+        // the thread may outlive the set-up (see `finish`).
+        let all = full_signal_set();
+        let mut old = empty_signal_set();
+        // SAFETY: valid sigset pointers.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old) };
+        let spawned = Held::spawn(builder, body);
+        // SAFETY: as above; restores the caller's mask.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+        let held = spawned?;
+        run_elsewhere(&held);
+        Ok(Claimable {
+            thread: held.release(),
+            claimed,
+        })
+    }
+
+    /// The work's result: done `here`, by the calling thread, when the thread has not begun
+    /// it (every other CPU busy, it is still waiting for one: waiting for it would only add
+    /// its wait); otherwise the thread's, waited for. A thread left without work ends on its
+    /// own and is not waited for. `Err` if the thread panicked.
+    fn finish(self, here: impl FnOnce() -> T) -> Result<Done<T>, &'static str> {
+        if !self.claimed.swap(true, Ordering::AcqRel) {
+            return Ok(Done::Here(here()));
+        }
+        match self.thread.join() {
+            Ok(Some(done)) => Ok(Done::There(done)),
+            // It claimed the work before us, so it did it.
+            Ok(None) => Err("the thread neither did its work nor left it"),
+            Err(_) => Err("the thread panicked"),
         }
     }
 }
@@ -126,14 +193,22 @@ fn run_elsewhere<T>(held: &Held<T>) {
 impl PendingNetwork {
     /// Waits for the namespace and moves the calling thread into it; fails if it could not be
     /// made or entered (the program must then not be started).
+    ///
+    /// When the thread has not begun yet, the calling thread makes the namespace itself
+    /// ([`Claimable::finish`]).
     pub fn enter(self) -> Setup<()> {
         let thread = match self.0 {
             Pending::Entered => return Ok(()),
             Pending::Thread(thread) => thread,
         };
-        let socket = thread
-            .join()
-            .map_err(|_| "make the private network namespace: its thread panicked")??;
+        let socket = match thread
+            .finish(make)
+            .map_err(|e| format!("make the private network namespace: {e}"))?
+        {
+            // Made by this thread, which is in it.
+            Done::Here(made) => return made.map(drop),
+            Done::There(made) => made?,
+        };
         // SAFETY: SIOCGSKNS takes no argument and returns a new descriptor.
         let ns = unsafe { libc::ioctl(socket.as_raw_fd(), libc::SIOCGSKNS as _) };
         let ns = sys::check(ns.into(), || {
@@ -145,6 +220,24 @@ impl PendingNetwork {
         let r = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
         sys::check(r.into(), || "enter the private network namespace".into())?;
         Ok(())
+    }
+}
+
+fn full_signal_set() -> libc::sigset_t {
+    // SAFETY: sigfillset initializes the zeroed set.
+    unsafe {
+        let mut s: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut s);
+        s
+    }
+}
+
+fn empty_signal_set() -> libc::sigset_t {
+    // SAFETY: sigemptyset initializes the zeroed set.
+    unsafe {
+        let mut s: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut s);
+        s
     }
 }
 
@@ -294,6 +387,99 @@ mod tests {
             assert_eq!(theirs.len() + 1, before.len(), "{before:?} -> {theirs:?}");
             assert!(theirs.iter().all(|c| before.contains(c)), "{theirs:?}");
         }
+    }
+
+    #[test]
+    fn the_creator_does_the_work_the_thread_has_not_begun() {
+        static DONE_BY_THREAD: AtomicBool = AtomicBool::new(false);
+        fn work() -> &'static str {
+            DONE_BY_THREAD.store(true, Ordering::SeqCst);
+            "thread"
+        }
+        let (tid_tx, tid) = std::sync::mpsc::channel();
+        let (open, gate) = std::sync::mpsc::channel::<()>();
+        let claimable = Claimable::spawn(
+            std::thread::Builder::new(),
+            move || {
+                tid_tx.send(gettid()).unwrap();
+                let _ = gate.recv();
+            },
+            work,
+        )
+        .expect("a thread starts");
+        let tid = tid.recv().unwrap();
+        match claimable.finish(|| "here") {
+            Ok(Done::Here("here")) => {}
+            _ => panic!("the creator did not do the work"),
+        }
+        // Let the thread on: it finds the work taken and ends without doing it.
+        drop(open);
+        wait_until_gone(tid);
+        assert!(!DONE_BY_THREAD.load(Ordering::SeqCst));
+    }
+
+    #[test]
+    fn the_creator_waits_for_the_work_the_thread_has_begun() {
+        fn work() -> &'static str {
+            "thread"
+        }
+        let claimable =
+            Claimable::spawn(std::thread::Builder::new(), || (), work).expect("a thread starts");
+        wait_for(|| claimable.claimed.load(Ordering::SeqCst));
+        match claimable.finish(|| panic!("done twice")) {
+            Ok(Done::There("thread")) => {}
+            _ => panic!("the thread's result was not returned"),
+        }
+    }
+
+    #[test]
+    fn the_thread_blocks_every_signal_and_its_creator_keeps_its_mask() {
+        fn work() -> libc::sigset_t {
+            let mut mask = empty_signal_set();
+            // SAFETY: valid out-pointer; a null new set only reads the mask.
+            unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, std::ptr::null(), &mut mask) };
+            mask
+        }
+        let mut before = empty_signal_set();
+        // SAFETY: as above.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, std::ptr::null(), &mut before) };
+        let claimable =
+            Claimable::spawn(std::thread::Builder::new(), || (), work).expect("a thread starts");
+        wait_for(|| claimable.claimed.load(Ordering::SeqCst));
+        let Ok(Done::There(theirs)) = claimable.finish(work) else {
+            panic!("the thread did not do the work");
+        };
+        let mut after = empty_signal_set();
+        // SAFETY: as above.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, std::ptr::null(), &mut after) };
+        for sig in [libc::SIGCHLD, libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+            // SAFETY: valid sets and signal numbers.
+            unsafe {
+                assert_eq!(libc::sigismember(&theirs, sig), 1, "signal {sig}");
+                assert_eq!(
+                    libc::sigismember(&after, sig),
+                    libc::sigismember(&before, sig),
+                    "signal {sig}"
+                );
+            }
+        }
+    }
+
+    /// Until `done` holds (bounded: a thread that never gets there fails the test).
+    fn wait_for(done: impl Fn() -> bool) {
+        for _ in 0..10_000_000 {
+            if done() {
+                return;
+            }
+            std::thread::yield_now();
+        }
+        panic!("waited in vain");
+    }
+
+    /// Until thread `tid` of this process has ended.
+    fn wait_until_gone(tid: i32) {
+        let task = format!("/proc/self/task/{tid}");
+        wait_for(|| !std::path::Path::new(&task).exists());
     }
 
     #[test]
