@@ -68,6 +68,10 @@ pub fn start(in_thread: bool) -> Setup<PendingNetwork> {
 struct Claimable<T> {
     thread: JoinHandle<Option<T>>,
     claimed: Arc<AtomicBool>,
+    /// Keeps a thread that found the work taken from ending until [`Claimable::finish`] lets
+    /// it go (a thread is never left behind: it is in the host's network namespace, which a
+    /// program could read through `/proc/<its id>/net`).
+    leave: std::sync::mpsc::Sender<()>,
 }
 
 /// Who did a [`Claimable`]'s work.
@@ -89,9 +93,15 @@ impl<T: Send + 'static> Claimable<T> {
     ) -> std::io::Result<Claimable<T>> {
         let claimed = Arc::new(AtomicBool::new(false));
         let theirs = Arc::clone(&claimed);
+        let (leave, may_leave) = std::sync::mpsc::channel::<()>();
         let body = move || {
             gate();
-            (!theirs.swap(true, Ordering::AcqRel)).then(work)
+            if theirs.swap(true, Ordering::AcqRel) {
+                // Taken: wait until `finish` lets this thread end.
+                let _ = may_leave.recv();
+                return None;
+            }
+            Some(work())
         };
         // The thread takes no signal meant for the process (a thread inherits its creator's
         // mask). PID 1 waits for its signals with `sigwaitinfo`: one taken by a thread that
@@ -109,17 +119,27 @@ impl<T: Send + 'static> Claimable<T> {
         Ok(Claimable {
             thread: held.release(),
             claimed,
+            leave,
         })
     }
 
     /// The work's result: done `here`, by the calling thread, when the thread has not begun
     /// it (every other CPU busy, it is still waiting for one: waiting for it would only add
-    /// its wait); otherwise the thread's, waited for. A thread left without work ends on its
-    /// own and is not waited for. `Err` if the thread panicked.
+    /// its wait); otherwise the thread's, waited for. Either way the thread has ended when
+    /// this returns. `Err` if the thread panicked.
     fn finish(self, here: impl FnOnce() -> T) -> Result<Done<T>, &'static str> {
         if !self.claimed.swap(true, Ordering::AcqRel) {
-            return Ok(Done::Here(here()));
+            let done = here();
+            // The thread waits for `leave` (or has not started): alive, it can be moved onto
+            // this CPU, which is idle while this thread waits for it to end.
+            run_here(&self.thread);
+            drop(self.leave);
+            return match self.thread.join() {
+                Ok(_) => Ok(Done::Here(done)),
+                Err(_) => Err("the thread panicked"),
+            };
         }
+        drop(self.leave);
         match self.thread.join() {
             Ok(Some(done)) => Ok(Done::There(done)),
             // It claimed the work before us, so it did it.
@@ -188,6 +208,28 @@ fn run_elsewhere<T>(held: &Held<T>) {
     // SAFETY: a live thread of this process (held: it cannot have ended) and a valid set of
     // the given size.
     unsafe { libc::pthread_setaffinity_np(held.thread.as_pthread_t(), size, &elsewhere) };
+}
+
+/// Lets a live thread (one that cannot end before this returns) run only on the CPU the
+/// calling thread is on, so that it runs as soon as the caller waits for it. Best effort.
+fn run_here<T>(thread: &JoinHandle<T>) {
+    use std::os::unix::thread::JoinHandleExt;
+    // SAFETY: no arguments.
+    let Ok(here) = usize::try_from(unsafe { libc::sched_getcpu() }) else {
+        return;
+    };
+    // SAFETY: an all-zero cpu_set_t is an empty set.
+    let mut only_here: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `here` is a CPU number the kernel returned (the macro checks the bound).
+    unsafe { libc::CPU_SET(here, &mut only_here) };
+    // SAFETY: a live thread of this process (the caller guarantees it) and a valid set.
+    unsafe {
+        libc::pthread_setaffinity_np(
+            thread.as_pthread_t(),
+            std::mem::size_of::<libc::cpu_set_t>(),
+            &only_here,
+        )
+    };
 }
 
 impl PendingNetwork {
@@ -360,21 +402,18 @@ mod tests {
     /// Until thread `tid` of this process sleeps (waits) or has ended.
     fn wait_until_asleep_or_gone(tid: i32) {
         let stat = format!("/proc/self/task/{tid}/stat");
-        for _ in 0..1_000_000 {
-            match std::fs::read(&stat) {
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
-                Err(e) => panic!("{stat}: {e}"),
-                Ok(bytes) => {
-                    // The state follows the command name's closing parenthesis.
-                    let after = bytes.iter().rposition(|b| *b == b')').map(|i| i + 2);
-                    if after.and_then(|i| bytes.get(i)) == Some(&b'S') {
-                        return;
-                    }
-                }
+        wait_for(|| match std::fs::read(&stat) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
+            Err(e) => panic!("{stat}: {e}"),
+            // The state follows the command name's closing parenthesis.
+            Ok(bytes) => {
+                bytes
+                    .iter()
+                    .rposition(|b| *b == b')')
+                    .and_then(|i| bytes.get(i + 2))
+                    == Some(&b'S')
             }
-            std::thread::yield_now();
-        }
-        panic!("thread {tid} neither waited nor ended");
+        });
     }
 
     /// The thread may use all of the creator's CPUs but one of them (all of them when there is
@@ -408,13 +447,20 @@ mod tests {
         )
         .expect("a thread starts");
         let tid = tid.recv().unwrap();
-        match claimable.finish(|| "here") {
+        // The gate opens once the creator has taken the work: the thread then finds it taken.
+        match claimable.finish(move || {
+            drop(open);
+            "here"
+        }) {
             Ok(Done::Here("here")) => {}
             _ => panic!("the creator did not do the work"),
         }
-        // Let the thread on: it finds the work taken and ends without doing it.
-        drop(open);
-        wait_until_gone(tid);
+        // It has ended (it is not left behind, in the host's network namespace), without
+        // doing the work.
+        assert!(
+            !std::path::Path::new(&format!("/proc/self/task/{tid}")).exists(),
+            "the thread outlived finish"
+        );
         assert!(!DONE_BY_THREAD.load(Ordering::SeqCst));
     }
 
@@ -452,7 +498,15 @@ mod tests {
         let mut after = empty_signal_set();
         // SAFETY: as above.
         unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, std::ptr::null(), &mut after) };
-        for sig in [libc::SIGCHLD, libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+        for sig in [
+            libc::SIGCHLD,
+            libc::SIGTERM,
+            libc::SIGINT,
+            libc::SIGHUP,
+            libc::SIGQUIT,
+            libc::SIGUSR1,
+            libc::SIGUSR2,
+        ] {
             // SAFETY: valid sets and signal numbers.
             unsafe {
                 assert_eq!(libc::sigismember(&theirs, sig), 1, "signal {sig}");
@@ -465,21 +519,13 @@ mod tests {
         }
     }
 
-    /// Until `done` holds (bounded: a thread that never gets there fails the test).
+    /// Until `done` holds (at most 30 s: a thread that never gets there fails the test).
     fn wait_for(done: impl Fn() -> bool) {
-        for _ in 0..10_000_000 {
-            if done() {
-                return;
-            }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !done() {
+            assert!(std::time::Instant::now() < deadline, "waited in vain");
             std::thread::yield_now();
         }
-        panic!("waited in vain");
-    }
-
-    /// Until thread `tid` of this process has ended.
-    fn wait_until_gone(tid: i32) {
-        let task = format!("/proc/self/task/{tid}");
-        wait_for(|| !std::path::Path::new(&task).exists());
     }
 
     #[test]

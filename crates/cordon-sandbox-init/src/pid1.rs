@@ -124,16 +124,15 @@ fn start_and_wait(p: &Prepared, sync_fd: Option<i32>, status_fd: i32) -> Result<
 }
 
 /// `fork`, tried again for a few milliseconds while it is refused for want of a task slot
-/// (`EAGAIN`): the network namespace's thread is gone from this process once joined (or, not
-/// needed, is ending), but the kernel releases its slot a moment later, and a limit on the number of tasks PID 1 does not
+/// (`EAGAIN`): the network namespace's thread is gone from this process once joined, but the
+/// kernel releases its slot a moment later, and a limit on the number of tasks PID 1 does not
 /// know of (one set on an enclosing cgroup, an inherited `RLIMIT_NPROC`) could still count
 /// it. A limit that is really full stays full, and the last refusal is returned.
 fn fork_program() -> libc::pid_t {
     for _ in 0..FORK_TRIES {
-        // SAFETY: the child only sets itself up and execs or _exits. The network thread was
-        // joined, or (when PID 1 made the namespace itself, `PendingNetwork::enter`) it runs
-        // nothing but its own end, with every signal blocked: the child is a copy of this
-        // thread alone, and glibc's fork leaves the allocator usable in it.
+        // SAFETY: the process is single-threaded (the network thread has ended:
+        // `PendingNetwork::enter` waits for it, whichever thread made the namespace); the
+        // child only sets itself up and execs or _exits.
         let pid = unsafe { libc::fork() };
         if pid >= 0 || sys::errno() != libc::EAGAIN {
             return pid;
