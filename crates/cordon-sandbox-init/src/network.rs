@@ -69,8 +69,9 @@ struct Claimable<T> {
     thread: JoinHandle<Option<T>>,
     claimed: Arc<AtomicBool>,
     /// Keeps a thread that found the work taken from ending until [`Claimable::finish`] lets
-    /// it go (a thread is never left behind: it is in the host's network namespace, which a
-    /// program could read through `/proc/<its id>/net`).
+    /// it go and waits for it: no thread is left behind for the program to find, in the host's
+    /// network namespace, which it could read through `/proc/<its id>/net`. (Dropped without
+    /// `finish`, on a set-up error, the thread is let go unwaited: no program starts then.)
     leave: std::sync::mpsc::Sender<()>,
 }
 
@@ -431,6 +432,15 @@ mod tests {
     #[test]
     fn the_creator_does_the_work_the_thread_has_not_begun() {
         static DONE_BY_THREAD: AtomicBool = AtomicBool::new(false);
+        static THREAD_ENDED: AtomicBool = AtomicBool::new(false);
+        /// Dropped when its thread ends (thread-local destructors run before a join returns).
+        struct EndOfThread;
+        impl Drop for EndOfThread {
+            fn drop(&mut self) {
+                THREAD_ENDED.store(true, Ordering::SeqCst);
+            }
+        }
+        thread_local! { static END: EndOfThread = const { EndOfThread }; }
         fn work() -> &'static str {
             DONE_BY_THREAD.store(true, Ordering::SeqCst);
             "thread"
@@ -440,6 +450,7 @@ mod tests {
         let claimable = Claimable::spawn(
             std::thread::Builder::new(),
             move || {
+                END.with(|_| ());
                 tid_tx.send(gettid()).unwrap();
                 let _ = gate.recv();
             },
@@ -447,6 +458,9 @@ mod tests {
         )
         .expect("a thread starts");
         let tid = tid.recv().unwrap();
+        // SAFETY: the calling thread, no arguments.
+        let creator = || cpus(&affinity_of(unsafe { libc::pthread_self() }));
+        let before = creator();
         // The gate opens once the creator has taken the work: the thread then finds it taken.
         match claimable.finish(move || {
             drop(open);
@@ -455,13 +469,19 @@ mod tests {
             Ok(Done::Here("here")) => {}
             _ => panic!("the creator did not do the work"),
         }
-        // It has ended (it is not left behind, in the host's network namespace), without
+        // It was waited for (it is not left behind, in the host's network namespace), without
         // doing the work.
         assert!(
-            !std::path::Path::new(&format!("/proc/self/task/{tid}")).exists(),
-            "the thread outlived finish"
+            THREAD_ENDED.load(Ordering::SeqCst),
+            "finish returned before the thread ended"
         );
+        // (Its entry in /proc goes a moment after `join` returns: the kernel wakes the joiner
+        // early in the thread's exit.)
+        let task = format!("/proc/self/task/{tid}");
+        wait_for(|| !std::path::Path::new(&task).exists());
         assert!(!DONE_BY_THREAD.load(Ordering::SeqCst));
+        // Moving the thread onto the creator's CPU left the creator's own CPUs alone.
+        assert_eq!(creator(), before);
     }
 
     #[test]

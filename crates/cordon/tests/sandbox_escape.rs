@@ -339,7 +339,10 @@ print(c.recv(16).decode()); print(os.readlink(\"/proc/self/ns/net\"))'";
     // started a thread to make the namespace: the thread had PID 2 of the sandbox, the program
     // has 3. The thread has ended before the program starts (when PID 1 made the namespace
     // itself, the thread was still in the host's, whose state `/proc/2/net` would show).
-    let ran = w.run(&[], "echo $$; if test -e /proc/2; then echo thread-left; fi");
+    let ran = w.run(
+        &[],
+        "echo $$; if test -e /proc/2; then echo thread-left; fi",
+    );
     assert_passed(&ran);
     assert_eq!(
         ran.stdout(),
