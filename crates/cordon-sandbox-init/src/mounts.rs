@@ -26,13 +26,9 @@ const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
 /// Parts of `/proc` that must stay read-only (host kernel settings).
 const PROC_READ_ONLY: &[&str] = &["sys", "sysrq-trigger", "irq", "bus", "fs"];
 
-/// Makes mounts private, pivots into a fresh tmpfs, calls `after_pivot`, executes `ops`, makes
-/// the `noexec` mount points so, detaches the host root and makes the new root read-only.
-pub fn build(
-    ops: &[MountOp],
-    noexec: &[PathBuf],
-    after_pivot: &mut dyn FnMut() -> Setup<()>,
-) -> Setup<()> {
+/// Makes mounts private, pivots into a fresh tmpfs, executes `ops`, makes the `noexec` mount
+/// points so, detaches the host root and makes the new root read-only.
+pub fn build(ops: &[MountOp], noexec: &[PathBuf]) -> Setup<()> {
     sys::mount(
         None,
         Path::new("/"),
@@ -63,7 +59,6 @@ pub fn build(
     sys::check(unsafe { libc::chdir(root.as_ptr()) }.into(), || {
         "chdir /".into()
     })?;
-    after_pivot()?;
 
     for op in ops {
         apply(op)?;

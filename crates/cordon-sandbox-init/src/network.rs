@@ -68,13 +68,11 @@ pub fn start(in_thread: bool) -> Setup<PendingNetwork> {
 struct Claimable<T> {
     thread: JoinHandle<Option<T>>,
     claimed: Arc<AtomicBool>,
-    /// The work, when the creator took it over early ([`Claimable::take_over_if_not_begun`]).
-    taken: Option<T>,
     /// Keeps a thread that found the work taken from ending until [`Claimable::finish`] lets
     /// it go and waits for it: no thread is left behind for the program to find, in the host's
     /// network namespace, which it could read through `/proc/<its id>/net`. (Dropped without
     /// `finish`, on a set-up error, the thread is let go unwaited: no program starts then.)
-    leave: Option<std::sync::mpsc::Sender<()>>,
+    leave: std::sync::mpsc::Sender<()>,
 }
 
 /// Who did a [`Claimable`]'s work.
@@ -122,25 +120,8 @@ impl<T: Send + 'static> Claimable<T> {
         Ok(Claimable {
             thread: held.release(),
             claimed,
-            taken: None,
-            leave: Some(leave),
+            leave,
         })
-    }
-
-    /// Does the work `here` now when the thread has not begun it, and lets the thread end
-    /// (on any CPU) as soon as it runs; [`Claimable::finish`] then only waits for it.
-    fn take_over_if_not_begun(&mut self, here: impl FnOnce() -> T) {
-        let Some(leave) = self.leave.take() else {
-            return;
-        };
-        if self.claimed.swap(true, Ordering::AcqRel) {
-            self.leave = Some(leave);
-            return;
-        }
-        self.taken = Some(here());
-        // Alive (it waits for `leave`, or has not started): its affinity may be set.
-        run_anywhere(&self.thread);
-        drop(leave);
     }
 
     /// The work's result: done `here`, by the calling thread, when the thread has not begun
@@ -148,12 +129,6 @@ impl<T: Send + 'static> Claimable<T> {
     /// its wait); otherwise the thread's, waited for. Either way the thread has ended when
     /// this returns. `Err` if the thread panicked.
     fn finish(self, here: impl FnOnce() -> T) -> Result<Done<T>, &'static str> {
-        if let Some(done) = self.taken {
-            return match self.thread.join() {
-                Ok(_) => Ok(Done::Here(done)),
-                Err(_) => Err("the thread panicked"),
-            };
-        }
         if !self.claimed.swap(true, Ordering::AcqRel) {
             let done = here();
             // The thread waits for `leave` (or has not started): alive, it can be moved onto
@@ -236,21 +211,6 @@ fn run_elsewhere<T>(held: &Held<T>) {
     unsafe { libc::pthread_setaffinity_np(held.thread.as_pthread_t(), size, &elsewhere) };
 }
 
-/// Lets a live thread (one that cannot end before this returns) run on every CPU the calling
-/// thread may use. Best effort.
-fn run_anywhere<T>(thread: &JoinHandle<T>) {
-    use std::os::unix::thread::JoinHandleExt;
-    // SAFETY: an all-zero cpu_set_t is an empty set.
-    let mut allowed: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    let size = std::mem::size_of::<libc::cpu_set_t>();
-    // SAFETY: valid out-pointer of the given size.
-    if unsafe { libc::sched_getaffinity(0, size, &mut allowed) } != 0 {
-        return;
-    }
-    // SAFETY: a live thread of this process (the caller guarantees it) and a valid set.
-    unsafe { libc::pthread_setaffinity_np(thread.as_pthread_t(), size, &allowed) };
-}
-
 /// Lets a live thread (one that cannot end before this returns) run only on the CPU the
 /// calling thread is on, so that it runs as soon as the caller waits for it. Best effort.
 fn run_here<T>(thread: &JoinHandle<T>) {
@@ -274,14 +234,6 @@ fn run_here<T>(thread: &JoinHandle<T>) {
 }
 
 impl PendingNetwork {
-    /// Makes the namespace in the calling thread now if the thread has not begun
-    /// ([`Claimable::take_over_if_not_begun`]); [`PendingNetwork::enter`] then finishes.
-    pub fn take_over_if_not_begun(&mut self) {
-        if let Pending::Thread(thread) = &mut self.0 {
-            thread.take_over_if_not_begun(make);
-        }
-    }
-
     /// Waits for the namespace and moves the calling thread into it; fails if it could not be
     /// made or entered (the program must then not be started).
     ///
@@ -530,48 +482,6 @@ mod tests {
         assert!(!DONE_BY_THREAD.load(Ordering::SeqCst));
         // Moving the thread onto the creator's CPU left the creator's own CPUs alone.
         assert_eq!(creator(), before);
-    }
-
-    #[test]
-    fn the_creator_takes_over_early_the_work_the_thread_has_not_begun() {
-        static DONE_BY_THREAD: AtomicBool = AtomicBool::new(false);
-        fn work() -> &'static str {
-            DONE_BY_THREAD.store(true, Ordering::SeqCst);
-            "thread"
-        }
-        let (open, gate) = std::sync::mpsc::channel::<()>();
-        let mut claimable = Claimable::spawn(
-            std::thread::Builder::new(),
-            move || {
-                let _ = gate.recv();
-            },
-            work,
-        )
-        .expect("a thread starts");
-        claimable.take_over_if_not_begun(|| "early");
-        // Taken: a second call, and `finish`, do not do it again.
-        claimable.take_over_if_not_begun(|| panic!("done twice"));
-        drop(open);
-        match claimable.finish(|| panic!("done twice")) {
-            Ok(Done::Here("early")) => {}
-            _ => panic!("the work taken over early was not returned"),
-        }
-        assert!(!DONE_BY_THREAD.load(Ordering::SeqCst));
-    }
-
-    #[test]
-    fn the_creator_does_not_take_over_the_work_the_thread_has_begun() {
-        fn work() -> &'static str {
-            "thread"
-        }
-        let mut claimable =
-            Claimable::spawn(std::thread::Builder::new(), || (), work).expect("a thread starts");
-        wait_for(|| claimable.claimed.load(Ordering::SeqCst));
-        claimable.take_over_if_not_begun(|| panic!("taken from the thread"));
-        match claimable.finish(|| panic!("done twice")) {
-            Ok(Done::There("thread")) => {}
-            _ => panic!("the thread's result was not returned"),
-        }
     }
 
     #[test]

@@ -177,16 +177,7 @@ fn setup(p: &Prepared, sync_fd: Option<i32>) -> Setup<()> {
     };
     // (While the thread lives, this process may not `unshare` or `setns` its mount or user
     // namespace: those need a single thread. The mounts need neither.)
-    let mut network = network;
-    mounts::build(&p.plan.mounts, &p.plan.noexec, &mut || {
-        // By now (about 0.2 ms after it was created) the thread has begun on an idle CPU; if
-        // it has not, every other CPU is busy, and PID 1 makes the namespace itself now
-        // rather than after the root, when the thread would still be waiting.
-        if let Some(network) = &mut network {
-            network.take_over_if_not_begun();
-        }
-        Ok(())
-    })?;
+    mounts::build(&p.plan.mounts, &p.plan.noexec)?;
     if let Some(network) = network {
         network.enter()?;
     }
