@@ -85,8 +85,7 @@ enum Done<T> {
 
 impl<T: Send + 'static> Claimable<T> {
     /// Starts a thread built by `builder` that runs `gate`, then `work` unless it was claimed.
-    /// The thread starts with every signal blocked, and off its creator's CPU
-    /// ([`run_elsewhere`]).
+    /// The thread starts with every signal blocked.
     fn spawn(
         builder: std::thread::Builder,
         gate: impl FnOnce() + Send + 'static,
@@ -112,13 +111,11 @@ impl<T: Send + 'static> Claimable<T> {
         let mut old = empty_signal_set();
         // SAFETY: valid sigset pointers.
         unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old) };
-        let spawned = Held::spawn(builder, body);
+        let spawned = builder.spawn(body);
         // SAFETY: as above; restores the caller's mask.
         unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
-        let held = spawned?;
-        run_elsewhere(&held);
         Ok(Claimable {
-            thread: held.release(),
+            thread: spawned?,
             claimed,
             leave,
         })
@@ -148,67 +145,6 @@ impl<T: Send + 'static> Claimable<T> {
             Err(_) => Err("the thread panicked"),
         }
     }
-}
-
-/// A thread that does not end, its work done, until it is released: until then its id is
-/// valid. (The C library addresses a thread that has ended as thread 0, which the kernel takes
-/// for the calling thread: [`run_elsewhere`] would then move its caller.)
-struct Held<T> {
-    thread: JoinHandle<T>,
-    release: std::sync::mpsc::Sender<()>,
-}
-
-impl<T: Send + 'static> Held<T> {
-    /// Starts `work` on a thread built by `builder`, held.
-    fn spawn(
-        builder: std::thread::Builder,
-        work: impl FnOnce() -> T + Send + 'static,
-    ) -> std::io::Result<Held<T>> {
-        let (release, released) = std::sync::mpsc::channel::<()>();
-        let thread = builder.spawn(move || {
-            let result = work();
-            // Returns at once once the sender is gone (normally long before `work` is done).
-            let _ = released.recv();
-            result
-        })?;
-        Ok(Held { thread, release })
-    }
-
-    /// Lets the thread end when its work is done.
-    fn release(self) -> JoinHandle<T> {
-        drop(self.release);
-        self.thread
-    }
-}
-
-/// Keeps the thread off the CPU the calling thread is on, when the calling thread may run on
-/// another one. Left to the scheduler, a new thread often starts in the queue of the CPU that
-/// created it, and waits there until its creator sleeps (PID 1 builds the root without
-/// sleeping): the two then take turns on one CPU while the other idles. Best effort: where
-/// the affinity cannot be read or set, the thread runs where the scheduler puts it.
-fn run_elsewhere<T>(held: &Held<T>) {
-    use std::os::unix::thread::JoinHandleExt;
-    // SAFETY: an all-zero cpu_set_t is an empty set.
-    let mut allowed: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    let size = std::mem::size_of::<libc::cpu_set_t>();
-    // SAFETY: valid out-pointer of the given size.
-    if unsafe { libc::sched_getaffinity(0, size, &mut allowed) } != 0 {
-        return;
-    }
-    // SAFETY: no arguments.
-    let Ok(here) = usize::try_from(unsafe { libc::sched_getcpu() }) else {
-        return;
-    };
-    let mut elsewhere = allowed;
-    // SAFETY: `here` is a CPU number the kernel returned, below CPU_SETSIZE (the macro checks).
-    unsafe { libc::CPU_CLR(here, &mut elsewhere) };
-    // SAFETY: counts the bits of a valid set.
-    if unsafe { libc::CPU_COUNT(&elsewhere) } == 0 {
-        return;
-    }
-    // SAFETY: a live thread of this process (held: it cannot have ended) and a valid set of
-    // the given size.
-    unsafe { libc::pthread_setaffinity_np(held.thread.as_pthread_t(), size, &elsewhere) };
 }
 
 /// Lets a live thread (one that cannot end before this returns) run only on the CPU the
@@ -376,59 +312,6 @@ mod tests {
             .collect()
     }
 
-    /// Runs `work` held (it sends its thread id when it is ready), moves it elsewhere with
-    /// `run_elsewhere` once it waits (in `work`, or held after it), and returns the CPUs its
-    /// creator may use before and after, and those the thread may use.
-    fn place(
-        work: impl FnOnce(std::sync::mpsc::Sender<i32>) + Send + 'static,
-        then: impl FnOnce(),
-    ) -> (Vec<usize>, Vec<usize>, Vec<usize>) {
-        use std::os::unix::thread::JoinHandleExt;
-        // SAFETY: the calling thread, no arguments.
-        let creator = || cpus(&affinity_of(unsafe { libc::pthread_self() }));
-        let before = creator();
-        let (ready_tx, ready) = std::sync::mpsc::channel();
-        let held = Held::spawn(std::thread::Builder::new(), move || work(ready_tx))
-            .expect("a thread starts");
-        let tid = ready.recv().expect("the work says it is ready");
-        wait_until_asleep_or_gone(tid);
-        run_elsewhere(&held);
-        let theirs = cpus(&affinity_of(held.thread.as_pthread_t()));
-        let after = creator();
-        then();
-        held.release().join().expect("the thread ends");
-        (before, after, theirs)
-    }
-
-    /// Until thread `tid` of this process sleeps (waits) or has ended.
-    fn wait_until_asleep_or_gone(tid: i32) {
-        let stat = format!("/proc/self/task/{tid}/stat");
-        wait_for(|| match std::fs::read(&stat) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
-            Err(e) => panic!("{stat}: {e}"),
-            // The state follows the command name's closing parenthesis.
-            Ok(bytes) => {
-                bytes
-                    .iter()
-                    .rposition(|b| *b == b')')
-                    .and_then(|i| bytes.get(i + 2))
-                    == Some(&b'S')
-            }
-        });
-    }
-
-    /// The thread may use all of the creator's CPUs but one of them (all of them when there is
-    /// only one); the creator keeps its own.
-    fn assert_placed(before: &[usize], after: &[usize], theirs: &[usize]) {
-        assert_eq!(after, before, "the creator's CPUs changed");
-        if before.len() < 2 {
-            assert_eq!(theirs, before);
-        } else {
-            assert_eq!(theirs.len() + 1, before.len(), "{before:?} -> {theirs:?}");
-            assert!(theirs.iter().all(|c| before.contains(c)), "{theirs:?}");
-        }
-    }
-
     #[test]
     fn the_creator_does_the_work_the_thread_has_not_begun() {
         static DONE_BY_THREAD: AtomicBool = AtomicBool::new(false);
@@ -546,28 +429,5 @@ mod tests {
             assert!(std::time::Instant::now() < deadline, "waited in vain");
             std::thread::yield_now();
         }
-    }
-
-    #[test]
-    fn the_thread_is_kept_off_the_cpu_of_its_creator() {
-        // Placed while it works.
-        let (unblock, blocked) = std::sync::mpsc::channel::<()>();
-        let (before, after, theirs) = place(
-            move |ready| {
-                ready.send(gettid()).unwrap();
-                let _ = blocked.recv();
-            },
-            move || drop(unblock),
-        );
-        assert_placed(&before, &after, &theirs);
-    }
-
-    #[test]
-    fn a_thread_whose_work_is_done_is_placed_and_its_creator_is_not() {
-        // Its work over before `run_elsewhere` (which waits until the thread waits or has
-        // ended): held, it has not ended, so the C library still knows its id (an ended
-        // thread's is 0, which the kernel takes for the caller: the creator itself).
-        let (before, after, theirs) = place(|ready| ready.send(gettid()).unwrap(), || ());
-        assert_placed(&before, &after, &theirs);
     }
 }
