@@ -12,16 +12,24 @@ argv = sys.argv[1:]
 rotate = bool(argv) and argv[0] == "--rotate"
 if rotate:
     argv = argv[1:]
-n = int(argv[0]); cmds = [c.split() for c in argv[1:]]
+n = int(argv[0]); cmds = [c.split() for c in argv[1:]]; labels = list(argv[1:])
+# Leading NAME=VALUE words set the command's environment (one binary, a behaviour switched by
+# a variable: two copies of one executable can differ by 0.1 ms, see BENCHMARKS.md round seven).
+envs = []
+for c in cmds:
+    e = dict(os.environ)
+    while c and "=" in c[0] and not c[0].startswith("/"):
+        k, v = c.pop(0).split("=", 1); e[k] = v
+    envs.append(e)
 times = [[] for _ in cmds]
 dn = open(os.devnull, "wb")
 for _ in range(10):
-    for c in cmds: subprocess.run(c, stdout=dn, stderr=dn)
+    for c, e in zip(cmds, envs): subprocess.run(c, stdout=dn, stderr=dn, env=e)
 for r in range(n):
     start = r % len(cmds) if rotate else 0
     for k in range(len(cmds)):
         i = (start + k) % len(cmds); c = cmds[i]
-        t = time.perf_counter(); subprocess.run(c, stdout=dn, stderr=dn); times[i].append(time.perf_counter() - t)
+        t = time.perf_counter(); subprocess.run(c, stdout=dn, stderr=dn, env=envs[i]); times[i].append(time.perf_counter() - t)
 for i, c in enumerate(cmds):
     d = [b - a for a, b in zip(times[0], times[i])]
-    print(f"median {statistics.median(times[i])*1000:6.2f} ms  paired diff vs first {statistics.median(d)*1000:+6.2f} ms  {' '.join(c)[-70:]}")
+    print(f"median {statistics.median(times[i])*1000:6.2f} ms  paired diff vs first {statistics.median(d)*1000:+6.2f} ms  {labels[i][-70:]}")
