@@ -107,8 +107,8 @@ impl<T: Send + 'static> Claimable<T> {
         // mask). PID 1 waits for its signals with `sigwaitinfo`: one taken by a thread that
         // does not block it would be lost (SIGCHLD) or act on the whole process (SIGTERM), and
         // the thread may outlive the set-up (see `finish`).
-        let all = full_signal_set();
-        let mut old = empty_signal_set();
+        let all = sys::full_sigset();
+        let mut old = sys::empty_sigset();
         // SAFETY: valid sigset pointers.
         unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old) };
         let spawned = builder.spawn(body);
@@ -199,24 +199,6 @@ impl PendingNetwork {
         let r = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
         sys::check(r.into(), || "enter the private network namespace".into())?;
         Ok(())
-    }
-}
-
-fn full_signal_set() -> libc::sigset_t {
-    // SAFETY: sigfillset initializes the zeroed set.
-    unsafe {
-        let mut s: libc::sigset_t = std::mem::zeroed();
-        libc::sigfillset(&mut s);
-        s
-    }
-}
-
-fn empty_signal_set() -> libc::sigset_t {
-    // SAFETY: sigemptyset initializes the zeroed set.
-    unsafe {
-        let mut s: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut s);
-        s
     }
 }
 
@@ -384,12 +366,12 @@ mod tests {
     #[test]
     fn the_thread_blocks_every_signal_and_its_creator_keeps_its_mask() {
         fn work() -> libc::sigset_t {
-            let mut mask = empty_signal_set();
+            let mut mask = sys::empty_sigset();
             // SAFETY: valid out-pointer; a null new set only reads the mask.
             unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, std::ptr::null(), &mut mask) };
             mask
         }
-        let mut before = empty_signal_set();
+        let mut before = sys::empty_sigset();
         // SAFETY: as above.
         unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, std::ptr::null(), &mut before) };
         let claimable =
@@ -398,7 +380,7 @@ mod tests {
         let Ok(Done::There(theirs)) = claimable.finish(work) else {
             panic!("the thread did not do the work");
         };
-        let mut after = empty_signal_set();
+        let mut after = sys::empty_sigset();
         // SAFETY: as above.
         unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, std::ptr::null(), &mut after) };
         for sig in [

@@ -102,7 +102,7 @@ pub fn run_in_place(p: &Prepared) -> Setup<ChildReport> {
 fn start_and_wait(p: &Prepared, sync_fd: Option<i32>, status_fd: i32) -> Result<Exit, String> {
     setup(p, sync_fd).map_err(|e| e.to_string())?;
     let set = signal_set();
-    let mut old = empty_set();
+    let mut old = sys::empty_sigset();
     // SAFETY: valid sigset pointers.
     unsafe { libc::sigprocmask(libc::SIG_BLOCK, &set, &mut old) };
     let pid = fork_program();
@@ -191,17 +191,8 @@ fn setup(p: &Prepared, sync_fd: Option<i32>) -> Setup<()> {
     Ok(())
 }
 
-fn empty_set() -> libc::sigset_t {
-    // SAFETY: sigemptyset initializes the zeroed set.
-    unsafe {
-        let mut s: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut s);
-        s
-    }
-}
-
 fn signal_set() -> libc::sigset_t {
-    let mut s = empty_set();
+    let mut s = sys::empty_sigset();
     for sig in FORWARDED.iter().map(|s| s.as_raw()).chain([libc::SIGCHLD]) {
         // SAFETY: `s` is initialized.
         unsafe { libc::sigaddset(&mut s, sig) };

@@ -219,3 +219,23 @@ pub fn exit_now(code: i32) -> ! {
     // SAFETY: _exit has no preconditions.
     unsafe { libc::_exit(code) }
 }
+
+/// An empty signal set.
+pub fn empty_sigset() -> libc::sigset_t {
+    // SAFETY: sigemptyset initializes the zeroed set.
+    unsafe {
+        let mut s: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut s);
+        s
+    }
+}
+
+/// The set of every signal.
+pub fn full_sigset() -> libc::sigset_t {
+    // SAFETY: sigfillset initializes the zeroed set.
+    unsafe {
+        let mut s: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut s);
+        s
+    }
+}
