@@ -1,12 +1,15 @@
 //! The sandbox's private network namespace, made by a thread of PID 1 while PID 1 builds the
-//! root.
+//! root when another CPU is idle, else by PID 1 once the root is built.
 //!
 //! Creating a network namespace is the slowest single step of a sandbox's start (the kernel
 //! registers a loopback device and a set of sysctl tables for it: about 0.4 ms on the
 //! project's VM, where the whole root takes about 0.5 ms). Made by whoever clones the
 //! sandbox's namespaces, it delays everything after it. Made by a thread, it runs on another
 //! CPU at the same time as the mounts; PID 1 then joins it (`setns`) before it starts the
-//! program, which is never started outside it.
+//! program, which is never started outside it. With no CPU idle the thread only waits for
+//! one, and PID 1 waits for it: beside one busy CPU of two it cost about 1.3 ms more than
+//! making the namespace in line (measured with one binary, BENCHMARKS.md round eight), so
+//! [`start`] asks the machine first.
 //!
 //! The thread finds the namespace for PID 1 without a path: the socket it configured the
 //! loopback device with belongs to the new namespace, and `SIOCGSKNS` turns a socket into a
@@ -33,33 +36,82 @@ enum Pending {
     /// The thread making it, unless the caller claims the work first (see
     /// [`PendingNetwork::enter`]).
     Thread(Claimable<Setup<OwnedFd>>),
-    /// Made by the thread that called [`start`]: it is in it already.
-    Entered,
+    /// Made by the thread that calls [`PendingNetwork::enter`], when it gets there.
+    Later,
 }
 
-/// Starts making a private network namespace (loopback up). Call [`PendingNetwork::enter`]
-/// before anything runs that must be inside it.
+/// Starts making a private network namespace (loopback up), on a thread of its own when
+/// `may_use_thread` and another CPU is idle ([`another_cpu_is_idle`]). Call
+/// [`PendingNetwork::enter`] before anything runs that must be inside it.
 ///
-/// With `in_thread` false, when the C library's record of this thread's id is stale (see
-/// [`libc_knows_its_thread_id`]), or when no thread can be started, the namespace is made at
-/// once, by the calling thread, which is then in it. (A limit that counts tasks would count the
-/// thread: it is gone from its process when joined, but the kernel releases it a moment
-/// later.)
-pub fn start(in_thread: bool) -> Setup<PendingNetwork> {
-    if !in_thread || !libc_knows_its_thread_id() {
-        make()?;
-        return Ok(PendingNetwork(Pending::Entered));
+/// Otherwise (and when the C library's record of this thread's id is stale, see
+/// [`libc_knows_its_thread_id`], or no thread can be started) the namespace is made by the
+/// thread that calls `enter`, when it gets there. (The caller passes `may_use_thread` false
+/// under a limit that counts tasks, which would count the thread: it is gone from its process
+/// when joined, but the kernel releases it a moment later.)
+pub fn start(may_use_thread: bool) -> PendingNetwork {
+    if !may_use_thread || !another_cpu_is_idle() || !libc_knows_its_thread_id() {
+        return PendingNetwork(Pending::Later);
     }
     let builder = std::thread::Builder::new()
         .name("cordon-network".into())
         .stack_size(STACK_BYTES);
     match Claimable::spawn(builder, || (), make) {
-        Ok(thread) => Ok(PendingNetwork(Pending::Thread(thread))),
-        Err(_) => {
-            make()?;
-            Ok(PendingNetwork(Pending::Entered))
-        }
+        Ok(thread) => PendingNetwork(Pending::Thread(thread)),
+        Err(_) => PendingNetwork(Pending::Later),
     }
+}
+
+/// Whether a CPU the calling thread may run on is idle while it runs: fewer tasks are
+/// runnable on the whole machine (this one included, `/proc/loadavg`'s fourth field, counted
+/// at the moment it is read) than there are CPUs in the calling thread's affinity mask.
+///
+/// A thread helps only then. Measured with one binary (BENCHMARKS.md, "Sandbox start-up,
+/// round eight"): on an idle machine the thread's namespace beside the mounts saved
+/// 0.2-0.4 ms, but beside one busy CPU of two it cost about 1.3 ms over making it in line (it
+/// waits for a CPU, and so does PID 1 when it waits for the thread to end). `false` when
+/// either count cannot be read.
+fn another_cpu_is_idle() -> bool {
+    let Some(running) = running_tasks() else {
+        return false;
+    };
+    // SAFETY: an all-zero cpu_set_t is an empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: the calling thread (0) and a valid out-pointer of the given size.
+    let r = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    if r != 0 {
+        return false;
+    }
+    // SAFETY: a valid, initialized set.
+    let cpus = usize::try_from(unsafe { libc::CPU_COUNT(&set) }).unwrap_or(0);
+    idle_cpu_left(running, cpus)
+}
+
+/// Whether `running` runnable tasks (the caller among them) leave a CPU of `cpus` idle.
+fn idle_cpu_left(running: usize, cpus: usize) -> bool {
+    cpus >= 2 && running < cpus
+}
+
+/// The number of runnable tasks on the machine now, from `/proc/loadavg` (read into a buffer
+/// on the stack: nothing allocated in PID 1, whose heap is a copy-on-write copy of cordon's).
+fn running_tasks() -> Option<usize> {
+    // SAFETY: a NUL-terminated constant path.
+    let fd = unsafe { libc::open(c"/proc/loadavg".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return None;
+    }
+    let mut buf = [0u8; 128];
+    // SAFETY: reading into a live buffer of the given length.
+    let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+    sys::close(fd);
+    parse_running(buf.get(..usize::try_from(n).ok()?)?)
+}
+
+/// The fourth field's first number of a `/proc/loadavg` line ("0.52 0.58 0.59 2/345 12345").
+fn parse_running(loadavg: &[u8]) -> Option<usize> {
+    let field = loadavg.split(|b| b.is_ascii_whitespace()).nth(3)?;
+    let (running, _) = std::str::from_utf8(field).ok()?.split_once('/')?;
+    running.parse().ok()
 }
 
 /// Work that a thread of its own starts, unless its creator claims it first: exactly one of
@@ -177,7 +229,7 @@ impl PendingNetwork {
     /// ([`Claimable::finish`]).
     pub fn enter(self) -> Setup<()> {
         let thread = match self.0 {
-            Pending::Entered => return Ok(()),
+            Pending::Later => return make().map(drop),
             Pending::Thread(thread) => thread,
         };
         let socket = match thread
@@ -292,6 +344,29 @@ mod tests {
         (0..libc::CPU_SETSIZE as usize)
             .filter(|&c| unsafe { libc::CPU_ISSET(c, set) })
             .collect()
+    }
+
+    #[test]
+    fn loadavg_gives_the_running_tasks() {
+        assert_eq!(parse_running(b"0.52 0.58 0.59 2/345 12345\n"), Some(2));
+        assert_eq!(parse_running(b"0.00 0.00 0.00 1/80 7"), Some(1));
+        assert_eq!(parse_running(b"0.52 0.58 0.59"), None);
+        assert_eq!(parse_running(b"0.52 0.58 0.59 x/345 1"), None);
+        assert_eq!(parse_running(b"0.52 0.58 0.59 2345 1"), None);
+        assert_eq!(parse_running(b""), None);
+        // This machine's own: at least this test's thread runs.
+        assert!(running_tasks().is_some_and(|n| n >= 1));
+    }
+
+    #[test]
+    fn a_thread_only_where_a_cpu_is_left_idle() {
+        assert!(idle_cpu_left(1, 2));
+        assert!(!idle_cpu_left(2, 2));
+        assert!(!idle_cpu_left(3, 2));
+        assert!(!idle_cpu_left(1, 1));
+        assert!(!idle_cpu_left(1, 0));
+        assert!(idle_cpu_left(7, 8));
+        assert!(!idle_cpu_left(8, 8));
     }
 
     #[test]

@@ -167,11 +167,11 @@ fn setup(p: &Prepared, sync_fd: Option<i32>) -> Setup<()> {
     // SAFETY: integer argument only.
     let r = unsafe { libc::unshare(libc::CLONE_NEWCGROUP) };
     sys::check(r.into(), || "create the cgroup namespace".into())?;
-    // The private network namespace is made beside the root, on another CPU when there is
-    // one (`network`: the kernel's slowest step of the start); entered before anything that
-    // needs it, and before the program.
+    // The private network namespace (`network`: the kernel's slowest step of the start) is
+    // made beside the root by a thread of its own when another CPU is idle, else once the root
+    // is built; entered before anything that needs it, and before the program.
     let network = if p.plan.private_network {
-        Some(network::start(!p.plan.counts_tasks())?)
+        Some(network::start(!p.plan.counts_tasks()))
     } else {
         None
     };
