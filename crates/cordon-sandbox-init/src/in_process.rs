@@ -171,6 +171,7 @@ mod tests {
             mounts: Vec::new(),
             workdir: workdir.into(),
             private_network: true,
+            network_thread: crate::plan::NetworkThread::Auto,
             landlock: None,
             seccomp: false,
             rlimits: Vec::new(),

@@ -69,6 +69,7 @@ pub use overlay_exec::{OVERLAY_EXEC_ENV, OverlayExec};
 pub use pid::{ProcessGroup, ProcessId};
 pub use plan::{
     BUILD_ENV, CgroupPlan, FALLBACK_ENV, FileIdentity, HELPER_BUILD, HELPER_ENV, INIT_ARG,
-    InitPlan, LandlockPlan, MountOp, PLAN_ENV, PinnedPath, Rlimit, RlimitResource, UpperLayer,
+    InitPlan, LandlockPlan, MountOp, NETWORK_THREAD_ENV, NetworkThread, PLAN_ENV, PinnedPath,
+    Rlimit, RlimitResource, UpperLayer,
 };
 pub use seccomp::SyscallFilter;

@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 
 use crate::error::Setup;
+use crate::plan::NetworkThread;
 use crate::sys;
 
 /// The thread's stack: it makes four system calls.
@@ -40,17 +41,23 @@ enum Pending {
     Later,
 }
 
-/// Starts making a private network namespace (loopback up), on a thread of its own when
-/// `may_use_thread` and another CPU is idle ([`another_cpu_is_idle`]). Call
-/// [`PendingNetwork::enter`] before anything runs that must be inside it.
+/// Starts making a private network namespace (loopback up), on a thread of its own as
+/// `choice` says ([`NetworkThread::Auto`]: when another CPU is idle, [`another_cpu_is_idle`]).
+/// Call [`PendingNetwork::enter`] before anything runs that must be inside it.
 ///
-/// Otherwise (and when the C library's record of this thread's id is stale, see
-/// [`libc_knows_its_thread_id`], or no thread can be started) the namespace is made by the
-/// thread that calls `enter`, when it gets there. (The caller passes `may_use_thread` false
-/// under a limit that counts tasks, which would count the thread: it is gone from its process
-/// when joined, but the kernel releases it a moment later.)
-pub fn start(may_use_thread: bool) -> PendingNetwork {
-    if !may_use_thread || !another_cpu_is_idle() || !libc_knows_its_thread_id() {
+/// Otherwise (and whatever `choice` says, when `may_use_thread` is false, when the C
+/// library's record of this thread's id is stale, see [`libc_knows_its_thread_id`], or when no
+/// thread can be started) the namespace is made by the thread that calls `enter`, when it
+/// gets there. (The caller passes `may_use_thread` false under a limit that counts tasks,
+/// which would count the thread: it is gone from its process when joined, but the kernel
+/// releases it a moment later.)
+pub fn start(choice: NetworkThread, may_use_thread: bool) -> PendingNetwork {
+    let wanted = match choice {
+        NetworkThread::Never => false,
+        NetworkThread::Always => true,
+        NetworkThread::Auto => another_cpu_is_idle(),
+    };
+    if !may_use_thread || !wanted || !libc_knows_its_thread_id() {
         return PendingNetwork(Pending::Later);
     }
     let builder = std::thread::Builder::new()

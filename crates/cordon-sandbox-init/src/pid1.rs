@@ -168,10 +168,14 @@ fn setup(p: &Prepared, sync_fd: Option<i32>) -> Setup<()> {
     let r = unsafe { libc::unshare(libc::CLONE_NEWCGROUP) };
     sys::check(r.into(), || "create the cgroup namespace".into())?;
     // The private network namespace (`network`: the kernel's slowest step of the start) is
-    // made beside the root by a thread of its own when another CPU is idle, else once the root
-    // is built; entered before anything that needs it, and before the program.
+    // made beside the root by a thread of its own when another CPU is idle (or as the plan
+    // says), else once the root is built; entered before anything that needs it, and before
+    // the program.
     let network = if p.plan.private_network {
-        Some(network::start(!p.plan.counts_tasks()))
+        Some(network::start(
+            p.plan.network_thread,
+            !p.plan.counts_tasks(),
+        ))
     } else {
         None
     };

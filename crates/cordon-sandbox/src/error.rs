@@ -53,6 +53,17 @@ pub enum SandboxErrorKind {
         /// This executable.
         exe: PathBuf,
     },
+    /// An environment variable of cordon's that tunes the sandbox has a value it does not
+    /// know.
+    #[error("{name}={value:?} is not one of {expected}")]
+    Setting {
+        /// The variable.
+        name: &'static str,
+        /// Its value.
+        value: String,
+        /// The values it may take.
+        expected: &'static str,
+    },
     /// The path of the cordon binary (the helper) is unknown.
     #[error("cannot find the cordon binary to run the sandbox helper: {0}")]
     CurrentExe(#[source] std::io::Error),

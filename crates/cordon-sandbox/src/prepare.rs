@@ -4,8 +4,8 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
 use cordon_sandbox_init::{
-    BUILD_ENV, CgroupPlan, FALLBACK_ENV, HELPER_BUILD, INIT_ARG, InProcessInit, InitPlan, PLAN_ENV,
-    Rlimit, RlimitResource as Resource,
+    BUILD_ENV, CgroupPlan, FALLBACK_ENV, HELPER_BUILD, INIT_ARG, InProcessInit, InitPlan,
+    NETWORK_THREAD_ENV, NetworkThread, PLAN_ENV, Rlimit, RlimitResource as Resource,
 };
 use cordon_types::{Enforcement, EnforcementSummary, NetworkMode, SandboxSummary};
 
@@ -135,6 +135,7 @@ pub(crate) fn prepare_with(
     let (cgroup, enforcement, rlimits) = limits_plan(host, &policy)?;
     let landlock = (host.landlock_abi > 0)
         .then(|| plan::landlock_plan(host.landlock_abi, &policy, &mounts, exec_only.clone()));
+    let network_thread = network_thread_choice()?;
     let init = InitPlan {
         mounts,
         workdir: policy.workdir.clone(),
@@ -147,6 +148,7 @@ pub(crate) fn prepare_with(
         gid: rustix::process::getgid().as_raw(),
         noexec,
         proxy_port: (policy.network == NetworkMode::Allowlist).then_some(PROXY_PORT),
+        network_thread,
     };
     let mut env = program_env(&policy, &toolchains.env);
     let in_process = InProcessInit::new(init.clone(), program, args, env.clone());
@@ -282,6 +284,29 @@ pub fn proxy_env() -> Vec<(String, String)> {
     env.push(("GIT_CONFIG_KEY_0".into(), "http.proxy".into()));
     env.push(("GIT_CONFIG_VALUE_0".into(), url));
     env
+}
+
+/// Who makes the private network namespace: [`NETWORK_THREAD_ENV`] in cordon's environment
+/// (`auto` when unset), refused when it names no choice.
+fn network_thread_choice() -> Result<NetworkThread, SandboxError> {
+    let Some(value) = std::env::var_os(NETWORK_THREAD_ENV) else {
+        return Ok(NetworkThread::default());
+    };
+    value
+        .to_str()
+        .and_then(NetworkThread::from_name)
+        .ok_or_else(|| {
+            SandboxError::new(
+                SandboxErrorKind::Setting {
+                    name: NETWORK_THREAD_ENV,
+                    value: value.to_string_lossy().into_owned(),
+                    expected: "auto, always, never",
+                },
+                Some(format!(
+                    "unset {NETWORK_THREAD_ENV} for the default (auto: a thread when another CPU is idle)"
+                )),
+            )
+        })
 }
 
 fn check_host(host: &HostSupport, policy: &SandboxPolicy) -> Result<(), SandboxError> {

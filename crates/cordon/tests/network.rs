@@ -349,23 +349,30 @@ fn the_program_holds_neither_the_listener_nor_the_channel() {
         "{ran:#?}"
     );
     // With its proxy's threads, cordon starts the helper executable as PID 1 (it may not run
-    // a copy of itself): the helper, too, made the private namespace in a thread (PID 2 of
-    // the sandbox; the program is 3), and the program is in it.
-    let ran = run(
-        &["--network=allow=origin.test"],
-        "echo $$; readlink /proc/self/ns/net",
-        &[],
-    );
-    helpers::assert_passed(&ran);
+    // a copy of itself). Asked to, the helper makes the private namespace on a thread (PID 2
+    // of the sandbox, ended before the program, which is 3); asked not to, itself (the
+    // program is 2). Either way the program is in it and sees no PID but 1 and its own.
+    let script = "echo $$; for d in /proc/[0-9]*; do test \"$d\" = /proc/$$ || echo \"${d#/proc/}\"; done; readlink /proc/self/ns/net";
     let host_ns = std::fs::read_link("/proc/self/ns/net").unwrap();
-    let stdout = ran.stdout();
-    let (pid, ns) = stdout.trim().split_once('\n').expect("two lines");
-    assert_eq!(
-        pid, "3",
-        "the network namespace was not made by a thread: {ran:#?}"
-    );
-    assert!(ns.starts_with("net:["), "{ran:#?}");
-    assert_ne!(std::path::Path::new(ns), host_ns, "{ran:#?}");
+    for (choice, pid) in [("always", "3"), ("never", "2")] {
+        let hooks = hooks(&[]);
+        let ran = Work::new().run_env(
+            &["--network=allow=origin.test"],
+            script,
+            &[
+                ("CORDON_TEST_NETWORK_HOOKS", &hooks),
+                ("CORDON_NETWORK_THREAD", choice),
+            ],
+        );
+        helpers::assert_passed(&ran);
+        let lines: Vec<&str> = ran.stdout().lines().collect();
+        assert_eq!(lines.len(), 3, "{choice}: {ran:#?}");
+        assert_eq!(lines[0], pid, "{choice}: {ran:#?}");
+        assert_eq!(lines[1], "1", "{choice}: {ran:#?}");
+        let ns = lines[2];
+        assert!(ns.starts_with("net:["), "{ran:#?}");
+        assert_ne!(std::path::Path::new(ns), host_ns, "{ran:#?}");
+    }
 }
 
 /// A git repository holding `cordon.toml` and nothing else.

@@ -336,19 +336,45 @@ print(c.recv(16).decode()); print(os.readlink(\"/proc/self/ns/net\"))'";
         "{ran:#?}"
     );
     // PID 1 (cordon's clone of itself, its C library's thread id set right by the clone)
-    // makes the namespace on a thread of its own when another CPU is idle (the thread is then
-    // PID 2 and the program 3), else itself (the program is 2). Either way the thread has
-    // ended before the program starts: it was in the host's network namespace, whose state
-    // `/proc/<its pid>/net` would show. The program sees only PID 1 besides itself.
-    let ran = w.run(
-        &[],
-        "echo $$; for d in /proc/[0-9]*; do test \"$d\" = /proc/$$ || echo \"${d#/proc/}\"; done",
+    // makes the namespace on a thread of its own when another CPU is idle, or always or never
+    // as `CORDON_NETWORK_THREAD` says: the thread is PID 2 of the sandbox and the program 3,
+    // or the program is 2. The thread has ended before the program starts (it was in the
+    // host's network namespace, whose state `/proc/<its pid>/net` would show): the program
+    // sees only PID 1 besides itself. (The shell's glob and `test` run in the shell itself.)
+    let script =
+        "echo $$; for d in /proc/[0-9]*; do test \"$d\" = /proc/$$ || echo \"${d#/proc/}\"; done";
+    for (choice, pids) in [
+        ("auto", &["2", "3"][..]),
+        ("always", &["3"][..]),
+        ("never", &["2"][..]),
+    ] {
+        let ran = w.run_env(&[], script, &[("CORDON_NETWORK_THREAD", choice)]);
+        assert_passed(&ran);
+        let lines: Vec<&str> = ran.stdout().lines().collect();
+        assert!(
+            lines.first().is_some_and(|pid| pids.contains(pid)),
+            "{choice}: {ran:#?}"
+        );
+        assert_eq!(
+            &lines[1..],
+            ["1"],
+            "{choice}: a thread outlived the set-up: {ran:#?}"
+        );
+    }
+    // A value it does not know is refused, with cordon's own exit code, before anything runs.
+    let out = helpers::cordon()
+        .args(["run", "--", "echo", "ran"])
+        .env("CORDON_NETWORK_THREAD", "sometimes")
+        .current_dir(w.path())
+        .output()
+        .expect("cordon starts");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert!(out.stdout.is_empty(), "{out:?}");
+    assert!(
+        stderr.contains(r#"CORDON_NETWORK_THREAD="sometimes" is not one of auto, always, never"#),
+        "{stderr}"
     );
-    assert_passed(&ran);
-    let lines: Vec<&str> = ran.stdout().lines().collect();
-    assert!(matches!(lines.first(), Some(&"2" | &"3")), "{ran:#?}");
-    // (The shell's glob and `test` run in the shell itself.)
-    assert_eq!(&lines[1..], ["1"], "a thread outlived the set-up: {ran:#?}");
     // The thread ran on any CPU; nothing of it reaches the program, which may use every CPU
     // cordon may (run a few times: the thread's end and the program's start could race).
     let ours = std::fs::read_to_string("/proc/self/status").unwrap();

@@ -12,6 +12,32 @@ use cordon_types::{Enforcement, LimitKind, RunStatus};
 use helpers::{Work, assert_passed, host_processes_with_cmdline, unique_sleep, wait_until};
 
 #[test]
+fn no_network_thread_under_a_task_limit() {
+    require_sandbox!();
+    if !helpers::cgroup_limits_available() {
+        return;
+    }
+    // Even asked to always make the network namespace on a thread, PID 1 makes it itself
+    // under a limit that counts tasks (the thread would count against it a moment after its
+    // end): the program is PID 2, in its own namespace.
+    let w = Work::new();
+    let ran = w.run_env(
+        &["--pids", "64"],
+        "echo $$; readlink /proc/self/ns/net",
+        &[("CORDON_NETWORK_THREAD", "always")],
+    );
+    assert_passed(&ran);
+    let host_ns = std::fs::read_link("/proc/self/ns/net").unwrap();
+    let (pid, ns) = ran.stdout().trim().split_once('\n').expect("two lines");
+    assert_eq!(
+        pid, "2",
+        "a thread was started under a task limit: {ran:#?}"
+    );
+    assert!(ns.starts_with("net:["), "{ran:#?}");
+    assert_ne!(std::path::Path::new(ns), host_ns, "{ran:#?}");
+}
+
+#[test]
 fn fork_bomb_is_contained_by_pids() {
     require_sandbox!();
     if !helpers::cgroup_limits_available() {
