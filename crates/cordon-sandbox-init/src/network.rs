@@ -52,12 +52,13 @@ enum Pending {
 /// which would count the thread: it is gone from its process when joined, but the kernel
 /// releases it a moment later.)
 pub fn start(choice: NetworkThread, may_use_thread: bool) -> PendingNetwork {
-    let wanted = match choice {
-        NetworkThread::Never => false,
-        NetworkThread::Always => true,
-        NetworkThread::Auto => another_cpu_is_idle(),
-    };
-    if !may_use_thread || !wanted || !libc_knows_its_thread_id() {
+    let wanted = may_use_thread
+        && match choice {
+            NetworkThread::Never => false,
+            NetworkThread::Always => true,
+            NetworkThread::Auto => another_cpu_is_idle(),
+        };
+    if !wanted || !libc_knows_its_thread_id() {
         return PendingNetwork(Pending::Later);
     }
     let builder = std::thread::Builder::new()
@@ -72,6 +73,9 @@ pub fn start(choice: NetworkThread, may_use_thread: bool) -> PendingNetwork {
 /// Whether a CPU the calling thread may run on is idle while it runs: fewer tasks are
 /// runnable on the whole machine (this one included, `/proc/loadavg`'s fourth field, counted
 /// at the moment it is read) than there are CPUs in the calling thread's affinity mask.
+///
+/// It counts the whole machine: a CPU quota on an enclosing cgroup is not read (a job of a
+/// few milliseconds rarely exhausts one).
 ///
 /// A thread helps only then. Measured with one binary (BENCHMARKS.md, "Sandbox start-up,
 /// round eight"): on an idle machine the thread's namespace beside the mounts saved
