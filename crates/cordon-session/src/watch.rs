@@ -261,12 +261,14 @@ impl Watcher<'_> {
             if idle >= idle_timeout {
                 return self.end(WatchEndReason::IdleTimeout);
             }
-            let delay = self
-                .settings
-                .backoff()
-                .next(rec.review.backoff_ms.map(Duration::from_millis));
-            self.session
-                .update_review(|r, _| r.backoff_ms = Some(millis(delay)))?;
+            // The next delay is read and stored under the state's lock: a poke between a read
+            // of `rec` and the write would otherwise have its reset of the backoff overwritten.
+            let backoff = self.settings.backoff();
+            let mut delay = Duration::ZERO;
+            self.session.update_review(|r, _| {
+                delay = backoff.next(r.backoff_ms.map(Duration::from_millis));
+                r.backoff_ms = Some(millis(delay));
+            })?;
             let delay = delay.min(idle_timeout - idle);
             self.emit(ReviewEventKind::Backoff {
                 delay_ms: millis(delay),
