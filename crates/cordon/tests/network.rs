@@ -352,26 +352,21 @@ fn the_program_holds_neither_the_listener_nor_the_channel() {
     // a copy of itself). Asked to, the helper makes the private namespace on a thread (PID 2
     // of the sandbox, ended before the program, which is 3); asked not to, itself (the
     // program is 2). Either way the program is in it and sees no PID but 1 and its own.
-    let script = "echo $$; for d in /proc/[0-9]*; do test \"$d\" = /proc/$$ || echo \"${d#/proc/}\"; done; readlink /proc/self/ns/net";
-    let host_ns = std::fs::read_link("/proc/self/ns/net").unwrap();
     for (choice, pid) in [("always", "3"), ("never", "2")] {
         let hooks = hooks(&[]);
         let ran = Work::new().run_env(
             &["--network=allow=origin.test"],
-            script,
+            helpers::NETNS_AND_PIDS,
             &[
                 ("CORDON_TEST_NETWORK_HOOKS", &hooks),
                 ("CORDON_NETWORK_THREAD", choice),
             ],
         );
-        helpers::assert_passed(&ran);
-        let lines: Vec<&str> = ran.stdout().lines().collect();
-        assert_eq!(lines.len(), 3, "{choice}: {ran:#?}");
-        assert_eq!(lines[0], pid, "{choice}: {ran:#?}");
-        assert_eq!(lines[1], "1", "{choice}: {ran:#?}");
-        let ns = lines[2];
-        assert!(ns.starts_with("net:["), "{ran:#?}");
-        assert_ne!(std::path::Path::new(ns), host_ns, "{ran:#?}");
+        assert_eq!(
+            helpers::private_network_and_pid(&ran),
+            pid,
+            "{choice}: {ran:#?}"
+        );
     }
 }
 

@@ -343,8 +343,6 @@ print(c.recv(16).decode()); print(os.readlink(\"/proc/self/ns/net\"))'";
     // sees only PID 1 besides itself. (The shell's glob and `test` run in the shell itself.)
     // (A thread only where `clone` can set the C library's record of PID 1's thread id:
     // x86_64; elsewhere `always` makes it in PID 1 too.)
-    let script = "readlink /proc/self/ns/net; echo $$; \
-                  for d in /proc/[0-9]*; do test \"$d\" = /proc/$$ || echo \"${d#/proc/}\"; done";
     let always = if cfg!(target_arch = "x86_64") {
         "3"
     } else {
@@ -355,24 +353,13 @@ print(c.recv(16).decode()); print(os.readlink(\"/proc/self/ns/net\"))'";
         ("always", &[always][..]),
         ("never", &["2"][..]),
     ] {
-        let ran = w.run_env(&[], script, &[("CORDON_NETWORK_THREAD", choice)]);
-        assert_passed(&ran);
-        let lines: Vec<&str> = ran.stdout().lines().collect();
-        assert!(lines[0].starts_with("net:["), "{choice}: {ran:#?}");
-        assert_ne!(
-            std::path::Path::new(lines[0]),
-            host_ns,
-            "{choice}: {ran:#?}"
+        let ran = w.run_env(
+            &[],
+            helpers::NETNS_AND_PIDS,
+            &[("CORDON_NETWORK_THREAD", choice)],
         );
-        assert!(
-            lines.get(1).is_some_and(|pid| pids.contains(pid)),
-            "{choice}: {ran:#?}"
-        );
-        assert_eq!(
-            &lines[2..],
-            ["1"],
-            "{choice}: a thread outlived the set-up: {ran:#?}"
-        );
+        let pid = helpers::private_network_and_pid(&ran);
+        assert!(pids.contains(&pid.as_str()), "{choice}: {ran:#?}");
     }
     // A value it does not know is refused, with cordon's own exit code, before anything runs.
     let out = helpers::cordon()

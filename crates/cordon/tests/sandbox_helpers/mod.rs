@@ -47,6 +47,32 @@ impl Ran {
     }
 }
 
+/// A script that prints the program's network namespace, its PID, then every other PID it
+/// sees (the shell's glob and `test` run in the shell itself). Checked by
+/// [`private_network_and_pid`].
+pub const NETNS_AND_PIDS: &str = "readlink /proc/self/ns/net; echo $$; \
+    for d in /proc/[0-9]*; do test \"$d\" = /proc/$$ || echo \"${d#/proc/}\"; done";
+
+/// Checks what [`NETNS_AND_PIDS`] printed: the program ran in a network namespace of its own
+/// (not this test's), and saw no process but PID 1 besides itself (no thread of PID 1 left in
+/// the host's namespace). Returns the program's PID.
+pub fn private_network_and_pid(ran: &Ran) -> String {
+    assert_passed(ran);
+    let lines: Vec<&str> = ran.stdout().lines().collect();
+    let host = std::fs::read_link("/proc/self/ns/net").expect("this test's network namespace");
+    assert!(
+        lines.first().is_some_and(|ns| ns.starts_with("net:[")),
+        "{ran:#?}"
+    );
+    assert_ne!(Path::new(lines[0]), host, "the host's namespace: {ran:#?}");
+    assert_eq!(
+        lines.get(2..),
+        Some(&["1"][..]),
+        "another process in the sandbox (a thread outlived the set-up?): {ran:#?}"
+    );
+    lines[1].to_owned()
+}
+
 /// A temporary working directory (under the host's /tmp), removed at the end.
 pub struct Work(tempfile::TempDir);
 
