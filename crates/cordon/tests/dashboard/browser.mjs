@@ -353,6 +353,10 @@ try {
     await page.goto(url(`/jobs/${J.long}`));
     await Promise.all([page.waitForNavigation(), page.click('form.cancel button')]);
     await page.waitForFunction(() => document.querySelector('.job-head .state').textContent.includes('cancelled'), null, { timeout: 30000 });
+    // The live log's status comes by its own stream, a moment after the page's state: wait for
+    // it too (a check right away failed once, its message then reading the awaited text).
+    await page.waitForFunction(() => document.getElementById('log-status').textContent.trim() === 'ended: cancelled', null, { timeout: 30000 })
+      .catch(() => {});
     check(await text('#log-status') === 'ended: cancelled', `log status: ${await text('#log-status')}`);
     check(!(await page.$('form.cancel')), 'a cancelled job still has a cancel button');
     check((await api('GET', `/v1/jobs/${J.long}`, T.web)).body.state === 'cancelled', 'the API does not say cancelled');
