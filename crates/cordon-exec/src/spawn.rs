@@ -76,6 +76,13 @@ pub(crate) struct Command<'a> {
 }
 
 fn cstring(bytes: &[u8]) -> std::io::Result<CString> {
+    let mut owned = Vec::with_capacity(bytes.len() + 1);
+    owned.extend_from_slice(bytes);
+    cstring_from(owned)
+}
+
+/// `bytes` as a C string; allocates nothing when `bytes` has room for the NUL.
+fn cstring_from(bytes: Vec<u8>) -> std::io::Result<CString> {
     CString::new(bytes).map_err(|_| {
         std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
@@ -104,10 +111,11 @@ impl Spawn {
                 .map(|dir| {
                     // An empty element is the current directory, as for execvp.
                     let dir = if dir.is_empty() { &b"."[..] } else { dir };
-                    let mut full = dir.to_vec();
+                    let mut full = Vec::with_capacity(dir.len() + 1 + program.len() + 1);
+                    full.extend_from_slice(dir);
                     full.push(b'/');
                     full.extend_from_slice(program);
-                    cstring(&full)
+                    cstring_from(full)
                 })
                 .collect::<std::io::Result<Vec<_>>>()?
         };
@@ -119,10 +127,12 @@ impl Spawn {
             .env
             .iter()
             .map(|(k, v)| {
-                let mut kv = k.as_bytes().to_vec();
+                // Room for the NUL too: `CString` adds it without growing the buffer.
+                let mut kv = Vec::with_capacity(k.len() + 1 + v.len() + 1);
+                kv.extend_from_slice(k.as_bytes());
                 kv.push(b'=');
                 kv.extend_from_slice(v.as_bytes());
-                cstring(&kv)
+                cstring_from(kv)
             })
             .collect::<std::io::Result<Vec<_>>>()?;
         Ok(Spawn {

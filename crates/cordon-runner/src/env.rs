@@ -43,25 +43,21 @@ pub fn is_allowed(name: &str) -> bool {
 /// Fails when a named secret is in neither: running without it would fail later and less
 /// clearly.
 pub fn program_env<K, V>(
-    host: impl IntoIterator<Item = (K, V)>,
+    host: &[(K, V)],
     set: &[(String, String)],
     secrets: &[String],
     provided: &[(String, String)],
 ) -> Result<Vec<EnvVar>, RunError>
 where
-    K: Into<String>,
-    V: Into<String>,
+    K: AsRef<str>,
+    V: AsRef<str>,
 {
-    let host: Vec<(String, String)> = host
-        .into_iter()
-        .map(|(k, v)| (k.into(), v.into()))
-        .collect();
     let mut env: Vec<EnvVar> = host
         .iter()
-        .filter(|(k, _)| is_allowed(k))
+        .filter(|(k, _)| is_allowed(k.as_ref()))
         .map(|(name, value)| EnvVar {
-            name: name.clone(),
-            value: value.clone(),
+            name: name.as_ref().to_owned(),
+            value: value.as_ref().to_owned(),
             secret: false,
         })
         .collect();
@@ -79,9 +75,10 @@ where
     for name in secrets {
         let value = provided
             .iter()
-            .chain(host.iter())
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .chain(host.iter().map(|(k, v)| (k.as_ref(), v.as_ref())))
             .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
+            .map(|(_, v)| v)
             .ok_or_else(|| RunError::new(RunErrorKind::MissingSecret(name.clone())))?;
         put(name, value, true);
     }
@@ -110,7 +107,7 @@ mod tests {
             ("TOKEN", "t0k"),
         ];
         let env = program_env(
-            host,
+            &host,
             &[("A".into(), "1".into()), ("PATH".into(), "/usr/bin".into())],
             &["TOKEN".into()],
             &[],
@@ -135,7 +132,7 @@ mod tests {
     fn provided_secrets_come_before_cordons_environment() {
         let host = [("TOKEN", "from-env")];
         let env = program_env(
-            host,
+            &host,
             &[],
             &["TOKEN".into(), "FILE_ONLY".into()],
             &[
@@ -158,7 +155,7 @@ mod tests {
     #[test]
     fn a_missing_secret_is_an_error_naming_it() {
         let err = program_env(
-            Vec::<(String, String)>::new(),
+            &Vec::<(String, String)>::new(),
             &[],
             &["MISSING".into()],
             &[],

@@ -135,13 +135,13 @@ pub fn prepare(request: &RunRequest) -> Result<PreparedRun, RunError> {
     }
     let host = host_env();
     let env = program_env(
-        host.iter().cloned(),
+        &host,
         &request.env,
         &request.secrets,
         &request.secret_values,
     )?;
     let redactor = build_redactor(
-        host.iter().cloned(),
+        host.iter().map(|(name, value)| (name, value)),
         &env,
         &request.secret_values,
         &request.redact,
