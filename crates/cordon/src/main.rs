@@ -51,7 +51,8 @@ extern "C" fn main(_argc: c_int, _argv: *const *const c_char) -> c_int {
 // as they are written, as before. The program headers are read where the kernel mapped them
 // (`__ehdr_start` + `e_phoff`); the load bias is their address less `PT_PHDR`'s `p_vaddr`, and
 // without a `PT_PHDR` nothing is populated.
-#[cfg(all(target_arch = "x86_64", target_os = "linux", not(test)))]
+// Also in this binary's unit-test harness: `build.rs`'s link arguments reach it too.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 core::arch::global_asm!(
     ".globl cordon_entry",
     ".type cordon_entry, @function",
