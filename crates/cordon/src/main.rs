@@ -8,8 +8,8 @@
 //! write to a closed pipe fails with `EPIPE`, as in any Rust program) and `process::exit`
 //! flushes stdout. A stack overflow then ends the process with SIGSEGV, without std's message.
 //
-// On x86_64 Linux the executable's entry point is `cordon_entry` (below), which runs before
-// the C library's `_start`.
+// In a static x86_64 Linux build the executable's entry point is `cordon_entry` (below), which
+// runs before the C library's `_start`.
 // (The test harness of this binary brings its own `main`.)
 #![cfg_attr(not(test), no_main)]
 #![cfg_attr(test, allow(unused_imports))]
@@ -30,7 +30,8 @@ extern "C" fn main(_argc: c_int, _argv: *const *const c_char) -> c_int {
     std::process::exit(code)
 }
 
-// The executable's entry point on x86_64 Linux (`build.rs` passes `--entry=cordon_entry`):
+// The executable's entry point on x86_64 Linux with glibc, linked statically (`build.rs` passes
+// `--entry=cordon_entry`):
 // it asks the kernel for private copies of the writable segments in one `madvise
 // (MADV_POPULATE_WRITE)` each, then jumps to the C library's `_start` as if the kernel had
 // started there.
@@ -49,10 +50,12 @@ extern "C" fn main(_argc: c_int, _argv: *const *const c_char) -> c_int {
 // dynamic loader, is saved in `r12` across the system call; `rsp` is not touched). A kernel
 // without `MADV_POPULATE_WRITE` (before 5.14) returns `EINVAL`, and the pages are then copied
 // as they are written, as before. The program headers are read where the kernel mapped them
-// (`__ehdr_start` + `e_phoff`); the load bias is their address less `PT_PHDR`'s `p_vaddr`, and
-// without a `PT_PHDR` nothing is populated.
-// Also in this binary's unit-test harness: `build.rs`'s link arguments reach it too.
-#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+// (`__ehdr_start` + `e_phoff`); the load bias is `__ehdr_start`'s address less the `p_vaddr`
+// of the `PT_LOAD` that maps the file from offset 0 (the one holding the ELF header), and
+// without such a segment nothing is populated.
+// Built wherever `build.rs` may pass `--entry` (its link arguments also reach this binary's
+// unit-test harness, hence no `not(test)`).
+#[cfg(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu"))]
 core::arch::global_asm!(
     ".globl cordon_entry",
     ".type cordon_entry, @function",
@@ -62,19 +65,22 @@ core::arch::global_asm!(
     "    mov r14, [r13 + 32]",             // e_phoff
     "    add r14, r13",                    // the program headers, as mapped
     "    movzx r15d, word ptr [r13 + 56]", // e_phnum
-    // Find PT_PHDR (6): the load bias is the headers' address less its p_vaddr.
+    // Find the PT_LOAD (1) with p_offset 0: the load bias is __ehdr_start less its p_vaddr.
     "    mov rcx, r14",
     "    mov r8d, r15d",
     "2:",
     "    test r8d, r8d",
     "    jz 5f",
-    "    cmp dword ptr [rcx], 6",
+    "    cmp dword ptr [rcx], 1",
+    "    jne 7f",
+    "    cmp qword ptr [rcx + 8], 0",
     "    je 3f",
+    "7:",
     "    add rcx, 56",
     "    dec r8d",
     "    jmp 2b",
     "3:",
-    "    mov r9, r14",
+    "    mov r9, r13",
     "    sub r9, [rcx + 16]",
     // Every PT_LOAD (1) with PF_W (2): populate [p_vaddr, p_vaddr + p_memsz), page-aligned.
     "4:",
