@@ -30,21 +30,26 @@ impl StreamState {
         self.stream
     }
 
-    /// Reads what `poll` said is there; closes the stream on end of file.
+    /// Reads what `poll` said is there; closes the stream on end of file. Returns how many
+    /// bytes it read.
     pub(crate) fn read_once(
         &mut self,
         buf: &mut [u8],
         scratch: &mut Vec<u8>,
         io: &mut RunIo<'_>,
         limits_hit: &mut Vec<LimitKind>,
-    ) {
-        let Some(fd) = &self.fd else { return };
+    ) -> usize {
+        let Some(fd) = &self.fd else { return 0 };
         match rustix::io::read(fd, &mut *buf) {
             Ok(0) => self.close(scratch, io, limits_hit),
-            Ok(n) => self.deliver(&buf[..n], scratch, io, limits_hit),
+            Ok(n) => {
+                self.deliver(&buf[..n], scratch, io, limits_hit);
+                return n;
+            }
             Err(rustix::io::Errno::INTR | rustix::io::Errno::AGAIN) => {}
             Err(_) => self.close(scratch, io, limits_hit),
         }
+        0
     }
 
     fn deliver(

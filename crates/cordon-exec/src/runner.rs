@@ -41,6 +41,9 @@ pub struct RunOutcome {
 /// reading (only a writer outside the tree can keep them open).
 const FINAL_DRAIN_IDLE: Duration = Duration::from_secs(2);
 const READ_CHUNK: usize = 256 * 1024;
+/// What output is first read into: a run that writes less never maps a `READ_CHUNK` buffer
+/// (from the heap, it costs no system call, and nothing until it is written to).
+const FIRST_READ_CHUNK: usize = 16 * 1024;
 const PIPE_SIZE: usize = 1024 * 1024;
 /// How long a supervisor's helpers may take to exit after the supervisor did.
 const SUPERVISOR_SETTLE: Duration = Duration::from_millis(50);
@@ -200,7 +203,7 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
     let mut leak_deadline: Option<Instant> = None;
     let deadline = t0 + spec.timeout;
     let mut guard_due: Option<Instant> = io.guard.is_some().then(|| t0 + GUARD_POLL);
-    let mut buf = vec![0u8; READ_CHUNK];
+    let mut buf = vec![0u8; FIRST_READ_CHUNK];
     let mut scratch = Vec::new();
 
     loop {
@@ -348,7 +351,8 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
         for &slot in &ready {
             match slot {
                 Slot::Stream(i) => {
-                    streams[i].read_once(&mut buf, &mut scratch, &mut io, &mut limits_hit)
+                    let n = streams[i].read_once(&mut buf, &mut scratch, &mut io, &mut limits_hit);
+                    grow_when_filled(&mut buf, n);
                 }
                 Slot::Report => read_report(&mut report, &mut buf),
                 Slot::Exit | Slot::Cancel => {}
@@ -425,7 +429,8 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
             .collect();
         drop(fds);
         for i in ready {
-            streams[i].read_once(&mut buf, &mut scratch, &mut io, &mut limits_hit);
+            let n = streams[i].read_once(&mut buf, &mut scratch, &mut io, &mut limits_hit);
+            grow_when_filled(&mut buf, n);
         }
     }
     let output_held_open = open_when_window_closed && (processes_killed > 0 || gave_up);
@@ -656,5 +661,13 @@ fn to_timespec(d: Duration) -> Timespec {
     Timespec {
         tv_sec: d.as_secs() as i64,
         tv_nsec: d.subsec_nanos() as i64,
+    }
+}
+
+/// A read that filled `buf` means more is waiting: from then on, read `READ_CHUNK` at a time
+/// (fewer wake-ups under a flood).
+fn grow_when_filled(buf: &mut Vec<u8>, read: usize) {
+    if read == buf.len() && buf.len() < READ_CHUNK {
+        *buf = vec![0u8; READ_CHUNK];
     }
 }

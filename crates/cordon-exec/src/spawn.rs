@@ -180,7 +180,7 @@ impl Spawn {
             error: 0,
             stage: Stage::Started,
         };
-        let stack = Stack::new()?;
+        let stack = Stack::take()?;
         // Block every signal across the clone: the child must not run a handler of cordon's
         // before it has reset them.
         let all = full_sigset();
@@ -201,7 +201,8 @@ impl Spawn {
         let clone_error = std::io::Error::last_os_error();
         // SAFETY: restores this thread's mask.
         unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &child.old_mask, std::ptr::null_mut()) };
-        drop(stack);
+        // The child has executed a program or exited (or was never made): its stack is free.
+        stack.give_back();
         if pid < 0 {
             return Err(clone_error);
         }
@@ -445,7 +446,40 @@ struct Stack {
     len: usize,
 }
 
+// SAFETY: a `Stack` owns its mapping; no two threads use one (each spawn takes its own).
+unsafe impl Send for Stack {}
+
+/// Stacks of children that have executed their program, kept for the next spawn of this
+/// process (a verification's stages, the job service's runs): mapping, protecting and
+/// unmapping one per spawn costs three system calls, and the unmapping a TLB shootdown on the
+/// other CPUs the process ran on.
+static SPARE_STACKS: std::sync::Mutex<Vec<Stack>> = std::sync::Mutex::new(Vec::new());
+/// How many spare stacks are kept (as many spawns at once as that reuse them).
+const SPARE_STACKS_KEPT: usize = 4;
+
 impl Stack {
+    /// A spare stack, or a new one.
+    fn take() -> std::io::Result<Stack> {
+        let spare = SPARE_STACKS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .pop();
+        match spare {
+            Some(stack) => Ok(stack),
+            None => Stack::new(),
+        }
+    }
+
+    /// Keeps this stack for the next spawn (or unmaps it when enough are kept).
+    fn give_back(self) {
+        let mut spare = SPARE_STACKS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if spare.len() < SPARE_STACKS_KEPT {
+            spare.push(self);
+        }
+    }
+
     fn new() -> std::io::Result<Stack> {
         let page = 4096;
         let len = STACK_BYTES + page;
