@@ -12,6 +12,7 @@ mod commands;
 pub mod documents;
 pub mod exit;
 mod render;
+mod run_line;
 mod sandbox_args;
 mod signals;
 

@@ -39,7 +39,7 @@ pub struct SandboxArgs {
     /// these host names only; `*.example.org` wildcards; without a port 80 and 443),
     /// `registry` (the same, to the package registries your cargo, npm, pip and Go clients
     /// are configured to use) or `host` (the host's network, unrestricted).
-    #[arg(long, value_name = "MODE", value_parser = parse_network, default_value = "none", help_heading = "Sandbox")]
+    #[arg(long, value_name = "MODE", value_parser = parse_network, default_value = DEFAULT_NETWORK, help_heading = "Sandbox")]
     pub network: NetworkArg,
     /// Most bytes (sent and received together) the program may move through the network
     /// proxy; past it its connections are cut (`network.limits_hit: ["bytes"]`).
@@ -87,6 +87,9 @@ pub struct SandboxArgs {
     pub allow_degraded: Vec<DegradeArg>,
 }
 
+/// `--network`'s default (named by the clap attribute and by [`crate::run_line`]).
+pub(crate) const DEFAULT_NETWORK: &str = "none";
+
 /// `--network` values.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum NetworkArg {
@@ -101,7 +104,7 @@ pub enum NetworkArg {
     Registry,
 }
 
-fn parse_network(text: &str) -> Result<NetworkArg, String> {
+pub(crate) fn parse_network(text: &str) -> Result<NetworkArg, String> {
     match text {
         "none" => Ok(NetworkArg::None),
         "host" => Ok(NetworkArg::Host),
@@ -126,11 +129,11 @@ pub enum DegradeArg {
     Cgroup,
 }
 
-fn parse_size(text: &str) -> Result<u64, String> {
+pub(crate) fn parse_size(text: &str) -> Result<u64, String> {
     cordon_exec::units::parse_size(text)
 }
 
-fn parse_duration(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     cordon_exec::units::parse_duration(text)
 }
 
