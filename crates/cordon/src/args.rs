@@ -149,7 +149,7 @@ pub struct RunArgs {
 /// Parses the command line.
 ///
 /// `cordon run ...` (the command agents call thousands of times a day) is read first by
-/// [`crate::run_line`], without clap, then by the `run` subcommand's own clap definition
+/// `run_line` (a reader without clap), then by the `run` subcommand's own clap definition
 /// alone: building clap's whole command tree (every subcommand's arguments, then dropping
 /// them) cost about a third of a short run's user-space instructions, and building `run`'s
 /// alone still 0.08 ms of a short run. Both know the arguments and parsers of the full tree,
