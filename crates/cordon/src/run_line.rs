@@ -1,22 +1,26 @@
 //! `cordon run`'s command line read without clap, for the plain lines agents send thousands of
 //! times a day.
 //!
-//! Building clap's definition of `run` (80 arguments, each with its help text copied to the
-//! heap) and parsing with it costs a short run about 0.08 ms of its 0.9 ms over the program
-//! it runs (BENCHMARKS.md, "Sandbox start-up, round ten"): 170 K instructions, 20 pages of
-//! heap and 32 KiB of stack. This reader knows the same long options, converts their values
-//! with the very functions clap is given (`value_parser = ...`), and fills in the same
-//! defaults (the `DEFAULT_*` constants the clap attributes name).
+//! Building clap's definition of `run` (29 arguments, each with its help texts copied to the
+//! heap) and parsing with it cost a short run about 0.08 ms of its 0.9 ms over the program it
+//! runs (BENCHMARKS.md, "Sandbox start-up, round ten"): 166 K instructions, the heap's
+//! high-water mark and 32 KiB of stack. This reader knows the same long options, converts
+//! their values with the very functions clap is given (`value_parser = ...`), and fills in
+//! the same defaults (the `DEFAULT_*` constants the clap attributes name).
 //!
 //! It declines (returns `None`) whatever it is not sure to read exactly as clap would, and
 //! the caller then asks clap: a value that does not convert, an unknown or repeated option, a
 //! flag with a value, an option value that starts with `-`, a short option, a value that is
-//! not UTF-8 or is empty, `--toolchains` with `--no-toolchains`, no program, `--help`. So it
-//! never reports an error itself: clap says it, as before. The tests check that every line it
-//! accepts is parsed by clap to the same arguments, over every option and a few thousand
-//! generated lines.
+//! empty, a word before the program that is not UTF-8, `--toolchains` with
+//! `--no-toolchains`, no program, `--help`. So it never reports an error itself: clap says
+//! it, as before. The tests check that every line it accepts is parsed by clap to the same
+//! arguments, over every option and a few thousand generated lines, and that clap's
+//! definition of each option is still one this reader reads alike (its action, no alias, no
+//! hyphen values).
 
 use std::ffi::OsString;
+
+use clap::ValueEnum;
 
 use crate::args::{
     DEFAULT_DISK, DEFAULT_GRACE, DEFAULT_LEAK_TIMEOUT, DEFAULT_OUTPUT_LIMIT, DEFAULT_TIMEOUT,
@@ -29,9 +33,10 @@ use crate::sandbox_args::{self, DEFAULT_NETWORK, DegradeArg, SandboxArgs};
 /// read it.
 pub(crate) fn parse(argv: &[OsString]) -> Option<RunArgs> {
     let mut args = defaults()?;
-    // The options given so far, to decline a second occurrence of a single-valued one (clap
-    // refuses it) and --toolchains with --no-toolchains (clap lets the last win).
-    let mut seen: Vec<&str> = Vec::new();
+    // The options given so far (bit `i`: `OPTIONS[i]`), to decline a second occurrence of a
+    // single-valued one (clap refuses it) and --toolchains with --no-toolchains (clap lets
+    // the last win).
+    let mut seen: u64 = 0;
     let mut rest = argv.get(1..)?.iter();
     while let Some(word) = rest.next() {
         if word == "--" {
@@ -52,20 +57,27 @@ pub(crate) fn parse(argv: &[OsString]) -> Option<RunArgs> {
             Some((name, value)) => (name, Some(value)),
             None => (option, None),
         };
-        let takes = takes(name)?;
-        if takes != Takes::Many {
-            if seen.contains(&name) {
+        let (index, apply) = OPTIONS
+            .iter()
+            .enumerate()
+            .find_map(|(i, (known, apply))| (*known == name).then_some((i, apply)))?;
+        let bit = 1 << index;
+        if !matches!(apply, Apply::Many(_)) {
+            if seen & bit != 0 {
                 return None;
             }
-            seen.push(name);
+            seen |= bit;
         }
-        if takes == Takes::Nothing {
-            if inline.is_some() {
-                return None;
+        let set = match apply {
+            Apply::Flag(flag) => {
+                if inline.is_some() {
+                    return None;
+                }
+                *flag(&mut args) = true;
+                continue;
             }
-            set_flag(&mut args, name)?;
-            continue;
-        }
+            Apply::One(set) | Apply::Many(set) => set,
+        };
         let value = match inline {
             Some(value) => value,
             None => rest.next()?.to_str()?,
@@ -73,62 +85,166 @@ pub(crate) fn parse(argv: &[OsString]) -> Option<RunArgs> {
         if value.is_empty() || value.starts_with('-') {
             return None;
         }
-        set_value(&mut args, name, value)?;
+        set(&mut args, value)?;
     }
-    if args.command.is_empty() || seen.contains(&"toolchains") && seen.contains(&"no-toolchains") {
+    let both_toolchain_flags =
+        seen & bit_of("toolchains") != 0 && seen & bit_of("no-toolchains") != 0;
+    if args.command.is_empty() || both_toolchain_flags {
         return None;
     }
     Some(args)
 }
 
-/// What a long option of `run` takes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Takes {
-    /// A flag.
-    Nothing,
-    /// One value, at most once.
-    One,
-    /// One value per occurrence, repeatable.
-    Many,
+/// What a long option of `run` does with what follows it.
+enum Apply {
+    /// A flag: sets this field.
+    Flag(fn(&mut RunArgs) -> &mut bool),
+    /// One value, at most once: converts and stores it (`None`: it does not convert).
+    One(fn(&mut RunArgs, &str) -> Option<()>),
+    /// One value per occurrence, repeatable: converts and appends it.
+    Many(fn(&mut RunArgs, &str) -> Option<()>),
 }
 
-/// The long options of `run`, by name.
-const OPTIONS: &[(&str, Takes)] = &[
-    ("timeout", Takes::One),
-    ("grace", Takes::One),
-    ("output-limit", Takes::One),
-    ("leak-timeout", Takes::One),
-    ("disk", Takes::One),
-    ("cwd", Takes::One),
-    ("workspace", Takes::One),
-    ("env", Takes::Many),
-    ("stdin", Takes::One),
-    ("json", Takes::Nothing),
-    ("no-record", Takes::Nothing),
-    ("transcript-limit", Takes::One),
-    ("secret", Takes::Many),
-    ("no-sandbox", Takes::Nothing),
-    ("ro", Takes::Many),
-    ("rw", Takes::Many),
-    ("toolchains", Takes::Nothing),
-    ("no-toolchains", Takes::Nothing),
-    ("network", Takes::One),
-    ("network-bytes", Takes::One),
-    ("allow-exec", Takes::Many),
-    ("memory", Takes::One),
-    ("pids", Takes::One),
-    ("cpu-time", Takes::One),
-    ("file-size", Takes::One),
-    ("open-files", Takes::One),
-    ("tmp-size", Takes::One),
-    ("allow-degraded", Takes::Many),
+/// The long options of `run`, by name, each with what clap's definition does with it.
+const OPTIONS: &[(&str, Apply)] = &[
+    (
+        "timeout",
+        Apply::One(|a, v| put(&mut a.timeout, parse_duration(v).ok())),
+    ),
+    (
+        "grace",
+        Apply::One(|a, v| put(&mut a.grace, parse_duration(v).ok())),
+    ),
+    (
+        "output-limit",
+        Apply::One(|a, v| put(&mut a.output_limit, parse_size(v).ok())),
+    ),
+    (
+        "leak-timeout",
+        Apply::One(|a, v| put(&mut a.leak_timeout, parse_duration(v).ok())),
+    ),
+    (
+        "disk",
+        Apply::One(|a, v| put(&mut a.disk, parse_size_u64(v).ok())),
+    ),
+    (
+        "cwd",
+        Apply::One(|a, v| put(&mut a.cwd, Some(Some(v.into())))),
+    ),
+    (
+        "workspace",
+        Apply::One(|a, v| put(&mut a.workspace, Some(Some(v.to_owned())))),
+    ),
+    (
+        "env",
+        Apply::Many(|a, v| push(&mut a.env, parse_env_pair(v).ok())),
+    ),
+    (
+        "stdin",
+        Apply::One(|a, v| put(&mut a.stdin, StdinArg::from_str(v, false).ok())),
+    ),
+    ("json", Apply::Flag(|a| &mut a.json)),
+    ("no-record", Apply::Flag(|a| &mut a.no_record)),
+    (
+        "transcript-limit",
+        Apply::One(|a, v| put(&mut a.transcript_limit, parse_size_u64(v).ok())),
+    ),
+    (
+        "secret",
+        Apply::Many(|a, v| push(&mut a.secrets, Some(v.to_owned()))),
+    ),
+    ("no-sandbox", Apply::Flag(|a| &mut a.sandbox.no_sandbox)),
+    (
+        "ro",
+        Apply::Many(|a, v| push(&mut a.sandbox.ro, Some(v.into()))),
+    ),
+    (
+        "rw",
+        Apply::Many(|a, v| push(&mut a.sandbox.rw, Some(v.into()))),
+    ),
+    ("toolchains", Apply::Flag(|a| &mut a.sandbox.toolchains)),
+    (
+        "no-toolchains",
+        Apply::Flag(|a| &mut a.sandbox.no_toolchains),
+    ),
+    (
+        "network",
+        Apply::One(|a, v| put(&mut a.sandbox.network, sandbox_args::parse_network(v).ok())),
+    ),
+    (
+        "network-bytes",
+        Apply::One(|a, v| put(&mut a.sandbox.network_bytes, size(v))),
+    ),
+    (
+        "allow-exec",
+        Apply::Many(|a, v| push(&mut a.sandbox.allow_exec, Some(v.into()))),
+    ),
+    (
+        "memory",
+        Apply::One(|a, v| put(&mut a.sandbox.memory, size(v))),
+    ),
+    (
+        "pids",
+        Apply::One(|a, v| put(&mut a.sandbox.pids, count(v).map(Some))),
+    ),
+    (
+        "cpu-time",
+        Apply::One(|a, v| {
+            put(
+                &mut a.sandbox.cpu_time,
+                sandbox_args::parse_duration(v).ok().map(Some),
+            )
+        }),
+    ),
+    (
+        "file-size",
+        Apply::One(|a, v| put(&mut a.sandbox.file_size, size(v))),
+    ),
+    (
+        "open-files",
+        Apply::One(|a, v| put(&mut a.sandbox.open_files, count(v).map(Some))),
+    ),
+    (
+        "tmp-size",
+        Apply::One(|a, v| put(&mut a.sandbox.tmp_size, size(v))),
+    ),
+    (
+        "allow-degraded",
+        Apply::Many(|a, v| {
+            push(
+                &mut a.sandbox.allow_degraded,
+                DegradeArg::from_str(v, false).ok(),
+            )
+        }),
+    ),
 ];
 
-fn takes(name: &str) -> Option<Takes> {
+/// Stores `value` (`None`: it did not convert, and nothing is stored).
+fn put<T>(slot: &mut T, value: Option<T>) -> Option<()> {
+    *slot = value?;
+    Some(())
+}
+
+/// Appends `value` (`None`: it did not convert, and nothing is appended).
+fn push<T>(list: &mut Vec<T>, value: Option<T>) -> Option<()> {
+    list.push(value?);
+    Some(())
+}
+
+/// A sandbox size option (`--memory`, ...), converted by the sandbox flags' parser.
+fn size(value: &str) -> Option<Option<u64>> {
+    sandbox_args::parse_size(value).ok().map(Some)
+}
+
+// `seen` has a bit per option.
+const _: () = assert!(OPTIONS.len() <= 64);
+
+/// The bit of option `name` in `seen`.
+fn bit_of(name: &str) -> u64 {
     OPTIONS
         .iter()
-        .find(|(known, _)| *known == name)
-        .map(|&(_, takes)| takes)
+        .position(|(known, _)| *known == name)
+        .map_or(0, |i| 1 << i)
 }
 
 /// `run`'s arguments before any option: clap's defaults, converted as clap converts them.
@@ -153,54 +269,6 @@ fn defaults() -> Option<RunArgs> {
         },
         command: Vec::new(),
     })
-}
-
-fn set_flag(args: &mut RunArgs, name: &str) -> Option<()> {
-    let flag = match name {
-        "json" => &mut args.json,
-        "no-record" => &mut args.no_record,
-        "no-sandbox" => &mut args.sandbox.no_sandbox,
-        "toolchains" => &mut args.sandbox.toolchains,
-        "no-toolchains" => &mut args.sandbox.no_toolchains,
-        _ => return None,
-    };
-    *flag = true;
-    Some(())
-}
-
-/// Sets option `name` from `value` (non-empty, UTF-8), converted by the function clap uses.
-fn set_value(args: &mut RunArgs, name: &str, value: &str) -> Option<()> {
-    use clap::ValueEnum;
-    let sandbox = &mut args.sandbox;
-    match name {
-        "timeout" => args.timeout = parse_duration(value).ok()?,
-        "grace" => args.grace = parse_duration(value).ok()?,
-        "output-limit" => args.output_limit = parse_size(value).ok()?,
-        "leak-timeout" => args.leak_timeout = parse_duration(value).ok()?,
-        "disk" => args.disk = parse_size_u64(value).ok()?,
-        "cwd" => args.cwd = Some(value.into()),
-        "workspace" => args.workspace = Some(value.to_owned()),
-        "env" => args.env.push(parse_env_pair(value).ok()?),
-        "stdin" => args.stdin = StdinArg::from_str(value, false).ok()?,
-        "transcript-limit" => args.transcript_limit = parse_size_u64(value).ok()?,
-        "secret" => args.secrets.push(value.to_owned()),
-        "ro" => sandbox.ro.push(value.into()),
-        "rw" => sandbox.rw.push(value.into()),
-        "network" => sandbox.network = sandbox_args::parse_network(value).ok()?,
-        "network-bytes" => sandbox.network_bytes = Some(sandbox_args::parse_size(value).ok()?),
-        "allow-exec" => sandbox.allow_exec.push(value.into()),
-        "memory" => sandbox.memory = Some(sandbox_args::parse_size(value).ok()?),
-        "pids" => sandbox.pids = Some(count(value)?),
-        "cpu-time" => sandbox.cpu_time = Some(sandbox_args::parse_duration(value).ok()?),
-        "file-size" => sandbox.file_size = Some(sandbox_args::parse_size(value).ok()?),
-        "open-files" => sandbox.open_files = Some(count(value)?),
-        "tmp-size" => sandbox.tmp_size = Some(sandbox_args::parse_size(value).ok()?),
-        "allow-degraded" => sandbox
-            .allow_degraded
-            .push(DegradeArg::from_str(value, false).ok()?),
-        _ => return None,
-    }
-    Some(())
 }
 
 /// A `u64` option (clap's own parser for the type): digits only here, anything else is
@@ -434,9 +502,12 @@ mod tests {
         assert_eq!(read.command, vec![OsString::from("x"), odd]);
     }
 
-    /// Every long option of clap's `run` is one the lean reader knows, and reads as clap does.
+    /// Every long option of clap's `run` is one the lean reader knows, defined as the reader
+    /// assumes (the same action, no alias, no value that may start with `-`, one value per
+    /// occurrence), and read as clap reads it.
     #[test]
     fn every_option_of_run_is_known() {
+        use clap::ArgAction;
         let sample = |name: &str| match name {
             "timeout" | "grace" | "leak-timeout" | "cpu-time" => "3s",
             "output-limit" | "disk" | "transcript-limit" | "network-bytes" | "memory"
@@ -457,16 +528,41 @@ mod tests {
                 continue;
             };
             names.push(name.to_owned());
-            let takes =
-                takes(name).unwrap_or_else(|| panic!("--{name} is unknown to the lean reader"));
-            let line: Vec<String> = if takes == Takes::Nothing {
-                vec!["run".into(), format!("--{name}"), "x".into()]
-            } else {
-                vec![
-                    "run".into(),
-                    format!("--{name}={}", sample(name)),
-                    "x".into(),
-                ]
+            let apply = OPTIONS
+                .iter()
+                .find(|(known, _)| *known == name)
+                .map(|(_, apply)| apply)
+                .unwrap_or_else(|| panic!("--{name} is unknown to the lean reader"));
+            let action_agrees = match apply {
+                Apply::Flag(_) => matches!(arg.get_action(), ArgAction::SetTrue),
+                Apply::One(_) => matches!(arg.get_action(), ArgAction::Set),
+                Apply::Many(_) => matches!(arg.get_action(), ArgAction::Append),
+            };
+            assert!(
+                action_agrees,
+                "--{name}: clap's action is {:?}",
+                arg.get_action()
+            );
+            assert!(arg.get_all_aliases().is_none(), "--{name} has aliases");
+            assert!(arg.get_short().is_none(), "--{name} has a short form");
+            assert!(
+                !arg.is_allow_hyphen_values_set(),
+                "--{name} takes hyphen values"
+            );
+            assert!(
+                arg.get_num_args()
+                    .is_none_or(|n| n == 1.into() || n == 0.into()),
+                "--{name}"
+            );
+            let line: Vec<String> = match apply {
+                Apply::Flag(_) => vec!["run".into(), format!("--{name}"), "x".into()],
+                Apply::One(_) | Apply::Many(_) => {
+                    vec![
+                        "run".into(),
+                        format!("--{name}={}", sample(name)),
+                        "x".into(),
+                    ]
+                }
             };
             let line: Vec<&str> = line.iter().map(String::as_str).collect();
             assert!(agrees(&line), "declined {line:?}");
@@ -475,6 +571,10 @@ mod tests {
         names.sort();
         known.sort();
         assert_eq!(names, known);
+        assert!(
+            defaults().is_some(),
+            "a DEFAULT_* constant does not convert"
+        );
     }
 
     /// Thousands of generated lines, good and bad: the lean reader agrees with clap on each it
