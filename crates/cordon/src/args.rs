@@ -309,88 +309,11 @@ mod tests {
     /// accepts, and leave the rest (help, errors) to the full tree.
     #[test]
     fn run_is_parsed_as_the_full_tree_parses_it() {
-        let lines: &[&[&str]] = &[
-            &["cordon", "run", "--", "/bin/true"],
-            &["cordon", "run", "true"],
-            &["cordon", "run", "ls", "-la", "--", "x"],
-            &[
-                "cordon",
-                "run",
-                "--json",
-                "--no-record",
-                "--timeout",
-                "5s",
-                "--",
-                "sh",
-                "-c",
-                "x",
-            ],
-            &[
-                "cordon",
-                "run",
-                "--env",
-                "A=b",
-                "--env=C=d",
-                "--secret",
-                "S",
-                "--stdin",
-                "null",
-                "--",
-                "env",
-            ],
-            &[
-                "cordon",
-                "run",
-                "--no-sandbox",
-                "--output-limit",
-                "64KiB",
-                "--leak-timeout=1s",
-                "--",
-                "x",
-            ],
-            &[
-                "cordon",
-                "run",
-                "--memory",
-                "1GiB",
-                "--pids",
-                "64",
-                "--network",
-                "host",
-                "--ro",
-                "/usr",
-                "--rw",
-                "/tmp",
-                "--",
-                "x",
-            ],
-            &[
-                "cordon",
-                "run",
-                "--allow-degraded",
-                "cgroup",
-                "--no-toolchains",
-                "--cwd",
-                "/tmp",
-                "--disk",
-                "0",
-                "prog",
-                "--timeout",
-                "1s",
-            ],
-            &[
-                "cordon",
-                "run",
-                "--network",
-                "allow=example.org,*.example.com:8443",
-                "--network-bytes",
-                "1MiB",
-                "--",
-                "curl",
-            ],
-        ];
-        for line in lines {
-            let argv: Vec<std::ffi::OsString> = line.iter().map(Into::into).collect();
+        for line in crate::run_line::PLAIN_RUN_LINES {
+            let argv: Vec<std::ffi::OsString> = std::iter::once("cordon")
+                .chain(line.iter().copied())
+                .map(Into::into)
+                .collect();
             let fast =
                 parse_run(&argv[1..]).unwrap_or_else(|| panic!("fast path refused {line:?}"));
             let Command::Run(full) = Cli::try_parse_from(&argv).unwrap().command else {
