@@ -56,6 +56,6 @@ pub use process_tree::{children_of, descendants_of};
 pub use runner::{RunOutcome, run};
 pub use signals::signal_name;
 pub use spec::{
-    DEFAULT_GRACE, DEFAULT_LEAK_WINDOW, DEFAULT_OUTPUT_LIMIT, DEFAULT_TIMEOUT, EnvSpec, InProcess,
-    RunSpec, StdinMode,
+    DEFAULT_GRACE, DEFAULT_LEAK_WINDOW, DEFAULT_OUTPUT_LIMIT, DEFAULT_TIMEOUT, EnvSpec, RunSpec,
+    StdinMode,
 };

@@ -40,10 +40,8 @@ pub struct RunOutcome {
 /// After leftovers were killed, how long the pipes may stay silent before cordon stops
 /// reading (only a writer outside the tree can keep them open).
 const FINAL_DRAIN_IDLE: Duration = Duration::from_secs(2);
-const READ_CHUNK: usize = 256 * 1024;
-/// What output is first read into: a run that writes less never maps a `READ_CHUNK` buffer
-/// (from the heap, it costs no system call, and nothing until it is written to).
-const FIRST_READ_CHUNK: usize = 16 * 1024;
+/// What output is read into, one read at a time.
+const READ_CHUNK: usize = 64 * 1024;
 const PIPE_SIZE: usize = 1024 * 1024;
 /// How long a supervisor's helpers may take to exit after the supervisor did.
 const SUPERVISOR_SETTLE: Duration = Duration::from_millis(50);
@@ -152,8 +150,6 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
         stdout: out_w.as_raw_fd(),
         stderr: err_w.as_raw_fd(),
         report_fd: report_pipe.as_ref().map(|(_, w)| w.as_raw_fd()),
-        namespaces: spec.namespaces,
-        in_process: spec.in_process.clone(),
         network_fd: network_fd.as_ref().map(AsRawFd::as_raw_fd),
     });
 
@@ -191,19 +187,10 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
     let mut kill_at: Option<Instant> = None;
     let mut kill_root_at: Option<Instant> = None;
     let mut exit: Option<(libc::c_int, libc::rusage, Instant)> = None;
-    // A supervisor that is PID 1 of a PID namespace of its own (the sandbox's) ends the run
-    // with its complete report, its last act before `_exit`: the namespace is empty by then
-    // (what it killed and did not reap dies with it), and it closed everything else first.
-    // The rest of its exit (the namespaces taken down, ~0.3 ms: an RCU grace period) is not
-    // waited for; it is reaped after the result is made, or never, by a caller that exits
-    // at once (`RunSpec::leave_exiting_supervisor`).
-    let ends_with_report = spec.supervised && spec.namespaces & libc::CLONE_NEWPID != 0;
-    let mut ended_by_report = false;
-    let mut _reap_supervisor: Option<ReapOnDrop> = None;
     let mut leak_deadline: Option<Instant> = None;
     let deadline = t0 + spec.timeout;
     let mut guard_due: Option<Instant> = io.guard.is_some().then(|| t0 + GUARD_POLL);
-    let mut buf = vec![0u8; FIRST_READ_CHUNK];
+    let mut buf = vec![0u8; READ_CHUNK];
     let mut scratch = Vec::new();
 
     loop {
@@ -317,7 +304,7 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
             timeout
         };
         if let Some((Some(fd), _)) = &report
-            && (exit.is_some() || !report_fits || ends_with_report)
+            && (exit.is_some() || !report_fits)
         {
             fds.push(PollFd::new(fd, PollFlags::IN));
             slots.push(Slot::Report);
@@ -351,28 +338,11 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
         for &slot in &ready {
             match slot {
                 Slot::Stream(i) => {
-                    let n = streams[i].read_once(&mut buf, &mut scratch, &mut io, &mut limits_hit);
-                    grow_when_filled(&mut buf, n);
+                    streams[i].read_once(&mut buf, &mut scratch, &mut io, &mut limits_hit);
                 }
                 Slot::Report => read_report(&mut report, &mut buf),
                 Slot::Exit | Slot::Cancel => {}
             }
-        }
-        if exit.is_none()
-            && ends_with_report
-            && let Some((None, bytes)) = &report
-            && parse_report(bytes, &Ending::Exited(0)).is_ok()
-        {
-            // SAFETY: an all-zero rusage is a valid value (never reported: the report has the
-            // real figures).
-            exit = Some((0, unsafe { std::mem::zeroed() }, Instant::now()));
-            ended_by_report = true;
-            if !spec.leave_exiting_supervisor {
-                // Reaped when this function returns, on every path (or the job service would
-                // collect zombies).
-                _reap_supervisor = Some(ReapOnDrop(pid));
-            }
-            leak_deadline = Some(Instant::now() + spec.leak_window);
         }
         let exit_may_be_ready = pidfd.is_none() || ready.iter().any(|s| matches!(s, Slot::Exit));
         if exit.is_none()
@@ -388,17 +358,11 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
     drop(forwarder);
     // The program is gone. Whatever of its tree is left now is a leak: kill it. A supervisor's
     // own helpers may still be on their way out: give them a moment first.
-    // (Not when the report ended the run: the only process left is the supervisor, on its
-    // way out, and its PID namespace holds whatever else could be.)
-    if spec.supervised && !ended_by_report {
+    if spec.supervised {
         tree.settle(SUPERVISOR_SETTLE);
     }
     let open_when_window_closed = streams.iter().any(|s| s.fd.is_some());
-    let processes_killed = if ended_by_report {
-        0
-    } else {
-        tree.kill_members() as u32
-    };
+    let processes_killed = tree.kill_members() as u32;
     // What is still in the pipes is delivered: with its writers dead, each pipe ends once
     // drained (a slow reader of cordon's own output only makes this take longer). Only a
     // writer outside the tree could keep it open: stop when nothing comes for a while.
@@ -429,8 +393,7 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
             .collect();
         drop(fds);
         for i in ready {
-            let n = streams[i].read_once(&mut buf, &mut scratch, &mut io, &mut limits_hit);
-            grow_when_filled(&mut buf, n);
+            streams[i].read_once(&mut buf, &mut scratch, &mut io, &mut limits_hit);
         }
     }
     let output_held_open = open_when_window_closed && (processes_killed > 0 || gave_up);
@@ -443,16 +406,9 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
     }
 
     let (status, rusage, exited_at) = exit.expect("the loop ends only after the program exits");
-    // The CPU time of the whole tree: this process's children's since the run started, or,
-    // with the supervisor not reaped yet, what it counted of itself and all it reaped.
+    // The CPU time of the whole tree: this process's children's since the run started.
     let tree_usage: Option<(u64, u64)> = if !(spec.exclusive_children && ActiveRun::count() == 1) {
         None
-    } else if ended_by_report {
-        report
-            .as_ref()
-            .and_then(|(_, bytes)| parse_report(bytes, &Ending::Exited(0)).ok())
-            .and_then(|child| child.tree_rusage)
-            .map(|u| (u.user_us / 1000, u.sys_us / 1000))
     } else {
         children_rusage()
             .zip(children_before)
@@ -470,13 +426,12 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
     } else {
         Ending::Exited(libc::WEXITSTATUS(status))
     };
-    // The supervisor's own `wait4` figures, unless it was not waited for (the report's then
-    // stand, or nothing when it has none).
-    let waited = (!ended_by_report).then_some(&rusage);
+    // The program's (or the supervisor's) own `wait4` figures; a supervisor's report replaces
+    // them with its program's.
     let mut resource = ResourceUsage {
-        max_rss_bytes: waited.map(|r| r.ru_maxrss.max(0) as u64 * 1024),
-        cpu_user_ms: waited.map(|r| timeval_ms(r.ru_utime)),
-        cpu_sys_ms: waited.map(|r| timeval_ms(r.ru_stime)),
+        max_rss_bytes: Some(rusage.ru_maxrss.max(0) as u64 * 1024),
+        cpu_user_ms: Some(timeval_ms(rusage.ru_utime)),
+        cpu_sys_ms: Some(timeval_ms(rusage.ru_stime)),
         tree_cpu_user_ms: tree_usage.map(|(user, _)| user),
         tree_cpu_sys_ms: tree_usage.map(|(_, sys)| sys),
         tree_peak_memory_bytes: None,
@@ -538,20 +493,6 @@ pub fn run(spec: &RunSpec, mut io: RunIo<'_>) -> Result<RunOutcome, ExecError> {
         exit_code: verdict.exit_code,
         ready: intervention == Intervention::Ready,
     })
-}
-
-/// Waits for a supervisor that ended the run with its report (our own child, on its way
-/// out) to end, and reaps it, when dropped.
-struct ReapOnDrop(i32);
-
-impl Drop for ReapOnDrop {
-    fn drop(&mut self) {
-        let mut status = 0;
-        // SAFETY: our own unreaped child; valid out-pointer.
-        while unsafe { libc::waitpid(self.0, &mut status, 0) } < 0
-            && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
-        {}
-    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -661,13 +602,5 @@ fn to_timespec(d: Duration) -> Timespec {
     Timespec {
         tv_sec: d.as_secs() as i64,
         tv_nsec: d.subsec_nanos() as i64,
-    }
-}
-
-/// A read that filled `buf` means more is waiting: from then on, read `READ_CHUNK` at a time
-/// (fewer wake-ups under a flood).
-fn grow_when_filled(buf: &mut Vec<u8>, read: usize) {
-    if read == buf.len() && buf.len() < READ_CHUNK {
-        *buf = vec![0u8; READ_CHUNK];
     }
 }

@@ -24,8 +24,6 @@ use std::path::Path;
 
 use cordon_types::{CHILD_NETWORK_FD, CHILD_REPORT_FD};
 
-use crate::spec::InProcess;
-
 /// The child's stack: it runs a few frames of straight-line code.
 const STACK_BYTES: usize = 256 * 1024;
 
@@ -50,8 +48,6 @@ pub(crate) struct Spawn {
     stderr: RawFd,
     report_fd: Option<RawFd>,
     network_fd: Option<RawFd>,
-    namespaces: i32,
-    in_process: Option<InProcess>,
 }
 
 /// The program, its arguments and environment, and where it runs.
@@ -68,11 +64,6 @@ pub(crate) struct Command<'a> {
     pub report_fd: Option<RawFd>,
     /// The network socket, placed at [`CHILD_NETWORK_FD`].
     pub network_fd: Option<RawFd>,
-    /// New namespaces to start it in (`CLONE_NEW*`); see `RunSpec::namespaces`.
-    pub namespaces: i32,
-    /// The supervisor's code, run in the child instead of executing the program when this
-    /// process is single-threaded; see `RunSpec::in_process`.
-    pub in_process: Option<InProcess>,
 }
 
 fn cstring(bytes: &[u8]) -> std::io::Result<CString> {
@@ -145,20 +136,12 @@ impl Spawn {
             stderr: cmd.stderr,
             report_fd: cmd.report_fd,
             network_fd: cmd.network_fd,
-            namespaces: cmd.namespaces,
-            in_process: cmd.in_process,
         })
     }
 
     /// Starts the child; returns its pid once it has executed the program, or the error that
     /// kept it from doing so (the child is then reaped).
     pub(crate) fn spawn(&self) -> std::io::Result<libc::pid_t> {
-        if self.namespaces != 0
-            && let Some(entry) = &self.in_process
-            && single_threaded()
-        {
-            return self.spawn_in_process(entry);
-        }
         let ptrs = |v: &[CString]| -> Vec<*const libc::c_char> {
             v.iter()
                 .map(|c| c.as_ptr())
@@ -180,7 +163,7 @@ impl Spawn {
             error: 0,
             stage: Stage::Started,
         };
-        let stack = Stack::take()?;
+        let stack = Stack::new()?;
         // Block every signal across the clone: the child must not run a handler of cordon's
         // before it has reset them.
         let all = full_sigset();
@@ -194,7 +177,7 @@ impl Spawn {
             libc::clone(
                 child_main,
                 stack.top(),
-                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD | self.namespaces,
+                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
                 (&raw mut child).cast(),
             )
         };
@@ -202,7 +185,7 @@ impl Spawn {
         // SAFETY: restores this thread's mask.
         unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &child.old_mask, std::ptr::null_mut()) };
         // The child has executed a program or exited (or was never made): its stack is free.
-        stack.give_back();
+        drop(stack);
         if pid < 0 {
             return Err(clone_error);
         }
@@ -228,151 +211,6 @@ impl Spawn {
         }
         Ok(pid)
     }
-
-    /// Clones a child that does not share cordon's memory into the new namespaces, sets up
-    /// its descriptors and directory as for a program, and runs `entry` there: the
-    /// supervisor without an executable of its own to start. Returns once the child has got
-    /// that far, or the error of the step that failed (the child is then reaped).
-    ///
-    /// Only for a single-threaded process: the child is a copy of it that runs Rust code
-    /// (which allocates), sound only when no other thread can have held a lock (the
-    /// allocator's among them) at the moment of the copy.
-    fn spawn_in_process(&self, entry: &InProcess) -> std::io::Result<libc::pid_t> {
-        // The child says on this pipe which step failed, if one does; its write end closes
-        // when `entry` starts (end of file: it did). Above every fixed descriptor number the
-        // child sets up, so that none of them lands on it.
-        let (errors_r, low) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
-        let errors_w = rustix::io::fcntl_dupfd_cloexec(&low, 10)?;
-        drop(low);
-        let mut child = Child {
-            spawn: self,
-            argv: std::ptr::null(),
-            envp: std::ptr::null(),
-            sh_argv: std::ptr::null_mut(),
-            old_mask: empty_sigset(),
-            error: 0,
-            stage: Stage::Started,
-        };
-        let all = full_sigset();
-        // SAFETY: valid sigset pointers.
-        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut child.old_mask) };
-        let (tid_flags, tid_at) = libc_thread_id_record();
-        // SAFETY: clone without CLONE_VM is fork into new namespaces: the child gets a copy of
-        // this (single-threaded, checked by the caller) process and never returns from the
-        // block below. `tid_at` is this thread's id record in the C library, in the child's
-        // copy of this memory.
-        let pid = unsafe {
-            libc::syscall(
-                libc::SYS_clone,
-                (self.namespaces | tid_flags | libc::SIGCHLD) as libc::c_ulong,
-                0usize,
-                0usize,
-                tid_at,
-                0usize,
-            )
-        };
-        if pid == 0 {
-            // SAFETY: in the child, on its own copy of `child` and the prepared data.
-            let error = unsafe { child_prepare(&mut child) };
-            if error != 0 {
-                let mut message = [0u8; 5];
-                message[0] = child.stage as u8;
-                message[1..].copy_from_slice(&error.to_ne_bytes());
-                let _ = rustix::io::write(&errors_w, &message);
-                // SAFETY: ends the child without running anything of cordon's.
-                unsafe { libc::_exit(127) }
-            }
-            // Nothing executes here to close cordon's other descriptors: close them now (the
-            // error pipe among them), so that the supervisor holds only what it is given.
-            // SAFETY: closing descriptors of this process, none of which is used again.
-            unsafe {
-                libc::syscall(
-                    libc::SYS_close_range,
-                    first_private(self),
-                    libc::c_uint::MAX,
-                    0,
-                )
-            };
-            // A panic must not unwind into the copy of cordon's frames above (their
-            // destructors would run here, in the sandbox's PID 1: a workspace removed, a
-            // store written): it ends the child.
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (entry.0)()));
-            // SAFETY: as above.
-            unsafe { libc::_exit(127) }
-        }
-        let clone_error = std::io::Error::last_os_error();
-        // SAFETY: restores this thread's mask.
-        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &child.old_mask, std::ptr::null_mut()) };
-        drop(errors_w);
-        if pid < 0 {
-            return Err(clone_error);
-        }
-        let pid = libc::pid_t::try_from(pid).expect("clone returns a process id");
-        let mut message = [0u8; 5];
-        let mut got = 0;
-        while got < message.len() {
-            match rustix::io::read(&errors_r, &mut message[got..]) {
-                Ok(0) => break,
-                Ok(n) => got += n,
-                Err(rustix::io::Errno::INTR) => {}
-                Err(_) => break,
-            }
-        }
-        if got == 0 {
-            return Ok(pid);
-        }
-        let mut status = 0;
-        // SAFETY: our own child, valid out-pointer.
-        while unsafe { libc::waitpid(pid, &mut status, 0) } < 0
-            && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
-        {}
-        let stage = Stage::from_u8(message[0]);
-        let error = std::io::Error::from_raw_os_error(i32::from_ne_bytes(
-            message[1..].try_into().expect("four bytes"),
-        ));
-        Err(std::io::Error::new(
-            error.kind(),
-            format!("{} in the new process: {error}", stage.what()),
-        ))
-    }
-}
-
-/// Whether this process has one thread (`num_threads` of `/proc/self/stat`). Only this thread
-/// could start another, so the answer holds until it does.
-fn single_threaded() -> bool {
-    // One read (the line is a few hundred bytes; `num_threads` comes early in it): procfs
-    // reports no size, so a read to the end would take several.
-    let Ok(file) = rustix::fs::open(
-        "/proc/self/stat",
-        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
-        rustix::fs::Mode::empty(),
-    ) else {
-        return false;
-    };
-    let mut buf = [0u8; 1024];
-    let Ok(n) = rustix::io::read(&file, &mut buf) else {
-        return false;
-    };
-    // `num_threads` is field 20.
-    cordon_types::proc_stat::field(&buf[..n], 20) == Some(&b"1"[..])
-}
-
-/// The `clone` flags and child-tid argument that have the kernel write the child's own
-/// thread id into the C library's record of it, as glibc's `fork` does: a bare `clone` leaves
-/// the parent's id there, and glibc identifies the owner of a recursive mutex by it (a thread
-/// the child starts could then take a lock the child holds). The record's address is the one
-/// glibc gave the kernel with `set_tid_address`. `(0, 0)` where it cannot be had (a kernel
-/// without `PR_GET_TID_ADDRESS`), or where `clone` orders its arguments otherwise: the
-/// child's record is then stale, and the sandbox's PID 1 checks it before it starts a thread.
-fn libc_thread_id_record() -> (libc::c_int, usize) {
-    #[cfg(target_arch = "x86_64")]
-    if let Ok(Some(at)) = rustix::thread::get_clear_child_tid_address() {
-        return (
-            libc::CLONE_CHILD_SETTID | libc::CLONE_CHILD_CLEARTID,
-            at.as_ptr() as usize,
-        );
-    }
-    (0, 0)
 }
 
 /// The first descriptor number the child does not keep: above the standard ones, and the
@@ -396,26 +234,10 @@ enum Stage {
     DeathSignal,
     Descriptors,
     Directory,
-    Capabilities,
     Exec,
 }
 
 impl Stage {
-    fn from_u8(value: u8) -> Stage {
-        [
-            Stage::Started,
-            Stage::Session,
-            Stage::DeathSignal,
-            Stage::Descriptors,
-            Stage::Directory,
-            Stage::Capabilities,
-            Stage::Exec,
-        ]
-        .into_iter()
-        .find(|s| *s as u8 == value)
-        .unwrap_or(Stage::Started)
-    }
-
     fn what(self) -> &'static str {
         match self {
             Stage::Started | Stage::Exec => "start the program",
@@ -423,7 +245,6 @@ impl Stage {
             Stage::DeathSignal => "set the parent-death signal",
             Stage::Descriptors => "set up the descriptors",
             Stage::Directory => "enter the working directory",
-            Stage::Capabilities => "keep the capabilities of the new user namespace",
         }
     }
 }
@@ -446,40 +267,7 @@ struct Stack {
     len: usize,
 }
 
-// SAFETY: a `Stack` owns its mapping; no two threads use one (each spawn takes its own).
-unsafe impl Send for Stack {}
-
-/// Stacks of children that have executed their program, kept for the next spawn of this
-/// process (a verification's stages, the job service's runs): mapping, protecting and
-/// unmapping one per spawn costs three system calls, and the unmapping a TLB shootdown on the
-/// other CPUs the process ran on.
-static SPARE_STACKS: std::sync::Mutex<Vec<Stack>> = std::sync::Mutex::new(Vec::new());
-/// How many spare stacks are kept (as many spawns at once as that reuse them).
-const SPARE_STACKS_KEPT: usize = 4;
-
 impl Stack {
-    /// A spare stack, or a new one.
-    fn take() -> std::io::Result<Stack> {
-        let spare = SPARE_STACKS
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .pop();
-        match spare {
-            Some(stack) => Ok(stack),
-            None => Stack::new(),
-        }
-    }
-
-    /// Keeps this stack for the next spawn (or unmaps it when enough are kept).
-    fn give_back(self) {
-        let mut spare = SPARE_STACKS
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if spare.len() < SPARE_STACKS_KEPT {
-            spare.push(self);
-        }
-    }
-
     fn new() -> std::io::Result<Stack> {
         let page = 4096;
         let len = STACK_BYTES + page;
@@ -567,16 +355,6 @@ unsafe fn child_setup(child: &mut Child<'_>) -> i32 {
         let error = child_prepare(child);
         if error != 0 {
             return error;
-        }
-        if spawn.namespaces & libc::CLONE_NEWUSER != 0 {
-            // Capabilities in the new user namespace: every one, lost at execve (the child's
-            // uid is not root there). Kept as ambient capabilities, they pass to the program
-            // (the sandbox's helper, which drops them all before its payload runs).
-            child.stage = Stage::Capabilities;
-            let e = keep_capabilities();
-            if e != 0 {
-                return e;
-            }
         }
         // execvp's search: permission denied is remembered and the search goes on; a missing
         // file or directory goes on; anything else stops it.
@@ -715,84 +493,14 @@ unsafe fn child_prepare(child: &mut Child<'_>) -> i32 {
     }
 }
 
-/// Raises every permitted capability into the inheritable and ambient sets (they then survive
-/// `execve` of an ordinary file). Returns 0 or the errno.
-///
-/// # Safety
-/// Async-signal-safe system calls on local buffers only.
-unsafe fn keep_capabilities() -> i32 {
-    /// `_LINUX_CAPABILITY_VERSION_3`: two 32-bit words per set.
-    const VERSION_3: u32 = 0x2008_0522;
-    #[repr(C)]
-    struct Header {
-        version: u32,
-        pid: i32,
-    }
-    #[repr(C)]
-    #[derive(Clone, Copy)]
-    struct Data {
-        effective: u32,
-        permitted: u32,
-        inheritable: u32,
-    }
-    let header = Header {
-        version: VERSION_3,
-        pid: 0,
-    };
-    let mut data = [Data {
-        effective: 0,
-        permitted: 0,
-        inheritable: 0,
-    }; 2];
-    // SAFETY: capget/capset with a valid header and two data words, as version 3 expects.
-    unsafe {
-        if libc::syscall(libc::SYS_capget, &header, data.as_mut_ptr()) != 0 {
-            return errno();
-        }
-        for d in &mut data {
-            d.inheritable = d.permitted;
-        }
-        if libc::syscall(libc::SYS_capset, &header, data.as_ptr()) != 0 {
-            return errno();
-        }
-        // Up to the first capability this kernel does not know (EINVAL).
-        for cap in 0..64 {
-            let raised = libc::prctl(
-                libc::PR_CAP_AMBIENT,
-                libc::PR_CAP_AMBIENT_RAISE as libc::c_ulong,
-                cap as libc::c_ulong,
-                0,
-                0,
-            );
-            if raised != 0 {
-                if errno() == libc::EINVAL && cap > 0 {
-                    break;
-                }
-                return errno();
-            }
-        }
-    }
-    0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::os::fd::AsRawFd;
 
+    /// Runs `program` with its output and errors on one pipe; returns its wait status and
+    /// what it printed.
     fn run(program: &str, args: &[&str], env: &[(&str, &str)]) -> std::io::Result<(i32, String)> {
-        run_in(program, args, env, 0, None)
-    }
-
-    /// Runs `program` in `namespaces` (or `in_process` there, when it is used) with its output
-    /// and errors on one pipe; returns its wait status and what it printed.
-    fn run_in(
-        program: &str,
-        args: &[&str],
-        env: &[(&str, &str)],
-        namespaces: i32,
-        in_process: Option<InProcess>,
-    ) -> std::io::Result<(i32, String)> {
         let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).unwrap();
         let args: Vec<OsString> = args.iter().map(OsString::from).collect();
         let spawn = Spawn::new(Command {
@@ -805,8 +513,6 @@ mod tests {
             stderr: w.as_raw_fd(),
             report_fd: None,
             network_fd: None,
-            namespaces,
-            in_process,
         })?;
         let pid = spawn.spawn()?;
         drop(w);
@@ -816,28 +522,6 @@ mod tests {
         // SAFETY: our own child.
         unsafe { libc::waitpid(pid, &mut status, 0) };
         Ok((status, String::from_utf8_lossy(&out).into_owned()))
-    }
-
-    /// A second thread of this process, alive until dropped.
-    struct SecondThread(Option<(std::sync::mpsc::Sender<()>, std::thread::JoinHandle<()>)>);
-
-    impl SecondThread {
-        fn start() -> SecondThread {
-            let (stop, wait) = std::sync::mpsc::channel::<()>();
-            let thread = std::thread::spawn(move || {
-                let _ = wait.recv();
-            });
-            SecondThread(Some((stop, thread)))
-        }
-    }
-
-    impl Drop for SecondThread {
-        fn drop(&mut self) {
-            if let Some((stop, thread)) = self.0.take() {
-                let _ = stop.send(());
-                let _ = thread.join();
-            }
-        }
     }
 
     #[test]
@@ -866,52 +550,6 @@ mod tests {
         assert_eq!(missing.kind(), std::io::ErrorKind::NotFound);
         let dir = run("/", &[], &[]).unwrap_err();
         assert_eq!(dir.kind(), std::io::ErrorKind::PermissionDenied);
-    }
-
-    #[test]
-    fn a_multi_threaded_process_executes_the_program_instead_of_running_in_process() {
-        // A second thread, alive across the spawn: a copy of this process may not run the
-        // in-process supervisor (it allocates), so the program is executed instead.
-        let _second = SecondThread::start();
-        assert!(!single_threaded());
-        let entry = InProcess(std::sync::Arc::new(|| {
-            // SAFETY: a write of a constant buffer, then the child's end.
-            unsafe {
-                libc::write(1, c"in-process\n".as_ptr().cast(), 11);
-                libc::_exit(0)
-            }
-        }));
-        let (_, out) = run_in(
-            "/bin/sh",
-            &["-c", "echo executed"],
-            &[],
-            libc::CLONE_NEWUSER,
-            Some(entry),
-        )
-        .unwrap();
-        assert_eq!(out, "executed\n");
-    }
-
-    #[test]
-    fn the_thread_count_is_read_from_proc() {
-        let second = SecondThread::start();
-        assert!(!single_threaded());
-        // A forked child of this process has one thread: it says what it counts in its exit
-        // status (the check allocates nothing, so it may run there).
-        // SAFETY: the child only calls `single_threaded` and `_exit`.
-        let pid = unsafe { libc::fork() };
-        if pid == 0 {
-            // SAFETY: ends the child without running anything of the parent's.
-            unsafe { libc::_exit(if single_threaded() { 0 } else { 1 }) }
-        }
-        let mut status = 0;
-        // SAFETY: our own child.
-        unsafe { libc::waitpid(pid, &mut status, 0) };
-        drop(second);
-        assert!(
-            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-            "a single-threaded child counted more than one thread: {status:#x}"
-        );
     }
 
     #[test]

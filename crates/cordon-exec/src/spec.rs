@@ -45,40 +45,13 @@ pub struct RunSpec {
     /// run (true for the CLI, which runs one program per process). When false, orphans are
     /// attributed by session id only.
     pub exclusive_children: bool,
-    /// The caller exits as soon as it has the result (the CLI): a supervisor whose complete
-    /// report ended the run (PID 1 of the sandbox) is left to finish exiting, which takes its
-    /// namespaces down, instead of being waited for; the process that inherits it (init, or
-    /// the caller's subreaper) reaps it. Only for a process that starts no further run.
-    pub leave_exiting_supervisor: bool,
     /// The command to report in the result, when it differs from what is executed (e.g. the
     /// sandbox wraps the program in its helper).
     pub display_command: Option<Vec<String>>,
-    /// New namespaces (`CLONE_NEW*` flags) the program starts in, created as it is spawned.
-    /// With a new user namespace it keeps, across `execve`, the capabilities it holds there
-    /// (as ambient capabilities): a supervisor (the sandbox's helper) that builds the sandbox
-    /// from inside needs them, and drops them all before its payload runs. `0`: cordon's own
-    /// namespaces.
-    pub namespaces: i32,
-    /// The supervisor's code, to run in a child cloned into [`RunSpec::namespaces`] instead of
-    /// executing `program` there (no second executable to start). Used only when this
-    /// process is single-threaded at the spawn, as a copy of a multi-threaded process may
-    /// not run code that allocates; `program` is executed otherwise, so both must do the same.
-    pub in_process: Option<InProcess>,
     /// What the supervisor enforces (the sandbox's `PreparedCommand::summary`), reported as
     /// the result's `sandbox` section together with what the supervisor observed while
     /// setting up (Landlock rights the kernel left unenforced). `None`: not sandboxed.
     pub sandbox: Option<SandboxSummary>,
-}
-
-/// Code that runs as the supervisor in a cloned child, in place of executing the program (see
-/// [`RunSpec::in_process`]). It must not return; if it does, the child exits with status 127.
-#[derive(Clone)]
-pub struct InProcess(pub std::sync::Arc<dyn Fn() + Send + Sync>);
-
-impl std::fmt::Debug for InProcess {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("InProcess(..)")
-    }
 }
 
 /// The environment of the program.
@@ -129,10 +102,7 @@ impl RunSpec {
             leak_window: DEFAULT_LEAK_WINDOW,
             supervised: false,
             exclusive_children: false,
-            leave_exiting_supervisor: false,
             display_command: None,
-            namespaces: 0,
-            in_process: None,
             sandbox: None,
         }
     }

@@ -191,14 +191,6 @@ pub fn prepare(request: &RunRequest) -> Result<PreparedRun, RunError> {
                 set: prepared.env,
             };
             spec.supervised = true;
-            // The helper is started as PID 1 in the sandbox's new namespaces when it can be.
-            spec.namespaces = prepared.namespaces;
-            // Or, when cordon is single-threaded as it starts it, PID 1 is a clone of cordon
-            // running the helper's code, with no executable to start.
-            spec.in_process = prepared
-                .in_process
-                .take()
-                .map(|init| cordon_exec::InProcess(std::sync::Arc::new(move || init.run())));
             // The executor reports it, with what the helper observed (unenforced Landlock
             // rights).
             spec.sandbox = Some(prepared.summary.clone());
@@ -216,10 +208,6 @@ pub fn prepare(request: &RunRequest) -> Result<PreparedRun, RunError> {
     spec.leak_window = request.bounds.leak_window;
     spec.stdin = request.stdin;
     spec.exclusive_children = request.exclusive_children;
-    // The CLI runs one program and exits: it need not wait for the sandbox's namespaces to
-    // be taken down. Except with an overlay workspace: its layers are free for the next
-    // mount (the workspace's lock released) only once the namespace holding them is gone.
-    spec.leave_exiting_supervisor = request.exclusive_children && overlay.is_none();
     // An overlay's own disk use is its upper layer: what the program wrote.
     let disk_root = match &request.workspace {
         Some(WorkspaceMount {

@@ -40,9 +40,7 @@ pub struct RunRequest {
     /// Redaction beyond the defaults.
     pub redact: RedactRules,
     /// Every child of this process that cordon did not start for another run belongs to this
-    /// run (true for the CLI, which runs one program per process). The process also exits
-    /// once the run is reported: the sandbox's PID 1 is not waited for while it takes the
-    /// namespaces down (`cordon_exec::RunSpec::leave_exiting_supervisor`).
+    /// run (true for the CLI, which runs one program per process).
     pub exclusive_children: bool,
 }
 

@@ -11,11 +11,41 @@ use crate::{outer, sys};
 ///
 /// With [`crate::OVERLAY_EXEC_ENV`] set instead of a plan, it mounts a copy-on-write tree in
 /// a private namespace and executes the program there (see [`crate::OverlayExec`]).
+///
+/// A plan written by a cordon of another build (its [`crate::BUILD_ENV`] is not this build's
+/// [`crate::HELPER_BUILD`]: an older helper left beside a newer cordon) is refused, never run.
 pub fn init_main() -> ! {
+    let build = std::env::var_os(crate::BUILD_ENV);
+    let same_build = build
+        .as_deref()
+        .is_some_and(|b| b == crate::HELPER_BUILD);
     if let Some(plan) = std::env::var_os(crate::overlay_exec::OVERLAY_EXEC_ENV) {
+        if !same_build {
+            eprintln!("cordon: {}", other_build(build.as_deref()));
+            sys::exit_now(125)
+        }
         crate::overlay_exec::run(&plan)
     }
+    if !same_build {
+        report_and_exit(Err(other_build(build.as_deref()).into()))
+    }
     report_and_exit(outer::run())
+}
+
+/// Why a helper refuses a plan of another build.
+fn other_build(build: Option<&std::ffi::OsStr>) -> String {
+    let exe = std::env::current_exe()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| "cordon-sandbox-init".into());
+    match build {
+        Some(build) => format!(
+            "{exe} is build {} but cordon is build {}: install cordon and its helper together \
+             (cargo install --path crates/cordon installs both)",
+            crate::HELPER_BUILD,
+            build.to_string_lossy()
+        ),
+        None => format!("{exe} was started without cordon's build identity"),
+    }
 }
 
 /// Writes the report of a run (or of why the sandbox could not be set up) to
@@ -75,27 +105,4 @@ fn tree_rusage() -> ChildRusage {
         sys_us: us(own.ru_stime) + us(reaped.ru_stime),
         max_rss_bytes: u64::try_from(own.ru_maxrss.max(reaped.ru_maxrss)).unwrap_or(0) * 1024,
     }
-}
-
-static HAS_ENTRY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Call first thing in `main`, before any thread starts: when this process was started as the
-/// helper (`argv[1]` is [`crate::INIT_ARG`]) it runs [`init_main`] and never returns;
-/// otherwise it records that this executable contains the helper's entry point, so that
-/// cordon may start it as its own helper ([`has_helper_entry`]).
-pub fn dispatch_helper() {
-    if std::env::args_os()
-        .nth(1)
-        .is_some_and(|a| a == crate::INIT_ARG)
-    {
-        init_main();
-    }
-    HAS_ENTRY.store(true, std::sync::atomic::Ordering::Relaxed);
-}
-
-/// Whether this executable's `main` called [`dispatch_helper`]: whether it can be started as
-/// the helper. (An executable that does not, such as a library's test binary, would take the
-/// helper's arguments for its own.)
-pub fn has_helper_entry() -> bool {
-    HAS_ENTRY.load(std::sync::atomic::Ordering::Relaxed)
 }

@@ -31,14 +31,11 @@ pub struct Prepared {
     pub seccomp: Option<SyscallFilter>,
 }
 
-/// Runs the sandbox and returns what to report.
+/// Runs the sandbox and returns what to report: the outer helper's sequence, top to bottom.
 pub fn run() -> Setup<ChildReport> {
+    // 1. Everything the children need, allocated before any clone or fork.
     let prepared = prepare()?;
-    if rustix::process::getpid().as_raw_nonzero().get() == 1 {
-        // cordon started us as PID 1 of the sandbox's new namespaces
-        // (`InitPlan::spawn_namespaces`): no outer helper, PID 1 reports itself.
-        return pid1::run_in_place(&prepared);
-    }
+    // 2. The cgroups (while we are still in the host's namespaces, where they can be made).
     let cgroups = prepared
         .plan
         .cgroup
@@ -47,23 +44,26 @@ pub fn run() -> Setup<ChildReport> {
         .transpose()?;
     let (sync_r, sync_w) = sys::pipe()?;
     let (status_r, status_w) = sys::pipe()?;
-    // The private network namespace is PID 1's to make (`network`), beside the root.
-    let flags = libc::CLONE_NEWUSER
+    // 3. PID 1, in new namespaces. This process is single-threaded (it started no thread), so
+    //    a `clone` without `CLONE_VM` is a `fork`: the child runs on its own copy of a memory
+    //    no other thread was changing, as bubblewrap's child does.
+    let mut flags = libc::CLONE_NEWUSER
         | libc::CLONE_NEWNS
         | libc::CLONE_NEWPID
         | libc::CLONE_NEWIPC
         | libc::CLONE_NEWUTS;
-    let (tid_flags, tid_at) = crate::network::libc_thread_id_record();
-    // SAFETY: clone without CLONE_VM behaves like fork; the process is single-threaded and the
-    // child only runs `pid1::run`, which never returns. `tid_at` is this thread's id record
-    // in the C library, in the child's copy of this memory.
+    if prepared.plan.private_network {
+        flags |= libc::CLONE_NEWNET;
+    }
+    // SAFETY: clone without CLONE_VM behaves like fork (see above); the child only runs
+    // `pid1::run`, which never returns.
     let pid = unsafe {
         libc::syscall(
             libc::SYS_clone,
-            (flags | tid_flags | libc::SIGCHLD) as libc::c_ulong,
+            (flags | libc::SIGCHLD) as libc::c_ulong,
             0usize,
             0usize,
-            tid_at,
+            0usize,
             0usize,
         )
     };
@@ -84,6 +84,7 @@ pub fn run() -> Setup<ChildReport> {
         // PID 1 sends the proxy's listener on it; cordon must see the end once it has.
         sys::close(cordon_types::CHILD_NETWORK_FD);
     }
+    // 4. PID 1's uid/gid maps and cgroups, then let it go on.
     let placed = place(pid, &prepared.plan, cgroups.as_ref());
     if let Err(e) = placed {
         let _ = pid.signal(Signal::KILL);
@@ -93,8 +94,9 @@ pub fn run() -> Setup<ChildReport> {
     }
     sys::write_all(sync_w, b"1");
     sys::close(sync_w);
-    // Read until PID 1 reports the program's end (or every writer is gone), then reap it:
-    // its death ends everything left in the namespaces, so the payload is gone when we report.
+    // 5. Read until PID 1 reports the program's end (or every writer is gone), then reap it:
+    //    its death ends everything left in the namespaces, so the payload is gone when we
+    //    report.
     let received = read_status(status_r);
     let mut st = 0;
     loop {
@@ -104,6 +106,7 @@ pub fn run() -> Setup<ChildReport> {
             break;
         }
     }
+    // 6. The cgroup counters, then the report.
     let counters = cgroups.map(Cgroups::finish).unwrap_or_default();
     Ok(report(&prepared.plan, &received, st, counters))
 }

@@ -7,8 +7,6 @@ use std::path::Path;
 use cordon_types::ChildRusage;
 use rustix::process::Signal;
 
-use cordon_types::ChildReport;
-
 use crate::error::Setup;
 use crate::outer::Prepared;
 use crate::pid::{ProcessGroup, ProcessId};
@@ -28,7 +26,7 @@ const FORWARDED: &[Signal] = &[
 /// Runs in the cloned child (new namespaces) of the outer helper, to which it reports on
 /// `status_fd`; never returns.
 pub fn run(p: &Prepared, sync_fd: i32, status_fd: i32) -> ! {
-    match start_and_wait(p, Some(sync_fd), status_fd) {
+    match start_and_wait(p, sync_fd, status_fd) {
         Ok(exit) => {
             status::send_exit(status_fd, &exit);
             sys::exit_now(0)
@@ -40,72 +38,17 @@ pub fn run(p: &Prepared, sync_fd: i32, status_fd: i32) -> ! {
     }
 }
 
-/// PID 1 started by cordon itself in the new namespaces (with their capabilities): writes its
-/// own uid and gid maps, builds the sandbox, runs the program and returns the report (no
-/// outer helper: no cgroups, which need one).
-pub fn run_in_place(p: &Prepared) -> Setup<ChildReport> {
-    if p.plan.cgroup.is_some() {
-        return Err("cgroup limits need the helper to create the namespaces itself".into());
-    }
-    // The new user namespace maps our own uid and gid (the only mapping an unprivileged
-    // process may write, from inside with the namespace's capabilities).
-    let proc = std::path::Path::new("/proc/self");
-    sys::write_file(&proc.join("setgroups"), b"deny")?;
-    sys::write_file(
-        &proc.join("uid_map"),
-        format!("{0} {0} 1\n", p.plan.uid).as_bytes(),
-    )?;
-    sys::write_file(
-        &proc.join("gid_map"),
-        format!("{0} {0} 1\n", p.plan.gid).as_bytes(),
-    )?;
-    // What the program's process says (a failure to start it, Landlock rights left out)
-    // arrives on a pipe of our own, read once it is gone.
-    let (status_r, status_w) = sys::pipe()?;
-    let outcome = start_and_wait(p, None, status_w);
-    sys::close(status_w);
-    let mut text = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        // SAFETY: reading into a live buffer of the given length.
-        let n = unsafe { libc::read(status_r, buf.as_mut_ptr().cast(), buf.len()) };
-        if n < 0 && sys::errno() == libc::EINTR {
-            continue;
-        }
-        let Ok(n) = usize::try_from(n) else { break };
-        if n == 0 {
-            break;
-        }
-        text.extend_from_slice(&buf[..n]);
-    }
-    sys::close(status_r);
-    let mut received = status::parse(&String::from_utf8_lossy(&text));
-    match outcome {
-        Ok(exit) => received.exit = Some(exit),
-        Err(message) => {
-            received.error.get_or_insert(status::Failure {
-                kind: status::FailureKind::Setup,
-                message,
-            });
-        }
-    }
-    Ok(crate::outer::report(
-        &p.plan,
-        &received,
-        0,
-        crate::cgroup::Counters::default(),
-    ))
-}
-
 /// Builds the sandbox, starts the program and waits for it; returns how it ended, or why it
 /// could not be started. (The program's process reports its own failures on `status_fd`.)
-fn start_and_wait(p: &Prepared, sync_fd: Option<i32>, status_fd: i32) -> Result<Exit, String> {
+fn start_and_wait(p: &Prepared, sync_fd: i32, status_fd: i32) -> Result<Exit, String> {
     setup(p, sync_fd).map_err(|e| e.to_string())?;
     let set = signal_set();
     let mut old = sys::empty_sigset();
     // SAFETY: valid sigset pointers.
     unsafe { libc::sigprocmask(libc::SIG_BLOCK, &set, &mut old) };
-    let pid = fork_program();
+    // SAFETY: this process is single-threaded; the child only sets itself up and execs or
+    // `_exit`s.
+    let pid = unsafe { libc::fork() };
     let Some(program) = ProcessId::new(pid) else {
         if pid == 0 {
             // SAFETY: restores the inherited signal mask.
@@ -123,68 +66,32 @@ fn start_and_wait(p: &Prepared, sync_fd: Option<i32>, status_fd: i32) -> Result<
     Ok(exit)
 }
 
-/// `fork`, tried again for a few milliseconds while it is refused for want of a task slot
-/// (`EAGAIN`): the network namespace's thread is gone from this process once joined, but the
-/// kernel releases its slot a moment later, and a limit on the number of tasks PID 1 does not
-/// know of (one set on an enclosing cgroup, an inherited `RLIMIT_NPROC`) could still count
-/// it. A limit that is really full stays full, and the last refusal is returned.
-fn fork_program() -> libc::pid_t {
-    for _ in 0..FORK_TRIES {
-        // SAFETY: the process is single-threaded (the network thread has ended:
-        // `PendingNetwork::enter` waits for it, whichever thread made the namespace); the
-        // child only sets itself up and execs or _exits.
-        let pid = unsafe { libc::fork() };
-        if pid >= 0 || sys::errno() != libc::EAGAIN {
-            return pid;
-        }
-        std::thread::sleep(std::time::Duration::from_micros(100));
-    }
-    // SAFETY: as above.
-    unsafe { libc::fork() }
-}
-
-/// How often [`fork_program`] tries before its last try (100 µs apart).
-const FORK_TRIES: usize = 50;
-
-fn setup(p: &Prepared, sync_fd: Option<i32>) -> Setup<()> {
+/// PID 1's half of the set-up, top to bottom: wait for the outer helper, then build the
+/// sandbox's world (cgroup view, network, root, proxy socket, host name).
+fn setup(p: &Prepared, sync_fd: i32) -> Setup<()> {
     rustix::process::set_parent_process_death_signal(Some(Signal::KILL))
         .map_err(|e| format!("set the parent-death signal: {e}"))?;
-    if let Some(sync_fd) = sync_fd {
-        // Wait until the outer helper wrote our uid/gid maps and placed us in the cgroups.
-        let mut byte = [0u8; 1];
-        // SAFETY: reading one byte into a live buffer.
-        let n = unsafe { libc::read(sync_fd, byte.as_mut_ptr().cast(), 1) };
-        sys::close(sync_fd);
-        if n != 1 {
-            return Err("the outer helper went away before the sandbox was ready".into());
-        }
+    // Wait until the outer helper wrote our uid/gid maps and placed us in the cgroups.
+    let mut byte = [0u8; 1];
+    // SAFETY: reading one byte into a live buffer.
+    let n = unsafe { libc::read(sync_fd, byte.as_mut_ptr().cast(), 1) };
+    sys::close(sync_fd);
+    if n != 1 {
+        return Err("the outer helper went away before the sandbox was ready".into());
     }
-    // Nothing of PID 1's memory is the program's business (started by cordon without the
-    // helper executable, it is a copy of cordon's): no core dump, and `/proc/1` files that
-    // expose memory belong to the host's root. Only now: the uid and gid maps are written.
+    // Nothing of PID 1's memory (the plan, the program's environment) is the program's
+    // business: no core dump, and the `/proc/1` files that expose memory belong to the host's
+    // root. Only now: the uid and gid maps are written.
     rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
         .map_err(|e| format!("make the supervisor non-dumpable: {e}"))?;
+    // A cgroup namespace rooted at the cgroup the outer helper placed us in.
     // SAFETY: integer argument only.
     let r = unsafe { libc::unshare(libc::CLONE_NEWCGROUP) };
     sys::check(r.into(), || "create the cgroup namespace".into())?;
-    // The private network namespace (`network`: the kernel's slowest step of the start) is
-    // made beside the root by a thread of its own when another CPU is idle (or as the plan
-    // says), else once the root is built; entered before anything that needs it, and before
-    // the program.
-    let network = if p.plan.private_network {
-        Some(network::start(
-            p.plan.network_thread,
-            !p.plan.counts_tasks(),
-        ))
-    } else {
-        None
-    };
-    // (While the thread lives, this process may not `unshare` or `setns` its mount or user
-    // namespace: those need a single thread. The mounts need neither.)
-    mounts::build(&p.plan.mounts, &p.plan.noexec)?;
-    if let Some(network) = network {
-        network.enter()?;
+    if p.plan.private_network {
+        network::loopback_up()?;
     }
+    mounts::build(&p.plan.mounts, &p.plan.noexec)?;
     if let Some(port) = p.plan.proxy_port {
         crate::proxy_socket::hand_over(port)?;
     }

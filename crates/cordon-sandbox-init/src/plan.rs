@@ -14,19 +14,15 @@ pub const INIT_ARG: &str = "__sandbox-init";
 pub const PLAN_ENV: &str = "__CORDON_SANDBOX_PLAN";
 
 /// The environment variable that carries the build identity of the cordon that wrote the plan
-/// (its [`HELPER_BUILD`]) to a dedicated helper executable.
+/// (its [`HELPER_BUILD`]): a helper of another build refuses to run it.
 pub const BUILD_ENV: &str = "__CORDON_SANDBOX_BUILD";
-
-/// The environment variable that names cordon's own executable, which a dedicated helper from
-/// another build hands over to (its `__sandbox-init` entry point).
-pub const FALLBACK_ENV: &str = "__CORDON_SANDBOX_FALLBACK";
 
 /// This build's identity: the version and a hash of the sources of the helper and the types
 /// it shares with cordon (see `build.rs`).
 pub const HELPER_BUILD: &str = env!("CORDON_HELPER_BUILD");
 
 /// The environment variables that belong to the helper, never to the program.
-pub const HELPER_ENV: [&str; 3] = [PLAN_ENV, BUILD_ENV, FALLBACK_ENV];
+pub const HELPER_ENV: [&str; 2] = [PLAN_ENV, BUILD_ENV];
 
 /// Everything the helper needs, serialized into [`PLAN_ENV`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -58,76 +54,6 @@ pub struct InitPlan {
     /// cordon over [`cordon_types::CHILD_NETWORK_FD`] before the program starts.
     #[serde(default)]
     pub proxy_port: Option<u16>,
-    /// Whether PID 1 makes the private network namespace on a thread of its own, beside the
-    /// mounts ([`NETWORK_THREAD_ENV`]).
-    #[serde(default)]
-    pub network_thread: NetworkThread,
-}
-
-/// The environment variable of cordon's that chooses [`InitPlan::network_thread`]: `auto`
-/// (the default), `always` or `never`.
-pub const NETWORK_THREAD_ENV: &str = "CORDON_NETWORK_THREAD";
-
-/// Who makes the sandbox's private network namespace. A thread of PID 1's makes it beside
-/// the mounts, which saves 0.2-0.4 ms when another CPU is idle and costs about 1.3 ms when
-/// none is; PID 1 itself makes it once the root is built. Either way the program starts
-/// inside it, and no thread outlives the set-up. (Under a limit that counts tasks, or where
-/// the C library's record of PID 1's thread id is stale, there is never a thread.)
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum NetworkThread {
-    /// A thread when, at PID 1's start, fewer tasks are runnable than PID 1 has CPUs.
-    #[default]
-    Auto,
-    /// A thread whenever one may be used, busy machine or not.
-    Always,
-    /// No thread.
-    Never,
-}
-
-impl NetworkThread {
-    /// The choice a [`NETWORK_THREAD_ENV`] value names; `None` for anything else.
-    pub fn from_name(name: &str) -> Option<Self> {
-        match name {
-            "auto" => Some(Self::Auto),
-            "always" => Some(Self::Always),
-            "never" => Some(Self::Never),
-            _ => None,
-        }
-    }
-}
-
-impl InitPlan {
-    /// Whether a limit counts the sandbox's tasks (a cgroup's `pids.max`, `RLIMIT_NPROC`):
-    /// PID 1 then starts no thread of its own, which would count against it for a moment.
-    pub fn counts_tasks(&self) -> bool {
-        let cgroup_pids = match &self.cgroup {
-            Some(CgroupPlan::V2 { pids, .. } | CgroupPlan::V1 { pids, .. }) => pids.is_some(),
-            None => false,
-        };
-        cgroup_pids
-            || self
-                .rlimits
-                .iter()
-                .any(|r| r.resource == RlimitResource::Processes)
-    }
-
-    /// The namespaces (`CLONE_NEW*` flags) the helper may be started in, as PID 1 of its new
-    /// PID namespace: it then builds the sandbox in place, writing its own uid and gid maps,
-    /// instead of creating them in a process of its own. `0` when it must make them itself:
-    /// cgroup limits need the outer helper, which places PID 1 in the cgroups before it goes on.
-    pub fn spawn_namespaces(&self) -> i32 {
-        if self.cgroup.is_some() {
-            return 0;
-        }
-        // Not the private network namespace: PID 1 makes it itself, beside the root (it is
-        // the slowest to make; see `network`).
-        libc::CLONE_NEWUSER
-            | libc::CLONE_NEWNS
-            | libc::CLONE_NEWPID
-            | libc::CLONE_NEWIPC
-            | libc::CLONE_NEWUTS
-    }
 }
 
 /// One mount step, executed after `pivot_root` into a fresh tmpfs; sources are host paths
@@ -414,76 +340,10 @@ mod tests {
             gid: 1000,
             noexec: vec!["/tmp".into()],
             proxy_port: Some(3128),
-            network_thread: NetworkThread::Never,
         };
         let text = serde_json::to_string(&plan).unwrap();
         assert!(text.contains(r#""resource":"core""#), "{text}");
         let back: InitPlan = serde_json::from_str(&text).unwrap();
         pretty_assertions::assert_eq!(plan, back);
-        // A plan without `network_thread` (an older cordon's) means `auto`.
-        let without = text.replace(r#","network_thread":"never""#, "");
-        assert_ne!(without, text);
-        let older: InitPlan = serde_json::from_str(&without).unwrap();
-        assert_eq!(older.network_thread, NetworkThread::Auto);
-    }
-
-    #[test]
-    fn only_limits_on_the_number_of_tasks_count_tasks() {
-        let plan = |cgroup, rlimits| InitPlan {
-            mounts: Vec::new(),
-            workdir: "/w".into(),
-            private_network: true,
-            landlock: None,
-            seccomp: true,
-            rlimits,
-            cgroup,
-            uid: 1000,
-            gid: 1000,
-            noexec: Vec::new(),
-            proxy_port: None,
-            network_thread: NetworkThread::Auto,
-        };
-        let rlimit = |resource| Rlimit {
-            resource,
-            soft: 64,
-            hard: 64,
-        };
-        let v2 = |memory_bytes, pids| {
-            Some(CgroupPlan::V2 {
-                parent: "/sys/fs/cgroup/me".into(),
-                memory_bytes,
-                pids,
-            })
-        };
-        let v1 = |memory_bytes: Option<u64>, pids: Option<u64>| {
-            Some(CgroupPlan::V1 {
-                memory_parent: memory_bytes.map(|_| "/sys/fs/cgroup/memory/me".into()),
-                pids_parent: pids.map(|_| "/sys/fs/cgroup/pids/me".into()),
-                memory_bytes,
-                pids,
-            })
-        };
-        assert!(!plan(None, Vec::new()).counts_tasks());
-        assert!(!plan(None, vec![rlimit(RlimitResource::OpenFiles)]).counts_tasks());
-        assert!(!plan(v2(Some(1 << 30), None), Vec::new()).counts_tasks());
-        assert!(!plan(v1(Some(1 << 30), None), Vec::new()).counts_tasks());
-        assert!(plan(v2(None, Some(64)), Vec::new()).counts_tasks());
-        assert!(plan(v1(None, Some(64)), Vec::new()).counts_tasks());
-        assert!(plan(None, vec![rlimit(RlimitResource::Processes)]).counts_tasks());
-    }
-
-    #[test]
-    fn network_thread_names() {
-        assert_eq!(NetworkThread::from_name("auto"), Some(NetworkThread::Auto));
-        assert_eq!(
-            NetworkThread::from_name("always"),
-            Some(NetworkThread::Always)
-        );
-        assert_eq!(
-            NetworkThread::from_name("never"),
-            Some(NetworkThread::Never)
-        );
-        assert_eq!(NetworkThread::from_name("Always"), None);
-        assert_eq!(NetworkThread::from_name(""), None);
     }
 }

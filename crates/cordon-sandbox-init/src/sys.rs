@@ -230,12 +230,3 @@ pub fn empty_sigset() -> libc::sigset_t {
     }
 }
 
-/// The set of every signal.
-pub fn full_sigset() -> libc::sigset_t {
-    // SAFETY: sigfillset initializes the zeroed set.
-    unsafe {
-        let mut s: libc::sigset_t = std::mem::zeroed();
-        libc::sigfillset(&mut s);
-        s
-    }
-}

@@ -20,7 +20,7 @@ cordon_types::schema_tag!(
 /// What this host can enforce.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-#[schemars(extend("x-revision" = 2))]
+#[schemars(extend("x-revision" = 3))]
 pub struct DoctorReport {
     /// Always `cordon.doctor/v1`.
     pub schema: DoctorTag,
@@ -43,10 +43,8 @@ pub struct DoctorReport {
     pub cgroup: CgroupReport,
     /// cordon needs no bubblewrap, setuid helper or daemon.
     pub bwrap_free: bool,
-    /// The executable that builds each sandbox: the dedicated `cordon-sandbox-init` beside
-    /// cordon (faster to start), or cordon itself (its `__sandbox-init` entry point).
-    #[serde(default)]
-    pub helper: Option<String>,
+    /// The helper executable that builds each sandbox (`cordon-sandbox-init`, beside cordon).
+    pub helper: Check,
     /// What `cordon run` will enforce.
     pub enforce: EnforcementPreview,
     /// How workspaces are made on this host (filled in by whoever knows `CORDON_HOME`: the
@@ -178,8 +176,13 @@ pub fn doctor() -> DoctorReport {
             "Linux 5.11 or later with overlayfs; without it workspaces are git worktrees (slower to make, no warm build caches)",
         ),
     );
+    let helper = match crate::helper::helper_executable() {
+        Ok(path) => check(true, path.display().to_string(), None),
+        Err(e) => check(false, e.to_string(), e.hint.as_deref()),
+    };
     let cgroup = cgroup_report(h);
-    let default_policy_ok = user_namespaces.ok && landlock.ok && seccomp.ok && mount_setattr.ok;
+    let default_policy_ok =
+        user_namespaces.ok && landlock.ok && seccomp.ok && mount_setattr.ok && helper.ok;
     let (memory, pids) = if h.cgroup.v2_usable() {
         (Enforcement::CgroupV2, Enforcement::CgroupV2)
     } else {
@@ -203,11 +206,7 @@ pub fn doctor() -> DoctorReport {
         overlayfs_userns,
         cgroup,
         bwrap_free: true,
-        helper: std::env::current_exe().ok().map(|exe| {
-            crate::prepare::helper_executable(&exe)
-                .display()
-                .to_string()
-        }),
+        helper,
         enforce: EnforcementPreview {
             namespaces: ["user", "mount", "pid", "ipc", "uts", "cgroup", "net"]
                 .map(String::from)

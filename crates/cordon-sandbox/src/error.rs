@@ -47,26 +47,23 @@ pub enum SandboxErrorKind {
         /// Why not.
         reason: &'static str,
     },
-    /// This executable cannot act as the helper, and no dedicated helper is beside it.
-    #[error("{} cannot act as cordon's sandbox helper, and no cordon-sandbox-init is beside it", exe.display())]
+    /// The sandbox helper executable is not where it should be.
+    #[error("cordon's sandbox helper is missing: no executable {}", looked_for(looked))]
     NoHelper {
-        /// This executable.
-        exe: PathBuf,
+        /// Where it was looked for.
+        looked: Vec<PathBuf>,
     },
-    /// An environment variable of cordon's that tunes the sandbox has a value it does not
-    /// know.
-    #[error("{name}={value:?} is not one of {expected}")]
-    Setting {
-        /// The variable.
-        name: &'static str,
-        /// Its value.
-        value: String,
-        /// The values it may take.
-        expected: &'static str,
-    },
-    /// The path of the cordon binary (the helper) is unknown.
-    #[error("cannot find the cordon binary to run the sandbox helper: {0}")]
+    /// The path of the running executable (beside which the helper is) is unknown.
+    #[error("cannot find the running executable, beside which the sandbox helper is: {0}")]
     CurrentExe(#[source] std::io::Error),
+}
+
+fn looked_for(paths: &[PathBuf]) -> String {
+    paths
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(" nor ")
 }
 
 impl SandboxError {

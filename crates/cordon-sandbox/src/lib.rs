@@ -2,17 +2,17 @@
 //!
 //! A [`SandboxPolicy`] says what a program may see, change, reach and use. [`prepare`] checks
 //! it against what this host can enforce and turns it, with a command, into a
-//! [`PreparedCommand`]: the cordon binary itself, re-executed as a small single-threaded
-//! helper (`cordon __sandbox-init -- PROGRAM ARGS...`) that carries the computed plan (mount
-//! steps, Landlock rules, rlimits, cgroups) in its environment.
+//! [`PreparedCommand`]: the small helper executable `cordon-sandbox-init`, installed beside
+//! `cordon` ([`helper_executable`]), started as `cordon-sandbox-init __sandbox-init -- PROGRAM
+//! ARGS...` with the computed plan (mount steps, Landlock rules, rlimits, cgroups) in its
+//! environment.
 //!
 //! The sandbox is split in two crates:
 //!
 //! - **this crate, the policy side** (no `unsafe`): the policy, the plan computed from it,
 //!   [`prepare`], secret paths, host detection and [`doctor`];
 //! - **`cordon-sandbox-init`, the helper side**: the code that runs inside the new
-//!   namespaces. Its [`init_main`] (re-exported here) builds the sandbox and runs the
-//!   program: user, mount, PID, IPC, UTS, cgroup (and, unless `--network host`, network)
+//!   namespaces, which builds the sandbox and runs the program: user, mount, PID, IPC, UTS, cgroup (and, unless `--network host`, network)
 //!   namespaces; `pivot_root` into a fresh tmpfs holding read-only `nosuid,nodev` binds of the
 //!   system directories and the needed files of `/etc`, the working directory read-write, a
 //!   private `/tmp` and home, a fresh `/proc` and a minimal `/dev`, secrets masked even under
@@ -40,6 +40,7 @@ mod canonical_dirs;
 mod doctor;
 mod error;
 mod etc_snapshot;
+mod helper;
 mod host;
 mod plan;
 mod policy;
@@ -47,7 +48,7 @@ mod prepare;
 mod secrets;
 mod trees;
 
-pub use cordon_sandbox_init::{INIT_ARG, dispatch_helper, has_helper_entry, init_main};
+pub use cordon_sandbox_init::INIT_ARG;
 pub use doctor::{
     CgroupReport, Check, DOCTOR_SCHEMA, DoctorReport, DoctorTag, EnforcementPreview,
     WorkspacesReport, doctor,
@@ -59,8 +60,7 @@ pub use policy::{
     Access, Bind, CacheLayer, DEFAULT_TMPFS_BYTES, Degradation, EnvVar, LayeredTree, Limits,
     Replacement, SandboxPolicy,
 };
-pub use prepare::{
-    HELPER_NAME, PROXY_PORT, PreparedCommand, helper_executable, prepare, proxy_env,
-};
+pub use helper::{HELPER_NAME, HELPER_PATH_ENV, helper_executable};
+pub use prepare::{PROXY_PORT, PreparedCommand, prepare, proxy_env};
 pub use secrets::{is_secret_path, secret_paths};
 pub use trees::{OVERLAY_EXEC_ENV, OverlayExec, TreeLauncher, UpperLayer, probe_trees};

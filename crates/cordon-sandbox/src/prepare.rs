@@ -4,8 +4,8 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
 use cordon_sandbox_init::{
-    BUILD_ENV, CgroupPlan, FALLBACK_ENV, HELPER_BUILD, INIT_ARG, InProcessInit, InitPlan,
-    NETWORK_THREAD_ENV, NetworkThread, PLAN_ENV, Rlimit, RlimitResource as Resource,
+    BUILD_ENV, CgroupPlan, HELPER_BUILD, INIT_ARG, InitPlan, PLAN_ENV, Rlimit,
+    RlimitResource as Resource,
 };
 use cordon_types::{Enforcement, EnforcementSummary, NetworkMode, SandboxSummary};
 
@@ -16,11 +16,11 @@ use crate::plan;
 use crate::policy::{Access, Degradation, SandboxPolicy};
 use crate::secrets;
 
-/// The command that runs a program under a policy: the cordon binary in its helper role.
+/// The command that runs a program under a policy: the sandbox helper executable.
 /// Its `Debug` form lists the environment's names only (values may be secrets).
 #[derive(Clone, PartialEq, Eq)]
 pub struct PreparedCommand {
-    /// The cordon binary.
+    /// The helper executable ([`crate::helper_executable`]).
     pub program: PathBuf,
     /// `["__sandbox-init", "--", PROGRAM, ARGS...]`.
     pub args: Vec<OsString>,
@@ -29,15 +29,6 @@ pub struct PreparedCommand {
     /// Keeps what the sandbox shows from cordon's cache (the `/etc` snapshot) from being
     /// removed: hold it until the run ends.
     pub lease: Option<SnapshotLease>,
-    /// The new namespaces (`CLONE_NEW*` flags) to start the helper in, keeping its
-    /// capabilities there (`cordon_exec::RunSpec::namespaces`): it is then PID 1 of the
-    /// sandbox and builds it in place, with no outer process of its own. `0`: the helper is
-    /// started plainly and makes them itself (needed for cgroup limits); either way works.
-    pub namespaces: i32,
-    /// The same sandbox, to be run by a child cordon clones into [`Self::namespaces`] itself
-    /// instead of executing the helper there (`cordon_exec::RunSpec::in_process`), when cordon
-    /// is single-threaded at the spawn. `None` when the helper must make the namespaces.
-    pub in_process: Option<InProcessInit>,
     /// What will hold, for the run result.
     pub summary: SandboxSummary,
 }
@@ -63,8 +54,7 @@ pub fn prepare(
     program: &OsStr,
     args: &[OsString],
 ) -> Result<PreparedCommand, SandboxError> {
-    let exe = std::env::current_exe()
-        .map_err(|e| SandboxError::new(SandboxErrorKind::CurrentExe(e), None))?;
+    let helper = crate::helper::helper_executable()?;
     // Where cgroups could be made is read (the mount table, our memberships) only for a
     // policy that asks for cgroup limits.
     let host = if policy.limits.wants_cgroup() {
@@ -72,27 +62,12 @@ pub fn prepare(
     } else {
         host_without_cgroups()
     };
-    prepare_with(host, &helper_executable(&exe), policy, program, args)
-}
-
-/// The name of the dedicated helper executable, installed next to `cordon`.
-pub const HELPER_NAME: &str = "cordon-sandbox-init";
-
-/// The program that runs the sandbox helper: the dedicated `cordon-sandbox-init` next to the
-/// running executable when it is there (smaller: faster to start), else the running
-/// executable itself (its `__sandbox-init` entry point).
-pub fn helper_executable(exe: &Path) -> PathBuf {
-    use std::os::unix::fs::PermissionsExt;
-    let dedicated = exe.with_file_name(HELPER_NAME);
-    match dedicated.metadata() {
-        Ok(m) if m.is_file() && m.permissions().mode() & 0o111 != 0 => dedicated,
-        _ => exe.to_owned(),
-    }
+    prepare_with(host, &helper, policy, program, args)
 }
 
 pub(crate) fn prepare_with(
     host: &HostSupport,
-    exe: &Path,
+    helper: &Path,
     policy: &SandboxPolicy,
     program: &OsStr,
     args: &[OsString],
@@ -135,7 +110,6 @@ pub(crate) fn prepare_with(
     let (cgroup, enforcement, rlimits) = limits_plan(host, &policy)?;
     let landlock = (host.landlock_abi > 0)
         .then(|| plan::landlock_plan(host.landlock_abi, &policy, &mounts, exec_only.clone()));
-    let network_thread = network_thread_choice()?;
     let init = InitPlan {
         mounts,
         workdir: policy.workdir.clone(),
@@ -148,20 +122,12 @@ pub(crate) fn prepare_with(
         gid: rustix::process::getgid().as_raw(),
         noexec,
         proxy_port: (policy.network == NetworkMode::Allowlist).then_some(PROXY_PORT),
-        network_thread,
     };
     let mut env = program_env(&policy, &toolchains.env);
-    let in_process = InProcessInit::new(init.clone(), program, args, env.clone());
     let plan_json = serde_json::to_string(&init).expect("the plan serializes");
     env.push((PLAN_ENV.into(), plan_json.into()));
-    if let Ok(own) = std::env::current_exe()
-        && own != exe
-    {
-        // A dedicated helper: it checks that it is of this build, and hands over to cordon's
-        // own entry point when it is not.
-        env.push((BUILD_ENV.into(), HELPER_BUILD.into()));
-        env.push((FALLBACK_ENV.into(), own.into_os_string()));
-    }
+    // The helper checks that it is of this build, and refuses the plan when it is not.
+    env.push((BUILD_ENV.into(), HELPER_BUILD.into()));
 
     let mut argv: Vec<OsString> = vec![INIT_ARG.into(), "--".into(), program.to_owned()];
     argv.extend(args.iter().cloned());
@@ -172,12 +138,10 @@ pub(crate) fn prepare_with(
         namespaces.push("net".into());
     }
     Ok(PreparedCommand {
-        program: exe.to_owned(),
+        program: helper.to_owned(),
         args: argv,
         env,
         lease,
-        namespaces: init.spawn_namespaces(),
-        in_process,
         summary: SandboxSummary {
             enabled: true,
             namespaces,
@@ -284,29 +248,6 @@ pub fn proxy_env() -> Vec<(String, String)> {
     env.push(("GIT_CONFIG_KEY_0".into(), "http.proxy".into()));
     env.push(("GIT_CONFIG_VALUE_0".into(), url));
     env
-}
-
-/// Who makes the private network namespace: [`NETWORK_THREAD_ENV`] in cordon's environment
-/// (`auto` when unset), refused when it names no choice.
-fn network_thread_choice() -> Result<NetworkThread, SandboxError> {
-    let Some(value) = std::env::var_os(NETWORK_THREAD_ENV) else {
-        return Ok(NetworkThread::default());
-    };
-    value
-        .to_str()
-        .and_then(NetworkThread::from_name)
-        .ok_or_else(|| {
-            SandboxError::new(
-                SandboxErrorKind::Setting {
-                    name: NETWORK_THREAD_ENV,
-                    value: value.to_string_lossy().into_owned(),
-                    expected: "auto, always, never",
-                },
-                Some(format!(
-                    "unset {NETWORK_THREAD_ENV} for the default (auto: a thread when another CPU is idle)"
-                )),
-            )
-        })
 }
 
 fn check_host(host: &HostSupport, policy: &SandboxPolicy) -> Result<(), SandboxError> {

@@ -5,16 +5,16 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use cordon_sandbox_init::{BUILD_ENV, FALLBACK_ENV, HELPER_BUILD, INIT_ARG};
+use cordon_sandbox_init::{BUILD_ENV, HELPER_BUILD, INIT_ARG};
 pub use cordon_sandbox_init::{OVERLAY_EXEC_ENV, OverlayExec, UpperLayer};
 
-use crate::error::{SandboxError, SandboxErrorKind};
+use crate::error::SandboxError;
 
 /// How to start a program with a copy-on-write tree mounted: run `program` with `args`, then
 /// the program's own argv, with `env` added to its environment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TreeLauncher {
-    /// The sandbox helper (`cordon-sandbox-init`, or cordon itself).
+    /// The sandbox helper executable.
     pub program: PathBuf,
     /// `["__sandbox-init", "--"]`.
     pub args: Vec<OsString>,
@@ -23,31 +23,17 @@ pub struct TreeLauncher {
 }
 
 impl TreeLauncher {
-    /// A launcher for `tree`, through the helper next to this executable (or this executable's
-    /// own `__sandbox-init` entry point).
+    /// A launcher for `tree`, through the helper executable ([`crate::helper_executable`]).
     pub fn new(tree: &OverlayExec) -> Result<TreeLauncher, SandboxError> {
-        let exe = std::env::current_exe()
-            .map_err(|e| SandboxError::new(SandboxErrorKind::CurrentExe(e), None))?;
-        let helper = crate::prepare::helper_executable(&exe);
-        if helper == exe && !cordon_sandbox_init::has_helper_entry() {
-            return Err(SandboxError::new(
-                SandboxErrorKind::NoHelper { exe },
-                Some(format!(
-                    "install {} beside it, or call cordon_sandbox::dispatch_helper() first thing in its main",
-                    crate::prepare::HELPER_NAME
-                )),
-            ));
-        }
+        let helper = crate::helper::helper_executable()?;
         let json = serde_json::to_string(tree).expect("a tree serializes");
-        let mut env: Vec<(OsString, OsString)> = vec![(OVERLAY_EXEC_ENV.into(), json.into())];
-        if helper != exe {
-            env.push((BUILD_ENV.into(), HELPER_BUILD.into()));
-            env.push((FALLBACK_ENV.into(), exe.into_os_string()));
-        }
         Ok(TreeLauncher {
             program: helper,
             args: vec![INIT_ARG.into(), "--".into()],
-            env,
+            env: vec![
+                (OVERLAY_EXEC_ENV.into(), json.into()),
+                (BUILD_ENV.into(), HELPER_BUILD.into()),
+            ],
         })
     }
 

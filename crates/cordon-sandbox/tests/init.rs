@@ -1,6 +1,7 @@
-//! Real-kernel tests of the helper, without the cordon CLI: this binary is its own helper
-//! (`main` dispatches `__sandbox-init` first, as cordon's does), and a tiny supervised
-//! executor runs prepared commands with the report pipe on fd 3.
+//! Real-kernel tests of the helper, without the cordon CLI: a tiny supervised executor runs
+//! prepared commands (the `cordon-sandbox-init` executable that `cargo build -p cordon`
+//! builds) with the report pipe on fd 3. This binary also plays the system-call probes that
+//! run inside the sandbox, hence its own `main`.
 //!
 //! Run with `cargo test -p cordon-sandbox --test init [FILTER]`. A host that cannot sandbox
 //! skips every case, saying why, unless `CI=true` or `CORDON_REQUIRE_SANDBOX=1`: then it fails.
@@ -365,10 +366,7 @@ fn network_is_private_unless_host() {
         Some(host_ns.as_path()),
         "{o:?}"
     );
-    // PID 1 made it on a thread of its own (PID 2 of the sandbox; the program is 3) when
-    // another CPU was idle, else itself (the program is 2). No thread outlives the set-up:
-    // the program sees no PID but 1 and its own. (`CORDON_NETWORK_THREAD` forces either way:
-    // tested through the CLI, in cordon's sandbox_escape and network tests.)
+    // The program is always PID 2, and sees no PID but PID 1 and its own.
     let o = run(
         &policy(&w),
         "echo $$; for d in /proc/[0-9]*; do test \"$d\" = /proc/$$ || echo \"${d#/proc/}\"; done",
@@ -376,23 +374,7 @@ fn network_is_private_unless_host() {
     );
     ok(&o);
     let lines: Vec<&str> = o.stdout.lines().collect();
-    assert!(matches!(lines.first(), Some(&"2" | &"3")), "{o:?}");
-    assert_eq!(&lines[1..], ["1"], "a thread outlived the set-up: {o:?}");
-    // Under a limit that counts tasks, PID 1 makes the namespace without a thread: the same.
-    let mut p = policy(&w);
-    p.limits.pids = Some(64);
-    let o = run(&p, OWN_LOOPBACK, T);
-    ok(&o);
-    let (echo, ns) = o.stdout.trim().split_once('\n').expect("two lines");
-    assert_eq!(echo, "LOOPBACK-OK", "{o:?}");
-    assert!(ns.starts_with("net:["), "{o:?}");
-    assert_ne!(Path::new(ns), host_ns, "{o:?}");
-    let o = run(&p, "echo $$", T);
-    ok(&o);
-    assert_eq!(
-        o.stdout, "2\n",
-        "a thread was started under a task limit: {o:?}"
-    );
+    assert_eq!(lines, ["2", "1"], "{o:?}");
 }
 
 /// Serves and connects on the sandbox's loopback, then prints the network namespace.
@@ -794,9 +776,6 @@ fn sandbox_required() -> bool {
 
 fn main() {
     let first = std::env::args().nth(1).unwrap_or_default();
-    if first == cordon_sandbox::INIT_ARG {
-        cordon_sandbox::init_main();
-    }
     if first == syscalls::PROBE_ARG {
         syscalls::run(false);
     }

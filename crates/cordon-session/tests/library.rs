@@ -36,7 +36,6 @@ fn git(dir: &Path, args: &[&str]) -> String {
 const NAME: &str = "create_exec_review_pull_through_the_library";
 
 fn main() {
-    cordon_sandbox::dispatch_helper();
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "--list") {
         if !args.iter().any(|a| a == "--ignored") {

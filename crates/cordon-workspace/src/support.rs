@@ -42,13 +42,10 @@ impl Workspaces {
             .unwrap_or_default()
             .trim()
             .to_owned();
-        let helper = std::env::current_exe()
-            .map(|exe| {
-                cordon_sandbox::helper_executable(&exe)
-                    .display()
-                    .to_string()
-            })
-            .unwrap_or_default();
+        let helper = match cordon_sandbox::helper_executable() {
+            Ok(path) => path.display().to_string(),
+            Err(e) => return Err(e.to_string()),
+        };
         let path = self.layout().support();
         if !fresh
             && let Ok(bytes) = std::fs::read(&path)

@@ -531,7 +531,6 @@ fn required() -> bool {
 }
 
 fn main() {
-    cordon_sandbox::dispatch_helper();
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "--list") {
         if !args.iter().any(|a| a == "--ignored") {

@@ -66,7 +66,7 @@ Examples:
   cordon run --allow-exec /usr/bin/python3 -- python3 check.py
   cordon run --no-sandbox --output-limit 64KiB --env RUST_LOG=debug -- ./server --check";
 
-/// `--timeout`'s default (named by the clap attribute and by [`crate::run_line`]).
+/// `--timeout`'s default.
 pub(crate) const DEFAULT_TIMEOUT: &str = "10m";
 /// `--grace`'s default.
 pub(crate) const DEFAULT_GRACE: &str = "2s";
@@ -147,37 +147,13 @@ pub struct RunArgs {
 }
 
 /// Parses the command line.
-///
-/// `cordon run ...` (the command agents call thousands of times a day) is read first by
-/// `run_line` (a reader without clap), then by the `run` subcommand's own clap definition
-/// alone: building clap's whole command tree (every subcommand's arguments, then dropping
-/// them) cost about a third of a short run's user-space instructions, and building `run`'s
-/// alone still 0.08 ms of a short run. Both know the arguments and parsers of the full tree,
-/// so a command line they accept means the same; anything they do not accept (help, a usage
-/// error) is parsed again by the full tree, which says it the way it always did.
 pub fn parse(argv: &[std::ffi::OsString]) -> Result<Cli, clap::Error> {
-    if argv.get(1).is_some_and(|a| a == "run")
-        && let Some(args) = crate::run_line::parse(&argv[1..]).or_else(|| parse_run(&argv[1..]))
-    {
-        return Ok(Cli {
-            command: Command::Run(args),
-        });
-    }
     Cli::try_parse_from(argv)
 }
 
 /// The `run` subcommand alone: the arguments of [`RunArgs`].
 pub fn run_command() -> clap::Command {
     RunArgs::augment_args(clap::Command::new("run"))
-}
-
-/// `run ARGS...` parsed by [`run_command`]; `None` when it does not parse (the full tree then
-/// reports why).
-fn parse_run(argv: &[std::ffi::OsString]) -> Option<RunArgs> {
-    use clap::FromArgMatches;
-    // `_mut`: takes the values out instead of cloning the whole match set first.
-    let mut matches = run_command().try_get_matches_from(argv).ok()?;
-    RunArgs::from_arg_matches_mut(&mut matches).ok()
 }
 
 /// Standard input of the program.
@@ -303,53 +279,6 @@ mod tests {
     fn cli_definition_is_consistent() {
         use clap::CommandFactory;
         Cli::command().debug_assert();
-    }
-
-    /// The `run` fast path and the full tree agree on every command line the fast path
-    /// accepts, and leave the rest (help, errors) to the full tree.
-    #[test]
-    fn run_is_parsed_as_the_full_tree_parses_it() {
-        for line in crate::run_line::PLAIN_RUN_LINES {
-            let argv: Vec<std::ffi::OsString> = std::iter::once("cordon")
-                .chain(line.iter().copied())
-                .map(Into::into)
-                .collect();
-            let fast =
-                parse_run(&argv[1..]).unwrap_or_else(|| panic!("fast path refused {line:?}"));
-            let Command::Run(full) = Cli::try_parse_from(&argv).unwrap().command else {
-                panic!("not run: {line:?}");
-            };
-            assert_eq!(format!("{fast:?}"), format!("{full:?}"), "{line:?}");
-        }
-        let refused: &[&[&str]] = &[
-            &["cordon", "run"],
-            &["cordon", "run", "--help"],
-            &["cordon", "run", "-h"],
-            &["cordon", "run", "--timeout", "soon", "--", "x"],
-            &["cordon", "run", "--bogus", "--", "x"],
-        ];
-        for line in refused {
-            let argv: Vec<std::ffi::OsString> = line.iter().map(Into::into).collect();
-            assert!(parse_run(&argv[1..]).is_none(), "{line:?}");
-            assert!(Cli::try_parse_from(&argv).is_err(), "{line:?}");
-        }
-        let mut names: Vec<String> = run_command()
-            .get_arguments()
-            .map(|a| a.get_id().to_string())
-            .collect();
-        let full = {
-            use clap::CommandFactory;
-            Cli::command()
-        };
-        let mut full_names: Vec<String> = full
-            .find_subcommand("run")
-            .unwrap()
-            .get_arguments()
-            .map(|a| a.get_id().to_string())
-            .collect();
-        names.sort();
-        full_names.sort();
-        assert_eq!(names, full_names);
     }
 
     #[test]

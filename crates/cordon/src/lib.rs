@@ -2,8 +2,7 @@
 //!
 //! The binary is thin: [`main`] parses arguments with clap ([`args`]), calls the library crate
 //! that does the work, renders the result, and maps it to a documented exit code
-//! ([`exit`]). Hidden helper entry points (the sandbox init) are dispatched before anything
-//! else runs.
+//! ([`exit`]).
 #![deny(missing_docs)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
@@ -12,7 +11,6 @@ mod commands;
 pub mod documents;
 pub mod exit;
 mod render;
-mod run_line;
 mod sandbox_args;
 mod signals;
 
@@ -20,8 +18,6 @@ use std::process::ExitCode;
 
 /// Entry point of the `cordon` binary.
 pub fn main() -> ExitCode {
-    // The sandbox helper must run before any thread exists: it unshares a user namespace.
-    cordon_sandbox::dispatch_helper();
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let cli = match args::parse(&argv) {
         Ok(cli) => cli,

@@ -87,7 +87,7 @@ pub struct SandboxArgs {
     pub allow_degraded: Vec<DegradeArg>,
 }
 
-/// `--network`'s default (named by the clap attribute and by [`crate::run_line`]).
+/// `--network`'s default.
 pub(crate) const DEFAULT_NETWORK: &str = "none";
 
 /// `--network` values.

@@ -348,26 +348,15 @@ fn the_program_holds_neither_the_listener_nor_the_channel() {
         "0 1 2 3 OSError: [Errno 98] Address already in use\n",
         "{ran:#?}"
     );
-    // With its proxy's threads, cordon starts the helper executable as PID 1 (it may not run
-    // a copy of itself). Asked to, the helper makes the private namespace on a thread (PID 2
-    // of the sandbox, ended before the program, which is 3); asked not to, itself (the
-    // program is 2). Either way the program is in it and sees no PID but 1 and its own.
-    for (choice, pid) in [("always", "3"), ("never", "2")] {
-        let hooks = hooks(&[]);
-        let ran = Work::new().run_env(
-            &["--network=allow=origin.test"],
-            helpers::NETNS_AND_PIDS,
-            &[
-                ("CORDON_TEST_NETWORK_HOOKS", &hooks),
-                ("CORDON_NETWORK_THREAD", choice),
-            ],
-        );
-        assert_eq!(
-            helpers::private_network_and_pid(&ran),
-            pid,
-            "{choice}: {ran:#?}"
-        );
-    }
+    // With a proxy too, the program is PID 2, in a namespace of its own, and sees no PID but
+    // PID 1 and its own.
+    let hooks = hooks(&[]);
+    let ran = Work::new().run_env(
+        &["--network=allow=origin.test"],
+        helpers::NETNS_AND_PIDS,
+        &[("CORDON_TEST_NETWORK_HOOKS", &hooks)],
+    );
+    assert_eq!(helpers::private_network_and_pid(&ran), "2", "{ran:#?}");
 }
 
 /// A git repository holding `cordon.toml` and nothing else.

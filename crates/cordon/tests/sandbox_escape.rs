@@ -335,46 +335,9 @@ print(c.recv(16).decode()); print(os.readlink(\"/proc/self/ns/net\"))'";
         Some(host_ns.as_path()),
         "{ran:#?}"
     );
-    // PID 1 (cordon's clone of itself, its C library's thread id set right by the clone)
-    // makes the namespace on a thread of its own when another CPU is idle, or always or never
-    // as `CORDON_NETWORK_THREAD` says: the thread is PID 2 of the sandbox and the program 3,
-    // or the program is 2. The thread has ended before the program starts (it was in the
-    // host's network namespace, whose state `/proc/<its pid>/net` would show): the program
-    // sees only PID 1 besides itself. (The shell's glob and `test` run in the shell itself.)
-    // (A thread only where `clone` can set the C library's record of PID 1's thread id:
-    // x86_64; elsewhere `always` makes it in PID 1 too.)
-    let always = if cfg!(target_arch = "x86_64") {
-        "3"
-    } else {
-        "2"
-    };
-    for (choice, pids) in [
-        ("auto", &["2", "3"][..]),
-        ("always", &[always][..]),
-        ("never", &["2"][..]),
-    ] {
-        let ran = w.run_env(
-            &[],
-            helpers::NETNS_AND_PIDS,
-            &[("CORDON_NETWORK_THREAD", choice)],
-        );
-        let pid = helpers::private_network_and_pid(&ran);
-        assert!(pids.contains(&pid.as_str()), "{choice}: {ran:#?}");
-    }
-    // A value it does not know is refused, with cordon's own exit code, before anything runs.
-    let out = helpers::cordon()
-        .args(["run", "--", "echo", "ran"])
-        .env("CORDON_NETWORK_THREAD", "sometimes")
-        .current_dir(w.path())
-        .output()
-        .expect("cordon starts");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(125), "{stderr}");
-    assert!(out.stdout.is_empty(), "{out:?}");
-    assert!(
-        stderr.contains(r#"CORDON_NETWORK_THREAD="sometimes" is not one of auto, always, never"#),
-        "{stderr}"
-    );
+    // The program is always PID 2 and sees no PID but PID 1 besides itself.
+    let ran = w.run(&[], helpers::NETNS_AND_PIDS);
+    assert_eq!(helpers::private_network_and_pid(&ran), "2", "{ran:#?}");
     // The thread ran on any CPU; nothing of it reaches the program, which may use every CPU
     // cordon may (run a few times: the thread's end and the program's start could race).
     let ours = std::fs::read_to_string("/proc/self/status").unwrap();

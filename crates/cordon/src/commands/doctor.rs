@@ -94,22 +94,7 @@ pub fn render(r: &DoctorReport) -> String {
         hint: None,
     };
     line(&mut out, "bwrap-free", &bwrap);
-    if let Some(helper) = &r.helper {
-        let dedicated = helper.ends_with(cordon_sandbox::HELPER_NAME);
-        let check = Check {
-            ok: true,
-            detail: if dedicated {
-                format!("{helper} (the dedicated helper)")
-            } else {
-                format!(
-                    "{helper} (cordon itself; install {} beside it for faster starts)",
-                    cordon_sandbox::HELPER_NAME
-                )
-            },
-            hint: None,
-        };
-        line(&mut out, "sandbox helper", &check);
-    }
+    line(&mut out, "sandbox helper", &r.helper);
     let c = &r.cgroup;
     let _ = writeln!(
         out,

@@ -1,6 +1,5 @@
-//! Spawning many programs from one process: the child's stack is kept for the next spawn,
-//! and output is first read into a small buffer that grows once a read fills it. Neither may
-//! lose or mix anything.
+//! Spawning many programs from one process, from several threads at once, with output of
+//! every size around the read buffer's: nothing may be lost or mixed.
 
 use cordon_exec::{RunIo, RunSpec};
 
@@ -32,13 +31,13 @@ fn spawns_from_many_threads_at_once_each_run_their_own_program() {
 }
 
 #[test]
-fn output_around_the_first_buffers_size_arrives_whole_and_in_order() {
-    // 16 KiB is the first buffer; a read that fills it makes the next ones larger.
+fn output_around_the_read_buffers_size_arrives_whole_and_in_order() {
+    // 64 KiB is the read buffer.
     for size in [
         1,
-        16 * 1024 - 1,
-        16 * 1024,
-        16 * 1024 + 1,
+        64 * 1024 - 1,
+        64 * 1024,
+        64 * 1024 + 1,
         300 * 1024,
         1024 * 1024 + 7,
     ] {
