@@ -38,6 +38,7 @@ mod error;
 mod io;
 mod output;
 mod pid;
+mod plumbing;
 mod process_tree;
 mod pty;
 mod runner;
@@ -47,6 +48,7 @@ mod spec;
 mod stdin;
 mod supervisor;
 pub mod units;
+mod watch;
 
 pub use cancel::CancelHandle;
 pub use disk::{DEFAULT_DISK_LIMIT, DiskGuard, tree_bytes_beyond};

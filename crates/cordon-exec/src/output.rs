@@ -16,10 +16,11 @@ pub(crate) struct StreamState {
 }
 
 impl StreamState {
-    pub(crate) fn new(stream: Stream, fd: OwnedFd, limit: usize) -> Self {
+    /// A stream read from `fd` (`None`: nothing to read, as with a terminal's stderr).
+    pub(crate) fn new(stream: Stream, fd: Option<OwnedFd>, limit: usize) -> Self {
         StreamState {
             stream,
-            fd: Some(fd),
+            fd,
             capture: HeadTail::new(limit),
             raw_total: 0,
         }

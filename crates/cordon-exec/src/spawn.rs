@@ -53,6 +53,8 @@ pub(crate) struct Spawn {
 /// The program, its arguments and environment, and where it runs.
 pub(crate) struct Command<'a> {
     pub program: &'a OsStr,
+    /// `argv[0]`, when it is not `program`.
+    pub arg0: Option<&'a OsStr>,
     pub args: &'a [OsString],
     /// The complete environment of the program.
     pub env: Vec<(OsString, OsString)>,
@@ -110,7 +112,7 @@ impl Spawn {
                 })
                 .collect::<std::io::Result<Vec<_>>>()?
         };
-        let argv = std::iter::once(cmd.program)
+        let argv = std::iter::once(cmd.arg0.unwrap_or(cmd.program))
             .chain(cmd.args.iter().map(OsString::as_os_str))
             .map(|a| cstring(a.as_bytes()))
             .collect::<std::io::Result<Vec<_>>>()?;
@@ -505,6 +507,7 @@ mod tests {
         let args: Vec<OsString> = args.iter().map(OsString::from).collect();
         let spawn = Spawn::new(Command {
             program: program.as_ref(),
+            arg0: None,
             args: &args,
             env: env.iter().map(|(k, v)| (k.into(), v.into())).collect(),
             cwd: Path::new("/"),

@@ -48,6 +48,9 @@ pub struct RunSpec {
     /// The command to report in the result, when it differs from what is executed (e.g. the
     /// sandbox wraps the program in its helper).
     pub display_command: Option<Vec<String>>,
+    /// The program's `argv[0]` when it is not `program` (the sandbox helper is started under
+    /// its bare name: the sandbox's `/proc/1/cmdline` names no host path).
+    pub arg0: Option<OsString>,
     /// What the supervisor enforces (the sandbox's `PreparedCommand::summary`), reported as
     /// the result's `sandbox` section together with what the supervisor observed while
     /// setting up (Landlock rights the kernel left unenforced). `None`: not sandboxed.
@@ -103,6 +106,7 @@ impl RunSpec {
             supervised: false,
             exclusive_children: false,
             display_command: None,
+            arg0: None,
             sandbox: None,
         }
     }

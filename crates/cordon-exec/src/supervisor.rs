@@ -10,10 +10,9 @@ use crate::signals::signal_name;
 /// Largest child report accepted from a supervisor.
 pub(crate) const MAX_REPORT_BYTES: usize = 64 * 1024;
 
-pub(crate) fn read_report(report: &mut Option<(Option<OwnedFd>, Vec<u8>)>, buf: &mut [u8]) {
-    let Some((fd_slot, bytes)) = report else {
-        return;
-    };
+/// Reads what the report pipe `fd_slot` has into `bytes` (up to [`MAX_REPORT_BYTES`]);
+/// closes it at its end.
+pub(crate) fn read_report(fd_slot: &mut Option<OwnedFd>, bytes: &mut Vec<u8>, buf: &mut [u8]) {
     let Some(fd) = fd_slot else { return };
     match rustix::io::read(fd.as_fd(), &mut *buf) {
         Ok(0) => *fd_slot = None,

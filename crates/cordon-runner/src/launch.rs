@@ -186,6 +186,8 @@ pub fn prepare(request: &RunRequest) -> Result<PreparedRun, RunError> {
             let mut prepared = cordon_sandbox::prepare(&policy, program, rest)?;
             lease = prepared.lease.take();
             let mut spec = RunSpec::new(&prepared.program, &prepared.args);
+            // Under its bare name: the sandbox's `/proc/1/cmdline` names no host path.
+            spec.arg0 = Some(cordon_sandbox::HELPER_NAME.into());
             spec.env = EnvSpec {
                 clear: true,
                 set: prepared.env,

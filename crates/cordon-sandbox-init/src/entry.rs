@@ -16,9 +16,7 @@ use crate::{outer, sys};
 /// [`crate::HELPER_BUILD`]: an older helper left beside a newer cordon) is refused, never run.
 pub fn init_main() -> ! {
     let build = std::env::var_os(crate::BUILD_ENV);
-    let same_build = build
-        .as_deref()
-        .is_some_and(|b| b == crate::HELPER_BUILD);
+    let same_build = build.as_deref().is_some_and(|b| b == crate::HELPER_BUILD);
     if let Some(plan) = std::env::var_os(crate::overlay_exec::OVERLAY_EXEC_ENV) {
         if !same_build {
             eprintln!("cordon: {}", other_build(build.as_deref()));

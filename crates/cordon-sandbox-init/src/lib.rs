@@ -78,7 +78,6 @@ pub use overlay_exec::{OVERLAY_EXEC_ENV, OverlayExec};
 pub use pid::{ProcessGroup, ProcessId};
 pub use plan::{
     BUILD_ENV, CgroupPlan, FileIdentity, HELPER_BUILD, HELPER_ENV, INIT_ARG, InitPlan,
-    LandlockPlan, MountOp, PLAN_ENV, PinnedPath,
-    Rlimit, RlimitResource, UpperLayer,
+    LandlockPlan, MountOp, PLAN_ENV, PinnedPath, Rlimit, RlimitResource, UpperLayer,
 };
 pub use seccomp::SyscallFilter;

@@ -229,4 +229,3 @@ pub fn empty_sigset() -> libc::sigset_t {
         s
     }
 }
-

@@ -48,7 +48,10 @@ pub enum SandboxErrorKind {
         reason: &'static str,
     },
     /// The sandbox helper executable is not where it should be.
-    #[error("cordon's sandbox helper is missing: no executable {}", looked_for(looked))]
+    #[error(
+        "cordon's sandbox helper is missing: no executable {}",
+        looked_for(looked)
+    )]
     NoHelper {
         /// Where it was looked for.
         looked: Vec<PathBuf>,

@@ -55,12 +55,12 @@ pub use doctor::{
 };
 pub use error::{SandboxError, SandboxErrorKind};
 pub use etc_snapshot::SnapshotLease;
+pub use helper::{HELPER_NAME, HELPER_PATH_ENV, helper_executable};
 pub use plan::{SANDBOX_HOME, SANDBOX_TMP, SANDBOX_WORKSPACE, protected_git_data};
 pub use policy::{
     Access, Bind, CacheLayer, DEFAULT_TMPFS_BYTES, Degradation, EnvVar, LayeredTree, Limits,
     Replacement, SandboxPolicy,
 };
-pub use helper::{HELPER_NAME, HELPER_PATH_ENV, helper_executable};
 pub use prepare::{PROXY_PORT, PreparedCommand, prepare, proxy_env};
 pub use secrets::{is_secret_path, secret_paths};
 pub use trees::{OVERLAY_EXEC_ENV, OverlayExec, TreeLauncher, UpperLayer, probe_trees};

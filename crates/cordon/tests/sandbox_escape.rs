@@ -218,11 +218,10 @@ fn proc_shows_only_sandbox_processes() {
 }
 
 #[test]
-fn pid_1_is_a_clone_of_cordon_whose_memory_the_program_cannot_read() {
+fn pid_1s_memory_environment_and_host_paths_stay_out_of_the_programs_reach() {
     require_sandbox!();
     let w = Work::new();
-    // A value only cordon's own environment holds (not passed, not a secret it redacts): a
-    // clone of cordon carries it in its memory and its environment block.
+    // A value only cordon's own environment holds (not passed, not a secret it redacts).
     let value = "pid1-memory-value-7c1e";
     let ran = w.run_env(
         &[],
@@ -234,15 +233,19 @@ fn pid_1_is_a_clone_of_cordon_whose_memory_the_program_cannot_read() {
     );
     assert_passed(&ran);
     let out = ran.stdout();
-    // PID 1 is cordon itself, cloned into the namespaces (the CLI is single-threaded), not
-    // the helper executable; it shows neither cordon's command line (its options, host paths)
-    // nor its environment.
+    // PID 1 is the helper, under its bare name: its command line is the program's own, with
+    // no host path (where the helper is installed) and none of cordon's options; its
+    // environment and memory are out of reach.
     let mut lines = out.lines();
-    assert_eq!(
-        lines.next().map(str::trim_end),
-        Some("cordon-sandbox"),
+    let cmdline = lines.next().map(str::trim_end);
+    assert!(
+        cmdline.is_some_and(|c| c.starts_with("cordon-sandbox-init __sandbox-init -- sh -c tr ")),
         "{out}"
     );
+    let helper_dir = std::path::Path::new(env!("CARGO_BIN_EXE_cordon-sandbox-init"))
+        .parent()
+        .unwrap();
+    assert!(!out.contains(helper_dir.to_str().unwrap()), "{out}");
     assert_eq!(lines.collect::<Vec<_>>(), ["end"], "{out}");
     assert!(!out.contains(value), "{out}");
 }

@@ -360,11 +360,20 @@ fn an_unprivileged_user_gets_the_sandbox_and_rlimit_fallbacks() {
         let bin_dir = tempfile::tempdir().unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(bin_dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-        let exe = bin_dir.path().join("cordon");
-        let built = env!("CARGO_BIN_EXE_cordon");
-        if std::fs::hard_link(built, &exe).is_err() {
-            std::fs::copy(built, &exe).unwrap();
+        // cordon and its sandbox helper, side by side as installed.
+        for (name, built) in [
+            ("cordon", env!("CARGO_BIN_EXE_cordon")),
+            (
+                "cordon-sandbox-init",
+                env!("CARGO_BIN_EXE_cordon-sandbox-init"),
+            ),
+        ] {
+            let copy = bin_dir.path().join(name);
+            if std::fs::hard_link(built, &copy).is_err() {
+                std::fs::copy(built, &copy).unwrap();
+            }
         }
+        let exe = bin_dir.path().join("cordon");
         std::os::unix::fs::chown(w.path(), Some(65534), Some(65534)).unwrap();
         (65534, exe, Some(bin_dir))
     } else {
