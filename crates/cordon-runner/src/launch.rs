@@ -435,6 +435,7 @@ fn sandbox_policy(
     policy.toolchains = options.toolchains;
     policy.network = options.network;
     policy.allow_exec = options.allow_exec.clone();
+    policy.allow_jit = options.allow_jit;
     policy.limits = options.limits;
     policy.allow_degraded = options.allow_degraded.clone();
     policy.caches = options.caches.clone();

@@ -158,8 +158,11 @@ pub struct SandboxOptions {
     pub network: NetworkMode,
     /// With [`NetworkMode::Allowlist`]: what cordon's proxy allows, and its bounds.
     pub proxy: ProxySettings,
-    /// When non-empty, only these executables may run (Landlock).
+    /// When non-empty, only these executables may run (Landlock), and only files may be
+    /// mapped executable unless [`Self::allow_jit`].
     pub allow_exec: Vec<PathBuf>,
+    /// With `allow_exec`: anonymous executable memory is allowed too (JIT compilers).
+    pub allow_jit: bool,
     /// Resource limits.
     pub limits: Limits,
     /// Protections given up explicitly when the host lacks them.
@@ -176,6 +179,7 @@ impl Default for SandboxOptions {
             network: NetworkMode::None,
             proxy: ProxySettings::default(),
             allow_exec: Vec::new(),
+            allow_jit: false,
             limits: Limits::default(),
             allow_degraded: Vec::new(),
             caches: Vec::new(),

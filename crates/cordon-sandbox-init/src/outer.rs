@@ -10,7 +10,7 @@ use crate::cgroup::{Cgroups, Counters};
 use crate::error::Setup;
 use crate::pid::ProcessId;
 use crate::plan::{INIT_ARG, InitPlan, PLAN_ENV, RlimitResource};
-use crate::seccomp::SyscallFilter;
+use crate::seccomp::{ExecMemory, SyscallFilter};
 use crate::status::{self, FailureKind, Received};
 use crate::{pid1, sys};
 
@@ -212,7 +212,12 @@ pub(crate) fn prepare_from(
             .collect::<Setup<Vec<_>>>()?
     };
     let seccomp = if plan.seccomp {
-        Some(SyscallFilter::compile().map_err(|e| e.to_string())?)
+        let memory = if plan.deny_exec_memory {
+            ExecMemory::Denied
+        } else {
+            ExecMemory::Allowed
+        };
+        Some(SyscallFilter::compile(memory).map_err(|e| e.to_string())?)
     } else {
         None
     };

@@ -49,6 +49,10 @@ pub struct InitPlan {
     /// `execve` nor the dynamic loader's `mmap(PROT_EXEC)` can run a file from there.
     #[serde(default)]
     pub noexec: Vec<PathBuf>,
+    /// Whether the program may not make memory executable other than by mapping a file
+    /// (`--allow-exec` without `--allow-jit`): see the seccomp rules.
+    #[serde(default)]
+    pub deny_exec_memory: bool,
     /// With a filtering proxy (`--network allow=...`): the loopback port inside the private
     /// network namespace where PID 1 makes the proxy's listening socket, which it sends to
     /// cordon over [`cordon_types::CHILD_NETWORK_FD`] before the program starts.
@@ -339,6 +343,7 @@ mod tests {
             uid: 1000,
             gid: 1000,
             noexec: vec!["/tmp".into()],
+            deny_exec_memory: true,
             proxy_port: Some(3128),
         };
         let text = serde_json::to_string(&plan).unwrap();

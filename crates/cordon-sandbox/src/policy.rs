@@ -22,8 +22,14 @@ pub struct SandboxPolicy {
     pub toolchains: bool,
     /// The network the program can reach.
     pub network: NetworkMode,
-    /// When non-empty, only these executables (plus their dynamic loader) may be executed.
+    /// When non-empty, only these executables (plus their dynamic loader) may be executed,
+    /// and only files may be mapped executable (no JIT) unless [`Self::allow_jit`].
     pub allow_exec: Vec<PathBuf>,
+    /// With [`Self::allow_exec`]: the program may also make anonymous memory executable (what
+    /// a JIT compiler such as node's or the JVM's needs). An allowed program can then run
+    /// code it generates itself.
+    #[serde(default)]
+    pub allow_jit: bool,
     /// Resource limits.
     pub limits: Limits,
     /// The program's complete environment (cordon's own environment does not leak in).
@@ -248,6 +254,7 @@ impl SandboxPolicy {
             toolchains: true,
             network: NetworkMode::None,
             allow_exec: Vec::new(),
+            allow_jit: false,
             limits: Limits::default(),
             env: Vec::new(),
             host_home: None,

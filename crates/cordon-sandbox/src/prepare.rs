@@ -122,6 +122,7 @@ pub(crate) fn prepare_with(
         gid: rustix::process::getgid().as_raw(),
         noexec,
         proxy_port: (policy.network == NetworkMode::Allowlist).then_some(PROXY_PORT),
+        deny_exec_memory: exec_only.is_some() && !policy.allow_jit,
     };
     let mut env = program_env(&policy, &toolchains.env);
     let plan_json = serde_json::to_string(&init).expect("the plan serializes");

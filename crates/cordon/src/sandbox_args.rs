@@ -47,10 +47,15 @@ pub struct SandboxArgs {
     pub network_bytes: Option<u64>,
     /// Allow executing only these programs (repeatable; a bare name is looked up in PATH);
     /// everything else, in the whole process tree, is refused by Landlock. The dynamic loader
-    /// and script interpreters they name are allowed too. Without it, anything visible may
-    /// be executed.
+    /// and script interpreters they name are allowed too. Every writable place is `noexec`,
+    /// and memory can be made executable only by mapping a file (no JIT, no memfd) unless
+    /// --allow-jit. Without it, anything visible may be executed.
     #[arg(long = "allow-exec", value_name = "PATH", help_heading = "Sandbox")]
     pub allow_exec: Vec<PathBuf>,
+    /// With --allow-exec: also allow anonymous executable memory, which JIT compilers need
+    /// (node, java, pypy). An allowed program can then run code it generates itself.
+    #[arg(long, requires = "allow_exec", help_heading = "Sandbox")]
+    pub allow_jit: bool,
     /// Memory limit of the whole process tree (e.g. 512MiB, 2GiB); the OOM killer ends the
     /// program past it and `limits_hit` says `memory`. Enforced by a cgroup.
     #[arg(long, value_name = "SIZE", value_parser = parse_size, help_heading = "Limits")]
@@ -233,6 +238,7 @@ impl SandboxArgs {
         for exe in &self.allow_exec {
             policy.allow_exec.push(find_executable(exe, cwd)?);
         }
+        policy.allow_jit = self.allow_jit;
         policy.limits = Limits {
             memory_bytes: self.memory,
             pids: self.pids,

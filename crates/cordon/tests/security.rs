@@ -659,6 +659,144 @@ fn the_dynamic_loader_cannot_start_what_allow_exec_does_not_name() {
     );
 }
 
+/// Round three, V1. Regression: with `--allow-exec`, an allowed interpreter wrote a program
+/// into a memfd (writable, not on a `noexec` mount) and had the dynamic loader map it from
+/// `/proc/self/fd`. Now only files may be mapped executable (memfds, anonymous executable
+/// memory and `SHM_EXEC` are refused) and every writable place is `noexec`: each route below
+/// fails, and the program it tried to run never prints.
+#[test]
+fn allow_exec_cannot_be_bypassed_through_memory_or_writable_places() {
+    let dir = TestDir::new();
+    let loader = ["/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("a dynamic loader at a known path");
+    // The payload: a copy of `id`, in the writable working directory (as a patch could add).
+    std::fs::copy("/usr/bin/id", dir.path().join("myid")).unwrap();
+    let python = format!(
+        r#"
+import mmap, os, shutil, subprocess
+LOADER = "{loader}"
+payload = open("./myid", "rb").read()
+def attempt(name, argv=None, fn=None):
+    try:
+        if fn is not None:
+            fn()
+        else:
+            out = subprocess.run(argv, capture_output=True)
+            if b"uid=" in out.stdout:
+                print("RAN", name)
+                return
+        print("refused", name)
+    except OSError as e:
+        print("refused", name)
+def memfd():
+    fd = os.memfd_create("payload", 0)
+    os.write(fd, payload)
+    out = subprocess.run([LOADER, f"/proc/self/fd/{{fd}}"], pass_fds=[fd], capture_output=True)
+    if b"uid=" in out.stdout:
+        print("RAN memfd")
+        raise SystemExit
+    raise OSError("not run")
+attempt("memfd", fn=memfd)
+shutil.copy("./myid", "/dev/shm/myid")
+attempt("dev-shm", [LOADER, "/dev/shm/myid"])
+attempt("workdir", [LOADER, "./myid"])
+def deleted():
+    fd = os.open("./gone", os.O_RDWR | os.O_CREAT, 0o755)
+    os.write(fd, payload)
+    os.unlink("./gone")
+    out = subprocess.run([LOADER, f"/proc/self/fd/{{fd}}"], pass_fds=[fd], capture_output=True)
+    if b"uid=" in out.stdout:
+        print("RAN deleted")
+        raise SystemExit
+    raise OSError("not run")
+attempt("deleted", fn=deleted)
+attempt("anonymous-exec", fn=lambda: mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC))
+attempt("proc-self-mem", fn=lambda: open("/proc/self/mem", "r+b"))
+print("END")
+"#
+    );
+    let run = |extra: &[&str], program: &[&str]| {
+        cordon()
+            .current_dir(dir.path())
+            .args(["run", "--no-record", "--allow-exec", "/usr/bin/python3"])
+            .args(extra)
+            .arg("--")
+            .args(program)
+            .output()
+            .unwrap()
+    };
+    let out = run(&[], &["python3", "-c", &python]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "refused memfd\nrefused dev-shm\nrefused workdir\nrefused deleted\n\
+         refused anonymous-exec\nrefused proc-self-mem\nEND\n",
+        "{}",
+        stderr(&out)
+    );
+    // A JIT needs anonymous executable memory: `--allow-jit` gives it (and says so in its
+    // help: the program can then run code it makes); files in writable places stay noexec.
+    let jit = "import mmap, subprocess\n\
+               m = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)\n\
+               print('JIT-MEMORY')\n";
+    let out = run(&["--allow-jit"], &["python3", "-c", jit]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "JIT-MEMORY\n",
+        "{}",
+        stderr(&out)
+    );
+    // perl's route: memfd_create through `syscall`, then the loader (perl allowed).
+    if Path::new("/usr/bin/perl").exists() {
+        let perl = format!(
+            r#"my $name = "payload"; my $fd = syscall(319, $name, 0); if ($fd < 0) {{ print "refused memfd\n"; exit 0 }}
+               open(my $in, "<", "./myid"); local $/; my $b = <$in>;
+               open(my $out, ">&=", $fd); binmode $out; print $out $b; close $out;
+               exec("{loader}", "/proc/self/fd/$fd");"#
+        );
+        let out = cordon()
+            .current_dir(dir.path())
+            .args(["run", "--no-record", "--allow-exec", "/usr/bin/perl", "--"])
+            .args(["perl", "-e", &perl])
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "refused memfd\n",
+            "{}",
+            stderr(&out)
+        );
+    }
+    // node's route (node allowed, run without its JIT as --allow-exec requires): the payload
+    // copied to /dev/shm and to the working directory, started through the loader.
+    if let Some(node) = ["/usr/bin/node", "/usr/local/bin/node"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+    {
+        let js = format!(
+            r#"const fs = require("fs"), cp = require("child_process");
+               fs.copyFileSync("./myid", "/dev/shm/n");
+               for (const p of ["/dev/shm/n", "./myid"]) {{
+                 const r = cp.spawnSync("{loader}", [p]);
+                 console.log(String(r.stdout).includes("uid=") ? "RAN " + p : "refused " + p);
+               }}"#
+        );
+        let out = cordon()
+            .current_dir(dir.path())
+            .args(["run", "--no-record", "--allow-exec", node, "--"])
+            .args([node, "--jitless", "-e", &js])
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "refused /dev/shm/n\nrefused ./myid\n",
+            "{}",
+            stderr(&out)
+        );
+    }
+}
+
 /// Item 15 (disk). Regression: the working tree had no quota. A tree that grows past `--disk`
 /// now ends the program, reported as a `disk` limit hit (every other test runs within the
 /// default 10 GiB undisturbed).

@@ -1,8 +1,9 @@
 //! The compiled filter, ready to install in the program's process.
 
-use seccompiler::sock_filter;
+use seccompiler::{BpfProgram, sock_filter};
 
-use super::{program, rules};
+use super::program;
+use super::rules::{self, ExecMemory};
 use crate::error::SeccompError;
 
 /// The most instructions a classic BPF program may hold (`BPF_MAXINSNS`).
@@ -15,10 +16,12 @@ pub struct SyscallFilter {
 }
 
 impl SyscallFilter {
-    /// Assembles the filter from the rules (see the module documentation of
-    /// `seccomp::program`).
-    pub fn compile() -> Result<Self, SeccompError> {
-        let program = program::assemble(&rules::checks());
+    /// Compiles the filter from the rules (see the module documentation of `seccomp::rules`).
+    pub fn compile(exec_memory: ExecMemory) -> Result<Self, SeccompError> {
+        let eperm = BpfProgram::try_from(rules::eperm_filter(exec_memory)?)?;
+        let enosys = BpfProgram::try_from(rules::enosys_filter()?)?;
+        let mut program = program::guard();
+        program.extend(program::join(eperm, enosys));
         if program.len() > MAX_INSTRUCTIONS {
             return Err(SeccompError::TooLong(program.len()));
         }
@@ -51,7 +54,6 @@ impl SyscallFilter {
 mod tests {
     use super::super::eval::{Verdict, run};
     use super::*;
-    use seccompiler::BpfProgram;
 
     const EPERM: Verdict = Verdict::Errno(libc::EPERM);
 
@@ -60,33 +62,8 @@ mod tests {
     }
 
     #[test]
-    fn the_filter_is_one_program_that_fits() {
-        let f = SyscallFilter::compile().unwrap();
-        // One comparison per named number, a few per argument rule: seccompiler's own
-        // program for the same rules is four times as long, and the kernel compiles it at
-        // every sandbox start.
-        assert!(
-            f.len() > rules::DENIED.len() && f.len() < 128,
-            "{}",
-            f.len()
-        );
-        // Every jump lands inside the program, and it ends with a return.
-        for (i, insn) in f.instructions().iter().enumerate() {
-            if insn.code & 0x07 == 0x05 {
-                let reach = if insn.code == 0x05 {
-                    usize::try_from(insn.k).unwrap()
-                } else {
-                    usize::from(insn.jt.max(insn.jf))
-                };
-                assert!(i + 1 + reach < f.len(), "instruction {i} jumps out");
-            }
-        }
-        assert_eq!(f.instructions().last().unwrap().code, 0x06);
-    }
-
-    #[test]
     fn ordinary_calls_pass_and_every_denied_call_is_refused() {
-        let f = SyscallFilter::compile().unwrap();
+        let f = SyscallFilter::compile(ExecMemory::Allowed).unwrap();
         let p = f.instructions();
         for call in [
             libc::SYS_read,
@@ -109,7 +86,7 @@ mod tests {
 
     #[test]
     fn argument_rules_refuse_only_what_they_name() {
-        let f = SyscallFilter::compile().unwrap();
+        let f = SyscallFilter::compile(ExecMemory::Allowed).unwrap();
         let p = f.instructions();
         let arg0 = |v: u64| [v, 0, 0, 0, 0, 0];
         let sigchld = u64::try_from(libc::SIGCHLD).unwrap();
@@ -145,7 +122,7 @@ mod tests {
         use super::super::eval::run_arch;
         use super::super::program::{AUDIT_ARCH_X86_64, X32_SYSCALL_BIT};
         const AUDIT_ARCH_I386: u32 = 3 | 0x4000_0000;
-        let f = SyscallFilter::compile().unwrap();
+        let f = SyscallFilter::compile(ExecMemory::Allowed).unwrap();
         let p = f.instructions();
         let x32 = |n: libc::c_long| nr(n) | X32_SYSCALL_BIT;
         for call in [libc::SYS_getpid, libc::SYS_unshare, libc::SYS_read] {
@@ -157,124 +134,82 @@ mod tests {
         );
     }
 
-    /// The installed program decides as seccompiler's compilation of the same rules: every
-    /// number (native, x32, small and large, of three architectures) with every argument the
-    /// rules look at gets the same verdict.
     #[test]
-    fn the_installed_program_decides_as_seccompilers_reference() {
-        use super::super::eval::{native_arch, run_arch};
-        let eperm = BpfProgram::try_from(rules::eperm_filter().unwrap()).unwrap();
-        let enosys = BpfProgram::try_from(rules::enosys_filter().unwrap()).unwrap();
-        let mut full = program::guard();
-        full.extend(program::join(eperm, enosys));
-        let with = SyscallFilter::compile().unwrap();
-        assert!(with.len() * 3 < full.len(), "{} {}", with.len(), full.len());
-        let flag = |f: libc::c_int| u64::try_from(f).unwrap();
-        let mut args: Vec<[u64; 6]> = vec![[0; 6], [u64::MAX; 6]];
-        for f in rules::NAMESPACE_FLAGS {
-            args.push([flag(*f) | 17, 0, 0, 0, 0, 0]);
-        }
-        for r in [libc::TIOCSTI, libc::TIOCLINUX, libc::TCGETS] {
-            args.push([0, r, 0, 0, 0, 0]);
-            args.push([0, r | 1 << 32, 0, 0, 0, 0]);
-        }
-        for d in [libc::AF_VSOCK, libc::AF_INET, libc::AF_UNIX] {
-            args.push([flag(d), 0, 0, 0, 0, 0]);
-        }
-        for p in [0, rules::PERSONALITY_QUERY, 0x0040_0000] {
-            args.push([p, 0, 0, 0, 0, 0]);
-        }
-        let numbers: Vec<u32> = (0..1100)
-            .chain((0..1100).map(|n| n | 0x4000_0000))
-            .chain([0x3fff_ffff, 0x7fff_ffff, 0x8000_0000, u32::MAX])
-            .collect();
-        let same = |arch: u32, n: u32, a: &[u64; 6]| {
-            assert_eq!(
-                run_arch(with.instructions(), arch, n, a),
-                run_arch(&full, arch, n, a),
-                "arch {arch:#x} nr {n:#x} args {a:x?}"
-            );
-        };
-        for arch in [native_arch(), 3 | 0x4000_0000, 40 | 0x4000_0000] {
-            for &n in &numbers {
-                for a in &args {
-                    same(arch, n, a);
+    fn every_jump_lands_inside_the_program_and_it_ends_with_a_return() {
+        for memory in [ExecMemory::Allowed, ExecMemory::Denied] {
+            let f = SyscallFilter::compile(memory).unwrap();
+            for (i, insn) in f.instructions().iter().enumerate() {
+                if insn.code & 0x07 == 0x05 {
+                    let reach = if insn.code == 0x05 {
+                        usize::try_from(insn.k).unwrap()
+                    } else {
+                        usize::from(insn.jt.max(insn.jf))
+                    };
+                    assert!(i + 1 + reach < f.len(), "instruction {i} jumps out");
                 }
             }
-        }
-        // Every named number and its neighbours (native, x32, with high bits), against every
-        // value a rule compares, one off either side, with and without junk in its upper
-        // half, alone in its upper half, in every argument slot, the others 0 or all ones.
-        let mut values: Vec<u64> = rules::NAMESPACE_FLAGS.iter().map(|f| flag(*f)).collect();
-        values.extend([libc::TIOCSTI, libc::TIOCLINUX, rules::PERSONALITY_QUERY, 0]);
-        values.push(flag(libc::AF_VSOCK));
-        let mut variants = Vec::new();
-        for v in values {
-            for w in [v.wrapping_sub(1), v, v + 1] {
-                variants.extend([w, w | 0xdead_beef << 32, w << 32]);
-            }
-        }
-        let mut boundary_args = Vec::new();
-        for slot in 0..6 {
-            for &v in &variants {
-                let mut a = [0; 6];
-                a[slot] = v;
-                boundary_args.push(a);
-                a = [u64::MAX; 6];
-                a[slot] = v;
-                boundary_args.push(a);
-            }
-        }
-        let named: Vec<u32> = rules::checks()
-            .iter()
-            .flat_map(|&(n, _)| [n.wrapping_sub(1), n, n + 1])
-            .flat_map(|n| [n, n | 0x4000_0000, n | 0x8000_0000])
-            .collect();
-        for arch in [native_arch(), 3 | 0x4000_0000] {
-            for &n in &named {
-                for a in &boundary_args {
-                    same(arch, n, a);
-                }
-            }
+            assert_eq!(f.instructions().last().unwrap().code, 0x06);
         }
     }
 
-    /// Every system call runs the filter: the common ones are decided after a handful of
-    /// instructions (the binary search), whatever their number. Prints the figures too
-    /// (`cargo test -p cordon-sandbox-init -- --nocapture seccomp_cost`).
     #[test]
-    fn seccomp_cost() {
-        use super::super::eval::{native_arch, run_counting};
-        let f = SyscallFilter::compile().unwrap();
-        println!("instructions: {}", f.len());
-        let calls: [(&str, libc::c_long, [u64; 6], Verdict); 6] = [
-            ("read", libc::SYS_read, [0; 6], Verdict::Allow),
-            ("futex", libc::SYS_futex, [0; 6], Verdict::Allow),
+    fn without_exec_memory_only_files_can_be_mapped_executable() {
+        const PROT_RX: u64 = (libc::PROT_READ | libc::PROT_EXEC) as u64;
+        const PROT_RW: u64 = (libc::PROT_READ | libc::PROT_WRITE) as u64;
+        const ANON: u64 = (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS) as u64;
+        const FILE: u64 = libc::MAP_PRIVATE as u64;
+        let denied = SyscallFilter::compile(ExecMemory::Denied).unwrap();
+        let allowed = SyscallFilter::compile(ExecMemory::Allowed).unwrap();
+        let mmap = nr(libc::SYS_mmap);
+        let mprotect = nr(libc::SYS_mprotect);
+        let cases: [(u32, [u64; 6], Verdict); 10] = [
+            // A JIT's code: anonymous and executable.
+            (mmap, [0, 4096, PROT_RX, ANON, u64::MAX, 0], EPERM),
+            // Junk in the upper halves does not hide it.
             (
-                "clone(SIGCHLD)",
-                libc::SYS_clone,
-                [17, 0, 0, 0, 0, 0],
+                mmap,
+                [0, 4096, PROT_RX | 1 << 40, ANON | 1 << 33, 0, 0],
+                EPERM,
+            ),
+            // The dynamic loader mapping a library: a file, executable.
+            (mmap, [0, 4096, PROT_RX, FILE, 3, 0], Verdict::Allow),
+            // Ordinary heap memory.
+            (mmap, [0, 4096, PROT_RW, ANON, u64::MAX, 0], Verdict::Allow),
+            (mprotect, [0, 4096, PROT_RX, 0, 0, 0], EPERM),
+            (
+                nr(libc::SYS_pkey_mprotect),
+                [0, 4096, PROT_RX, 0, 0, 0],
+                EPERM,
+            ),
+            // RELRO: read-only after relocation.
+            (
+                mprotect,
+                [0, 4096, libc::PROT_READ as u64, 0, 0, 0],
                 Verdict::Allow,
             ),
-            (
-                "ioctl(TCGETS)",
-                libc::SYS_ioctl,
-                [0, libc::TCGETS, 0, 0, 0, 0],
-                Verdict::Allow,
-            ),
-            ("mount", libc::SYS_mount, [0; 6], EPERM),
-            (
-                "clone3",
-                libc::SYS_clone3,
-                [0; 6],
-                Verdict::Errno(libc::ENOSYS),
-            ),
+            (nr(libc::SYS_memfd_create), [0, 0, 0, 0, 0, 0], EPERM),
+            (nr(libc::SYS_memfd_secret), [0, 0, 0, 0, 0, 0], EPERM),
+            (nr(libc::SYS_shmat), [1, 0, 0o100000, 0, 0, 0], EPERM),
         ];
-        for (name, call, args, expected) in calls {
-            let (verdict, steps) = run_counting(f.instructions(), native_arch(), nr(call), &args);
-            println!("{name}: {verdict:?} after {steps} instructions");
-            assert_eq!(verdict, expected, "{name}");
-            assert!(steps <= 16, "{name}: {steps} instructions");
+        for (call, args, verdict) in cases {
+            assert_eq!(
+                run(denied.instructions(), call, &args),
+                verdict,
+                "{call} {args:x?}"
+            );
+            assert_eq!(
+                run(allowed.instructions(), call, &args),
+                Verdict::Allow,
+                "{call} {args:x?}"
+            );
         }
+        assert_eq!(
+            run(
+                denied.instructions(),
+                nr(libc::SYS_shmat),
+                &[1, 0, 0, 0, 0, 0]
+            ),
+            Verdict::Allow
+        );
     }
 }

@@ -1,8 +1,8 @@
 //! The seccomp filter: system calls a sandboxed program never needs and an escape would.
 //!
-//! The rules ([`rules`]) are assembled into one short classic-BPF program ([`program`]),
-//! installed in the program's process; the tests check every verdict against seccompiler's
-//! compilation of the same rules.
+//! The rules ([`rules`]) are compiled by seccompiler into one classic-BPF program (an `EPERM`
+//! part, then an `ENOSYS` part, behind a front that refuses x32 calls: [`program`]),
+//! installed in the program's process.
 
 mod filter;
 mod program;
@@ -12,3 +12,4 @@ mod rules;
 mod eval;
 
 pub use filter::SyscallFilter;
+pub use rules::ExecMemory;

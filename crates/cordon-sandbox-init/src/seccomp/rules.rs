@@ -3,33 +3,42 @@
 //! - [`DENIED`]: refused with `EPERM` whatever their arguments;
 //! - `clone` with any namespace flag: `EPERM`;
 //! - `ioctl(fd, TIOCSTI | TIOCLINUX, ...)` (terminal input injection): `EPERM`;
-//! - `personality` with anything but a query (`0xffffffff`) or `PER_LINUX` (`0`): `EPERM`;
+//! - `personality` with anything but a query (`0xffffffff`) or `PER_LINUX` (`0`): `EPERM`
+//!   (`READ_IMPLIES_EXEC` among them);
 //! - `socket(AF_VSOCK, ...)`: `EPERM` (a network namespace does not isolate vsock, the
 //!   channel to the hypervisor and other VMs);
 //! - `clone3`: `ENOSYS`, because its flags live in memory a filter cannot read; libc then
-//!   falls back to `clone`, whose flags the rules above check.
+//!   falls back to `clone`, whose flags the rules above check;
+//! - without executable memory ([`ExecMemory::Denied`], `--allow-exec` without
+//!   `--allow-jit`): `mmap` of anonymous memory with `PROT_EXEC`, `mprotect` and
+//!   `pkey_mprotect` adding `PROT_EXEC`, `shmat` with `SHM_EXEC`, and `memfd_create` and
+//!   `memfd_secret` altogether: `EPERM`. What is executable is then only what a file on an
+//!   executable mount holds, and every writable place is mounted `noexec`.
 //!
 //! Argument comparisons are on 32 bits where the kernel reads an `int` or `unsigned int`
-//! (`ioctl`'s request, `personality`'s persona, `socket`'s domain): a value with junk in its
-//! upper half is the same call to the kernel and must match the same rule. `clone`'s flags
-//! are an `unsigned long`, but every namespace flag is in its lower half.
-//!
-//! The rules are written twice, on purpose: [`checks`] is what the installed program is
-//! assembled from (see `program`), and, in the tests, the same rules as seccompiler rules are
-//! compiled by seccompiler into the reference program that every verdict of the installed
-//! one is compared with, for every system call number and every argument the rules look at.
+//! (`ioctl`'s request, `personality`'s persona, `socket`'s domain, `mmap`'s and `mprotect`'s
+//! protection and flags): a value with junk in its upper half is the same call to the kernel
+//! and must match the same rule. `clone`'s flags are an `unsigned long`, but every namespace
+//! flag is in its lower half.
 
-#[cfg(test)]
 use std::collections::BTreeMap;
 
-#[cfg(test)]
 use seccompiler::{
     SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
     TargetArch,
 };
 
-#[cfg(test)]
 use crate::error::SeccompError;
+
+/// Whether the program may make memory executable other than by mapping a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExecMemory {
+    /// Anonymous executable memory (what a JIT compiler writes its code into), memfds and
+    /// `SHM_EXEC` are allowed.
+    Allowed,
+    /// Only files may be mapped executable (see the module documentation).
+    Denied,
+}
 
 /// System calls refused with `EPERM` whatever their arguments.
 pub const DENIED: &[libc::c_long] = &[
@@ -100,10 +109,13 @@ pub const NAMESPACE_FLAGS: &[libc::c_int] = &[
     libc::CLONE_NEWCGROUP,
 ];
 
+/// `shmat`'s flag that maps the segment executable (`linux/shm.h`; not in the libc crate
+/// for Linux).
+const SHM_EXEC: u64 = 0o100000;
+
 /// `personality(0xffffffff)` only asks for the current persona.
 pub const PERSONALITY_QUERY: u64 = 0xffff_ffff;
 
-#[cfg(test)]
 /// The architecture the filter is built for (the helper's own).
 pub fn target_arch() -> TargetArch {
     #[cfg(target_arch = "x86_64")]
@@ -115,7 +127,6 @@ pub fn target_arch() -> TargetArch {
     arch
 }
 
-#[cfg(test)]
 fn dword(arg: u8, op: SeccompCmpOp, value: u64) -> Result<SeccompCondition, SeccompError> {
     Ok(SeccompCondition::new(
         arg,
@@ -125,12 +136,10 @@ fn dword(arg: u8, op: SeccompCmpOp, value: u64) -> Result<SeccompCondition, Secc
     )?)
 }
 
-#[cfg(test)]
 fn rule(conditions: Vec<SeccompCondition>) -> Result<SeccompRule, SeccompError> {
     Ok(SeccompRule::new(conditions)?)
 }
 
-#[cfg(test)]
 /// Widens a non-negative libc constant to a comparison value.
 fn constant(value: impl TryInto<u64>) -> u64 {
     value
@@ -138,20 +147,18 @@ fn constant(value: impl TryInto<u64>) -> u64 {
         .unwrap_or_else(|_| unreachable!("the constants compared are non-negative"))
 }
 
-#[cfg(test)]
 /// Everything refused with `EPERM`.
-pub fn eperm_filter() -> Result<SeccompFilter, SeccompError> {
+pub fn eperm_filter(exec_memory: ExecMemory) -> Result<SeccompFilter, SeccompError> {
     Ok(SeccompFilter::new(
-        eperm_rules()?,
+        eperm_rules(exec_memory)?,
         SeccompAction::Allow,
         SeccompAction::Errno(libc::EPERM.unsigned_abs()),
         target_arch(),
     )?)
 }
 
-#[cfg(test)]
 /// The `EPERM` rules, by system call number.
-fn eperm_rules() -> Result<BTreeMap<i64, Vec<SeccompRule>>, SeccompError> {
+fn eperm_rules(exec_memory: ExecMemory) -> Result<BTreeMap<i64, Vec<SeccompRule>>, SeccompError> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
         DENIED.iter().map(|nr| (*nr, Vec::new())).collect();
     let clone_rules = NAMESPACE_FLAGS
@@ -182,10 +189,27 @@ fn eperm_rules() -> Result<BTreeMap<i64, Vec<SeccompRule>>, SeccompError> {
             constant(libc::AF_VSOCK),
         )?])?],
     );
+    if exec_memory == ExecMemory::Denied {
+        let bit = |arg: u8, bit: u64| dword(arg, SeccompCmpOp::MaskedEq(bit), bit);
+        let prot_exec = constant(libc::PROT_EXEC);
+        rules.insert(
+            libc::SYS_mmap,
+            vec![rule(vec![
+                bit(2, prot_exec)?,
+                bit(3, constant(libc::MAP_ANONYMOUS))?,
+            ])?],
+        );
+        for call in [libc::SYS_mprotect, libc::SYS_pkey_mprotect] {
+            rules.insert(call, vec![rule(vec![bit(2, prot_exec)?])?]);
+        }
+        rules.insert(libc::SYS_shmat, vec![rule(vec![bit(2, SHM_EXEC)?])?]);
+        for call in [libc::SYS_memfd_create, libc::SYS_memfd_secret] {
+            rules.insert(call, Vec::new());
+        }
+    }
     Ok(rules)
 }
 
-#[cfg(test)]
 /// `clone3`, refused with `ENOSYS`.
 pub fn enosys_filter() -> Result<SeccompFilter, SeccompError> {
     Ok(SeccompFilter::new(
@@ -196,106 +220,7 @@ pub fn enosys_filter() -> Result<SeccompFilter, SeccompError> {
     )?)
 }
 
-#[cfg(test)]
 /// The `ENOSYS` rules, by system call number.
 fn enosys_rules() -> BTreeMap<i64, Vec<SeccompRule>> {
     BTreeMap::from([(libc::SYS_clone3, Vec::new())])
-}
-
-/// What the installed program does with a system call that a rule names (every other call
-/// is allowed).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Check {
-    /// Refused with `EPERM`, whatever its arguments.
-    Refuse,
-    /// Refused with `ENOSYS`, whatever its arguments.
-    NoSuchCall,
-    /// Refused with `EPERM` when the low 32 bits of argument `arg` share a bit with `mask`.
-    AnyBit {
-        /// The argument's index (0 to 5).
-        arg: u8,
-        /// The bits.
-        mask: u32,
-    },
-    /// Refused with `EPERM` when the low 32 bits of argument `arg` are one of `values`.
-    OneOf {
-        /// The argument's index (0 to 5).
-        arg: u8,
-        /// The refused values.
-        values: &'static [u32],
-    },
-    /// Refused with `EPERM` unless the low 32 bits of argument `arg` are one of `values`.
-    NoneOf {
-        /// The argument's index (0 to 5).
-        arg: u8,
-        /// The allowed values.
-        values: &'static [u32],
-    },
-}
-
-/// Narrows a non-negative libc constant that fits in 32 bits.
-const fn low32(value: u64) -> u32 {
-    assert!(
-        value <= u32::MAX as u64,
-        "the constants compared fit in 32 bits"
-    );
-    value as u32
-}
-
-/// The namespace flags as one mask (each is a single bit).
-const fn namespace_mask() -> u32 {
-    let mut mask = 0;
-    let mut i = 0;
-    while i < NAMESPACE_FLAGS.len() {
-        mask |= low32(NAMESPACE_FLAGS[i] as u64);
-        i += 1;
-    }
-    mask
-}
-
-// The request constants' type differs between C libraries (an `unsigned long` in glibc).
-#[allow(clippy::unnecessary_cast)]
-const TERMINAL_INJECTION: &[u32] = &[low32(libc::TIOCSTI as u64), low32(libc::TIOCLINUX as u64)];
-const PERSONALITY_ALLOWED: &[u32] = &[0, low32(PERSONALITY_QUERY)];
-const VSOCK: &[u32] = &[low32(libc::AF_VSOCK as u64)];
-
-/// Every system call a rule names, with what the installed program does with it.
-pub fn checks() -> Vec<(u32, Check)> {
-    let number = |nr: libc::c_long| u32::try_from(nr).expect("system call numbers are small");
-    let mut checks: Vec<(u32, Check)> = DENIED
-        .iter()
-        .map(|nr| (number(*nr), Check::Refuse))
-        .collect();
-    checks.extend([
-        (
-            number(libc::SYS_clone),
-            Check::AnyBit {
-                arg: 0,
-                mask: namespace_mask(),
-            },
-        ),
-        (
-            number(libc::SYS_ioctl),
-            Check::OneOf {
-                arg: 1,
-                values: TERMINAL_INJECTION,
-            },
-        ),
-        (
-            number(libc::SYS_personality),
-            Check::NoneOf {
-                arg: 0,
-                values: PERSONALITY_ALLOWED,
-            },
-        ),
-        (
-            number(libc::SYS_socket),
-            Check::OneOf {
-                arg: 0,
-                values: VSOCK,
-            },
-        ),
-        (number(libc::SYS_clone3), Check::NoSuchCall),
-    ]);
-    checks
 }

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Sandboxed start against bubblewrap, idle and beside one busy CPU, in one hyperfine run each:
+# `cordon run -- /bin/true` (recorded in the run history, the default) and `--no-record`,
+# against `bwrap --unshare-all` doing less (no Landlock, no seccomp, no constructed root) and
+# bare `/bin/true`. The busy case pins `yes > /dev/null` to CPU 0 while hyperfine runs.
+# Needs hyperfine and bubblewrap (apt-get install -y hyperfine bubblewrap).
+#
+#   bench/sandbox-start.sh                     # builds release, prints medians and ratios
+#   OTHER=/path/to/another/cordon bench/sandbox-start.sh   # adds another build to both runs
+#   RUNS=500 bench/sandbox-start.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --release -q -p cordon
+CORDON=${CARGO_TARGET_DIR:-$PWD/target}/release/cordon
+RUNS=${RUNS:-300}
+work=$(mktemp -d)
+busy=
+cleanup() {
+  [ -n "$busy" ] && kill "$busy" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+cd "$work"
+export CORDON_HOME=$work/home
+"$CORDON" doctor >/dev/null || { echo "cordon doctor: this host cannot sandbox" >&2; exit 1; }
+
+commands=(
+  "$CORDON run -- /bin/true"
+  "$CORDON run --no-record -- /bin/true"
+  "bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all --die-with-parent /bin/true"
+  "/bin/true"
+)
+if [ -n "${OTHER:-}" ]; then
+  commands+=("$OTHER run -- /bin/true")
+fi
+
+measure() {
+  local name=$1
+  hyperfine -N --warmup 30 --runs "$RUNS" --export-json "$work/$name.json" "${commands[@]}" >/dev/null
+  python3 - "$work/$name.json" "$name" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))["results"]
+med = [x["median"] * 1000 for x in r]
+rec, norec, bwrap, true = med[:4]
+print(f"{sys.argv[2]}: cordon run (recorded) {rec:.2f} ms, --no-record {norec:.2f} ms, "
+      f"bwrap {bwrap:.2f} ms, /bin/true {true:.2f} ms (medians of {len(r[0]['times'])})")
+print(f"{sys.argv[2]}: recorded / bwrap = {rec / bwrap:.2f}; --no-record / bwrap = {norec / bwrap:.2f}")
+if len(med) > 4:
+    print(f"{sys.argv[2]}: other build (recorded) {med[4]:.2f} ms = {med[4] / bwrap:.2f} x bwrap")
+PY
+}
+
+measure idle
+taskset -c 0 yes >/dev/null &
+busy=$!
+measure busy
