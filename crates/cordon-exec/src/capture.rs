@@ -99,6 +99,7 @@ impl HeadTail {
             omitted_bytes: self.total - kept,
             head: String::from_utf8_lossy(&head).into_owned(),
             tail: String::from_utf8_lossy(&tail).into_owned(),
+            undelivered_bytes: 0,
         }
     }
 }

@@ -109,6 +109,15 @@ pub struct CapturedOutput {
     pub head: String,
     /// The last bytes when truncated (empty otherwise), decoded as UTF-8 with replacement.
     pub tail: String,
+    /// Bytes of this stream that `cordon run` could not pass through to its own output before
+    /// the run's deadline (whoever reads cordon's output stopped reading); they are still
+    /// counted and captured here.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub undelivered_bytes: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Resource usage of the program and, where it can be measured exactly, of its whole tree.

@@ -123,6 +123,12 @@ pub struct RunArgs {
     /// passing the program's output through.
     #[arg(long)]
     pub json: bool,
+    /// Pass the program's output to a terminal exactly as it is. By default, on a terminal,
+    /// colours and line editing pass but other escape sequences are dropped (window titles,
+    /// clipboard writes, queries the terminal would answer, mode switches); output to a file
+    /// or pipe is never changed.
+    #[arg(long, conflicts_with = "json")]
+    pub raw_output: bool,
     /// Do not record the run (result and transcript) in the run history (`cordon runs`).
     #[arg(long)]
     pub no_record: bool,

@@ -13,6 +13,7 @@ pub mod exit;
 mod render;
 mod sandbox_args;
 mod signals;
+mod terminal_guard;
 
 use std::process::ExitCode;
 

@@ -84,6 +84,7 @@ pub fn parse_text(tool: Tool, text: &str, paths: &PathContext) -> Bounded {
         omitted_bytes: 0,
         head: text.to_owned(),
         tail: String::new(),
+        undelivered_bytes: 0,
     };
     collect(tool, &out, &CapturedOutput::default(), paths)
 }

@@ -1,12 +1,12 @@
 //! `cordon run`: one program, hard bounds, an honest report.
 
 use std::ffi::OsString;
-use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use cordon_exec::StdinMode;
+use cordon_exec::{StdinMode, Stream};
 use cordon_runner::{
     Bounds, Hooks, Isolation, OverlayMount, Recorder, RunError, RunErrorClass, RunRequest,
     TranscriptTarget, WorkspaceMount,
@@ -14,7 +14,7 @@ use cordon_runner::{
 
 use crate::args::{RunArgs, StdinArg};
 use crate::exit::{CORDON_FAILED, CliError};
-use crate::render::{Passthrough, summary_line};
+use crate::render::{Cancel, Passthrough, summary_line};
 use crate::signals;
 
 pub(crate) fn run(args: RunArgs, argv: &[OsString]) -> Result<ExitCode, CliError> {
@@ -219,7 +219,7 @@ pub(crate) fn execute(
     };
     let run_id = recorder.as_ref().map(|r| r.id().to_owned());
     let cancel = signals::cancel_on_signals()?;
-    let mut passthrough = Passthrough::new();
+    let mut passthrough = Passthrough::new(args.raw_output);
     // One line per refused connection on cordon's own stderr (the JSON result lists them
     // all).
     // At most as many lines as the result lists; one more says the rest is only counted.
@@ -261,6 +261,7 @@ pub(crate) fn execute(
     {
         saved.make_raw();
     }
+    let run_started = Instant::now();
     let ran = prepared.run(hooks);
     if let Some(terminal) = terminal {
         terminal.restore();
@@ -275,27 +276,58 @@ pub(crate) fn execute(
             return Err(run_error(error));
         }
     };
+    // cordon's own writes are bounded by the run's deadline too: what a reader that stopped
+    // reading (a FIFO nobody drains, a terminal stopped by Ctrl-S) never takes by then is
+    // dropped and counted, and SIGINT/SIGTERM/SIGHUP end the wait at once.
+    // (A run can end past its deadline: its leftovers killed, their output drained. What
+    // it printed still gets a moment then.)
+    let until = (run_started + args.timeout + args.grace + args.leak_timeout)
+        .max(Instant::now() + NOTICE_WAIT);
+    let stop = Cancel {
+        handle: &cancel,
+        grace: args.grace,
+    };
+    let mut result = ran.result;
     if args.json {
         // The result is shown first: a failure to record must not lose it.
-        let mut out = std::io::stdout().lock();
-        serde_json::to_writer(&mut out, &ran.result)?;
-        writeln!(out)?;
-        drop(out);
-        finish_recording(recorder, &ran.result);
-    } else {
-        // Recorded before the passthrough is flushed: a reader that stops reading (a pager
-        // left open) must not keep the run from being recorded.
-        finish_recording(recorder, &ran.result);
-        passthrough.finish();
-        if let Some(line) = summary_line(&ran.result) {
-            let _ = writeln!(std::io::stderr().lock(), "{line}");
+        let mut text = serde_json::to_vec(&result)?;
+        text.push(b'\n');
+        passthrough.print(Stream::Stdout, &text);
+        let left = passthrough.finish(until, Some(stop));
+        if left.stdout > 0 {
+            eprintln_bounded(
+                &mut passthrough,
+                "cordon: the JSON result could not be written: nobody read it before the run's deadline",
+                stop,
+            );
         }
+        finish_recording(recorder, &result);
+    } else {
+        let left = passthrough.finish_stream(Stream::Stdout, until, Some(stop));
+        result.stdout.undelivered_bytes = left;
+        if let Some(line) = summary_line(&result) {
+            passthrough.print(Stream::Stderr, format!("{line}\n").as_bytes());
+        }
+        // The summary gets a moment even past the deadline.
+        let until = until.max(Instant::now() + NOTICE_WAIT);
+        result.stderr.undelivered_bytes =
+            passthrough.finish_stream(Stream::Stderr, until, Some(stop));
+        finish_recording(recorder, &result);
     }
     Ok(Executed {
         exit_code: ran.exit_code,
         run_id,
         command,
     })
+}
+
+/// How long a last line of cordon's own may wait for a reader, past the run's deadline.
+const NOTICE_WAIT: Duration = Duration::from_secs(1);
+
+/// Writes `line` to stderr through `passthrough`, waiting at most [`NOTICE_WAIT`].
+fn eprintln_bounded(passthrough: &mut Passthrough, line: &str, stop: Cancel<'_>) {
+    passthrough.print(Stream::Stderr, format!("{line}\n").as_bytes());
+    passthrough.finish_stream(Stream::Stderr, Instant::now() + NOTICE_WAIT, Some(stop));
 }
 
 /// The modes of the terminal on cordon's standard input, to restore.

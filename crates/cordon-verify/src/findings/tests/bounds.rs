@@ -20,6 +20,7 @@ fn captured(text: &str) -> CapturedOutput {
         omitted_bytes: 0,
         head: text.to_owned(),
         tail: String::new(),
+        undelivered_bytes: 0,
     }
 }
 
@@ -116,6 +117,7 @@ fn truncated_captures_are_parsed_head_and_tail_apart() {
         omitted_bytes: 9_000,
         head: "test tests::a ... FAILED\ntest tests::b".into(),
         tail: " ... FAILED\ntest tests::c ... FAILED\n".into(),
+        undelivered_bytes: 0,
     };
     let (found, _) =
         collect(Tool::CargoTest, &out, &CapturedOutput::default(), &at("rs")).into_parts();
