@@ -8,7 +8,14 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 /// Run code nobody has reviewed yet — an agent's patch, a contributor's branch — locally,
 /// with hard bounds: a wall timeout, a kill of the whole process tree, bounded output capture.
 #[derive(Debug, Parser)]
-#[command(name = "cordon", version, about, long_about = None, max_term_width = 100)]
+#[command(
+    name = "cordon",
+    version,
+    about,
+    long_about = None,
+    max_term_width = 100,
+    after_help = crate::exit::EXIT_CODES_HELP
+)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -21,8 +28,11 @@ pub enum Command {
     /// Run one program with hard bounds and report what happened.
     ///
     /// Exit code: the program's own; 124 when the timeout fired; 128+N when it died of
-    /// signal N; 125 when cordon failed; 126/127 when the program is not executable / not
-    /// found; 130/143 when cordon was interrupted (Ctrl-C / SIGTERM) and ended the program.
+    /// signal N; 126/127 when the program is not executable / not found; 130/143 when cordon
+    /// was interrupted (Ctrl-C / SIGTERM) and ended the program; 2 when the command line is
+    /// wrong (a bad flag or value, an unknown workspace); 125 when cordon itself failed (it
+    /// cannot supervise, or this host cannot enforce a protection). With --json, a run that
+    /// did not happen prints a cordon.error/v1 document instead of the result.
     #[command(after_help = RUN_EXAMPLES)]
     Run(RunArgs),
     /// Verify a candidate change stage by stage in an isolated, sandboxed workspace, and
@@ -228,8 +238,8 @@ pub enum SchemaDocument {
     SessionPull,
     /// cordon.review-event/v1, printed by `cordon session watch --json-events`, one a line.
     ReviewEvent,
-    /// cordon.verify-error/v1, printed by `cordon verify --json` when no verdict was reached.
-    VerifyError,
+    /// cordon.error/v1, printed on stdout by every command given `--json` when it fails.
+    Error,
     /// cordon.job/v1, a job of the job service (`cordon jobs submit|show|cancel --json`).
     Job,
     /// cordon.job-list/v1, printed by `cordon jobs list --json`.

@@ -32,43 +32,71 @@ pub struct GcRuns {
 }
 
 cordon_types::schema_tag!(
-    /// The `schema` tag of `cordon verify --json` when there is no report: `"cordon.verify-error/v1"`.
-    VerifyErrorTag,
-    "cordon.verify-error/v1"
+    /// The `schema` tag of the error document: `"cordon.error/v1"`.
+    ErrorDocumentTag,
+    "cordon.error/v1"
 );
 
-/// What `cordon verify --json` prints on stdout when it could not verify at all (the plan
-/// could not be built, the patch was refused, the host failed): stdout always holds a
-/// document. The exit code is the same as without `--json` (2 usage, 3 infrastructure).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+/// What every command given `--json` (or `--json-events`) prints on stdout, as one line, when
+/// it fails: `cordon.error/v1`, the same for every command and every failure — usage errors
+/// clap refused included. The human rendering (`error:`, `Caused by:`, `hint:`) goes to stderr
+/// as without `--json`, and the exit code is the same.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct VerifyError {
-    /// Always `cordon.verify-error/v1`.
-    pub schema: VerifyErrorTag,
-    /// Always `error`: no verdict was reached.
-    pub overall: cordon_types::Overall,
-    /// Why.
-    pub failure: VerifyErrorFailure,
-}
-
-/// Why `cordon verify` could not reach a verdict.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct VerifyErrorFailure {
-    /// `usage` (bad input or config, a refused patch: exit 2) or `infra` (exit 3).
-    pub category: VerifyErrorCategory,
-    /// What went wrong, with its causes (each said once).
-    pub reason: String,
-    /// How to fix it, when cordon knows.
+pub struct ErrorDocument {
+    /// Always `cordon.error/v1`.
+    pub schema: ErrorDocumentTag,
+    /// cordon's exit code: 1 the operation failed, 2 usage, 124 a wait ran out, 125 cordon
+    /// itself failed.
+    pub code: u8,
+    /// What kind of error it is (stable, for scripts).
+    pub kind: ErrorKind,
+    /// What went wrong (the `error:` line).
+    pub message: String,
+    /// Why, outermost first (the `Caused by:` lines), each said once.
+    pub causes: Vec<String>,
+    /// How to fix it, when cordon knows (the `hint:` lines).
     pub hints: Vec<String>,
+    /// The configuration file at fault (`cordon.toml`, `cordon-server.toml`), for kind
+    /// `config`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// The 1-based line of `file` at fault, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u64>,
+    /// The HTTP status the job service answered (`cordon jobs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_status: Option<u16>,
+    /// The job service's own error document (`cordon.api-error/v1`), as it answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_error: Option<cordon_server::ApiError>,
 }
 
-/// Who must act on a verification that could not be done.
+/// What kind of error a `cordon.error/v1` document reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum VerifyErrorCategory {
-    /// The request, the configuration or the patch (exit 2).
+pub enum ErrorKind {
+    /// The command line is wrong: an unknown flag, a bad value, a missing argument, options
+    /// that cannot be combined (exit 2).
     Usage,
-    /// cordon or the host (exit 3).
-    Infra,
+    /// A configuration file is invalid or unreadable; `file` and `line` say where (exit 2).
+    Config,
+    /// An id names nothing: a workspace, session, run, token or job (exit 2).
+    NotFound,
+    /// cordon or the job service refused on purpose: a patch that leaves the workspace, a
+    /// hostile bundle, a credential directory to bind, a policy rule, a spent budget (exit 2
+    /// when the input is at fault, else 1).
+    Refused,
+    /// Someone else holds what was asked for, or it moved on: another writer in the session,
+    /// another watcher, diverged branches, a dirty checkout (exit 1; `session exec`: 125).
+    Conflict,
+    /// A bounded wait ran out (exit 124).
+    Timeout,
+    /// This host cannot do what was asked: a protection it cannot enforce, overlays it cannot
+    /// mount (exit 125).
+    Unsupported,
+    /// The job service cannot be reached, or is too busy to answer (exit 125 / 1).
+    Unavailable,
+    /// cordon itself failed: the file system, the run history, git, supervision (exit 125).
+    Internal,
 }

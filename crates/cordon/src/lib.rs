@@ -2,7 +2,8 @@
 //!
 //! The binary is thin: [`main`] parses arguments with clap ([`args`]), calls the library crate
 //! that does the work, renders the result, and maps it to a documented exit code
-//! ([`exit`]).
+//! ([`exit::Exit`]); a failure is rendered once, at the edge, for people on stderr and — when
+//! the command was asked for JSON — as a `cordon.error/v1` document on stdout ([`exit`]).
 #![deny(missing_docs)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
@@ -24,8 +25,9 @@ pub fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(error) => return exit::clap_error(error, &argv),
     };
+    let json = commands::wants_json(&cli.command);
     match commands::dispatch(cli, &argv) {
-        Ok(code) => code,
-        Err(error) => exit::render(&error),
+        Ok(exit) => exit.into(),
+        Err(error) => exit::render(&error, json),
     }
 }

@@ -22,7 +22,7 @@ fn printed_schemas_are_the_committed_ones() {
         ("workspace-diff", "workspace-diff.v1.json"),
         ("gc", "gc.v1.json"),
         ("verify-plan", "verify-plan.v1.json"),
-        ("verify-error", "verify-error.v1.json"),
+        ("error", "error.v1.json"),
         ("doctor", "doctor.v1.json"),
         ("session", "session.v1.json"),
         ("session-list", "session-list.v1.json"),

@@ -615,19 +615,16 @@ fn json_prints_a_document_even_when_there_is_no_report() {
             .output()
             .unwrap();
         assert_eq!(out.status.code(), Some(code), "{args:?}");
-        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-            panic!(
-                "{args:?}: no document on stdout ({e}): {}",
-                String::from_utf8_lossy(&out.stdout)
-            )
-        });
-        assert_eq!(doc["schema"], "cordon.verify-error/v1");
-        assert_eq!(doc["overall"], "error");
-        assert_eq!(doc["failure"]["category"], "usage");
-        assert!(
-            doc["failure"]["reason"].as_str().unwrap().len() > 10,
-            "{doc:#}"
-        );
+        let doc = support::error_document::error_document(&out);
+        assert_eq!(doc["schema"], "cordon.error/v1");
+        assert_eq!(doc["code"], code);
+        let kind = if args[0] == "--patch" {
+            "refused"
+        } else {
+            "usage"
+        };
+        assert_eq!(doc["kind"], kind, "{args:?}: {doc:#}");
+        assert!(doc["message"].as_str().unwrap().len() > 10, "{doc:#}");
         // The cause is said once on stderr too.
         let stderr = String::from_utf8_lossy(&out.stderr);
         if args[0] == "--patch" {
@@ -636,8 +633,18 @@ fn json_prints_a_document_even_when_there_is_no_report() {
                 1,
                 "{stderr}"
             );
+            assert_eq!(
+                doc["causes"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|c| c.as_str().unwrap().contains("has a `..` component"))
+                    .count(),
+                1,
+                "{doc:#}"
+            );
             assert!(
-                doc["failure"]["hints"][0]
+                doc["hints"][0]
                     .as_str()
                     .unwrap()
                     .contains("inside the workspace")
@@ -713,7 +720,7 @@ fn a_declared_stage_whose_program_is_missing_says_so_in_verifys_terms() {
         .arg(repo.path())
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(3), "an infrastructure error");
+    assert_eq!(out.status.code(), Some(125), "an infrastructure error");
     let report: RunReport = serde_json::from_slice(&out.stdout).unwrap();
     let reason = &report.failure.as_ref().unwrap().reason;
     assert!(
@@ -747,7 +754,7 @@ fn a_required_tool_this_host_lacks_is_an_infrastructure_error_that_names_it() {
         .unwrap();
     let report: RunReport = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
-    assert_eq!(out.status.code(), Some(3), "{report:#?}");
+    assert_eq!(out.status.code(), Some(125), "{report:#?}");
     assert_eq!(report.overall, Overall::Error);
     let install = report
         .stages

@@ -68,7 +68,7 @@ fn missing_and_non_executable_programs() {
 }
 
 #[test]
-fn bad_flags_exit_125_with_a_clear_message() {
+fn bad_flags_exit_2_with_a_clear_message() {
     for args in [
         vec!["run", "--no-sandbox", "--timeout", "soon", "--", "true"],
         vec!["run", "--no-sandbox", "--timeout", "10", "--", "true"],
@@ -85,7 +85,7 @@ fn bad_flags_exit_125_with_a_clear_message() {
         vec!["run", "--no-sandbox"],
     ] {
         let out = cordon().args(&args).output().unwrap();
-        assert_eq!(out.status.code(), Some(125), "{args:?}");
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains("error"), "{args:?}: {stderr}");
     }
@@ -93,7 +93,7 @@ fn bad_flags_exit_125_with_a_clear_message() {
         .args(["run", "--no-sandbox", "--cwd", "/no/such/dir", "--", "true"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(125));
+    assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("/no/such/dir"));
 }
 

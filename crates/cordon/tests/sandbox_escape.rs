@@ -115,7 +115,10 @@ fn binding_a_secret_directly_is_refused() {
         .current_dir(w.path())
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(125), "{out:?}");
+    // Refused: a usage error (2), with the error document (--json).
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let document = helpers::error_document::error_document(&out);
+    assert_eq!(document["kind"], "refused", "{document:#}");
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("credentials"),
         "{out:?}"

@@ -9,9 +9,8 @@ fn gc_schema_is_current() {
 }
 
 #[test]
-fn verify_error_schema_is_current() {
-    let path =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../schema/verify-error.v1.json");
-    let generated = cordon_types::schema_json::<cordon::documents::VerifyError>();
+fn error_schema_is_current() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../schema/error.v1.json");
+    let generated = cordon_types::schema_json::<cordon::documents::ErrorDocument>();
     cordon_types::check_committed_schema(&path, &generated).unwrap();
 }

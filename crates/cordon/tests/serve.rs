@@ -722,10 +722,27 @@ fn serve_jobs_cli_submits_follows_shows_lists_and_cancels() {
         run_job("a", "rm -rf /").to_string().as_bytes(),
     );
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("projects.a.deny[0]"));
+    let document = support::error_document::error_document(&out);
+    assert_eq!(
+        (&document["kind"], &document["http_status"]),
+        (&json!("refused"), &json!(403)),
+        "{document:#}"
+    );
+    assert_eq!(document["api_error"]["schema"], "cordon.api-error/v1");
+    assert_eq!(document["api_error"]["error"], "policy");
+    assert_eq!(document["api_error"]["rule"], "projects.a.deny[0]");
     assert!(String::from_utf8_lossy(&out.stderr).contains("projects.a.deny[0]"));
+    // An unknown job is a usage error (2), with or without --json.
     let out = jobs(&["cancel", "j-nothere234"], b"");
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    let out = jobs(&["cancel", "--json", "j-nothere234"], b"");
+    let document = support::error_document::error_document(&out);
+    assert_eq!(
+        (&document["kind"], &document["api_error"]["error"]),
+        (&json!("not_found"), &json!("not_found")),
+        "{document:#}"
+    );
 }
 
 #[test]

@@ -784,7 +784,7 @@ fn remove_stops_what_runs_deletes_the_tree_and_keeps_the_runs() {
     let shown = f.json(&["runs", "show", run_id, "--json"]);
     assert_eq!(shown["run"]["status"], "cancelled");
     let out = f.cordon(&["session", "exec", &id, "--", "true"]);
-    assert_eq!(out.status.code(), Some(125));
+    assert_eq!(out.status.code(), Some(2));
     assert!(
         stderr(&out).contains("the session has ended"),
         "{}",
@@ -994,7 +994,7 @@ fn the_bundle_size_limit_and_unsandboxed_execs_are_refused() {
     );
     // A session runs only sandboxed, and is its own workspace.
     let out = f.cordon(&["session", "exec", &id, "--no-sandbox", "--", "true"]);
-    assert_eq!(out.status.code(), Some(125));
+    assert_eq!(out.status.code(), Some(2));
     assert!(
         stderr(&out).contains("a session runs only sandboxed"),
         "{}",
@@ -1009,7 +1009,7 @@ fn the_bundle_size_limit_and_unsandboxed_execs_are_refused() {
         "--",
         "true",
     ]);
-    assert_eq!(out.status.code(), Some(125));
+    assert_eq!(out.status.code(), Some(2));
     // The limit allows what fits.
     let pulled = f.json(&["session", "pull", &id, "--json"]);
     assert_eq!(pulled["outcome"], "merged");

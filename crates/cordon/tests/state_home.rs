@@ -28,7 +28,8 @@ fn a_relative_cordon_home_is_refused_before_anything_runs() {
         ])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    // A bad setting, the user's to fix: a usage error.
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("CORDON_HOME=state is a relative path"),
         "{}",
@@ -107,7 +108,7 @@ fn a_working_directory_inside_cordon_home_is_refused() {
         .args(["--", "ls"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     let text = stderr(&out);
     assert!(text.contains("inside cordon's state directory"), "{text}");
     assert!(text.contains("hint:"), "{text}");

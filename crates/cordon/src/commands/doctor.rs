@@ -1,10 +1,11 @@
 //! `cordon doctor`: what this host can enforce, and what `cordon run` will therefore enforce.
 
 use std::fmt::Write as _;
-use std::process::ExitCode;
 
 use clap::Args;
 use cordon_sandbox::{Check, DoctorReport};
+
+use crate::exit::{CliError, Exit};
 
 /// Arguments of `cordon doctor`.
 #[derive(Args, Debug)]
@@ -16,7 +17,7 @@ pub struct DoctorArgs {
 
 /// Probes the host and prints the report. Exit 0 when the default policy can be enforced,
 /// 1 otherwise.
-pub fn run(args: &DoctorArgs) -> Result<ExitCode, crate::exit::CliError> {
+pub fn run(args: &DoctorArgs) -> Result<Exit, CliError> {
     let mut report = cordon_sandbox::doctor();
     report.workspaces = Some(workspaces_report());
     if args.json {
@@ -25,9 +26,9 @@ pub fn run(args: &DoctorArgs) -> Result<ExitCode, crate::exit::CliError> {
         print!("{}", render(&report));
     }
     Ok(if report.default_policy_ok {
-        ExitCode::SUCCESS
+        Exit::Success
     } else {
-        ExitCode::from(1)
+        Exit::Failed
     })
 }
 

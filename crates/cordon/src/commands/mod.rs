@@ -10,13 +10,11 @@ mod session_watch;
 pub(crate) mod verify;
 pub(crate) mod workspace;
 
-use std::process::ExitCode;
-
 use crate::args::{Cli, Command};
-use crate::exit::CliError;
+use crate::exit::{CliError, Exit};
 
 /// Runs the parsed command line (`argv` is the raw one, for what clap does not keep).
-pub(crate) fn dispatch(cli: Cli, argv: &[std::ffi::OsString]) -> Result<ExitCode, CliError> {
+pub(crate) fn dispatch(cli: Cli, argv: &[std::ffi::OsString]) -> Result<Exit, CliError> {
     match cli.command {
         Command::Run(args) => run::run(args, argv),
         Command::Doctor(args) => doctor::run(&args),
@@ -30,5 +28,48 @@ pub(crate) fn dispatch(cli: Cli, argv: &[std::ffi::OsString]) -> Result<ExitCode
         Command::Worker(args) => serve::worker(&args),
         Command::Token(args) => serve::token(&args),
         Command::Jobs(args) => serve::jobs(&args),
+    }
+}
+
+/// Whether the command was given `--json` (or `--json-events`): then a failure is a
+/// `cordon.error/v1` document on stdout too.
+pub(crate) fn wants_json(command: &Command) -> bool {
+    use crate::commands::runs::RunsCommand;
+    use crate::commands::session::SessionCommand;
+    use crate::commands::workspace::WorkspaceCommand;
+    match command {
+        Command::Run(args) => args.json,
+        Command::Doctor(args) => args.json,
+        Command::Verify(args) => args.json,
+        Command::Workspace(args) => match &args.command {
+            WorkspaceCommand::Create { json, .. }
+            | WorkspaceCommand::List { json }
+            | WorkspaceCommand::Show { json, .. }
+            | WorkspaceCommand::Remove { json, .. }
+            | WorkspaceCommand::Apply { json, .. }
+            | WorkspaceCommand::Diff { json, .. } => *json,
+        },
+        Command::Session(args) => match &args.command {
+            SessionCommand::Create { json, .. }
+            | SessionCommand::Push { json, .. }
+            | SessionCommand::Pull { json, .. }
+            | SessionCommand::List { json }
+            | SessionCommand::Poke { json, .. }
+            | SessionCommand::Show { json, .. }
+            | SessionCommand::Remove { json, .. } => *json,
+            SessionCommand::Exec(args) => args.run.json,
+            SessionCommand::Watch(args) => args.json_events,
+            SessionCommand::Resume { json_events, .. } => *json_events,
+        },
+        Command::Gc(args) => args.json,
+        Command::Runs(args) => match &args.command {
+            RunsCommand::List(list) => list.json,
+            RunsCommand::Show(show) => show.json,
+            RunsCommand::Logs(logs) => logs.json,
+            RunsCommand::Export(export) => export.json,
+        },
+        Command::Token(args) => args.json,
+        Command::Jobs(args) => args.json,
+        Command::Schema(_) | Command::Serve(_) | Command::Worker(_) => false,
     }
 }

@@ -2,26 +2,28 @@
 
 use std::ffi::OsString;
 use std::path::Path;
-use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use cordon_exec::{StdinMode, Stream};
 use cordon_runner::{
-    Bounds, Hooks, Isolation, OverlayMount, Recorder, RunError, RunErrorClass, RunRequest,
-    TranscriptTarget, WorkspaceMount,
+    Bounds, Hooks, Isolation, OverlayMount, Recorder, RunError, RunErrorClass, RunErrorKind,
+    RunRequest, TranscriptTarget, WorkspaceMount,
 };
 
 use crate::args::{RunArgs, StdinArg};
-use crate::exit::{CORDON_FAILED, CliError};
+use crate::commands::workspace::fail as workspace_error;
+use crate::documents::ErrorKind;
+use crate::exit::{CliError, Exit};
 use crate::render::{Cancel, Passthrough, summary_line};
 use crate::signals;
 
-pub(crate) fn run(args: RunArgs, argv: &[OsString]) -> Result<ExitCode, CliError> {
+pub(crate) fn run(args: RunArgs, argv: &[OsString]) -> Result<Exit, CliError> {
     check_separator(&args.command, argv)?;
     let cwd = match &args.cwd {
-        Some(dir) => std::path::absolute(dir)
-            .with_context(|| format!("cannot resolve --cwd {}", dir.display()))?,
+        Some(dir) => std::path::absolute(dir).map_err(|e| {
+            CliError::usage(e).context(format!("cannot resolve --cwd {}", dir.display()))
+        })?,
         None => std::env::current_dir().context("cannot read the current directory")?,
     };
     let workspace = find_workspace(args.workspace.as_deref(), &cwd)?;
@@ -37,19 +39,19 @@ pub(crate) fn run(args: RunArgs, argv: &[OsString]) -> Result<ExitCode, CliError
         (Some(ws), Some((workspaces, _))) => check_overlay_cwd(workspaces, ws, &cwd)?,
         _ if !cwd.is_dir() => {
             return Err(CliError::msg(
-                CORDON_FAILED,
+                Exit::Usage,
                 format_args!("--cwd {} is not a directory", cwd.display()),
             ));
         }
         _ => {}
     }
-    let isolation = match args.sandbox.resolve(&cwd)? {
+    let isolation = match args.sandbox.resolve(&cwd).map_err(CliError::usage)? {
         Some(options) => Isolation::Sandboxed(options),
         None => {
             if let Some(ws) = &workspace {
                 if overlay.is_some() {
                     return Err(CliError::msg(
-                        CORDON_FAILED,
+                        Exit::Usage,
                         format_args!(
                             "--no-sandbox: workspace {} is an overlay, whose files exist only inside the sandbox",
                             ws.id.as_str()
@@ -68,14 +70,11 @@ pub(crate) fn run(args: RunArgs, argv: &[OsString]) -> Result<ExitCode, CliError
     };
     // One writer at a time in an overlay workspace (overlayfs's rule for an upper layer).
     let _mounted = match (&workspace, &overlay) {
-        (Some(ws), Some((workspaces, _))) => {
-            Some(workspaces.mount_guard(ws, true).map_err(|e| {
-                let hint = e.hint();
-                CliError::new(CORDON_FAILED, e)
-                    .context(format!("--workspace {}", ws.id.as_str()))
-                    .maybe_hint(hint)
-            })?)
-        }
+        (Some(ws), Some((workspaces, _))) => Some(
+            workspaces
+                .mount_guard(ws, true)
+                .map_err(|e| workspace_error(e).context(format!("--workspace {}", ws.id)))?,
+        ),
         _ => None,
     };
     let workspace = workspace.as_ref().map(|ws| WorkspaceMount {
@@ -92,19 +91,14 @@ pub(crate) fn run(args: RunArgs, argv: &[OsString]) -> Result<ExitCode, CliError
     });
     let request = request_from(&args, cwd, workspace, isolation);
     let executed = execute(&request, &args, &request.cwd, None)?;
-    Ok(ExitCode::from(executed.exit_code))
+    Ok(Exit::Run(executed.exit_code))
 }
 
 /// The layers of an overlay workspace (`None` for a git worktree).
 fn overlay_of(
     record: &cordon_workspace::WorkspaceRecord,
 ) -> Result<Option<(cordon_workspace::Workspaces, cordon_workspace::OverlayParts)>, CliError> {
-    let fail = |e: cordon_workspace::WorkspaceError| {
-        let hint = e.hint();
-        CliError::new(CORDON_FAILED, e)
-            .context(format!("--workspace {}", record.id.as_str()))
-            .maybe_hint(hint)
-    };
+    let fail = |e| workspace_error(e).context(format!("--workspace {}", record.id));
     let workspaces = cordon_workspace::Workspaces::from_env().map_err(fail)?;
     Ok(workspaces
         .overlay_parts(record)
@@ -121,7 +115,7 @@ fn check_overlay_cwd(
 ) -> Result<(), CliError> {
     let not_dir = || {
         CliError::msg(
-            CORDON_FAILED,
+            Exit::Usage,
             format_args!(
                 "--cwd {} is not a directory of workspace {}",
                 cwd.display(),
@@ -130,9 +124,7 @@ fn check_overlay_cwd(
         )
     };
     let rel = cwd.strip_prefix(&record.path).map_err(|_| not_dir())?;
-    let tree = workspaces
-        .tree(record)
-        .map_err(|e| CliError::new(CORDON_FAILED, e))?;
+    let tree = workspaces.tree(record).map_err(workspace_error)?;
     match tree.lstat(rel) {
         Ok(Some(entry)) if entry.kind == cordon_git::EntryKind::Dir => Ok(()),
         _ => Err(not_dir()),
@@ -213,7 +205,7 @@ pub(crate) fn execute(
             )
             .map_err(|e| {
                 let hint = e.hint();
-                CliError::new(CORDON_FAILED, e).hint(hint)
+                CliError::new(Exit::CordonFailed, e).hint(hint)
             })?,
         )
     };
@@ -269,11 +261,11 @@ pub(crate) fn execute(
     let ran = match ran {
         Ok(ran) => ran,
         Err(error) => {
+            let error = run_error(error);
             if let Some(recorder) = recorder {
-                let document = serde_json::json!({ "error": error.to_string() });
-                let _ = recorder.finish(cordon_store::RunState::Error, &document);
+                let _ = recorder.finish(cordon_store::RunState::Error, &error.document());
             }
-            return Err(run_error(error));
+            return Err(error);
         }
     };
     // cordon's own writes are bounded by the run's deadline too: what a reader that stopped
@@ -375,15 +367,33 @@ fn finish_recording(recorder: Option<Recorder>, result: &cordon_types::RunResult
     }
 }
 
-/// A run that did not happen: every class exits 125 (`run`'s other codes are the program's).
+/// A run that did not happen: a request the caller can fix (a bad working directory, a
+/// missing secret, a path the sandbox refuses to bind) exits 2; a protection this host cannot
+/// enforce, or a failure to supervise, is cordon's own failure (125).
 fn run_error(error: RunError) -> CliError {
     let hint = error.hint();
-    let error = match error.class() {
-        RunErrorClass::Usage | RunErrorClass::Unenforceable | RunErrorClass::Infra => {
-            CliError::new(CORDON_FAILED, error)
-        }
+    let (exit, kind) = match (error.class(), error.kind()) {
+        (RunErrorClass::Usage, _) => (Exit::Usage, ErrorKind::Usage),
+        (RunErrorClass::Unenforceable, RunErrorKind::Sandbox(sandbox)) => sandbox_error(sandbox),
+        (RunErrorClass::Unenforceable, _) => (Exit::CordonFailed, ErrorKind::Unsupported),
+        (RunErrorClass::Infra, _) => (Exit::CordonFailed, ErrorKind::Internal),
     };
-    error.maybe_hint(hint)
+    CliError::new(exit, error).kind(kind).maybe_hint(hint)
+}
+
+/// The exit code and kind of a sandbox that cannot be set up.
+fn sandbox_error(error: &cordon_sandbox::SandboxError) -> (Exit, ErrorKind) {
+    use cordon_sandbox::SandboxErrorKind as K;
+    match &error.kind {
+        K::Path { .. } => (Exit::Usage, ErrorKind::Usage),
+        K::Forbidden { .. } => (Exit::Usage, ErrorKind::Refused),
+        K::NoHelper { .. } | K::CurrentExe(_) => (Exit::CordonFailed, ErrorKind::Internal),
+        K::UserNamespaces { .. } | K::Unenforceable { .. } => {
+            (Exit::CordonFailed, ErrorKind::Unsupported)
+        }
+        // A kind added later: cordon's failure until said otherwise.
+        _ => (Exit::CordonFailed, ErrorKind::Unsupported),
+    }
 }
 
 /// `cordon run PROGRAM ARGS…` works without `--`, as `timeout` and `nice` do — unless an
@@ -406,7 +416,7 @@ fn check_separator(command: &[OsString], argv: &[OsString]) -> Result<(), CliErr
         Some(option) => {
             let program = command[0].to_string_lossy();
             Err(CliError::msg(
-                CORDON_FAILED,
+                Exit::Usage,
                 format_args!(
                     "`{option}` after the program `{program}` is ambiguous: it is one of cordon's options"
                 ),
@@ -433,20 +443,11 @@ fn find_workspace(
     cwd: &Path,
 ) -> Result<Option<cordon_workspace::WorkspaceRecord>, CliError> {
     let lookup = |id: &str| -> Result<cordon_workspace::WorkspaceRecord, CliError> {
-        let workspaces = cordon_workspace::Workspaces::from_env()
-            .map_err(|e| CliError::new(CORDON_FAILED, e))?;
-        let parsed: cordon_workspace::WorkspaceId = id
-            .parse()
-            .map_err(|e| CliError::new(CORDON_FAILED, e).context(format!("--workspace {id}")))?;
-        match workspaces.show(&parsed) {
-            Ok(info) => Ok(info.record),
-            Err(e) => {
-                let hint = e.hint();
-                Err(CliError::new(CORDON_FAILED, e)
-                    .context(format!("--workspace {id}"))
-                    .maybe_hint(hint))
-            }
-        }
+        let workspaces = cordon_workspace::Workspaces::from_env().map_err(workspace_error)?;
+        id.parse::<cordon_workspace::WorkspaceId>()
+            .and_then(|parsed| workspaces.show(&parsed))
+            .map(|info| info.record)
+            .map_err(|e| workspace_error(e).context(format!("--workspace {id}")))
     };
     if let Some(id) = id {
         return lookup(id).map(Some);

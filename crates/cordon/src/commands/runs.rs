@@ -6,7 +6,6 @@
 use std::io::Write;
 use std::ops::ControlFlow;
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::time::{Duration, UNIX_EPOCH};
 
 use clap::{Args, Subcommand, ValueEnum};
@@ -15,7 +14,8 @@ use cordon_store::{
     RunState, RunSummary, Store, StoreError, Stream,
 };
 
-use crate::exit::{CliError, USAGE};
+use crate::documents::ErrorKind;
+use crate::exit::{CliError, Exit};
 
 /// Arguments of `cordon runs`.
 #[derive(Args, Debug)]
@@ -131,7 +131,7 @@ fn parse_state(text: &str) -> Result<RunState, String> {
 }
 
 /// Runs `cordon runs ...`.
-pub fn run(args: &RunsArgs) -> Result<ExitCode, CliError> {
+pub fn run(args: &RunsArgs) -> Result<Exit, CliError> {
     let store = Store::open_default().map_err(store_error)?;
     // Runs whose cordon died are shown as what they are.
     store.mark_interrupted().map_err(store_error)?;
@@ -151,7 +151,8 @@ fn store_error(error: StoreError) -> CliError {
 
 /// `no run with id ...`, exit code 2.
 fn unknown_run(id: &str) -> CliError {
-    CliError::msg(USAGE, format_args!("no run with id {id}"))
+    CliError::msg(Exit::Usage, format_args!("no run with id {id}"))
+        .kind(ErrorKind::NotFound)
         .hint("`cordon runs list` shows the recorded runs")
 }
 
@@ -164,7 +165,7 @@ fn find_run(store: &Store, id: &str) -> Result<Option<(RunId, RunRecord)>, CliEr
     Ok(record.map(|r| (run_id, r)))
 }
 
-fn list_runs(store: &Store, args: &ListArgs) -> Result<ExitCode, CliError> {
+fn list_runs(store: &Store, args: &ListArgs) -> Result<Exit, CliError> {
     let repo = args.repo.as_ref().map(|dir| {
         std::fs::canonicalize(dir)
             .or_else(|_| std::path::absolute(dir))
@@ -273,7 +274,7 @@ fn format_duration(ms: i64) -> String {
     }
 }
 
-fn show_run(store: &Store, args: &ShowArgs) -> Result<ExitCode, CliError> {
+fn show_run(store: &Store, args: &ShowArgs) -> Result<Exit, CliError> {
     let Some((_, record)) = find_run(store, &args.id)? else {
         return Err(unknown_run(&args.id));
     };
@@ -325,7 +326,7 @@ fn render_record(record: &RunRecord) -> String {
     out
 }
 
-fn print_logs(store: &Store, args: &LogsArgs) -> Result<ExitCode, CliError> {
+fn print_logs(store: &Store, args: &LogsArgs) -> Result<Exit, CliError> {
     let Some((id, _)) = find_run(store, &args.id)? else {
         return Err(unknown_run(&args.id));
     };
@@ -399,7 +400,7 @@ impl LogPrinter {
     }
 }
 
-fn export_run(store: &Store, args: &ExportArgs) -> Result<ExitCode, CliError> {
+fn export_run(store: &Store, args: &ExportArgs) -> Result<Exit, CliError> {
     let Ok(id) = args.id.parse::<RunId>() else {
         return Err(unknown_run(&args.id));
     };
@@ -414,10 +415,10 @@ fn export_run(store: &Store, args: &ExportArgs) -> Result<ExitCode, CliError> {
 }
 
 /// Success, also when stdout was closed early (`cordon runs logs ID | head`).
-fn finish_output(written: std::io::Result<()>) -> Result<ExitCode, CliError> {
+fn finish_output(written: std::io::Result<()>) -> Result<Exit, CliError> {
     match written {
-        Ok(()) => Ok(ExitCode::SUCCESS),
-        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
+        Ok(()) => Ok(Exit::Success),
+        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(Exit::Success),
         Err(error) => Err(CliError::from(error).context("cannot write to stdout")),
     }
 }

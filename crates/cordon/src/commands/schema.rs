@@ -1,11 +1,11 @@
 //! `cordon schema`: print the JSON Schema of a document.
 
 use std::io::Write;
-use std::process::ExitCode;
 
 use crate::args::{SchemaArgs, SchemaDocument};
+use crate::exit::{CliError, Exit};
 
-pub(crate) fn run(args: &SchemaArgs) -> Result<ExitCode, crate::exit::CliError> {
+pub(crate) fn run(args: &SchemaArgs) -> Result<Exit, CliError> {
     let text = match args.document {
         SchemaDocument::RunResult => cordon_types::schema_json::<cordon_types::RunResult>(),
         SchemaDocument::RunReport => cordon_types::schema_json::<cordon_types::RunReport>(),
@@ -37,7 +37,7 @@ pub(crate) fn run(args: &SchemaArgs) -> Result<ExitCode, crate::exit::CliError> 
         SchemaDocument::SessionPush => cordon_types::schema_json::<cordon_session::PushReport>(),
         SchemaDocument::SessionPull => cordon_types::schema_json::<cordon_session::PullReport>(),
         SchemaDocument::ReviewEvent => cordon_types::schema_json::<cordon_session::ReviewEvent>(),
-        SchemaDocument::VerifyError => cordon_types::schema_json::<crate::documents::VerifyError>(),
+        SchemaDocument::Error => cordon_types::schema_json::<crate::documents::ErrorDocument>(),
         SchemaDocument::Job => cordon_types::schema_json::<cordon_server::JobDocument>(),
         SchemaDocument::JobList => cordon_types::schema_json::<cordon_server::JobList>(),
         SchemaDocument::JobRequest => cordon_types::schema_json::<cordon_server::JobRequest>(),
@@ -47,5 +47,5 @@ pub(crate) fn run(args: &SchemaArgs) -> Result<ExitCode, crate::exit::CliError> 
         SchemaDocument::TokenList => cordon_types::schema_json::<cordon_server::TokenList>(),
     };
     std::io::stdout().lock().write_all(text.as_bytes())?;
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }

@@ -2,14 +2,14 @@
 //! `cordon token` (its API tokens).
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use cordon_server::{Policy, ServeOptions, WorkOptions, WorkerSettings};
 use cordon_store::{Store, StoreLocation};
 
-use crate::exit::{CliError, USAGE};
+use crate::documents::ErrorKind;
+use crate::exit::{CliError, Exit};
 
 /// Arguments of `cordon serve`.
 #[derive(Debug, Args)]
@@ -64,7 +64,7 @@ impl WorkerFlags {
         match &self.store {
             Some(text) => {
                 let Ok(location) = text.parse::<StoreLocation>();
-                Store::open(&location).map_err(|e| CliError::new(crate::exit::CORDON_FAILED, e))
+                Store::open(&location).map_err(|e| CliError::new(Exit::CordonFailed, e))
             }
             None => open_store(),
         }
@@ -129,21 +129,26 @@ pub enum TokenCommand {
 }
 
 fn open_store() -> Result<Store, CliError> {
-    Store::open_default().map_err(|e| CliError::new(crate::exit::CORDON_FAILED, e))
+    Store::open_default().map_err(|e| CliError::new(Exit::CordonFailed, e))
 }
 
+/// The policy file (`--config`), or the built-in policy; a bad file is a usage error naming it.
 fn load_policy(config: Option<&PathBuf>) -> Result<Policy, CliError> {
     match config {
-        Some(path) => Policy::load(path).map_err(|e| CliError::new(USAGE, e)),
+        Some(path) => Policy::load(path).map_err(|e| {
+            CliError::usage(e)
+                .kind(ErrorKind::Config)
+                .in_file(path, None)
+        }),
         None => Ok(Policy::builtin()),
     }
 }
 
 /// Runs `cordon worker`.
-pub(crate) fn worker(args: &WorkerArgs) -> Result<ExitCode, CliError> {
+pub(crate) fn worker(args: &WorkerArgs) -> Result<Exit, CliError> {
     let policy = load_policy(args.config.as_ref())?;
     let store = args.common.open_store()?;
-    let home = cordon_types::cordon_home().map_err(|e| CliError::new(USAGE, e))?;
+    let home = cordon_types::cordon_home().map_err(CliError::usage)?;
     let name = format!(
         "{}/worker-{}",
         cordon_server::default_name(),
@@ -165,19 +170,19 @@ pub(crate) fn worker(args: &WorkerArgs) -> Result<ExitCode, CliError> {
         let _ = writeln!(out, "cordon worker: {shown} runs {slots} slot(s)");
         let _ = out.flush();
     })
-    .map_err(|e| CliError::new(crate::exit::CORDON_FAILED, e))?;
-    Ok(ExitCode::SUCCESS)
+    .map_err(|e| CliError::new(Exit::CordonFailed, e))?;
+    Ok(Exit::Success)
 }
 
 /// Runs `cordon serve`.
-pub(crate) fn serve(args: &ServeArgs) -> Result<ExitCode, CliError> {
+pub(crate) fn serve(args: &ServeArgs) -> Result<Exit, CliError> {
     if args.print_default_policy {
         print!("{}", Policy::builtin_toml());
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Exit::Success);
     }
     let policy = load_policy(args.config.as_ref())?;
     let store = args.common.open_store()?;
-    let home = cordon_types::cordon_home().map_err(|e| CliError::new(USAGE, e))?;
+    let home = cordon_types::cordon_home().map_err(CliError::usage)?;
     let mut options = ServeOptions::new(store, policy, home.join("serve"));
     options.workers = args
         .common
@@ -192,14 +197,14 @@ pub(crate) fn serve(args: &ServeArgs) -> Result<ExitCode, CliError> {
         let _ = writeln!(out, "cordon serve: listening on {listen}");
         let _ = out.flush();
     })
-    .map_err(|e| CliError::new(crate::exit::CORDON_FAILED, e))?;
-    Ok(ExitCode::SUCCESS)
+    .map_err(|e| CliError::new(Exit::CordonFailed, e))?;
+    Ok(Exit::Success)
 }
 
 /// Runs `cordon token`.
-pub(crate) fn token(args: &TokenArgs) -> Result<ExitCode, CliError> {
+pub(crate) fn token(args: &TokenArgs) -> Result<Exit, CliError> {
     let store = open_store()?;
-    let store_failed = |e| CliError::new(crate::exit::CORDON_FAILED, e);
+    let store_failed = |e| CliError::new(Exit::CordonFailed, e);
     let now = || {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -212,10 +217,7 @@ pub(crate) fn token(args: &TokenArgs) -> Result<ExitCode, CliError> {
             .into_iter()
             .find(|t| t.id == id)
             .ok_or_else(|| {
-                CliError::msg(
-                    crate::exit::CORDON_FAILED,
-                    format_args!("token {id} vanished"),
-                )
+                CliError::msg(Exit::CordonFailed, format_args!("token {id} vanished"))
             })?;
         Ok(cordon_server::TokenDocument::of(&row, now()))
     };
@@ -226,7 +228,7 @@ pub(crate) fn token(args: &TokenArgs) -> Result<ExitCode, CliError> {
             expires,
         } => {
             let (id, secret) = cordon_server::create_token(&store, project, scope, *expires)
-                .map_err(|e| CliError::new(USAGE, e))?;
+                .map_err(CliError::usage)?;
             if args.json {
                 let mut doc = described(&id)?;
                 doc.secret = Some(secret);
@@ -266,7 +268,10 @@ pub(crate) fn token(args: &TokenArgs) -> Result<ExitCode, CliError> {
         TokenCommand::Revoke { id } => {
             let revoked = store.revoke_token(id).map_err(store_failed)?;
             if !revoked {
-                return Err(CliError::msg(USAGE, format_args!("no live token {id}")));
+                return Err(
+                    CliError::msg(Exit::Usage, format_args!("no live token {id}"))
+                        .kind(ErrorKind::NotFound),
+                );
             }
             let _ = store.audit("cli", "token.revoke", id, &serde_json::json!({}));
             if args.json {
@@ -276,7 +281,7 @@ pub(crate) fn token(args: &TokenArgs) -> Result<ExitCode, CliError> {
             }
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }
 
 /// Arguments of `cordon jobs` (a client of `cordon serve`; the token comes from
@@ -286,9 +291,10 @@ pub struct JobsArgs {
     /// The server (default: `$CORDON_SERVER`, else http://127.0.0.1:7878).
     #[arg(long, value_name = "URL", global = true)]
     pub server: Option<String>,
-    /// Print the service's JSON documents (`cordon.job/v1`, `cordon.job-list/v1`,
-    /// `cordon.api-error/v1`) instead of text; `logs --json` prints the live log's events as
-    /// JSON lines (`{"id", "event", "data"}`) until the job ends.
+    /// Print the service's JSON documents (`cordon.job/v1`, `cordon.job-list/v1`) instead of
+    /// text; `logs --json` prints the live log's events as JSON lines (`{"id", "event",
+    /// "data"}`) until the job ends. A failure is a `cordon.error/v1` document (the service's
+    /// `cordon.api-error/v1` answer in its `api_error`).
     #[arg(long, global = true)]
     pub json: bool,
     /// What to do.
@@ -336,10 +342,10 @@ pub enum JobsCommand {
 }
 
 /// Runs `cordon jobs`.
-pub(crate) fn jobs(args: &JobsArgs) -> Result<ExitCode, CliError> {
+pub(crate) fn jobs(args: &JobsArgs) -> Result<Exit, CliError> {
     use std::io::{Read, Write};
     let token = std::env::var("CORDON_TOKEN").map_err(|_| {
-        CliError::msg(USAGE, "CORDON_TOKEN is not set")
+        CliError::msg(Exit::Usage, "CORDON_TOKEN is not set")
             .hint("create one with `cordon token create --project P`")
     })?;
     let server = args
@@ -347,35 +353,39 @@ pub(crate) fn jobs(args: &JobsArgs) -> Result<ExitCode, CliError> {
         .clone()
         .or_else(|| std::env::var("CORDON_SERVER").ok())
         .unwrap_or_else(|| "http://127.0.0.1:7878".into());
-    let client =
-        cordon_server::Client::new(&server, &token).map_err(|e| CliError::new(USAGE, e))?;
-    let failed = |e| CliError::new(crate::exit::FAILED, e);
+    let client = cordon_server::Client::new(&server, &token).map_err(client_error)?;
     let answer = match &args.command {
         JobsCommand::Submit { file } => {
             let mut body = Vec::new();
             if file.as_os_str() == "-" {
-                std::io::stdin().read_to_end(&mut body)?;
+                std::io::stdin()
+                    .read_to_end(&mut body)
+                    .map_err(|e| CliError::usage(e).context("cannot read the request"))?;
             } else {
-                body = std::fs::read(file)?;
+                body = std::fs::read(file).map_err(|e| {
+                    CliError::usage(e).context(format!("cannot read {}", file.display()))
+                })?;
             }
-            client.request("POST", "/v1/jobs", &body).map_err(failed)?
+            client
+                .request("POST", "/v1/jobs", &body)
+                .map_err(client_error)?
         }
         JobsCommand::List { state, limit } => {
             let mut path = format!("/v1/jobs?limit={limit}");
             if let Some(state) = state {
                 path.push_str(&format!("&state={state}"));
             }
-            client.request("GET", &path, b"").map_err(failed)?
+            client.request("GET", &path, b"").map_err(client_error)?
         }
         JobsCommand::Show { id } => client
             .request("GET", &format!("/v1/jobs/{id}"), b"")
-            .map_err(failed)?,
+            .map_err(client_error)?,
         JobsCommand::Cancel { id } => client
             .request("POST", &format!("/v1/jobs/{id}/cancel"), b"")
-            .map_err(failed)?,
+            .map_err(client_error)?,
         JobsCommand::Logs { id, follow: false } if !args.json => client
             .request("GET", &format!("/v1/jobs/{id}/transcript"), b"")
-            .map_err(failed)?,
+            .map_err(client_error)?,
         JobsCommand::Logs { id, .. } if args.json => {
             let mut state = String::new();
             let status = client
@@ -392,18 +402,11 @@ pub(crate) fn jobs(args: &JobsArgs) -> Result<ExitCode, CliError> {
                     let _ = std::io::stdout().flush();
                     true
                 })
-                .map_err(failed)?;
+                .map_err(client_error)?;
             if status != 200 {
-                return Err(CliError::msg(
-                    crate::exit::FAILED,
-                    format_args!("the server answered {status}"),
-                ));
+                return Err(api_error(status, b""));
             }
-            return Ok(if state == "succeeded" {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(1)
-            });
+            return Ok(job_ended(&state));
         }
         JobsCommand::Logs { id, .. } => {
             let mut state = String::new();
@@ -427,21 +430,18 @@ pub(crate) fn jobs(args: &JobsArgs) -> Result<ExitCode, CliError> {
                     }
                     true
                 })
-                .map_err(failed)?;
+                .map_err(client_error)?;
             if status != 200 {
-                return Err(CliError::msg(
-                    crate::exit::FAILED,
-                    format_args!("the server answered {status}"),
-                ));
+                return Err(api_error(status, b""));
             }
             eprintln!("job {id}: {state}");
-            return Ok(if state == "succeeded" {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(1)
-            });
+            return Ok(job_ended(&state));
         }
     };
+    // An error answer is not printed as it came: the edge prints it as cordon.error/v1.
+    if answer.status >= 400 {
+        return Err(api_error(answer.status, &answer.body));
+    }
     let is_transcript = matches!(args.command, JobsCommand::Logs { .. });
     if args.json || is_transcript {
         let mut out = std::io::stdout().lock();
@@ -449,29 +449,66 @@ pub(crate) fn jobs(args: &JobsArgs) -> Result<ExitCode, CliError> {
         if !answer.body.is_empty() && !answer.body.ends_with(b"\n") {
             out.write_all(b"\n")?;
         }
-    }
-    if answer.status >= 400 {
-        let error: Option<cordon_server::ApiError> = serde_json::from_slice(&answer.body).ok();
-        let message = match error {
-            Some(e) => match e.rule {
-                Some(rule) => format!("{} ({rule}; {})", e.message, e.error),
-                None => format!("{} ({})", e.message, e.error),
-            },
-            None => format!("the server answered {}", answer.status),
-        };
-        return Err(CliError::msg(crate::exit::FAILED, message));
-    }
-    if !args.json && !is_transcript {
+    } else {
         print_jobs_text(&args.command, &answer.body)?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
+}
+
+/// How `jobs logs --follow` exits: 0 when the job succeeded, 1 otherwise.
+fn job_ended(state: &str) -> Exit {
+    if state == "succeeded" {
+        Exit::Success
+    } else {
+        Exit::Failed
+    }
+}
+
+/// A request that got no answer: a bad server URL is a usage error; a server that cannot be
+/// reached, or answers something else than HTTP, leaves cordon unable to do its job (125).
+fn client_error(error: cordon_server::ClientError) -> CliError {
+    use cordon_server::ClientError as E;
+    match &error {
+        E::Url(_) => CliError::usage(error),
+        E::Connect { .. } => CliError::new(Exit::CordonFailed, error).kind(ErrorKind::Unavailable),
+        _ => CliError::new(Exit::CordonFailed, error),
+    }
+}
+
+/// The job service's error answer, carried in the error (its `cordon.api-error/v1` document
+/// when the body is one): a bad request or an unknown job is a usage error (2), a refusal
+/// (policy, budget, scope, token, conflict, busy) a failed operation (1), the service's own
+/// failure 125.
+fn api_error(status: u16, body: &[u8]) -> CliError {
+    let answer: Option<cordon_server::ApiError> = serde_json::from_slice(body).ok();
+    let code = answer.as_ref().map(|e| e.error.as_str());
+    let (exit, kind) = match (code, status) {
+        (Some("bad_request" | "too_large"), _) | (None, 400 | 413) => {
+            (Exit::Usage, ErrorKind::Usage)
+        }
+        (Some("not_found"), _) | (None, 404) => (Exit::Usage, ErrorKind::NotFound),
+        (Some("conflict"), _) | (None, 409) => (Exit::Failed, ErrorKind::Conflict),
+        (Some("busy"), _) | (None, 503) => (Exit::Failed, ErrorKind::Unavailable),
+        (Some("internal"), _) | (None, 500..) => (Exit::CordonFailed, ErrorKind::Internal),
+        _ => (Exit::Failed, ErrorKind::Refused),
+    };
+    let message = match &answer {
+        Some(e) => match &e.rule {
+            Some(rule) => format!("{} ({rule}; {})", e.message, e.error),
+            None => format!("{} ({})", e.message, e.error),
+        },
+        None => format!("the server answered {status}"),
+    };
+    CliError::msg(exit, message)
+        .kind(kind)
+        .answered(status, answer)
 }
 
 /// The text form of an answer of the job service (a job or a list of jobs).
 fn print_jobs_text(command: &JobsCommand, body: &[u8]) -> Result<(), CliError> {
     let protocol = |e: serde_json::Error| {
         CliError::msg(
-            crate::exit::FAILED,
+            Exit::CordonFailed,
             format_args!("the server's answer is not a job document: {e}"),
         )
     };

@@ -2,13 +2,13 @@
 //!
 //! Exit codes of `create`, `push`, `pull`, `list`, `show`, `remove`: 0 success (merged or
 //! already up to date for `pull`), 1 refused (diverged, a writer in the session, a hostile
-//! bundle; nothing changed), 2 usage (bad id, bad branch, ended session), 3 infrastructure,
-//! 124 a `--wait` ran out. `exec` exits like `cordon run` (the program's own code; 125 when
-//! cordon could not run it). `watch`, `resume` and `poke`: see `session_watch`.
+//! bundle; nothing changed), 2 usage (bad id, bad branch, ended session), 124 a `--wait` ran
+//! out, 125 cordon failed. `exec` exits like `cordon run` (the program's own code; 2 usage;
+//! 124 a `--wait` ran out; 125 when cordon could not run it, another writer in the session
+//! included). `watch`, `resume` and `poke`: see `session_watch`.
 
 use crate::render::print_json;
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
@@ -20,10 +20,8 @@ use cordon_session::{
 use cordon_workspace::ProcessIdentity;
 
 use crate::args::RunArgs;
-use crate::exit::{CORDON_FAILED, CliError, FAILED, INFRA, USAGE};
-
-/// `--wait` ran out.
-const WAIT_TIMED_OUT: u8 = 124;
+use crate::documents::ErrorKind;
+use crate::exit::{CliError, Exit};
 
 /// Arguments of `cordon session`.
 #[derive(Debug, Args)]
@@ -118,7 +116,7 @@ pub enum SessionCommand {
     /// Bring the session's branch back as a fast-forward of a host branch: cordon bundles it
     /// in the session's sandbox, verifies the bundle against the host, fetches it into
     /// refs/cordon/sessions/ID and fast-forwards BRANCH. Exit 0 merged or up to date, 1
-    /// refused (diverged: nothing changed), 2 usage, 3 infrastructure, 124 --wait ran out.
+    /// refused (diverged: nothing changed), 2 usage, 124 --wait ran out, 125 cordon failed.
     Pull {
         /// The session id.
         id: String,
@@ -220,16 +218,31 @@ fn parse_size(text: &str) -> Result<u64, String> {
     cordon_exec::units::parse_size(text)
 }
 
-/// Maps a session error to its exit code, with its hint.
+/// Maps a session error to its exit code and kind, with its hint.
 pub(super) fn fail(error: SessionError) -> CliError {
-    let code = match error.class() {
-        SessionErrorClass::Refused => FAILED,
-        SessionErrorClass::Usage => USAGE,
-        SessionErrorClass::Timeout => WAIT_TIMED_OUT,
-        SessionErrorClass::Infra => INFRA,
-    };
+    let (exit, kind) = classify(&error);
     let hint = error.hint();
-    CliError::new(code, error).maybe_hint(hint)
+    CliError::new(exit, error).kind(kind).maybe_hint(hint)
+}
+
+/// The exit code and kind of a session error: refused 1, usage 2, a wait that ran out 124,
+/// the rest cordon's failure (125).
+fn classify(error: &SessionError) -> (Exit, ErrorKind) {
+    use cordon_session::SessionErrorKind as K;
+    match error.class() {
+        SessionErrorClass::Refused => match &error.kind {
+            K::BundleRefused(_) | K::LocalSubmodule(_) | K::WaitCancelled => {
+                (Exit::Failed, ErrorKind::Refused)
+            }
+            _ => (Exit::Failed, ErrorKind::Conflict),
+        },
+        SessionErrorClass::Usage => match &error.kind {
+            K::NotFound => (Exit::Usage, ErrorKind::NotFound),
+            _ => (Exit::Usage, ErrorKind::Usage),
+        },
+        SessionErrorClass::Timeout => (Exit::TimedOut, ErrorKind::Timeout),
+        SessionErrorClass::Infra => (Exit::CordonFailed, ErrorKind::Internal),
+    }
 }
 
 fn describe(rec: &SessionRecord) -> String {
@@ -250,7 +263,7 @@ fn describe(rec: &SessionRecord) -> String {
     )
 }
 
-pub(crate) fn run(args: SessionArgs) -> Result<ExitCode, CliError> {
+pub(crate) fn run(args: SessionArgs) -> Result<Exit, CliError> {
     let sessions = Sessions::from_env().map_err(fail)?;
     let _ = sessions.reconcile_on_start();
     match args.command {
@@ -287,7 +300,7 @@ pub(crate) fn run(args: SessionArgs) -> Result<ExitCode, CliError> {
                     rec.path.display()
                 );
             }
-            Ok(ExitCode::SUCCESS)
+            Ok(Exit::Success)
         }
         SessionCommand::Push {
             repo,
@@ -358,7 +371,7 @@ pub(crate) fn run(args: SessionArgs) -> Result<ExitCode, CliError> {
                     }
                 }
             }
-            Ok(ExitCode::SUCCESS)
+            Ok(Exit::Success)
         }
         SessionCommand::List { json } => {
             let records = sessions.list().map_err(fail)?;
@@ -374,7 +387,7 @@ pub(crate) fn run(args: SessionArgs) -> Result<ExitCode, CliError> {
                     println!("{}", describe(rec));
                 }
             }
-            Ok(ExitCode::SUCCESS)
+            Ok(Exit::Success)
         }
         SessionCommand::Show { id, json } => {
             let rec = sessions
@@ -401,7 +414,7 @@ pub(crate) fn run(args: SessionArgs) -> Result<ExitCode, CliError> {
                 }
                 super::session_watch::show_rounds(&rec);
             }
-            Ok(ExitCode::SUCCESS)
+            Ok(Exit::Success)
         }
         SessionCommand::Remove { id, wait, json } => {
             let rec = sessions
@@ -413,7 +426,7 @@ pub(crate) fn run(args: SessionArgs) -> Result<ExitCode, CliError> {
             } else {
                 eprintln!("ended session {} (its runs stay in `cordon runs`)", rec.id);
             }
-            Ok(ExitCode::SUCCESS)
+            Ok(Exit::Success)
         }
     }
 }
@@ -451,7 +464,7 @@ struct PushArgs {
     command: Vec<std::ffi::OsString>,
 }
 
-fn push(sessions: &Sessions, args: PushArgs) -> Result<ExitCode, CliError> {
+fn push(sessions: &Sessions, args: PushArgs) -> Result<Exit, CliError> {
     let report = match &args.session {
         Some(id) => sessions
             .open_str(id)
@@ -497,13 +510,12 @@ fn push(sessions: &Sessions, args: PushArgs) -> Result<ExitCode, CliError> {
         );
     }
     if args.command.is_empty() {
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Exit::Success);
     }
     // The program runs with `cordon run`'s defaults, writable, right after the import.
     let mut argv: Vec<std::ffi::OsString> = vec!["cordon".into(), "run".into(), "--".into()];
     argv.extend(args.command);
-    let cli = <crate::args::Cli as clap::Parser>::try_parse_from(&argv)
-        .map_err(|e| CliError::new(USAGE, e))?;
+    let cli = <crate::args::Cli as clap::Parser>::try_parse_from(&argv).map_err(CliError::usage)?;
     let crate::args::Command::Run(run) = cli.command else {
         unreachable!("parsed as `cordon run`");
     };
@@ -519,14 +531,19 @@ fn push(sessions: &Sessions, args: PushArgs) -> Result<ExitCode, CliError> {
     )
 }
 
-fn exec(sessions: &Sessions, args: ExecArgs) -> Result<ExitCode, CliError> {
+fn exec(sessions: &Sessions, args: ExecArgs) -> Result<Exit, CliError> {
+    // Like `cordon run`: 1 is the program's, so a refusal (another writer) is cordon's 125.
     let exec_fail = |e: SessionError| {
+        let (exit, kind) = match classify(&e) {
+            (Exit::Failed, kind) => (Exit::CordonFailed, kind),
+            other => other,
+        };
         let hint = e.hint();
-        CliError::new(CORDON_FAILED, e).maybe_hint(hint)
+        CliError::new(exit, e).kind(kind).maybe_hint(hint)
     };
     if args.run.workspace.is_some() {
         return Err(CliError::msg(
-            CORDON_FAILED,
+            Exit::Usage,
             "--workspace cannot be used with `session exec`: the session is the workspace",
         ));
     }
@@ -536,11 +553,11 @@ fn exec(sessions: &Sessions, args: ExecArgs) -> Result<ExitCode, CliError> {
     }
     let session = sessions.open_str(&args.id).map_err(exec_fail)?;
     let here = std::env::current_dir()?;
-    let options = match args.run.sandbox.resolve(&here)? {
+    let options = match args.run.sandbox.resolve(&here).map_err(CliError::usage)? {
         Some(options) => options,
         None => {
             return Err(CliError::msg(
-                CORDON_FAILED,
+                Exit::Usage,
                 "--no-sandbox cannot be used with `session exec`: a session runs only sandboxed (the session's state and the host repository stay out of reach)",
             ));
         }
@@ -567,10 +584,10 @@ fn exec(sessions: &Sessions, args: ExecArgs) -> Result<ExitCode, CliError> {
     let executed = super::run::execute(&request, &args.run, &tree, Some(&session_id));
     let (run_id, command, exit) = match &executed {
         Ok(e) => (e.run_id.clone(), e.command.clone(), Some(e.exit_code)),
-        Err(_) => (None, Vec::new(), Some(CORDON_FAILED)),
+        Err(e) => (None, Vec::new(), Some(e.exit().code())),
     };
     if let Err(e) = lease.finish(run_id, command, exit) {
         eprintln!("cordon: warning: the session's record was not updated: {e}");
     }
-    Ok(ExitCode::from(executed?.exit_code))
+    Ok(Exit::Run(executed?.exit_code))
 }

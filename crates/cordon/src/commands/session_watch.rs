@@ -3,16 +3,15 @@
 //! Exit codes of `watch` and `resume`: 0 the change was merged or closed, or the idle timeout
 //! ended the watch (the session is removed); 1 items were still pending after
 //! `--max-rounds` rounds (the session is kept), or another watcher watches the session; 2
-//! usage; 3 infrastructure (the state is kept: run `resume` to continue).
+//! usage; 125 cordon failed (the state is kept: run `resume` to continue).
 
 use std::io::Write;
-use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
 use cordon_session::{ReviewEvent, ReviewEventKind, SessionError, Sessions, WatchSettings};
 
-use crate::exit::{CliError, USAGE};
+use crate::exit::{CliError, Exit};
 
 /// Arguments of `cordon session watch`.
 #[derive(Debug, Args)]
@@ -97,12 +96,12 @@ pub(crate) fn watch(
     sessions: &Sessions,
     args: WatchArgs,
     cli_args: Vec<String>,
-) -> Result<ExitCode, CliError> {
+) -> Result<Exit, CliError> {
     let session = sessions.open_str(&args.id).map_err(fail)?;
     let here = std::env::current_dir()?;
-    let Some(agents) = args.sandbox.resolve(&here)? else {
+    let Some(agents) = args.sandbox.resolve(&here).map_err(CliError::usage)? else {
         return Err(CliError::msg(
-            USAGE,
+            Exit::Usage,
             "--no-sandbox cannot be used with `session watch`: reviewers and the fixer run only sandboxed",
         ));
     };
@@ -139,16 +138,15 @@ pub(crate) fn watch(
     let reason = session
         .watch(settings, agents, &mut on_event)
         .map_err(fail)?;
-    Ok(ExitCode::from(reason.exit_code()))
+    Ok(match reason.exit_code() {
+        0 => Exit::Success,
+        _ => Exit::Failed,
+    })
 }
 
 /// `cordon session resume ID`: the watch recorded in the session, run again (in the
 /// directory it was started in).
-pub(crate) fn resume(
-    sessions: &Sessions,
-    id: &str,
-    json_events: bool,
-) -> Result<ExitCode, CliError> {
+pub(crate) fn resume(sessions: &Sessions, id: &str, json_events: bool) -> Result<Exit, CliError> {
     let rec = sessions
         .open_str(id)
         .and_then(|s| s.record())
@@ -161,7 +159,7 @@ pub(crate) fn resume(
         .filter(|(a, _)| !a.is_empty());
     let Some((mut options, cwd)) = recorded else {
         return Err(CliError::msg(
-            USAGE,
+            Exit::Usage,
             format_args!("session {id} has no recorded `cordon session watch` to resume"),
         )
         .hint("start one with `cordon session watch ID --source CMD --fixer CMD`"));
@@ -171,7 +169,7 @@ pub(crate) fn resume(
     }
     // The recorded options may name paths relative to where the watch was started.
     std::env::set_current_dir(&cwd).map_err(|e| {
-        CliError::new(USAGE, e).context(format!(
+        CliError::usage(e).context(format!(
             "the watch was started in {}, which cannot be entered",
             cwd.display()
         ))
@@ -183,7 +181,7 @@ pub(crate) fn resume(
     ];
     argv.extend(options.iter().cloned());
     let cli = <crate::args::Cli as clap::Parser>::try_parse_from(&argv)
-        .map_err(|e| CliError::new(USAGE, e).context("the recorded watch"))?;
+        .map_err(|e| CliError::usage(e).context("the recorded watch"))?;
     let crate::args::Command::Session(super::session::SessionArgs {
         command: super::session::SessionCommand::Watch(args),
     }) = cli.command
@@ -210,7 +208,7 @@ pub(crate) fn poke(
     id: &str,
     comment: Option<&str>,
     json: bool,
-) -> Result<ExitCode, CliError> {
+) -> Result<Exit, CliError> {
     let session = sessions.open_str(id).map_err(fail)?;
     let item = session.poke(comment).map_err(fail)?;
     let watcher = session
@@ -234,7 +232,7 @@ pub(crate) fn poke(
             None => eprintln!("no watcher runs in session {id}: the poke waits in its state"),
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }
 
 /// One event as a line for people.

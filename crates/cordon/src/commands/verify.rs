@@ -2,7 +2,6 @@
 
 use std::io::{IsTerminal, Read, Write};
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -11,18 +10,18 @@ use cordon_types::{Overall, RunReport, StageResult, StageStatus};
 use cordon_verify::{Plan, StageConfig, VerifyError, VerifyHooks, VerifyObserver, VerifyRequest};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
-use crate::exit::{CliError, FAILED, INFRA, USAGE};
+use crate::documents::ErrorKind;
+use crate::exit::{CliError, Exit};
 use crate::signals;
 use cordon_runner::Recorder;
-
-/// Exit code: the gate passed.
-const GATE_PASSED: u8 = 0;
 
 /// Arguments of `cordon verify`.
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Exit codes: 0 gate passed, 1 gate blocked (a required stage did not pass), 2 bad usage or bad
-config, 3 infrastructure error (cordon could not do its job), 130 interrupted.
+config, 125 cordon itself failed (an infrastructure error: it could not do its job), 130/143
+interrupted. With --json, stdout holds the report, or a cordon.error/v1 document when no
+verdict was reached.
 
 Examples:
   cordon verify                                   the current repository at HEAD
@@ -103,32 +102,9 @@ fn parse_size(text: &str) -> Result<usize, String> {
     usize::try_from(n).map_err(|_| format!("size {text:?} is too large"))
 }
 
-pub(crate) fn run(args: VerifyArgs) -> Result<ExitCode, CliError> {
-    let json = args.json;
-    let result = run_verify(args);
-    // With --json, stdout always holds a document: the report, or why there is none.
-    if json && let Err(error) = &result {
-        let document = crate::documents::VerifyError {
-            schema: crate::documents::VerifyErrorTag,
-            overall: Overall::Error,
-            failure: crate::documents::VerifyErrorFailure {
-                category: if error.code() == USAGE {
-                    crate::documents::VerifyErrorCategory::Usage
-                } else {
-                    crate::documents::VerifyErrorCategory::Infra
-                },
-                reason: error.message(),
-                hints: error.hints().to_vec(),
-            },
-        };
-        let mut out = std::io::stdout().lock();
-        let _ = serde_json::to_writer_pretty(&mut out, &document);
-        let _ = writeln!(out);
-    }
-    result
-}
-
-fn run_verify(args: VerifyArgs) -> Result<ExitCode, CliError> {
+/// Runs `cordon verify` (with `--json`, a failure is a `cordon.error/v1` document, printed at
+/// the edge like every command's).
+pub(crate) fn run(args: VerifyArgs) -> Result<Exit, CliError> {
     let patch = match &args.patch {
         None => None,
         Some(p) if p.as_os_str() == "-" => {
@@ -142,7 +118,7 @@ fn run_verify(args: VerifyArgs) -> Result<ExitCode, CliError> {
             Ok(bytes) => Some(bytes),
             Err(e) => {
                 return Err(
-                    CliError::new(USAGE, e).context(format!("cannot read --patch {}", p.display()))
+                    CliError::usage(e).context(format!("cannot read --patch {}", p.display()))
                 );
             }
         },
@@ -170,7 +146,7 @@ fn run_verify(args: VerifyArgs) -> Result<ExitCode, CliError> {
     if args.explain {
         let (plan, changed) = cordon_verify::explain(&request).map_err(verify_error)?;
         print_explain(&plan, &changed, args.json)?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Exit::Success);
     }
     let cancel = signals::cancel_on_signals()?;
     let recorder = if args.no_record {
@@ -186,7 +162,7 @@ fn run_verify(args: VerifyArgs) -> Result<ExitCode, CliError> {
             )
             .map_err(|e| {
                 let hint = e.hint();
-                CliError::new(INFRA, e).hint(hint)
+                CliError::new(Exit::CordonFailed, e).hint(hint)
             })?,
         )
     };
@@ -201,11 +177,11 @@ fn run_verify(args: VerifyArgs) -> Result<ExitCode, CliError> {
     let verified = match cordon_verify::verify(&request, hooks) {
         Ok(v) => v,
         Err(e) => {
+            let error = verify_error(e);
             if let Some(recorder) = recorder {
-                let error = serde_json::json!({ "error": e.to_string() });
-                let _ = recorder.finish(cordon_store::RunState::Error, &error);
+                let _ = recorder.finish(cordon_store::RunState::Error, &error.document());
             }
-            return Err(verify_error(e));
+            return Err(error);
         }
     };
     view.finish();
@@ -216,12 +192,12 @@ fn run_verify(args: VerifyArgs) -> Result<ExitCode, CliError> {
     if let Some(path) = &args.junit {
         std::fs::write(path, cordon_verify::render::junit(report))
             .with_context(|| format!("cannot write --junit {}", path.display()))
-            .map_err(|e| CliError::new(INFRA, e))?;
+            .map_err(|e| CliError::new(Exit::CordonFailed, e))?;
     }
     if let Some(path) = &args.markdown {
         std::fs::write(path, cordon_verify::render::markdown(report))
             .with_context(|| format!("cannot write --markdown {}", path.display()))
-            .map_err(|e| CliError::new(INFRA, e))?;
+            .map_err(|e| CliError::new(Exit::CordonFailed, e))?;
     }
     // The summary is for people (stderr), also beside `--json`'s document (stdout).
     print_summary(report);
@@ -252,24 +228,31 @@ fn run_verify(args: VerifyArgs) -> Result<ExitCode, CliError> {
         }
     }
     if let Some(signal) = cancel.signal() {
-        return Ok(ExitCode::from((128 + signal) as u8));
+        return Ok(Exit::Signal(u8::try_from(signal).unwrap_or(u8::MAX)));
     }
-    Ok(ExitCode::from(match report.overall {
-        Overall::Pass => GATE_PASSED,
-        Overall::Fail => FAILED,
-        Overall::Error => INFRA,
-    }))
+    Ok(match report.overall {
+        Overall::Pass => Exit::Success,
+        Overall::Fail => Exit::Failed,
+        Overall::Error => Exit::CordonFailed,
+    })
 }
 
 /// A verification that could not be done: bad usage, bad config or a refused patch exit 2,
-/// everything else 3.
+/// everything else is cordon's failure (125).
 fn verify_error(error: VerifyError) -> CliError {
-    let code = match &error {
-        VerifyError::Config(_) | VerifyError::Usage(_) | VerifyError::PatchRefused(_) => USAGE,
-        _ => INFRA,
-    };
     let hint = error.hint();
-    CliError::new(code, error).maybe_hint(hint)
+    let cli = match &error {
+        VerifyError::Config(config) => {
+            let (file, line) = (config.path.clone(), config.line);
+            CliError::usage(error)
+                .kind(ErrorKind::Config)
+                .in_file(&file, line)
+        }
+        VerifyError::Usage(_) => CliError::usage(error),
+        VerifyError::PatchRefused(_) => CliError::usage(error).kind(ErrorKind::Refused),
+        _ => CliError::new(Exit::CordonFailed, error),
+    };
+    cli.maybe_hint(hint)
 }
 
 fn print_explain(plan: &Plan, changed: &[String], json: bool) -> anyhow::Result<()> {

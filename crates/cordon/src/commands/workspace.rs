@@ -3,7 +3,6 @@
 use crate::render::print_json;
 use std::io::{Read, Write};
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -12,8 +11,9 @@ use cordon_workspace::{
     CreateRequest, ProcessIdentity, WorkspaceError, WorkspaceId, WorkspaceInfo, Workspaces,
 };
 
+use crate::documents::ErrorKind;
 use crate::documents::{GcRuns, GcSummary, GcSummaryTag};
-use crate::exit::{CORDON_FAILED, CliError, FAILED, USAGE};
+use crate::exit::{CliError, Exit};
 
 /// Arguments of `cordon workspace`.
 #[derive(Debug, Args)]
@@ -128,19 +128,31 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
 
 /// Maps a workspace error: unknown ids and refused patches are the user's (exit 2); the
 /// rest is cordon's failure (125).
-fn fail(error: WorkspaceError) -> CliError {
-    let user_error = error.is_not_found()
-        || matches!(
-            error.kind,
-            cordon_workspace::WorkspaceErrorKind::InvalidId(_)
-        )
-        || matches!(&error.kind, cordon_workspace::WorkspaceErrorKind::Git(g) if matches!(
-            g.kind,
-            cordon_git::GitErrorKind::PatchRefused { .. } | cordon_git::GitErrorKind::PatchDoesNotApply { .. }
-        ));
+pub(crate) fn fail(error: WorkspaceError) -> CliError {
+    use cordon_workspace::WorkspaceErrorKind as K;
+    let (exit, kind) = match &error.kind {
+        K::NotFound => (Exit::Usage, ErrorKind::NotFound),
+        K::InvalidId(_) => (Exit::Usage, ErrorKind::Usage),
+        K::Git(g)
+            if matches!(
+                g.kind,
+                cordon_git::GitErrorKind::PatchRefused { .. }
+                    | cordon_git::GitErrorKind::PatchDoesNotApply { .. }
+            ) =>
+        {
+            (Exit::Usage, ErrorKind::Refused)
+        }
+        K::NotReady(_) | K::InUse => (Exit::CordonFailed, ErrorKind::Conflict),
+        K::OverlayUnavailable(_) => (Exit::CordonFailed, ErrorKind::Unsupported),
+        K::Tampered { .. } => (Exit::CordonFailed, ErrorKind::Refused),
+        K::HomeUnknown(_) | K::Git(_) | K::Io(_) | K::BaseMissing { .. } | K::Record(_) => {
+            (Exit::CordonFailed, ErrorKind::Internal)
+        }
+        // A kind added later: cordon's failure until said otherwise.
+        _ => (Exit::CordonFailed, ErrorKind::Internal),
+    };
     let hint = error.hint();
-    let code = if user_error { USAGE } else { CORDON_FAILED };
-    CliError::new(code, error).maybe_hint(hint)
+    CliError::new(exit, error).kind(kind).maybe_hint(hint)
 }
 
 fn parse_id(text: &str) -> Result<WorkspaceId, WorkspaceError> {
@@ -180,7 +192,7 @@ fn human_size(bytes: u64) -> String {
     }
 }
 
-pub(crate) fn run(args: WorkspaceArgs) -> Result<ExitCode, CliError> {
+pub(crate) fn run(args: WorkspaceArgs) -> Result<Exit, CliError> {
     let workspaces = Workspaces::from_env().map_err(fail)?;
     let _ = workspaces.reconcile_on_start();
     match args.command {
@@ -192,13 +204,12 @@ pub(crate) fn run(args: WorkspaceArgs) -> Result<ExitCode, CliError> {
             json,
         } => {
             let mut request = CreateRequest::new(&repo, &rev, persistent);
-            request.strategy =
-                match strategy.as_deref() {
-                    None | Some("auto") => None,
-                    Some(name) => Some(name.parse().map_err(|e: String| {
-                        CliError::msg(USAGE, format_args!("--strategy: {e}"))
-                    })?),
-                };
+            request.strategy = match strategy.as_deref() {
+                None | Some("auto") => None,
+                Some(name) => Some(name.parse().map_err(|e: String| {
+                    CliError::msg(Exit::Usage, format_args!("--strategy: {e}"))
+                })?),
+            };
             if !persistent {
                 request.owner = Some(ProcessIdentity::parent());
             }
@@ -278,8 +289,9 @@ pub(crate) fn run(args: WorkspaceArgs) -> Result<ExitCode, CliError> {
                 match std::fs::read(&patch) {
                     Ok(b) => b,
                     Err(e) => {
-                        return Err(CliError::new(USAGE, e)
-                            .context(format!("cannot read {}", patch.display())));
+                        return Err(
+                            CliError::usage(e).context(format!("cannot read {}", patch.display()))
+                        );
                     }
                 }
             };
@@ -319,17 +331,17 @@ pub(crate) fn run(args: WorkspaceArgs) -> Result<ExitCode, CliError> {
             }
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }
 
-pub(crate) fn gc(args: &GcArgs) -> Result<ExitCode, CliError> {
+pub(crate) fn gc(args: &GcArgs) -> Result<Exit, CliError> {
     let workspaces = Workspaces::from_env().map_err(fail)?;
     let report = workspaces
         .gc(args.older_than)
         .map_err(|e| fail(e).context("cannot collect workspaces"))?;
     let sessions = cordon_session::Sessions::from_env()
         .and_then(|s| s.gc(args.older_than))
-        .map_err(|e| CliError::new(CORDON_FAILED, e).context("cannot collect sessions"))?;
+        .map_err(|e| CliError::new(Exit::CordonFailed, e).context("cannot collect sessions"))?;
     let store = cordon_store::Store::open_default().context("cannot open the run history")?;
     let interrupted = store
         .mark_interrupted()
@@ -388,9 +400,9 @@ pub(crate) fn gc(args: &GcArgs) -> Result<ExitCode, CliError> {
     }
     Ok(
         if report.failures.is_empty() && sessions.failures.is_empty() {
-            ExitCode::SUCCESS
+            Exit::Success
         } else {
-            ExitCode::from(FAILED)
+            Exit::Failed
         },
     )
 }

@@ -14,8 +14,8 @@ mod support;
 /// The real `cordon` binary with the tests' throw-away `CORDON_HOME`, `cordon doctor`, and
 /// whether the host can sandbox (failing instead of skipping when that is required).
 pub use support::{
-    capabilities_required, cgroup_limits_available, cordon, doctor, missing_capability,
-    sandbox_available, wait_until,
+    capabilities_required, cgroup_limits_available, cordon, doctor, error_document,
+    missing_capability, sandbox_available, wait_until,
 };
 
 /// Returns from the test (after printing why) when the sandbox is unavailable; fails it

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use cordon_types::RunResult;
 
+pub mod error_document;
 pub mod postgres;
 pub mod server;
 
