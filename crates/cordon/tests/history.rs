@@ -220,6 +220,35 @@ fn verify_is_recorded_with_stages_and_per_stage_logs() {
 }
 
 #[test]
+fn a_verification_that_reached_no_verdict_is_recorded_with_its_error_document() {
+    let dir = TestDir::new();
+    let home = TestDir::new();
+    let repo = support::repo_with(dir.path(), &[("README", "hi\n")]);
+    let out = in_home(
+        home.path(),
+        &[
+            "verify",
+            "--json",
+            "--ref",
+            "no-such-ref",
+            "--repo",
+            repo.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let printed = support::error_document::error_document(&out);
+    let list = json(&in_home(home.path(), &["runs", "list", "--json"]));
+    let id = list["runs"][0]["id"].as_str().unwrap().to_owned();
+    let shown = json(&in_home(home.path(), &["runs", "show", &id, "--json"]));
+    assert_eq!(shown["run"]["status"], "error", "{shown:#}");
+    assert_eq!(shown["document_schema"], "cordon.error/v1", "{shown:#}");
+    assert_eq!(
+        shown["document"], printed,
+        "the recorded document is the printed one"
+    );
+}
+
+#[test]
 fn a_damaged_store_stops_recording_runs_with_a_clear_error() {
     let home = TestDir::new();
     std::fs::write(
