@@ -335,7 +335,10 @@ fn refused_patches_change_nothing() {
 fn transient_guard_removes_on_drop() {
     let fx = Fixture::new();
     let path = {
-        let guard = fx.workspaces.create_transient(&fx.repo(), "HEAD").unwrap();
+        // A worktree: its files are on the host (an overlay's exist only inside a sandbox).
+        let request =
+            CreateRequest::new(fx.repo(), "HEAD", false).with_strategy(Strategy::GitWorktree);
+        let guard = fx.workspaces.create_transient_from(&request).unwrap();
         assert!(guard.path().join("a.txt").exists());
         guard.path().to_owned()
     };
