@@ -140,43 +140,14 @@ struct Prepared {
 }
 
 fn prepare(request: &VerifyRequest) -> Result<Prepared, VerifyError> {
-    let repo = std::path::absolute(&request.repo)
-        .map_err(|e| VerifyError::Usage(format!("--repo {}: {e}", request.repo.display())))?;
-    if !repo.is_dir() {
-        return Err(VerifyError::Usage(format!(
-            "--repo {} is not a directory",
-            repo.display()
-        )));
-    }
-    let git = cordon_git::Repo::open(&repo).map_err(|e| {
-        VerifyError::Usage(format!("{} is not a git repository: {e}", repo.display()))
-    })?;
+    let (repo, git) = open_repo(&request.repo)?;
     let rev = if request.rev.is_empty() {
         "HEAD"
     } else {
         &request.rev
     };
-    let commit = git
-        .resolve_commit(rev)
-        .map_err(|e| VerifyError::Usage(format!("cannot resolve --ref {rev}: {e}")))?;
-    let base = match &request.base {
-        Some(base) => Some(
-            git.resolve_commit(base)
-                .map_err(|e| VerifyError::Usage(format!("cannot resolve --base {base}: {e}")))?,
-        ),
-        None => default_base(&git, &commit),
-    };
-    let project = request.project.clone().unwrap_or_default();
-    if project.is_absolute()
-        || project
-            .components()
-            .any(|c| matches!(c, std::path::Component::ParentDir))
-    {
-        return Err(VerifyError::Usage(format!(
-            "--project {} must be a relative path inside the repository",
-            project.display()
-        )));
-    }
+    let (commit, base) = resolve_commits(&git, rev, request.base.as_deref())?;
+    let project = relative_project(request.project.as_deref())?;
     let workspaces = Workspaces::from_env()
         .map_err(|e| VerifyError::infra("cannot open the workspace store", e))?;
     let _ = workspaces.reconcile_on_start();
@@ -195,20 +166,7 @@ fn prepare(request: &VerifyRequest) -> Result<Prepared, VerifyError> {
         ),
         None => Dir::host(workspace.path()),
     };
-    let project_dir = tree.join(&project);
-    if !project_dir.is_dir() {
-        return Err(VerifyError::Usage(format!(
-            "--project {}: no such directory at {rev}",
-            project.display()
-        )));
-    }
-    // A symlink committed at the ref must not lead the project out of the workspace.
-    let Some(project) = project_dir.resolved() else {
-        return Err(VerifyError::Usage(format!(
-            "--project {}: leads out of the workspace (a symlink)",
-            project.display()
-        )));
-    };
+    let project = project_in_tree(&tree, &project, rev)?;
     let project_dir = tree.join(&project);
     let project_root = workspace.path().join(&project);
     let declared = trusted_plan(
@@ -236,51 +194,14 @@ fn prepare(request: &VerifyRequest) -> Result<Prepared, VerifyError> {
         None => Vec::new(),
     };
     let record = workspace.record().clone();
-    let pristine = request.patch.is_none() && base.as_ref() == Some(&commit);
-    // The workspace is fresh (no program has run in it): what changed is what the commits
-    // since the base changed, plus what the patch changed — no need to read its files.
-    let changed = if pristine {
-        Vec::new()
-    } else {
-        let mut files: Vec<cordon_git::ChangedFile> = match &base {
-            Some(base) if base != &commit => git
-                .diff_commits(base, &commit)
-                .map_err(|e| VerifyError::infra("cannot list the changed files", e))?,
-            _ => Vec::new(),
-        };
-        files.extend(patched);
-        let mut names: Vec<String> = files
-            .iter()
-            .flat_map(|f| {
-                std::iter::once(f.path.to_string_lossy().into_owned())
-                    .chain(f.old_path.iter().map(|p| p.to_string_lossy().into_owned()))
-            })
-            .filter(|name| !name.is_empty())
-            .collect();
-        names.sort();
-        names.dedup();
-        if base.is_none() { Vec::new() } else { names }
-    };
-    // Targeting sees the project's changes, relative to the project. A change outside the
-    // project may affect it in ways targeting cannot see: then nothing is narrowed.
-    let in_project: Vec<String> = if project.as_os_str().is_empty() {
-        changed.clone()
-    } else {
-        let inside: Vec<String> = changed
-            .iter()
-            .filter_map(|f| {
-                Path::new(f)
-                    .strip_prefix(&project)
-                    .ok()
-                    .map(|p| p.to_string_lossy().into_owned())
-            })
-            .collect();
-        if inside.len() == changed.len() {
-            inside
-        } else {
-            Vec::new()
-        }
-    };
+    let changed = changed_files(
+        &git,
+        &commit,
+        base.as_ref(),
+        request.patch.is_some(),
+        patched,
+    )?;
+    let in_project = changes_in_project(&changed, &project);
     let declared_stages = declared.stages.clone();
     let mut plan = plan::build(declared, request.only.as_deref(), &in_project)?;
     let cache = CachePlan::decide(&CacheInput {
@@ -298,66 +219,10 @@ fn prepare(request: &VerifyRequest) -> Result<Prepared, VerifyError> {
         run_id: request.run_id.as_deref(),
         toolchain,
     });
-    if let Some(why) = cache.skips_install(&tree, &project) {
-        for p in &mut plan.stages {
-            let installs = p.stage.category == cordon_types::StageCategory::Setup
-                && p.stage.name.ends_with("-install")
-                && p.stage.run.first().is_some_and(|r| {
-                    matches!(r.rsplit('/').next(), Some("npm" | "pnpm" | "yarn" | "bun"))
-                });
-            if installs && p.skip.is_none() {
-                p.skip = Some(PlannedSkip::Cached(why.clone()));
-            }
-        }
-    }
-    // Declared setup stages with `outputs` and `inputs` (a Python `.venv`, say). The changed
-    // files are unknown without a base: then nothing is skipped.
+    // The changed files are unknown without a base: then no declared setup stage is skipped.
     let known = base.is_some().then_some(changed.as_slice());
-    for p in &mut plan.stages {
-        if p.skip.is_none()
-            && p.stage.category == cordon_types::StageCategory::Setup
-            && let Some(why) = cache.skips_declared(&p.stage, &project, known)
-        {
-            p.skip = Some(PlannedSkip::Cached(why));
-        }
-    }
-    if let Some(why) = cache.skips_fetch(&changed) {
-        for p in &mut plan.stages {
-            let fetches = p.stage.category == cordon_types::StageCategory::Setup
-                && p.stage.run.len() == 2
-                && p.stage.run[0].rsplit('/').next() == Some("cargo")
-                && p.stage.run[1] == "fetch";
-            if fetches && p.skip.is_none() {
-                p.skip = Some(PlannedSkip::Cached(why.clone()));
-            }
-        }
-    }
-    // Parallel stages need layers of their own over the shared ones. A trusted build's
-    // writes become the cache: its stages all write the shared layers, one after another.
-    let downgrade = if overlay.is_none() {
-        Some("the workspace is a worktree, without layers of its own")
-    } else if cache.trusted_build {
-        Some("this is a trusted build: what every stage writes becomes the build cache")
-    } else {
-        None
-    };
-    if let Some(why) = downgrade {
-        let names: Vec<&str> = plan
-            .stages
-            .iter()
-            .filter(|p| p.stage.parallel)
-            .map(|p| p.stage.name.as_str())
-            .collect();
-        if !names.is_empty() {
-            plan.reasons.push(format!(
-                "parallel stages run one after another ({}): {why}",
-                names.join(", ")
-            ));
-        }
-        for p in &mut plan.stages {
-            p.stage.parallel = false;
-        }
-    }
+    skip_cached_setup(&mut plan, &cache, &tree, &project, known, &changed);
+    serialize_parallel_stages(&mut plan, overlay.is_some(), cache.trusted_build);
     plan.cache = cache.lines();
     plan.cache_reasons = cache.reasons.clone();
     plan.cache_reasons.extend(cache.seed_lockfile(&changed));
@@ -374,6 +239,211 @@ fn prepare(request: &VerifyRequest) -> Result<Prepared, VerifyError> {
         plan,
         changed,
     })
+}
+
+/// The repository to verify (`--repo`): an existing directory of a git checkout, made
+/// absolute.
+fn open_repo(repo: &Path) -> Result<(PathBuf, cordon_git::Repo), VerifyError> {
+    let repo = std::path::absolute(repo)
+        .map_err(|e| VerifyError::Usage(format!("--repo {}: {e}", repo.display())))?;
+    if !repo.is_dir() {
+        return Err(VerifyError::Usage(format!(
+            "--repo {} is not a directory",
+            repo.display()
+        )));
+    }
+    let git = cordon_git::Repo::open(&repo).map_err(|e| {
+        VerifyError::Usage(format!("{} is not a git repository: {e}", repo.display()))
+    })?;
+    Ok((repo, git))
+}
+
+/// The commit to verify (`rev`) and the base its changes are counted from: `--base`, else
+/// the merge-base with the default branch (`None` when there is none).
+fn resolve_commits(
+    git: &cordon_git::Repo,
+    rev: &str,
+    base: Option<&str>,
+) -> Result<(cordon_git::CommitId, Option<cordon_git::CommitId>), VerifyError> {
+    let commit = git
+        .resolve_commit(rev)
+        .map_err(|e| VerifyError::Usage(format!("cannot resolve --ref {rev}: {e}")))?;
+    let base = match base {
+        Some(base) => Some(
+            git.resolve_commit(base)
+                .map_err(|e| VerifyError::Usage(format!("cannot resolve --base {base}: {e}")))?,
+        ),
+        None => default_base(git, &commit),
+    };
+    Ok((commit, base))
+}
+
+/// `--project` as given: a relative path that stays inside the repository (default: its
+/// root, the empty path).
+fn relative_project(project: Option<&Path>) -> Result<PathBuf, VerifyError> {
+    let project = project.map(Path::to_path_buf).unwrap_or_default();
+    if project.is_absolute()
+        || project
+            .components()
+            .any(|c| matches!(c, std::path::Component::ParentDir))
+    {
+        return Err(VerifyError::Usage(format!(
+            "--project {} must be a relative path inside the repository",
+            project.display()
+        )));
+    }
+    Ok(project)
+}
+
+/// The project's directory in the workspace's files at `rev`, with symlinks resolved: it
+/// must exist, and a symlink committed at the ref must not lead it out of the workspace.
+fn project_in_tree(tree: &Dir, project: &Path, rev: &str) -> Result<PathBuf, VerifyError> {
+    let project_dir = tree.join(project);
+    if !project_dir.is_dir() {
+        return Err(VerifyError::Usage(format!(
+            "--project {}: no such directory at {rev}",
+            project.display()
+        )));
+    }
+    project_dir.resolved().ok_or_else(|| {
+        VerifyError::Usage(format!(
+            "--project {}: leads out of the workspace (a symlink)",
+            project.display()
+        ))
+    })
+}
+
+/// The files the verification changes, sorted, relative to the repository: what the commits
+/// since `base` changed plus what the patch changed (`patched`). Empty without a base, and
+/// when nothing changes (the base is the commit and there is no patch).
+///
+/// The workspace is fresh (no program has run in it): git's history and the patch say what
+/// changed, without reading its files.
+fn changed_files(
+    git: &cordon_git::Repo,
+    commit: &cordon_git::CommitId,
+    base: Option<&cordon_git::CommitId>,
+    has_patch: bool,
+    patched: Vec<cordon_git::ChangedFile>,
+) -> Result<Vec<String>, VerifyError> {
+    let pristine = !has_patch && base == Some(commit);
+    if pristine {
+        return Ok(Vec::new());
+    }
+    let mut files: Vec<cordon_git::ChangedFile> = match base {
+        Some(base) if base != commit => git
+            .diff_commits(base, commit)
+            .map_err(|e| VerifyError::infra("cannot list the changed files", e))?,
+        _ => Vec::new(),
+    };
+    files.extend(patched);
+    let mut names: Vec<String> = files
+        .iter()
+        .flat_map(|f| {
+            std::iter::once(f.path.to_string_lossy().into_owned())
+                .chain(f.old_path.iter().map(|p| p.to_string_lossy().into_owned()))
+        })
+        .filter(|name| !name.is_empty())
+        .collect();
+    names.sort();
+    names.dedup();
+    Ok(if base.is_none() { Vec::new() } else { names })
+}
+
+/// The changes targeting sees: the project's, relative to the project. A change outside the
+/// project may affect it in ways targeting cannot see: then none (nothing is narrowed).
+fn changes_in_project(changed: &[String], project: &Path) -> Vec<String> {
+    if project.as_os_str().is_empty() {
+        return changed.to_vec();
+    }
+    let inside: Vec<String> = changed
+        .iter()
+        .filter_map(|f| {
+            Path::new(f)
+                .strip_prefix(project)
+                .ok()
+                .map(|p| p.to_string_lossy().into_owned())
+        })
+        .collect();
+    if inside.len() == changed.len() {
+        inside
+    } else {
+        Vec::new()
+    }
+}
+
+/// Skips the setup stages whose work the build cache already holds: a Node package
+/// manager's install, declared setup stages with `outputs` and `inputs` (a Python `.venv`,
+/// say; only when the changed files are `known`), `cargo fetch`. A stage skipped for
+/// another reason keeps that reason.
+fn skip_cached_setup(
+    plan: &mut Plan,
+    cache: &CachePlan,
+    tree: &Dir,
+    project: &Path,
+    known: Option<&[String]>,
+    changed: &[String],
+) {
+    let setup = |p: &plan::PlannedStage| {
+        p.skip.is_none() && p.stage.category == cordon_types::StageCategory::Setup
+    };
+    if let Some(why) = cache.skips_install(tree, project) {
+        for p in &mut plan.stages {
+            let installs = p.stage.name.ends_with("-install")
+                && p.stage.run.first().is_some_and(|r| {
+                    matches!(r.rsplit('/').next(), Some("npm" | "pnpm" | "yarn" | "bun"))
+                });
+            if installs && setup(p) {
+                p.skip = Some(PlannedSkip::Cached(why.clone()));
+            }
+        }
+    }
+    for p in &mut plan.stages {
+        if setup(p)
+            && let Some(why) = cache.skips_declared(&p.stage, project, known)
+        {
+            p.skip = Some(PlannedSkip::Cached(why));
+        }
+    }
+    if let Some(why) = cache.skips_fetch(changed) {
+        for p in &mut plan.stages {
+            let fetches = p.stage.run.len() == 2
+                && p.stage.run[0].rsplit('/').next() == Some("cargo")
+                && p.stage.run[1] == "fetch";
+            if fetches && setup(p) {
+                p.skip = Some(PlannedSkip::Cached(why.clone()));
+            }
+        }
+    }
+}
+
+/// Runs the plan's parallel stages one after another where they cannot run side by side,
+/// saying why in the plan. Parallel stages need layers of their own over the shared ones:
+/// a worktree (no `overlay`) has none, and a trusted build's writes become the cache, so its
+/// stages all write the shared layers, one after another.
+fn serialize_parallel_stages(plan: &mut Plan, overlay: bool, trusted_build: bool) {
+    let why = if !overlay {
+        "the workspace is a worktree, without layers of its own"
+    } else if trusted_build {
+        "this is a trusted build: what every stage writes becomes the build cache"
+    } else {
+        return;
+    };
+    let names: Vec<&str> = plan
+        .stages
+        .iter()
+        .filter(|p| p.stage.parallel)
+        .map(|p| p.stage.name.as_str())
+        .collect();
+    if !names.is_empty() {
+        plan.reasons.push(format!(
+            "parallel stages run one after another ({}): {why}",
+            names.join(", ")
+        ));
+    }
+    for p in &mut plan.stages {
+        p.stage.parallel = false;
+    }
 }
 
 /// The largest `cordon.toml` cordon reads out of git for the base's plan.
@@ -490,19 +560,46 @@ pub fn verify(
     let t0 = Instant::now();
     let prepared = prepare(request)?;
     observer.planned(&prepared.plan);
-    let ws_path = prepared.workspace.path().to_owned();
-    let root = prepared.project_root.clone();
-    let stages = &prepared.plan.stages;
-    let scratch = prepared
-        .workspaces
-        .scratch_dir(&prepared.workspace.record().id);
-    let mut progress = Progress {
+    let progress = Progress {
         observer,
         recorder,
         warnings: &mut warnings,
         blocked_by: None,
-        results: vec![None; stages.len()],
+        results: vec![None; prepared.plan.stages.len()],
     };
+    let results = run_stages(&prepared, request, cancel, progress);
+    let (report, plan) = conclude(
+        prepared,
+        request,
+        results,
+        Timing {
+            started_at,
+            duration: t0.elapsed(),
+        },
+        cancel,
+        &mut warnings,
+    );
+    Ok(Verified {
+        report,
+        plan,
+        warnings,
+    })
+}
+
+/// Runs the plan's stages in order, a parallel group's stages side by side, and returns
+/// every stage's result (skipped ones included), in the plan's order.
+fn run_stages(
+    prepared: &Prepared,
+    request: &VerifyRequest,
+    cancel: Option<&CancelHandle>,
+    mut progress: Progress<'_, '_, '_>,
+) -> Vec<StageResult> {
+    let ws_path = prepared.workspace.path();
+    let root = prepared.project_root.as_path();
+    let stages = &prepared.plan.stages;
+    let scratch = prepared
+        .workspaces
+        .scratch_dir(&prepared.workspace.record().id);
     let mut index = 0;
     while index < stages.len() {
         let group = if stages[index].stage.parallel {
@@ -518,18 +615,18 @@ pub fn verify(
         if !stages[members.start].stage.parallel {
             let i = members.start;
             let result = match progress.skip_reason(&stages[i], cancel, request.keep_going) {
-                Some(reason) => skipped(&stages[i], &root, reason),
+                Some(reason) => skipped(&stages[i], root, reason),
                 None => {
                     progress.observer.stage_started(i, &stages[i].stage);
                     run_stage(
                         &stages[i],
-                        stage_place(&prepared, &root, &ws_path, None),
+                        stage_place(prepared, root, ws_path, None),
                         &prepared.plan.redact,
                         request,
                         StageHooks {
                             observer: &mut *progress.observer,
                             cancel,
-                            recorder,
+                            recorder: progress.recorder,
                         },
                     )
                 }
@@ -540,18 +637,18 @@ pub fn verify(
         run_group(
             members,
             Group {
-                prepared: &prepared,
-                root: &root,
-                ws_path: &ws_path,
+                prepared,
+                root,
+                ws_path,
                 scratch: &scratch,
                 request,
                 cancel,
-                recorder,
+                recorder: progress.recorder,
             },
             &mut progress,
         );
     }
-    let results: Vec<StageResult> = progress
+    progress
         .results
         .into_iter()
         .zip(stages)
@@ -560,12 +657,31 @@ pub fn verify(
             result.unwrap_or_else(|| {
                 crate::stage::error_result(
                     planned,
-                    &root,
+                    root,
                     "the stage's thread ended without a result".into(),
                 )
             })
         })
-        .collect();
+        .collect()
+}
+
+/// When a verification started and how long it took.
+struct Timing {
+    started_at: SystemTime,
+    duration: Duration,
+}
+
+/// Turns the stages' results into the report, keeps a passing trusted build as the build
+/// cache of its commit, and removes the workspace. What goes wrong on the side (the cache
+/// not kept, the workspace left behind) is a warning: it must not cost the verdict.
+fn conclude(
+    prepared: Prepared,
+    request: &VerifyRequest,
+    results: Vec<StageResult>,
+    timing: Timing,
+    cancel: Option<&CancelHandle>,
+    warnings: &mut Vec<String>,
+) -> (RunReport, Plan) {
     let Prepared {
         workspaces: _workspaces,
         workspace,
@@ -576,6 +692,7 @@ pub fn verify(
         cache,
         ..
     } = prepared;
+    let ws_path = workspace.path().to_owned();
     let strategy = workspace.record().strategy.name().to_owned();
     let strategy_note = workspace.record().strategy_note.clone();
     let mut report = assemble(
@@ -590,8 +707,8 @@ pub fn verify(
             patch: request.patch.as_deref(),
             ws_path,
             strategy,
-            started_at,
-            duration: t0.elapsed(),
+            started_at: timing.started_at,
+            duration: timing.duration,
             changed,
             cancelled: cancel.is_some_and(|c| c.is_cancelled()),
             run_id: request.run_id.clone(),
@@ -624,11 +741,7 @@ pub fn verify(
             "the workspace could not be removed ({e}); `cordon gc` will retry"
         ));
     }
-    Ok(Verified {
-        report,
-        plan,
-        warnings,
-    })
+    (report, plan)
 }
 
 /// Where a stage of `prepared` runs; `private`: a parallel stage's own directory.
