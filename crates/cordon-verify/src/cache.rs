@@ -28,8 +28,8 @@ use std::path::{Path, PathBuf};
 
 use cordon_git::CommitId;
 use cordon_workspace::{
-    BuildCaches, CacheEntry, CacheEntryTag, CacheInUse, CachePlace, OverlayParts, PromotedPlace,
-    Workspaces,
+    BaseRecord, BuildCaches, CacheEntry, CacheEntryTag, CacheInUse, CachePlace, OverlayParts,
+    PromotedPlace, Workspaces,
 };
 use sha2::{Digest, Sha256};
 
@@ -336,56 +336,47 @@ fn key(common_dir: &Path, commit: &CommitId, toolchain: &str, plan: &str) -> Str
     hex(&h.finalize())
 }
 
-impl CachePlan {
-    /// Decides what the stages see (see the module documentation).
-    pub(crate) fn decide(input: &CacheInput<'_>) -> CachePlan {
-        let mut plan = CachePlan::default();
-        let host = host_cache_dirs();
-        let host_place = |plan: &mut CachePlan,
-                          i: usize,
-                          dir: &Path,
-                          trusted: Vec<PathBuf>,
-                          ids: Vec<String>| {
-            let mut lowers = trusted;
-            lowers.push(dir.to_owned());
-            let note = if ids.is_empty() {
-                "the host's cache under a private layer".to_owned()
-            } else {
-                format!(
-                    "the host's cache and {} trusted layer(s) under a private layer",
-                    ids.len()
-                )
-            };
-            plan.places.push(PlannedPlace {
-                place: CachePlace::Host(dir.to_owned()),
-                lowers,
-                layer: input.scratch.join(format!("cache-{i}")),
-                trusted: ids,
-                note,
-            });
-        };
-        let plain_host = |plan: &mut CachePlan| {
-            for (i, dir) in host.iter().enumerate() {
-                host_place(plan, i, dir, Vec::new(), Vec::new());
-            }
-        };
-        let Some(_overlay) = input.overlay else {
-            plan.reasons.push(
-                "no build cache: the workspace is a git worktree (build caches need overlay workspaces; `cordon doctor` says why they are unavailable)"
-                    .into(),
-            );
-            plain_host(&mut plan);
-            return plan;
-        };
-        if input.mode == CacheMode::Off {
-            plan.reasons.push("no build cache: caching is off".into());
-            plain_host(&mut plan);
-            return plan;
-        }
+/// The cache a trusted build builds over: the newest cache of an earlier commit (same
+/// repository, toolchains and stages, not too deep) whose build ended before this commit's
+/// base tree was checked out, so every file here looks newer than what it built.
+fn earlier_cache(input: &CacheInput<'_>, basis: &Basis) -> Option<CacheInUse> {
+    let created = basis.base_created_ms();
+    basis
+        .caches
+        .list()
+        .into_iter()
+        .filter(|e| {
+            e.repo == input.common_dir
+                && e.toolchain == basis.toolchain
+                && e.plan == basis.plan_fp
+                && e.key != basis.own_key
+                && e.built_ms < created
+                && e.places.iter().all(|p| p.layers.len() < MAX_DEPTH)
+        })
+        .find_map(|e| basis.caches.open(&e.key).ok().flatten())
+}
+
+/// What a verification with caching on decides its caches from.
+struct Basis {
+    /// The trusted caches.
+    caches: BuildCaches,
+    /// The toolchains' versions.
+    toolchain: String,
+    /// The digest of the stages.
+    plan_fp: String,
+    /// The description of the commit's base tree, when it exists.
+    base_record: Option<BaseRecord>,
+    /// The key of a cache of the commit itself.
+    own_key: String,
+    /// The build directories (repository-relative) a cache holds.
+    dirs: Vec<PathBuf>,
+}
+
+impl Basis {
+    fn gather(input: &CacheInput<'_>) -> Basis {
         let caches = input.workspaces.caches();
         let toolchain = input.toolchain.wait();
         let plan_fp = plan_digest(input.stages);
-        let base_commit = input.base.cloned();
         let base_record = input
             .workspaces
             .existing_base(input.commit)
@@ -396,8 +387,44 @@ impl CachePlan {
             // A build directory committed to the repository is the project's, not a cache.
             .filter(|d| !input.tree.join(d).is_dir())
             .collect();
+        Basis {
+            caches,
+            toolchain,
+            plan_fp,
+            base_record,
+            own_key,
+            dirs,
+        }
+    }
+
+    /// When the commit's base tree was checked out (0 when unknown).
+    fn base_created_ms(&self) -> u64 {
+        self.base_record.as_ref().map_or(0, |b| b.created_ms)
+    }
+}
+
+impl CachePlan {
+    /// Decides what the stages see (see the module documentation).
+    pub(crate) fn decide(input: &CacheInput<'_>) -> CachePlan {
+        let mut plan = CachePlan::default();
+        let host = host_cache_dirs();
+        if input.overlay.is_none() {
+            plan.reasons.push(
+                "no build cache: the workspace is a git worktree (build caches need overlay workspaces; `cordon doctor` says why they are unavailable)"
+                    .into(),
+            );
+            plan.plain_host(input, &host);
+            return plan;
+        }
+        if input.mode == CacheMode::Off {
+            plan.reasons.push("no build cache: caching is off".into());
+            plan.plain_host(input, &host);
+            return plan;
+        }
+        let basis = Basis::gather(input);
         plan.workspace_upper = input.overlay.map(|o| o.layer.join("upper"));
-        plan.cargo_lock = dirs
+        plan.cargo_lock = basis
+            .dirs
             .iter()
             .filter(|d| d.file_name() == Some("target".as_ref()))
             .map(|d| d.with_file_name("Cargo.lock"))
@@ -406,105 +433,145 @@ impl CachePlan {
                 let committed = input.tree.join(&lock).is_file();
                 (lock, committed)
             });
-        let trusted_build = input.mode == CacheMode::Warm
-            && !input.patched
-            && base_commit.as_ref() == Some(input.commit);
+        let trusted_build =
+            input.mode == CacheMode::Warm && !input.patched && input.base == Some(input.commit);
         if trusted_build {
-            plan.trusted_build = true;
-            plan.reasons.push(format!(
-                "trusted build: the base commit {} itself, without a patch; when the gate passes, what its stages wrote into {} becomes the cache of this commit",
-                short(input.commit),
-                if dirs.is_empty() {
-                    "the host caches".to_owned()
-                } else {
-                    dirs.iter()
-                        .map(|d| format!("{}/", d.display()))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                }
-            ));
-            // Build over the newest cache of an earlier commit whose build ended before this
-            // base was checked out (so every file here looks newer than what it built).
-            let created = base_record.as_ref().map_or(0, |b| b.created_ms);
-            let parent = caches
-                .list()
-                .into_iter()
-                .filter(|e| {
-                    e.repo == input.common_dir
-                        && e.toolchain == toolchain
-                        && e.plan == plan_fp
-                        && e.key != own_key
-                        && e.built_ms < created
-                        && e.places.iter().all(|p| p.layers.len() < MAX_DEPTH)
-                })
-                .find_map(|e| caches.open(&e.key).ok().flatten());
-            match &parent {
-                Some(p) => plan.reasons.push(format!(
-                    "built over the trusted cache of {} (its base tree was checked out after that cache was made, so the project's own files all look newer than it)",
-                    short(&p.entry.commit)
-                )),
-                None => plan.reasons.push("built cold: no earlier trusted cache made before this commit's base tree".into()),
-            }
-            let empty = caches.empty().ok();
-            let parent_entry = parent.as_ref().map(|p| p.entry.clone());
-            for (i, dir) in dirs.iter().enumerate() {
-                let ids: Vec<String> = parent_entry
-                    .as_ref()
-                    .and_then(|e| e.layers_of(&CachePlace::Tree(dir.clone())))
-                    .map(<[String]>::to_vec)
-                    .unwrap_or_default();
-                let mut lowers: Vec<PathBuf> = ids.iter().map(|id| caches.layer(id)).collect();
-                if lowers.is_empty() {
-                    lowers.extend(empty.clone());
-                }
-                plan.places.push(PlannedPlace {
-                    place: CachePlace::Tree(dir.clone()),
-                    lowers,
-                    layer: input.scratch.join(format!("tree-{i}")),
-                    note: if ids.is_empty() {
-                        "empty: a private layer to promote".into()
-                    } else {
-                        format!(
-                            "{} layer(s) of the earlier cache, a private layer to promote",
-                            ids.len()
-                        )
-                    },
-                    trusted: ids,
-                });
-            }
-            for (i, dir) in host.iter().enumerate() {
-                let ids: Vec<String> = parent_entry
-                    .as_ref()
-                    .and_then(|e| e.layers_of(&CachePlace::Host(dir.clone())))
-                    .map(<[String]>::to_vec)
-                    .unwrap_or_default();
-                let trusted = ids.iter().map(|id| caches.layer(id)).collect();
-                host_place(&mut plan, i, dir, trusted, ids);
-            }
-            plan.template = Some(CacheEntry {
-                schema: CacheEntryTag,
-                key: own_key,
-                repo: input.common_dir.to_owned(),
-                commit: input.commit.clone(),
-                base_created_ms: base_record.as_ref().map_or(0, |b| b.created_ms),
-                toolchain,
-                plan: plan_fp,
-                lockfiles: manifest_digests(input.tree, input.project),
-                built_ms: 0,
-                run_id: input.run_id.map(str::to_owned),
-                places: Vec::new(),
-                made_lockfiles: BTreeMap::new(),
-            });
-            plan.held.extend(parent);
-            plan.caches = Some(caches);
-            return plan;
+            plan.trusted_build(input, &host, basis);
+        } else {
+            plan.candidate(input, &host, basis);
         }
-        // A candidate: the trusted cache of its base commit.
+        plan
+    }
+
+    /// Host cache `i` (`dir`) under a private layer, over the `trusted` layers (`ids`).
+    fn host_place(
+        &mut self,
+        input: &CacheInput<'_>,
+        i: usize,
+        dir: &Path,
+        trusted: Vec<PathBuf>,
+        ids: Vec<String>,
+    ) {
+        let mut lowers = trusted;
+        lowers.push(dir.to_owned());
+        let note = if ids.is_empty() {
+            "the host's cache under a private layer".to_owned()
+        } else {
+            format!(
+                "the host's cache and {} trusted layer(s) under a private layer",
+                ids.len()
+            )
+        };
+        self.places.push(PlannedPlace {
+            place: CachePlace::Host(dir.to_owned()),
+            lowers,
+            layer: input.scratch.join(format!("cache-{i}")),
+            trusted: ids,
+            note,
+        });
+    }
+
+    /// Every host cache under a private layer, without trusted layers.
+    fn plain_host(&mut self, input: &CacheInput<'_>, host: &[PathBuf]) {
+        for (i, dir) in host.iter().enumerate() {
+            self.host_place(input, i, dir, Vec::new(), Vec::new());
+        }
+    }
+
+    /// A trusted build (the base commit itself, without a patch): its stages write private
+    /// layers over the newest earlier cache it may build over, promoted when the gate passes.
+    fn trusted_build(&mut self, input: &CacheInput<'_>, host: &[PathBuf], basis: Basis) {
+        self.trusted_build = true;
+        self.reasons.push(format!(
+            "trusted build: the base commit {} itself, without a patch; when the gate passes, what its stages wrote into {} becomes the cache of this commit",
+            short(input.commit),
+            if basis.dirs.is_empty() {
+                "the host caches".to_owned()
+            } else {
+                basis.dirs.iter()
+                    .map(|d| format!("{}/", d.display()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+        ));
+        let parent = earlier_cache(input, &basis);
+        match &parent {
+            Some(p) => self.reasons.push(format!(
+                "built over the trusted cache of {} (its base tree was checked out after that cache was made, so the project's own files all look newer than it)",
+                short(&p.entry.commit)
+            )),
+            None => self.reasons.push("built cold: no earlier trusted cache made before this commit's base tree".into()),
+        }
+        let caches = &basis.caches;
+        let empty = caches.empty().ok();
+        let parent_entry = parent.as_ref().map(|p| p.entry.clone());
+        let parent_layers = |place: CachePlace| -> Vec<String> {
+            parent_entry
+                .as_ref()
+                .and_then(|e| e.layers_of(&place))
+                .map(<[String]>::to_vec)
+                .unwrap_or_default()
+        };
+        for (i, dir) in basis.dirs.iter().enumerate() {
+            let ids = parent_layers(CachePlace::Tree(dir.clone()));
+            let mut lowers: Vec<PathBuf> = ids.iter().map(|id| caches.layer(id)).collect();
+            if lowers.is_empty() {
+                lowers.extend(empty.clone());
+            }
+            self.places.push(PlannedPlace {
+                place: CachePlace::Tree(dir.clone()),
+                lowers,
+                layer: input.scratch.join(format!("tree-{i}")),
+                note: if ids.is_empty() {
+                    "empty: a private layer to promote".into()
+                } else {
+                    format!(
+                        "{} layer(s) of the earlier cache, a private layer to promote",
+                        ids.len()
+                    )
+                },
+                trusted: ids,
+            });
+        }
+        for (i, dir) in host.iter().enumerate() {
+            let ids = parent_layers(CachePlace::Host(dir.clone()));
+            let trusted = ids.iter().map(|id| caches.layer(id)).collect();
+            self.host_place(input, i, dir, trusted, ids);
+        }
+        let base_created_ms = basis.base_created_ms();
+        self.template = Some(CacheEntry {
+            schema: CacheEntryTag,
+            key: basis.own_key,
+            repo: input.common_dir.to_owned(),
+            commit: input.commit.clone(),
+            base_created_ms,
+            toolchain: basis.toolchain,
+            plan: basis.plan_fp,
+            lockfiles: manifest_digests(input.tree, input.project),
+            built_ms: 0,
+            run_id: input.run_id.map(str::to_owned),
+            places: Vec::new(),
+            made_lockfiles: BTreeMap::new(),
+        });
+        self.held.extend(parent);
+        self.caches = Some(basis.caches);
+    }
+
+    /// A candidate: the trusted cache of its base commit, if there is one; its build
+    /// directories only when the candidate's tree is that commit's (plus its own changes).
+    fn candidate(&mut self, input: &CacheInput<'_>, host: &[PathBuf], basis: Basis) {
+        let base_commit = input.base.cloned();
         let cache_commit = base_commit.clone().unwrap_or_else(|| input.commit.clone());
-        let cache_key = key(input.common_dir, &cache_commit, &toolchain, &plan_fp);
+        let cache_key = key(
+            input.common_dir,
+            &cache_commit,
+            &basis.toolchain,
+            &basis.plan_fp,
+        );
+        let caches = &basis.caches;
         let found = caches.open(&cache_key).ok().flatten();
         let Some(found) = found else {
-            plan.reasons.push(format!(
+            self.reasons.push(format!(
                 "no trusted build cache of {} yet: builds start cold{}",
                 short(&cache_commit),
                 if input.mode == CacheMode::Warm {
@@ -516,14 +583,14 @@ impl CachePlan {
                     String::new()
                 }
             ));
-            plain_host(&mut plan);
-            return plan;
+            self.plain_host(input, host);
+            return;
         };
         let entry = found.entry.clone();
-        plan.used = Some((entry.key.clone(), entry.commit.to_string()));
+        self.used = Some((entry.key.clone(), entry.commit.to_string()));
         let tree_ok = base_commit.as_ref() == Some(input.commit);
         if tree_ok {
-            let instance = match &base_record {
+            let instance = match &basis.base_record {
                 Some(b) if b.created_ms == entry.base_created_ms => {
                     "the same base tree it was built in: only what changed rebuilds"
                 }
@@ -531,23 +598,23 @@ impl CachePlan {
                     "a base tree checked out again since: the project's own files look new, they rebuild"
                 }
             };
-            plan.reasons.push(format!(
+            self.reasons.push(format!(
                 "trusted build cache of {} (run {}): {instance}; the candidate's writes go to private layers, deleted afterwards",
                 short(&entry.commit),
                 entry.run_id.as_deref().unwrap_or("?"),
             ));
         } else {
-            plan.reasons.push(format!(
+            self.reasons.push(format!(
                 "the ref is not its base ({}): only the host caches' trusted layers are used (files that differ from the base would look older than its build cache)",
                 short(&cache_commit)
             ));
         }
         if tree_ok {
-            for (i, dir) in dirs.iter().enumerate() {
+            for (i, dir) in basis.dirs.iter().enumerate() {
                 let Some(ids) = entry.layers_of(&CachePlace::Tree(dir.clone())) else {
                     continue;
                 };
-                plan.places.push(PlannedPlace {
+                self.places.push(PlannedPlace {
                     place: CachePlace::Tree(dir.clone()),
                     lowers: ids.iter().map(|id| caches.layer(id)).collect(),
                     layer: input.scratch.join(format!("tree-{i}")),
@@ -566,11 +633,10 @@ impl CachePlan {
                 .map(<[String]>::to_vec)
                 .unwrap_or_default();
             let trusted = ids.iter().map(|id| caches.layer(id)).collect();
-            host_place(&mut plan, i, dir, trusted, ids);
+            self.host_place(input, i, dir, trusted, ids);
         }
-        plan.template = Some(entry);
-        plan.held.push(found);
-        plan
+        self.template = Some(entry);
+        self.held.push(found);
     }
 
     /// The install stage a candidate may skip: its `node_modules/` comes from the trusted
