@@ -234,6 +234,8 @@ pub(crate) struct StageHooks<'a, 'o> {
     pub(crate) recorder: Option<&'a Recorder>,
 }
 
+/// Runs one stage in the sandbox and reports its result; a stage that cannot be set up (a
+/// bad cwd, a bad ready regex, layers that cannot be made) ends in an error result.
 pub(crate) fn run_stage(
     planned: &PlannedStage,
     place: StagePlace<'_>,
@@ -241,126 +243,16 @@ pub(crate) fn run_stage(
     request: &VerifyRequest,
     hooks: StageHooks<'_, '_>,
 ) -> StageResult {
-    let StagePlace {
-        root,
-        ws_path,
-        common_dir,
-        tree,
-        overlay,
-        cache,
-        private,
-    } = &place;
-    let (root, ws_path, common_dir) = (*root, *ws_path, *common_dir);
-    let (mut options, caches) = stage_sandbox(&planned.stage, cache);
-    // A stage's own limits (from the repository's plan) never exceed the caller's.
-    let at_most = |own: Option<u64>, most: Option<u64>| match (own, most) {
-        (Some(own), Some(most)) => Some(own.min(most)),
-        (own, None) => own,
-        (None, most) => most,
+    let StageRun {
+        run,
+        mut probe,
+        cwd,
+        cwd_dir,
+    } = match stage_run(planned, &place, redact, request) {
+        Ok(stage_run) => stage_run,
+        Err(reason) => return error_result(planned, place.root, reason),
     };
-    options.limits.memory_bytes = at_most(options.limits.memory_bytes, request.max_memory);
-    options.limits.pids = at_most(options.limits.pids, request.max_pids);
-    options.allow_degraded = request.allow_degraded.clone();
     let stage = &planned.stage;
-    let cwd = stage_cwd(planned, root);
-    let rel = cwd.strip_prefix(ws_path).unwrap_or(Path::new(""));
-    let cwd_dir = tree.join(rel);
-    if !cwd_dir.is_dir() {
-        return error_result(
-            planned,
-            root,
-            format!(
-                "the stage's cwd {} does not exist in the workspace",
-                cwd.display()
-            ),
-        );
-    }
-    // The writable root must be inside the workspace, whatever symlinks the tree holds.
-    let Some(resolved) = cwd_dir.resolved() else {
-        return error_result(
-            planned,
-            root,
-            format!(
-                "the stage's cwd {} leads out of the workspace (a symlink); refused",
-                cwd.display()
-            ),
-        );
-    };
-    let ws_path = match overlay {
-        Some(parts) => parts.mount_point.clone(),
-        None => ws_path
-            .canonicalize()
-            .unwrap_or_else(|_| ws_path.to_owned()),
-    };
-    let cwd = ws_path.join(&resolved);
-    let cwd_dir = tree.join(&resolved);
-    let mut run = RunRequest::new(&stage.run, &cwd);
-    let mut overlay_mount = overlay.map(|parts| OverlayMount {
-        lowers: parts.lowers.clone(),
-        layer: parts.layer.clone(),
-        git_dir: Some(parts.git_dir.clone()),
-        dot_git: Some(parts.dot_git.clone()),
-        caches,
-    });
-    match (private, &mut overlay_mount) {
-        (Some(private), Some(mount)) => {
-            // Host caches stay read-only in a parallel stage, whatever its configuration
-            // says (checked when it was loaded): their private layer is shared.
-            for cache in &mut options.caches {
-                cache.writable = false;
-            }
-            if let Err(e) = privatise(private, mount) {
-                return error_result(
-                    planned,
-                    root,
-                    format!("cannot make the parallel stage's layers: {e}"),
-                );
-            }
-        }
-        (Some(_), None) => {
-            return error_result(
-                planned,
-                root,
-                "a parallel stage needs an overlay workspace (its own layers); this one is a \
-                 worktree"
-                    .into(),
-            );
-        }
-        (None, _) => {}
-    }
-    run.workspace = Some(WorkspaceMount {
-        root: ws_path,
-        git_common_dir: Some(common_dir.to_owned()),
-        read_only: false,
-        overlay: overlay_mount,
-    });
-    run.isolation = Isolation::Sandboxed(options);
-    run.env = stage
-        .env
-        .iter()
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .chain(request.env.iter().cloned())
-        .collect();
-    run.secrets = stage.secrets.clone();
-    run.secret_values = request.secret_values.clone();
-    run.bounds = Bounds {
-        timeout: stage.timeout.unwrap_or(DEFAULT_STAGE_TIMEOUT),
-        output_limit: request.output_limit,
-        ..Bounds::default()
-    };
-    run.stdin = StdinMode::Null;
-    run.redact = RedactRules {
-        patterns: redact.patterns.clone(),
-        allow: redact.allow.clone(),
-    };
-    let mut probe = match &stage.ready {
-        Some(ReadyConfig::Stdout(re)) => match regex::bytes::Regex::new(re) {
-            Ok(re) => Probe::Output(OutputMatches::new(re)),
-            Err(e) => return error_result(planned, root, format!("bad ready regex: {e}")),
-        },
-        Some(ReadyConfig::Tcp(port)) => Probe::Tcp(TcpListening::new(*port)),
-        None => Probe::None,
-    };
     let StageHooks {
         observer,
         cancel,
@@ -389,7 +281,7 @@ pub(crate) fn run_stage(
             // The command as the run path shows it: redacted.
             let command = ran.result.command.clone();
             let mut paths = PathContext::new(place.ws_path, &cwd);
-            if overlay.is_some() {
+            if place.overlay.is_some() {
                 paths.add_root(Path::new(cordon_sandbox::SANDBOX_WORKSPACE), &cwd_dir);
             }
             let tool = Tool::identify(&stage.run, &cwd_dir);
@@ -409,9 +301,149 @@ pub(crate) fn run_stage(
                 RunErrorClass::Unenforceable => format!("the sandbox cannot be set up: {e}{hint}"),
                 RunErrorClass::Usage | RunErrorClass::Infra => format!("{e}{hint}"),
             };
-            error_result(planned, root, reason)
+            error_result(planned, place.root, reason)
         }
     }
+}
+
+/// A stage ready to run: the request, its readiness probe, and its working directory (as
+/// the sandbox sees it, and as the host reads it).
+struct StageRun {
+    run: RunRequest,
+    probe: Probe,
+    cwd: PathBuf,
+    cwd_dir: Dir,
+}
+
+/// The run request of a stage: its sandbox, its working directory inside the workspace, the
+/// workspace's mount, its environment, bounds and redaction, its readiness probe. `Err`: why
+/// the stage cannot run.
+fn stage_run(
+    planned: &PlannedStage,
+    place: &StagePlace<'_>,
+    redact: &RedactConfig,
+    request: &VerifyRequest,
+) -> Result<StageRun, String> {
+    let (mut options, caches) = stage_sandbox(&planned.stage, place.cache);
+    // A stage's own limits (from the repository's plan) never exceed the caller's.
+    let at_most = |own: Option<u64>, most: Option<u64>| match (own, most) {
+        (Some(own), Some(most)) => Some(own.min(most)),
+        (own, None) => own,
+        (None, most) => most,
+    };
+    options.limits.memory_bytes = at_most(options.limits.memory_bytes, request.max_memory);
+    options.limits.pids = at_most(options.limits.pids, request.max_pids);
+    options.allow_degraded = request.allow_degraded.clone();
+    let stage = &planned.stage;
+    let resolved = resolved_cwd(planned, place)?;
+    let ws_path = match place.overlay {
+        Some(parts) => parts.mount_point.clone(),
+        None => place
+            .ws_path
+            .canonicalize()
+            .unwrap_or_else(|_| place.ws_path.to_owned()),
+    };
+    let cwd = ws_path.join(&resolved);
+    let cwd_dir = place.tree.join(&resolved);
+    let mut run = RunRequest::new(&stage.run, &cwd);
+    let overlay = overlay_mount(place, &mut options, caches)?;
+    run.workspace = Some(WorkspaceMount {
+        root: ws_path,
+        git_common_dir: Some(place.common_dir.to_owned()),
+        read_only: false,
+        overlay,
+    });
+    run.isolation = Isolation::Sandboxed(options);
+    run.env = stage
+        .env
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .chain(request.env.iter().cloned())
+        .collect();
+    run.secrets = stage.secrets.clone();
+    run.secret_values = request.secret_values.clone();
+    run.bounds = Bounds {
+        timeout: stage.timeout.unwrap_or(DEFAULT_STAGE_TIMEOUT),
+        output_limit: request.output_limit,
+        ..Bounds::default()
+    };
+    run.stdin = StdinMode::Null;
+    run.redact = RedactRules {
+        patterns: redact.patterns.clone(),
+        allow: redact.allow.clone(),
+    };
+    let probe = match &stage.ready {
+        Some(ReadyConfig::Stdout(re)) => match regex::bytes::Regex::new(re) {
+            Ok(re) => Probe::Output(OutputMatches::new(re)),
+            Err(e) => return Err(format!("bad ready regex: {e}")),
+        },
+        Some(ReadyConfig::Tcp(port)) => Probe::Tcp(TcpListening::new(*port)),
+        None => Probe::None,
+    };
+    Ok(StageRun {
+        run,
+        probe,
+        cwd,
+        cwd_dir,
+    })
+}
+
+/// The stage's working directory relative to the workspace's top, symlinks resolved: it
+/// must exist, and (being the writable root) stay inside the workspace whatever symlinks the
+/// tree holds.
+fn resolved_cwd(planned: &PlannedStage, place: &StagePlace<'_>) -> Result<PathBuf, String> {
+    let cwd = stage_cwd(planned, place.root);
+    let rel = cwd.strip_prefix(place.ws_path).unwrap_or(Path::new(""));
+    let cwd_dir = place.tree.join(rel);
+    if !cwd_dir.is_dir() {
+        return Err(format!(
+            "the stage's cwd {} does not exist in the workspace",
+            cwd.display()
+        ));
+    }
+    cwd_dir.resolved().ok_or_else(|| {
+        format!(
+            "the stage's cwd {} leads out of the workspace (a symlink); refused",
+            cwd.display()
+        )
+    })
+}
+
+/// The overlay the stage's sandbox mounts over an overlay workspace (`None` for a
+/// worktree), with the build caches' `caches`. A parallel stage gets layers of its own
+/// (see [`privatise`]) and sees the host caches read-only; it cannot run in a worktree.
+fn overlay_mount(
+    place: &StagePlace<'_>,
+    options: &mut SandboxOptions,
+    caches: Vec<TreeCache>,
+) -> Result<Option<OverlayMount>, String> {
+    let mut overlay_mount = place.overlay.map(|parts| OverlayMount {
+        lowers: parts.lowers.clone(),
+        layer: parts.layer.clone(),
+        git_dir: Some(parts.git_dir.clone()),
+        dot_git: Some(parts.dot_git.clone()),
+        caches,
+    });
+    match (place.private, &mut overlay_mount) {
+        (Some(private), Some(mount)) => {
+            // Host caches stay read-only in a parallel stage, whatever its configuration
+            // says (checked when it was loaded): their private layer is shared.
+            for cache in &mut options.caches {
+                cache.writable = false;
+            }
+            privatise(private, mount)
+                .map_err(|e| format!("cannot make the parallel stage's layers: {e}"))?;
+        }
+        (Some(_), None) => {
+            return Err(
+                "a parallel stage needs an overlay workspace (its own layers); this one is a \
+                 worktree"
+                    .into(),
+            );
+        }
+        (None, _) => {}
+    }
+    Ok(overlay_mount)
 }
 
 /// Maps a run result to a stage result with the stage's failure category.
