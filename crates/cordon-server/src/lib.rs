@@ -41,6 +41,7 @@ mod dashboard;
 mod execute;
 mod heartbeat;
 mod http;
+mod input_check;
 mod listen;
 mod metrics;
 mod openapi;

@@ -10,11 +10,8 @@ use cordon_exec::CancelHandle;
 use cordon_store::{JobId, JobRow, JobState, NewJob, Store, TokenRow};
 use sha2::{Digest, Sha256};
 
-use crate::api::{
-    ApplyPatchInputs, CloneInputs, FromJob, JobRequest, JobType, RunInputs, SessionCreateInputs,
-    SessionExecInputs, SessionInputs, VerifyInputs,
-};
-use crate::policy::{NetworkRule, Policy, parse_duration};
+use crate::api::JobRequest;
+use crate::policy::{Policy, parse_duration};
 use crate::secrets::SecretValues;
 
 /// What may go wrong serving a request; the HTTP layer maps each to a status.
@@ -515,197 +512,13 @@ impl Service {
         key: &str,
         rules: &crate::policy::ProjectPolicy,
     ) -> Result<(), RequestError> {
-        let bad = |e: serde_json::Error| RequestError::BadRequest(format!("inputs: {e}"));
-        let refused = |r: crate::policy::Refusal| RequestError::Policy {
-            rule: r.rule,
-            reason: r.reason,
-        };
-        let job_type = request.job_type;
-        let earlier = |field: &str, id: &str, wanted: &[JobType]| -> Result<(), RequestError> {
-            let id: JobId = id
-                .parse()
-                .map_err(|e| RequestError::BadRequest(format!("inputs.{field}.from_job: {e}")))?;
-            let names: Vec<&str> = wanted.iter().map(|t| t.as_str()).collect();
-            match self.store.get_job(&id)? {
-                Some(job)
-                    if job.project == request.project
-                        && JobType::parse(&job.job_type).is_some_and(|t| wanted.contains(&t)) =>
-                {
-                    Ok(())
-                }
-                _ => Err(RequestError::BadRequest(format!(
-                    "inputs.{field}.from_job: no {} job {id} in this project",
-                    names.join(" or ")
-                ))),
-            }
-        };
-        let workspace = |f: &FromJob| {
-            earlier(
-                "workspace",
-                &f.from_job,
-                &[JobType::RepoClone, JobType::RepoApplyPatch],
-            )
-        };
-        let session =
-            |f: &crate::api::SessionRef| earlier("session", &f.from_job, &[JobType::SessionCreate]);
-        // A repository the server clones on the host: its URL against the allow rules
-        // (`["git", "clone", URL]`) and its host against `repo.clone`'s network.
-        let repository = |url: &str, field: &str| -> Result<(), RequestError> {
-            if url.is_empty() || url.starts_with('-') || url.contains('\0') {
-                return Err(RequestError::BadRequest(format!(
-                    "inputs.{field} is invalid"
-                )));
-            }
-            rules
-                .check_command(key, &["git".into(), "clone".into(), url.to_owned()])
-                .map_err(refused)?;
-            // `run` and `verify` of a `repo` clone on the host as `repo.clone` does: the
-            // project must be allowed that.
-            if field == "repo"
-                && !rules
-                    .job_types
-                    .iter()
-                    .any(|t| t == JobType::RepoClone.as_str())
-            {
-                return Err(RequestError::Policy {
-                    rule: format!("projects.{key}.job_types"),
-                    reason: "inputs.repo clones on the server's host, as repo.clone does, \
-                             which this project may not"
-                        .into(),
-                });
-            }
-            if let Some(path) = crate::sources::local_path(url) {
-                crate::sources::check_local(&path, &self.state_dirs()).map_err(|reason| {
-                    RequestError::Policy {
-                        rule: "repository".into(),
-                        reason: format!("inputs.{field}: {reason}"),
-                    }
-                })?;
-            }
-            if let Some(host) = clone_remote(url) {
-                rules
-                    .check_network(key, "repo.clone", &NetworkRule::Allow(vec![host]))
-                    .map_err(refused)?;
-            }
-            Ok(())
-        };
-        let program = |argv: &[String], network: &Option<NetworkRule>| {
-            if argv.is_empty() {
-                return Err(RequestError::BadRequest("inputs.argv is empty".into()));
-            }
-            rules.check_command(key, argv).map_err(refused)?;
-            if let Some(network) = network {
-                rules
-                    .check_network(key, job_type.as_str(), network)
-                    .map_err(refused)?;
-            }
-            Ok(())
-        };
-        // Limits a job asks for: well-formed, enough to start anything, within the project's.
-        let limits = |memory: &Option<String>,
-                      pids: Option<u64>,
-                      output_limit: &Option<String>|
-         -> Result<(), RequestError> {
-            let max = &rules.limits;
-            let over = |what: &str, asked: String, most: String| RequestError::Policy {
-                rule: format!("projects.{key}.limits.{what}"),
-                reason: format!("inputs.{what} {asked} is over the project's {most}"),
-            };
-            if let Some(text) = memory {
-                let bytes = cordon_exec::units::parse_size(text)
-                    .map_err(|e| RequestError::BadRequest(format!("inputs.memory: {e}")))?;
-                if bytes < crate::policy::MIN_MEMORY {
-                    return Err(RequestError::BadRequest(
-                        "inputs.memory: at least 16MiB (nothing starts in less)".into(),
-                    ));
-                }
-                if bytes > max.memory_bytes() {
-                    return Err(over("memory", text.clone(), max.memory.clone()));
-                }
-            }
-            if let Some(pids) = pids {
-                if pids == 0 {
-                    return Err(RequestError::BadRequest("inputs.pids: at least 1".into()));
-                }
-                if pids > max.pids {
-                    return Err(over("pids", pids.to_string(), max.pids.to_string()));
-                }
-            }
-            if let Some(text) = output_limit {
-                let bytes = cordon_exec::units::parse_size(text)
-                    .map_err(|e| RequestError::BadRequest(format!("inputs.output_limit: {e}")))?;
-                if bytes > max.output_bytes() {
-                    return Err(over("output_limit", text.clone(), max.output_limit.clone()));
-                }
-            }
-            Ok(())
-        };
-        let value = request.inputs.clone();
-        match job_type {
-            JobType::Run => {
-                let inputs: RunInputs = serde_json::from_value(value).map_err(bad)?;
-                program(&inputs.argv, &inputs.network)?;
-                match (&inputs.workspace, &inputs.repo) {
-                    (Some(_), Some(_)) => {
-                        return Err(RequestError::BadRequest(
-                            "inputs: give `workspace` or `repo`, not both".into(),
-                        ));
-                    }
-                    (Some(f), None) => workspace(f)?,
-                    (None, Some(url)) => repository(url, "repo")?,
-                    (None, None) => {}
-                }
-                limits(&inputs.memory, inputs.pids, &inputs.output_limit)?;
-            }
-            JobType::Verify => {
-                let inputs: VerifyInputs = serde_json::from_value(value).map_err(bad)?;
-                match (&inputs.workspace, &inputs.repo) {
-                    (Some(f), None) => workspace(f)?,
-                    (None, Some(url)) => repository(url, "repo")?,
-                    _ => {
-                        return Err(RequestError::BadRequest(
-                            "inputs: give exactly one of `workspace` and `repo`".into(),
-                        ));
-                    }
-                }
-                for category in inputs.categories.iter().flatten() {
-                    if !crate::execute::STAGE_CATEGORIES.contains(&category.as_str()) {
-                        return Err(RequestError::BadRequest(format!(
-                            "inputs.categories: unknown category {category:?} (known: {})",
-                            crate::execute::STAGE_CATEGORIES.join(", ")
-                        )));
-                    }
-                }
-            }
-            JobType::RepoApplyPatch => {
-                let inputs: ApplyPatchInputs = serde_json::from_value(value).map_err(bad)?;
-                workspace(&inputs.workspace)?;
-            }
-            JobType::RepoClone => {
-                let inputs: CloneInputs = serde_json::from_value(value).map_err(bad)?;
-                repository(&inputs.url, "url")?;
-            }
-            JobType::SessionCreate => {
-                let inputs: SessionCreateInputs = serde_json::from_value(value).map_err(bad)?;
-                workspace(&inputs.workspace)?;
-                if let Some(idle) = &inputs.idle_timeout {
-                    parse_duration(idle).map_err(|e| {
-                        RequestError::BadRequest(format!("inputs.idle_timeout: {e}"))
-                    })?;
-                }
-            }
-            JobType::SessionPush | JobType::SessionPull | JobType::SessionRemove => {
-                let inputs: SessionInputs = serde_json::from_value(value).map_err(bad)?;
-                session(&inputs.session)?;
-            }
-            JobType::SessionExec => {
-                let inputs: SessionExecInputs = serde_json::from_value(value).map_err(bad)?;
-                program(&inputs.argv, &inputs.network)?;
-                session(&inputs.session)?;
-                limits(&inputs.memory, inputs.pids, &None)?;
-            }
+        crate::input_check::InputCheck {
+            service: self,
+            request,
+            key,
+            rules,
         }
-        Ok(())
+        .check()
     }
 
     /// Cancels a job the token may see: queued ones at once, running ones by killing their
