@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use cordon_git::{GitCommand, GitContext, GitError, GitErrorKind, RunBounds};
+use cordon_git::{GitCommand, GitContext, GitError, GitErrorKind, GitOutput, RunBounds};
 use sha2::{Digest, Sha256};
 
 use super::{Attempt, Outcome};
@@ -304,24 +304,117 @@ fn apply_and_commit(
     let git_dir = root.join(".git");
     let worktree =
         cordon_git::Worktree::from_parts(git_dir.clone(), git_dir.clone(), root.to_owned());
-    // The git directory and the work tree named explicitly (a `core.worktree` or `.git` file
-    // cannot point git elsewhere), and every driver that could run a program blanked.
-    let context = GitContext::WorkTree {
-        git_dir,
-        work_tree: root.to_owned(),
+    let git = WorkspaceGit::new(root);
+    git.require_clean()?;
+    let changed = worktree
+        .apply_patch(inputs.patch.as_bytes())
+        .map_err(|e| Outcome::failed("usage", format!("the patch was refused: {e}")))?;
+    let mut applied: Vec<String> = changed.iter().map(|c| c.path.to_string()).collect();
+    applied.sort();
+    let paths = touched_paths(&changed);
+    if paths.is_empty() {
+        return Err(Outcome::failed("usage", "the patch changes no file"));
+    }
+    let list = nul_list(&paths);
+    let committed = (|| {
+        if let Some(expected) = &inputs.expect_files {
+            let mut expected = expected.clone();
+            expected.sort();
+            if expected != applied {
+                return Err(Outcome::failed(
+                    "usage",
+                    format!("the patch changes {applied:?}, not the expected {expected:?}"),
+                ));
+            }
+        }
+        git.commit_paths(&list, inputs, attempt)
+    })();
+    let (numstat, patch_id) = match committed {
+        Ok(done) => done,
+        Err(outcome) => {
+            if let Err(error) = git.restore(&list) {
+                eprintln!(
+                    "cordon serve: job {}: cannot put the patch's paths back in {}: {error:?}",
+                    attempt.job.id,
+                    root.display()
+                );
+            }
+            return Err(outcome);
+        }
     };
-    let command = |args: &[&str]| {
-        GitCommand::new(&context, args)
+    let (insertions, deletions) = numstat_totals(&numstat.stdout);
+    let commit = cordon_git::Repo::open(root)
+        .and_then(|r| r.resolve_commit("HEAD"))
+        .map_err(|e| Outcome::failed("setup", e.to_string()))?;
+    Ok(serde_json::json!({
+        "workspace": root.display().to_string(),
+        "commit": commit.as_str(),
+        "applied_files": applied,
+        "diff": {"files": changed.len(), "insertions": insertions, "deletions": deletions},
+        "patch_id": patch_id,
+    }))
+}
+
+/// Every path the patch touched (a rename's old path too), sorted, for staging and
+/// restoring.
+fn touched_paths(changed: &[cordon_git::ChangedFile]) -> Vec<Vec<u8>> {
+    let mut paths: Vec<Vec<u8>> = changed
+        .iter()
+        .flat_map(|c| std::iter::once(&c.path).chain(c.old_path.as_ref()))
+        .map(|p| p.as_bytes().to_vec())
+        .filter(|p| !p.is_empty())
+        .collect();
+    paths.sort();
+    paths.dedup();
+    paths
+}
+
+/// The lines added and removed in all, from `git diff --numstat -z`.
+fn numstat_totals(numstat: &[u8]) -> (u64, u64) {
+    let (mut insertions, mut deletions) = (0u64, 0u64);
+    for entry in numstat.split(|b| *b == 0) {
+        let text = String::from_utf8_lossy(entry);
+        let mut fields = text.split('\t');
+        insertions += fields.next().and_then(|n| n.parse().ok()).unwrap_or(0);
+        deletions += fields.next().and_then(|n| n.parse().ok()).unwrap_or(0);
+    }
+    (insertions, deletions)
+}
+
+/// Git on a server-side workspace, for applying a patch: the git directory and the work tree
+/// named explicitly (a `core.worktree` or `.git` file cannot point git elsewhere), every
+/// driver that could run a program blanked, pathspecs literal.
+struct WorkspaceGit {
+    context: GitContext,
+}
+
+impl WorkspaceGit {
+    fn new(root: &Path) -> WorkspaceGit {
+        WorkspaceGit {
+            context: GitContext::WorkTree {
+                git_dir: root.join(".git"),
+                work_tree: root.to_owned(),
+            },
+        }
+    }
+
+    fn command(&self, args: &[&str]) -> Result<GitCommand, Outcome> {
+        GitCommand::new(&self.context, args)
             .env("GIT_LITERAL_PATHSPECS", "1")
             .neutralize_drivers()
             .map_err(|e| Outcome::failed("setup", e.to_string()))
-    };
-    // Changes no job committed (a `run` job's files): refused, so that the commit holds the
-    // patch alone and a failed apply never has to tell its changes from theirs.
-    let status = command(&["status", "--porcelain", "-z", "--untracked-files=all"])?
-        .run()
-        .map_err(|e| Outcome::failed("setup", e.to_string()))?;
-    if !status.stdout.is_empty() {
+    }
+
+    /// Refuses changes no job committed (a `run` job's files), so that the commit holds the
+    /// patch alone and a failed apply never has to tell its changes from theirs.
+    fn require_clean(&self) -> Result<(), Outcome> {
+        let status = self
+            .command(&["status", "--porcelain", "-z", "--untracked-files=all"])?
+            .run()
+            .map_err(|e| Outcome::failed("setup", e.to_string()))?;
+        if status.stdout.is_empty() {
+            return Ok(());
+        }
         let entries: Vec<String> = status
             .stdout
             .split(|b| *b == 0)
@@ -330,7 +423,7 @@ fn apply_and_commit(
             .collect();
         let shown = entries.iter().take(10).cloned().collect::<Vec<_>>();
         let more = entries.len().saturating_sub(shown.len());
-        return Err(Outcome::failed(
+        Err(Outcome::failed(
             "usage",
             format!(
                 "the workspace has changes no job committed ({shown:?}{}); a patch is applied \
@@ -343,42 +436,28 @@ fn apply_and_commit(
                     String::new()
                 }
             ),
-        ));
+        ))
     }
-    let changed = worktree
-        .apply_patch(inputs.patch.as_bytes())
-        .map_err(|e| Outcome::failed("usage", format!("the patch was refused: {e}")))?;
-    let mut applied: Vec<String> = changed.iter().map(|c| c.path.to_string()).collect();
-    applied.sort();
-    // Every path the patch touched (a rename's old path too), for staging and restoring.
-    let mut paths: Vec<Vec<u8>> = changed
-        .iter()
-        .flat_map(|c| std::iter::once(&c.path).chain(c.old_path.as_ref()))
-        .map(|p| p.as_bytes().to_vec())
-        .filter(|p| !p.is_empty())
-        .collect();
-    paths.sort();
-    paths.dedup();
-    if paths.is_empty() {
-        return Err(Outcome::failed("usage", "the patch changes no file"));
-    }
-    let list = nul_list(&paths);
-    let stage = || {
-        // Named one by one, so even a path the repository ignores is staged.
-        command(&[
+
+    /// Stages the paths of `list` (NUL-separated), named one by one, so even a path the
+    /// repository ignores is staged.
+    fn stage(&self, list: &[u8]) -> Result<GitOutput, Outcome> {
+        self.command(&[
             "add",
             "--all",
             "--force",
             "--pathspec-from-file=-",
             "--pathspec-file-nul",
         ])?
-        .run_with_input(&list)
+        .run_with_input(list)
         .map_err(|e| Outcome::failed("setup", e.to_string()))
-    };
-    let restore = || {
+    }
+
+    /// Puts the paths of `list` back as `HEAD` has them, in the index and the tree.
+    fn restore(&self, list: &[u8]) -> Result<GitOutput, Outcome> {
         // Staged first, so that a file the patch added is known to git and removed.
-        let _ = stage();
-        command(&[
+        let _ = self.stage(list);
+        self.command(&[
             "restore",
             "--quiet",
             "--source=HEAD",
@@ -388,23 +467,22 @@ fn apply_and_commit(
             "--pathspec-file-nul",
         ])
         .and_then(|c| {
-            c.run_with_input(&list)
+            c.run_with_input(list)
                 .map_err(|e| Outcome::failed("setup", e.to_string()))
         })
-    };
-    let committed = (|| {
-        if let Some(expected) = &inputs.expect_files {
-            let mut expected = expected.clone();
-            expected.sort();
-            if expected != applied {
-                return Err(Outcome::failed(
-                    "usage",
-                    format!("the patch changes {applied:?}, not the expected {expected:?}"),
-                ));
-            }
-        }
-        stage()?;
-        let numstat = command(&["diff", "--cached", "--numstat", "-z"])?
+    }
+
+    /// Stages and commits the patch's paths (`list`) alone, whatever else the index might
+    /// hold; returns the staged diff's `--numstat` and the patch's id.
+    fn commit_paths(
+        &self,
+        list: &[u8],
+        inputs: &ApplyPatchInputs,
+        attempt: &Attempt<'_>,
+    ) -> Result<(GitOutput, String), Outcome> {
+        self.stage(list)?;
+        let numstat = self
+            .command(&["diff", "--cached", "--numstat", "-z"])?
             .run()
             .map_err(|e| Outcome::failed("setup", e.to_string()))?;
         let patch_id: String = Sha256::digest(inputs.patch.as_bytes())
@@ -414,7 +492,7 @@ fn apply_and_commit(
             .collect();
         let message = format!("cordon job {}: patch {patch_id}", attempt.job.id);
         // The patch's paths only, whatever else the index might hold.
-        command(&[
+        self.command(&[
             "commit",
             "--quiet",
             "--no-verify",
@@ -427,38 +505,8 @@ fn apply_and_commit(
             ("user.name".into(), "cordon".into()),
             ("user.email".into(), "cordon@localhost".into()),
         ])
-        .run_with_input(&list)
+        .run_with_input(list)
         .map_err(|e| Outcome::failed("setup", e.to_string()))?;
         Ok((numstat, patch_id))
-    })();
-    let (numstat, patch_id) = match committed {
-        Ok(done) => done,
-        Err(outcome) => {
-            if let Err(error) = restore() {
-                eprintln!(
-                    "cordon serve: job {}: cannot put the patch's paths back in {}: {error:?}",
-                    attempt.job.id,
-                    root.display()
-                );
-            }
-            return Err(outcome);
-        }
-    };
-    let (mut insertions, mut deletions) = (0u64, 0u64);
-    for entry in numstat.stdout.split(|b| *b == 0) {
-        let text = String::from_utf8_lossy(entry);
-        let mut fields = text.split('\t');
-        insertions += fields.next().and_then(|n| n.parse().ok()).unwrap_or(0);
-        deletions += fields.next().and_then(|n| n.parse().ok()).unwrap_or(0);
     }
-    let commit = cordon_git::Repo::open(root)
-        .and_then(|r| r.resolve_commit("HEAD"))
-        .map_err(|e| Outcome::failed("setup", e.to_string()))?;
-    Ok(serde_json::json!({
-        "workspace": root.display().to_string(),
-        "commit": commit.as_str(),
-        "applied_files": applied,
-        "diff": {"files": changed.len(), "insertions": insertions, "deletions": deletions},
-        "patch_id": patch_id,
-    }))
 }
