@@ -25,6 +25,31 @@ fn inputs_schema(job_type: JobType) -> &'static str {
 
 /// The document, pretty-printed with a final newline.
 pub fn document() -> String {
+    let doc = json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "cordon job service",
+            "version": "1",
+            "description": "Jobs (run, verify, repo.clone, repo.applyPatch, session.*) under a \
+                            per-project policy, queued persistently, with live logs over \
+                            Server-Sent Events."
+        },
+        "servers": [{"url": "http://127.0.0.1:7878"}],
+        "security": [{"bearer": []}],
+        "paths": paths(),
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "schemas": Value::Object(schemas())
+        }
+    });
+    let mut text = serde_json::to_string_pretty(&doc).expect("the document serializes");
+    text.push('\n');
+    text
+}
+
+/// The components' schemas, generated from the wire types; a submission's `inputs` depend on
+/// its `type`, so `JobRequest` has one alternative per type.
+fn schemas() -> serde_json::Map<String, Value> {
     let mut generator = SchemaSettings::draft2020_12()
         .with(|s| s.definitions_path = "/components/schemas".into())
         .into_generator();
@@ -77,6 +102,11 @@ pub fn document() -> String {
             json!({"description": request["description"], "oneOf": variants}),
         );
     }
+    schemas
+}
+
+/// The service's paths: each operation with its parameters and answers.
+fn paths() -> Value {
     let r = |name: &str| json!({"$ref": format!("#/components/schemas/{name}")});
     let error = |what: &str| json!({"description": what, "content": {"application/json": {"schema": r("ApiError")}}});
     let job = |what: &str| json!({"description": what, "content": {"application/json": {"schema": r("JobDocument")}}});
@@ -97,83 +127,64 @@ pub fn document() -> String {
         responses["403"] = error("the token lacks the scope, or policy refuses");
         responses
     };
-    let doc = json!({
-        "openapi": "3.1.0",
-        "info": {
-            "title": "cordon job service",
-            "version": "1",
-            "description": "Jobs (run, verify, repo.clone, repo.applyPatch, session.*) under a \
-                            per-project policy, queued persistently, with live logs over \
-                            Server-Sent Events."
-        },
-        "servers": [{"url": "http://127.0.0.1:7878"}],
-        "security": [{"bearer": []}],
-        "paths": {
-            "/healthz": {"get": {"security": [], "operationId": "healthz",
-                "responses": {"200": {"description": "the server is up", "content": {"text/plain": {"schema": {"type": "string"}}}}}}},
-            "/metrics": {"get": {"operationId": "metrics",
-                "responses": auth_errors(json!({"200": {"description": "Prometheus text: queue depth, running jobs, attempt durations by project, type and outcome (a token with the admin scope: an operator token sees every project)", "content": {"text/plain": {"schema": {"type": "string"}}}}}))}},
-            "/openapi.json": {"get": {"security": [], "operationId": "openapi",
-                "responses": {"200": {"description": "this document", "content": {"application/json": {"schema": {"type": "object"}}}}}}},
-            "/v1/jobs": {
-                "post": {
-                    "operationId": "submitJob",
-                    "requestBody": {"required": true, "content": {"application/json": {"schema": r("JobRequest")}}},
-                    "responses": auth_errors(json!({
-                        "201": job_links("queued"),
-                        "200": job("the job this idempotency key already names"),
-                        "400": error("malformed request (the field is named)"),
-                        "409": error("the idempotency key already names a job submitted with a different type or inputs"),
-                        "413": {"description": "the body is too large"},
-                        "429": error("the project's daily budget is spent (`budget`; resets_at says when it resets), or its queue is full (`busy`: max_queued)")
-                    }))
-                },
-                "get": {
-                    "operationId": "listJobs",
-                    "parameters": [
-                        {"name": "project", "in": "query", "schema": {"type": "string"}},
-                        {"name": "state", "in": "query", "schema": {"type": "string", "enum": ["queued", "running", "succeeded", "failed", "cancelled", "interrupted"]}},
-                        {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 500}},
-                        {"name": "cursor", "in": "query", "schema": {"type": "string", "pattern": "^-?[0-9]{1,18}\\.j-[a-z2-7]{10}$"}}
-                    ],
-                    "responses": auth_errors(json!({
-                        "200": {"description": "newest first", "content": {"application/json": {"schema": r("JobList")}}},
-                        "400": error("bad query")
-                    }))
-                }
+    json!({
+        "/healthz": {"get": {"security": [], "operationId": "healthz",
+            "responses": {"200": {"description": "the server is up", "content": {"text/plain": {"schema": {"type": "string"}}}}}}},
+        "/metrics": {"get": {"operationId": "metrics",
+            "responses": auth_errors(json!({"200": {"description": "Prometheus text: queue depth, running jobs, attempt durations by project, type and outcome (a token with the admin scope: an operator token sees every project)", "content": {"text/plain": {"schema": {"type": "string"}}}}}))}},
+        "/openapi.json": {"get": {"security": [], "operationId": "openapi",
+            "responses": {"200": {"description": "this document", "content": {"application/json": {"schema": {"type": "object"}}}}}}},
+        "/v1/jobs": {
+            "post": {
+                "operationId": "submitJob",
+                "requestBody": {"required": true, "content": {"application/json": {"schema": r("JobRequest")}}},
+                "responses": auth_errors(json!({
+                    "201": job_links("queued"),
+                    "200": job("the job this idempotency key already names"),
+                    "400": error("malformed request (the field is named)"),
+                    "409": error("the idempotency key already names a job submitted with a different type or inputs"),
+                    "413": {"description": "the body is too large"},
+                    "429": error("the project's daily budget is spent (`budget`; resets_at says when it resets), or its queue is full (`busy`: max_queued)")
+                }))
             },
-            "/v1/jobs/{id}": {"get": {"operationId": "getJob", "parameters": [id.clone()],
-                "responses": auth_errors(json!({"200": job("the job"), "404": error("no such job visible to this token")}))}},
-            "/v1/jobs/{id}/cancel": {"post": {"operationId": "cancelJob", "parameters": [id.clone()],
-                "responses": auth_errors(json!({"200": job("the job after the cancel"), "404": error("no such job visible to this token")}))}},
-            "/v1/jobs/{id}/events": {"get": {"operationId": "jobEvents",
-                "parameters": [id.clone(), {"name": "Last-Event-ID", "in": "header", "schema": {"type": "string"}}],
+            "get": {
+                "operationId": "listJobs",
+                "parameters": [
+                    {"name": "project", "in": "query", "schema": {"type": "string"}},
+                    {"name": "state", "in": "query", "schema": {"type": "string", "enum": ["queued", "running", "succeeded", "failed", "cancelled", "interrupted"]}},
+                    {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 500}},
+                    {"name": "cursor", "in": "query", "schema": {"type": "string", "pattern": "^-?[0-9]{1,18}\\.j-[a-z2-7]{10}$"}}
+                ],
                 "responses": auth_errors(json!({
-                    "200": {"description": "Server-Sent Events: state, stage, output (redacted), end; each event's `data` is a JSON object, its `id` the event's sequence number (send it back as `Last-Event-ID` to resume)",
-                        "content": {"text/event-stream": {"schema": {
-                            "type": "object",
-                            "required": ["id", "event", "data"],
-                            "properties": {
-                                "id": {"type": "string", "pattern": "^[0-9]+$"},
-                                "event": {"enum": ["state", "stage", "output", "end"]},
-                                "data": {"type": "string", "contentMediaType": "application/json"}
-                            }
-                        }}}},
-                    "404": error("no such job visible to this token"),
-                    "429": error("this token (32) or the server (2048) holds as many live logs open as it may: close one, or try again later")
-                }))}},
-            "/v1/jobs/{id}/transcript": {"get": {"operationId": "jobTranscript", "parameters": [id],
-                "responses": auth_errors(json!({
-                    "200": {"description": "the job's output so far (redacted)", "content": {"text/plain": {"schema": {"type": "string"}}}},
-                    "404": error("no such job visible to this token")
-                }))}}
+                    "200": {"description": "newest first", "content": {"application/json": {"schema": r("JobList")}}},
+                    "400": error("bad query")
+                }))
+            }
         },
-        "components": {
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-            "schemas": Value::Object(schemas)
-        }
-    });
-    let mut text = serde_json::to_string_pretty(&doc).expect("the document serializes");
-    text.push('\n');
-    text
+        "/v1/jobs/{id}": {"get": {"operationId": "getJob", "parameters": [id.clone()],
+            "responses": auth_errors(json!({"200": job("the job"), "404": error("no such job visible to this token")}))}},
+        "/v1/jobs/{id}/cancel": {"post": {"operationId": "cancelJob", "parameters": [id.clone()],
+            "responses": auth_errors(json!({"200": job("the job after the cancel"), "404": error("no such job visible to this token")}))}},
+        "/v1/jobs/{id}/events": {"get": {"operationId": "jobEvents",
+            "parameters": [id.clone(), {"name": "Last-Event-ID", "in": "header", "schema": {"type": "string"}}],
+            "responses": auth_errors(json!({
+                "200": {"description": "Server-Sent Events: state, stage, output (redacted), end; each event's `data` is a JSON object, its `id` the event's sequence number (send it back as `Last-Event-ID` to resume)",
+                    "content": {"text/event-stream": {"schema": {
+                        "type": "object",
+                        "required": ["id", "event", "data"],
+                        "properties": {
+                            "id": {"type": "string", "pattern": "^[0-9]+$"},
+                            "event": {"enum": ["state", "stage", "output", "end"]},
+                            "data": {"type": "string", "contentMediaType": "application/json"}
+                        }
+                    }}}},
+                "404": error("no such job visible to this token"),
+                "429": error("this token (32) or the server (2048) holds as many live logs open as it may: close one, or try again later")
+            }))}},
+        "/v1/jobs/{id}/transcript": {"get": {"operationId": "jobTranscript", "parameters": [id],
+            "responses": auth_errors(json!({
+                "200": {"description": "the job's output so far (redacted)", "content": {"text/plain": {"schema": {"type": "string"}}}},
+                "404": error("no such job visible to this token")
+            }))}}
+    })
 }
