@@ -180,9 +180,26 @@ pub(crate) fn plan_mounts(
     policy: &SandboxPolicy,
     toolchains: &[PathBuf],
 ) -> (Vec<MountOp>, Vec<Copied>) {
-    let mut canonical_dirs = CanonicalDirs::default();
+    let mut ops = system_mounts();
+    let (etc, copied) = etc_mounts();
+    ops.extend(etc);
+    ops.extend(private_mounts(policy));
+    ops.extend(policy_mounts(policy, toolchains));
+    let masks = secret_masks(policy, &ops);
+    ops.extend(masks);
+    // Parents before children; at the same path, what masks comes last.
+    ops.sort_by(|a, b| {
+        a.dst()
+            .cmp(b.dst())
+            .then(a.layer_rank().cmp(&b.layer_rank()))
+    });
+    (ops, copied)
+}
+
+/// The host's system directories, read-only (a symlink among them, such as `/lib` on a
+/// merged-`/usr` system, as the same symlink).
+fn system_mounts() -> Vec<MountOp> {
     let mut ops = Vec::new();
-    let mut copied = Vec::new();
     for dir in SYSTEM_DIRS {
         let path = Path::new(dir);
         match path.symlink_metadata() {
@@ -198,6 +215,16 @@ pub(crate) fn plan_mounts(
             _ => {}
         }
     }
+    ops
+}
+
+/// What the program sees of `/etc`: the allowlist and the toolchains' configuration
+/// directories, small files copied (and said which, with what they were when planned),
+/// the rest bound read-only; `/etc/mtab` as the link to `/proc/self/mounts`.
+fn etc_mounts() -> (Vec<MountOp>, Vec<Copied>) {
+    let mut canonical_dirs = CanonicalDirs::default();
+    let mut ops = Vec::new();
+    let mut copied = Vec::new();
     // Runtime configuration directories of toolchains (`/etc/java-17-openjdk`, `/etc/perl`,
     // `/etc/python3.11`, ...), found by prefix.
     let etc_dirs: Vec<PathBuf> = std::fs::read_dir("/etc")
@@ -248,25 +275,39 @@ pub(crate) fn plan_mounts(
             }
         }
     }
+    (ops, copied)
+}
+
+/// The sandbox's own filesystems, sized by the policy's limits: `/dev` (with its `/dev/shm`),
+/// `/proc`, and private tmpfs for `/tmp` and the home directory.
+fn private_mounts(policy: &SandboxPolicy) -> Vec<MountOp> {
     let (tmp_bytes, home_bytes, shm_bytes) = policy.limits.tmpfs_sizes();
-    ops.push(MountOp::Dev {
-        shm_size_bytes: Some(shm_bytes),
-    });
-    ops.push(MountOp::Proc);
-    ops.push(MountOp::Tmpfs {
-        dst: SANDBOX_TMP.into(),
-        mode: 0o1777,
-        ro: false,
-        size_bytes: Some(tmp_bytes),
-        inodes: Some(tmpfs_inodes(tmp_bytes)),
-    });
-    ops.push(MountOp::Tmpfs {
-        dst: SANDBOX_HOME.into(),
-        mode: 0o755,
-        ro: false,
-        size_bytes: Some(home_bytes),
-        inodes: Some(tmpfs_inodes(home_bytes)),
-    });
+    vec![
+        MountOp::Dev {
+            shm_size_bytes: Some(shm_bytes),
+        },
+        MountOp::Proc,
+        MountOp::Tmpfs {
+            dst: SANDBOX_TMP.into(),
+            mode: 0o1777,
+            ro: false,
+            size_bytes: Some(tmp_bytes),
+            inodes: Some(tmpfs_inodes(tmp_bytes)),
+        },
+        MountOp::Tmpfs {
+            dst: SANDBOX_HOME.into(),
+            mode: 0o755,
+            ro: false,
+            size_bytes: Some(home_bytes),
+            inodes: Some(tmpfs_inodes(home_bytes)),
+        },
+    ]
+}
+
+/// What the policy and the toolchains add: toolchain homes, the policy's binds, the working
+/// directory, copy-on-write trees, protected git data, caches, replaced files.
+fn policy_mounts(policy: &SandboxPolicy, toolchains: &[PathBuf]) -> Vec<MountOp> {
+    let mut ops = Vec::new();
     // Toolchain homes and the policy's binds are canonical: one lstat says what each is.
     for tc in toolchains {
         ops.push(bind_canonical(tc, tc, false));
@@ -299,8 +340,14 @@ pub(crate) fn plan_mounts(
     for replacement in &policy.replacements {
         ops.push(bind(&replacement.with, &replacement.path, false, false));
     }
+    ops
+}
 
-    // Mask every secret that something visible would expose.
+/// Masks for every secret that something visible in `ops` would expose: an empty read-only
+/// tmpfs over a directory, an empty file over a file. The secrets are the known credential
+/// files of the home directory, the policy's hidden paths and cordon's cache (unless a
+/// hidden directory holds it), and where any of them that is a symlink points.
+fn secret_masks(policy: &SandboxPolicy, ops: &[MountOp]) -> Vec<MountOp> {
     let visible: Vec<PathBuf> = ops
         .iter()
         .filter_map(|op| match op {
@@ -342,32 +389,27 @@ pub(crate) fn plan_mounts(
     secrets.sort_by(|a, b| a.0.cmp(&b.0));
     secrets.dedup_by(|a, b| a.0 == b.0);
     let paths: Vec<PathBuf> = secrets.iter().map(|(p, _)| p.clone()).collect();
+    let mut masks = Vec::new();
     for secret in secrets::secrets_under(&paths, &visible) {
         let meta = secrets
             .binary_search_by(|(p, _)| p.cmp(secret))
             .ok()
             .and_then(|i| secrets[i].1.as_ref());
         match meta.ok_or(()) {
-            Ok(m) if m.is_dir() => ops.push(MountOp::Tmpfs {
+            Ok(m) if m.is_dir() => masks.push(MountOp::Tmpfs {
                 dst: secret.clone(),
                 mode: 0o000,
                 ro: true,
                 size_bytes: Some(MASK_BYTES),
                 inodes: Some(MASK_INODES),
             }),
-            Ok(m) if m.is_file() => ops.push(MountOp::MaskFile {
+            Ok(m) if m.is_file() => masks.push(MountOp::MaskFile {
                 dst: secret.clone(),
             }),
             _ => {}
         }
     }
-    // Parents before children; at the same path, what masks comes last.
-    ops.sort_by(|a, b| {
-        a.dst()
-            .cmp(b.dst())
-            .then(a.layer_rank().cmp(&b.layer_rank()))
-    });
-    (ops, copied)
+    masks
 }
 
 /// `lstat` of each of `secrets`, `None` for what does not exist. The home directory is read
