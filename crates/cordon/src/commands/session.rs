@@ -286,21 +286,7 @@ pub(crate) fn run(args: SessionArgs) -> Result<Exit, CliError> {
                 idle_timeout,
                 max_bundle,
             );
-            let rec = sessions.create(&request).map_err(fail)?;
-            if json {
-                print_json(&rec)?;
-            } else {
-                println!("{}", rec.id);
-                eprintln!(
-                    "created session {} of {} ({} at {}) at {}",
-                    rec.id,
-                    rec.repo.display(),
-                    rec.host_branch,
-                    &rec.base_commit.as_str()[..12],
-                    rec.path.display()
-                );
-            }
-            Ok(Exit::Success)
+            create(&sessions, &request, json)
         }
         SessionCommand::Push {
             repo,
@@ -342,93 +328,130 @@ pub(crate) fn run(args: SessionArgs) -> Result<Exit, CliError> {
             max_bundle,
             json,
         } => {
-            let session = sessions.open_str(&id).map_err(fail)?;
-            let report = session
-                .pull(&PullRequest {
-                    repo,
-                    into,
-                    wait,
-                    max_bundle_bytes: max_bundle,
-                })
-                .map_err(fail)?;
-            if json {
-                print_json(&report)?;
-            } else {
-                match report.outcome {
-                    cordon_session::PullOutcome::Merged => eprintln!(
-                        "{} fast-forwarded by {} commit(s) to {}{}",
-                        report.into,
-                        report.commits,
-                        report.to.as_ref().map_or("", |c| c.as_str()),
-                        if report.checked_out {
-                            " (checked out: merged)"
-                        } else {
-                            ""
-                        }
-                    ),
-                    cordon_session::PullOutcome::UpToDate => {
-                        eprintln!("{} is up to date with session {}", report.into, report.id)
-                    }
-                }
-            }
-            Ok(Exit::Success)
+            let request = PullRequest {
+                repo,
+                into,
+                wait,
+                max_bundle_bytes: max_bundle,
+            };
+            pull(&sessions, &id, &request, json)
         }
-        SessionCommand::List { json } => {
-            let records = sessions.list().map_err(fail)?;
-            if json {
-                print_json(&SessionList {
-                    schema: SessionListTag,
-                    sessions: records,
-                })?;
-            } else if records.is_empty() {
-                eprintln!("no sessions");
-            } else {
-                for rec in &records {
-                    println!("{}", describe(rec));
+        SessionCommand::List { json } => list(&sessions, json),
+        SessionCommand::Show { id, json } => show(&sessions, &id, json),
+        SessionCommand::Remove { id, wait, json } => remove(&sessions, &id, wait, json),
+    }
+}
+
+/// `cordon session create`: prints the new session's id (or its record as JSON).
+fn create(sessions: &Sessions, request: &CreateRequest, json: bool) -> Result<Exit, CliError> {
+    let rec = sessions.create(request).map_err(fail)?;
+    if json {
+        print_json(&rec)?;
+    } else {
+        println!("{}", rec.id);
+        eprintln!(
+            "created session {} of {} ({} at {}) at {}",
+            rec.id,
+            rec.repo.display(),
+            rec.host_branch,
+            &rec.base_commit.as_str()[..12],
+            rec.path.display()
+        );
+    }
+    Ok(Exit::Success)
+}
+
+/// `cordon session pull`: fast-forwards the host branch to the session's.
+fn pull(
+    sessions: &Sessions,
+    id: &str,
+    request: &PullRequest,
+    json: bool,
+) -> Result<Exit, CliError> {
+    let session = sessions.open_str(id).map_err(fail)?;
+    let report = session.pull(request).map_err(fail)?;
+    if json {
+        print_json(&report)?;
+    } else {
+        match report.outcome {
+            cordon_session::PullOutcome::Merged => eprintln!(
+                "{} fast-forwarded by {} commit(s) to {}{}",
+                report.into,
+                report.commits,
+                report.to.as_ref().map_or("", |c| c.as_str()),
+                if report.checked_out {
+                    " (checked out: merged)"
+                } else {
+                    ""
                 }
+            ),
+            cordon_session::PullOutcome::UpToDate => {
+                eprintln!("{} is up to date with session {}", report.into, report.id)
             }
-            Ok(Exit::Success)
-        }
-        SessionCommand::Show { id, json } => {
-            let rec = sessions
-                .open_str(&id)
-                .and_then(|s| s.record())
-                .map_err(fail)?;
-            if json {
-                print_json(&rec)?;
-            } else {
-                println!("{}", describe(&rec));
-                for run in &rec.runs {
-                    println!(
-                        "  {}  {}  {}  exit {}  {}",
-                        run.started_at,
-                        run.run_id.as_deref().unwrap_or("-"),
-                        if run.read_only {
-                            "read-only"
-                        } else {
-                            "writer   "
-                        },
-                        run.exit_code.map_or("?".to_owned(), |c| c.to_string()),
-                        run.command.join(" ")
-                    );
-                }
-                super::session_watch::show_rounds(&rec);
-            }
-            Ok(Exit::Success)
-        }
-        SessionCommand::Remove { id, wait, json } => {
-            let rec = sessions
-                .open_str(&id)
-                .and_then(|s| s.remove(wait))
-                .map_err(fail)?;
-            if json {
-                print_json(&rec)?;
-            } else {
-                eprintln!("ended session {} (its runs stay in `cordon runs`)", rec.id);
-            }
-            Ok(Exit::Success)
         }
     }
+    Ok(Exit::Success)
+}
+
+/// `cordon session list`.
+fn list(sessions: &Sessions, json: bool) -> Result<Exit, CliError> {
+    let records = sessions.list().map_err(fail)?;
+    if json {
+        print_json(&SessionList {
+            schema: SessionListTag,
+            sessions: records,
+        })?;
+    } else if records.is_empty() {
+        eprintln!("no sessions");
+    } else {
+        for rec in &records {
+            println!("{}", describe(rec));
+        }
+    }
+    Ok(Exit::Success)
+}
+
+/// `cordon session show`: one session and its runs.
+fn show(sessions: &Sessions, id: &str, json: bool) -> Result<Exit, CliError> {
+    let rec = sessions
+        .open_str(id)
+        .and_then(|s| s.record())
+        .map_err(fail)?;
+    if json {
+        print_json(&rec)?;
+    } else {
+        println!("{}", describe(&rec));
+        for run in &rec.runs {
+            println!(
+                "  {}  {}  {}  exit {}  {}",
+                run.started_at,
+                run.run_id.as_deref().unwrap_or("-"),
+                if run.read_only {
+                    "read-only"
+                } else {
+                    "writer   "
+                },
+                run.exit_code.map_or("?".to_owned(), |c| c.to_string()),
+                run.command.join(" ")
+            );
+        }
+        super::session_watch::show_rounds(&rec);
+    }
+    Ok(Exit::Success)
+}
+
+/// `cordon session remove`.
+fn remove(sessions: &Sessions, id: &str, wait: Duration, json: bool) -> Result<Exit, CliError> {
+    let rec = sessions
+        .open_str(id)
+        .and_then(|s| s.remove(wait))
+        .map_err(fail)?;
+    if json {
+        print_json(&rec)?;
+    } else {
+        eprintln!("ended session {} (its runs stay in `cordon runs`)", rec.id);
+    }
+    Ok(Exit::Success)
 }
 
 fn create_request(
