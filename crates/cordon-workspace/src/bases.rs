@@ -20,7 +20,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{WorkspaceError, WorkspaceErrorKind};
-use crate::lock::FileLock;
+use crate::state::FileLock;
 use crate::workspaces::Workspaces;
 
 cordon_types::schema_tag!(
@@ -170,7 +170,7 @@ impl Workspaces {
     fn lock_base(&self, commit: &str) -> Result<FileLock, WorkspaceError> {
         let path = self.base_lock(commit);
         loop {
-            let lock = FileLock::acquire(&path, crate::lock::Create::IfMissing)?;
+            let lock = FileLock::acquire(&path, crate::state::Create::IfMissing)?;
             if lock.is_at(&path) {
                 return Ok(lock);
             }
@@ -188,7 +188,7 @@ impl Workspaces {
         let tmp = self.bases_dir().join(format!(
             ".tmp-{commit}-{}-{}",
             std::process::id(),
-            crate::id::random_short_id().map_err(|e| WorkspaceError::io(&dir, e))?
+            crate::state::random_short_id().map_err(|e| WorkspaceError::io(&dir, e))?
         ));
         let created_ms = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
@@ -297,7 +297,7 @@ impl Workspaces {
         let trash = self.bases_dir().join(format!(
             ".trash-{commit}-{}-{}",
             std::process::id(),
-            crate::id::random_short_id().map_err(|e| WorkspaceError::io(&dir, e))?
+            crate::state::random_short_id().map_err(|e| WorkspaceError::io(&dir, e))?
         ));
         std::fs::rename(&dir, &trash).map_err(|e| WorkspaceError::io(&dir, e))?;
         let _ = std::fs::remove_dir(&holds);

@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::bases::BaseHolder;
 use crate::error::{WorkspaceError, WorkspaceErrorKind};
-use crate::lock::FileLock;
+use crate::state::FileLock;
 use crate::workspaces::Workspaces;
 
 cordon_types::schema_tag!(
@@ -285,7 +285,8 @@ impl BuildCaches {
                 }
                 continue;
             }
-            let id = crate::id::random_short_id().map_err(|e| WorkspaceError::io(&p.upper, e))?;
+            let id =
+                crate::state::random_short_id().map_err(|e| WorkspaceError::io(&p.upper, e))?;
             let id = format!("{id}{}", &entry.key[..8]);
             let dest = self.dir.join("layers").join(&id);
             std::fs::rename(&p.upper, &dest).map_err(|e| WorkspaceError::io(&dest, e))?;

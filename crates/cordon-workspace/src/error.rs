@@ -37,6 +37,17 @@ fn context(id: Option<&WorkspaceId>, repo: Option<&PathBuf>, path: Option<&PathB
     }
 }
 
+impl From<crate::state::StateFileError> for WorkspaceError {
+    fn from(e: crate::state::StateFileError) -> Self {
+        match e.kind {
+            crate::state::StateFileErrorKind::Io(source) => WorkspaceError::io(e.path, source),
+            crate::state::StateFileErrorKind::Json(source) => {
+                WorkspaceError::new(WorkspaceErrorKind::Record(source)).with_path(e.path)
+            }
+        }
+    }
+}
+
 impl WorkspaceError {
     pub(crate) fn new(kind: WorkspaceErrorKind) -> Self {
         WorkspaceError {

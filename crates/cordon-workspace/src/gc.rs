@@ -33,10 +33,10 @@ use cordon_git::Repo;
 
 use crate::error::WorkspaceError;
 use crate::id::WorkspaceId;
-use crate::lock::{Create, FileLock};
-use crate::owner::Liveness;
 use crate::record::{self, Stored, WorkspaceRecord, WorkspaceState};
 use crate::reports::{GcFailure, GcReason, GcRemoval, GcReport, GcReportTag};
+use crate::state::Liveness;
+use crate::state::{Create, FileLock};
 use crate::workspaces::Workspaces;
 
 /// Lock and temporary files younger than this are left alone.
@@ -123,6 +123,7 @@ impl Workspaces {
             // also drop the user's worktrees that merely look gone.
             let forgotten =
                 FileLock::acquire(&self.layout().repo_lock(&common_dir), Create::IfMissing)
+                    .map_err(WorkspaceError::from)
                     .and_then(|_lock| {
                         Ok(Repo::from_common_dir(common_dir.clone()).forget_worktree(&tree)?)
                     });

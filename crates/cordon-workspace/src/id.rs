@@ -4,19 +4,14 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{WorkspaceError, WorkspaceErrorKind};
+use crate::state::ShortId;
 
-/// The lowercase base32 alphabet (RFC 4648 without padding).
-const ALPHABET: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
-
-/// The number of characters of an id: 40 random bits.
-pub const ID_LEN: usize = 8;
-
-/// A workspace id: 8 lowercase base32 characters, e.g. `k3v7qa2m`.
+/// A workspace id: 8 lowercase base32 characters, e.g. `k3v7qa2m` (a [`ShortId`]).
 ///
 /// Only such ids are accepted, so an id is always a safe file name.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(transparent)]
-pub struct WorkspaceId(String);
+pub struct WorkspaceId(ShortId);
 
 impl JsonSchema for WorkspaceId {
     fn schema_name() -> std::borrow::Cow<'static, str> {
@@ -28,33 +23,22 @@ impl JsonSchema for WorkspaceId {
     }
 }
 
-/// A new short random id (as workspaces and sessions use): [`ID_LEN`] lowercase base32
-/// characters, 40 bits from the kernel's random source.
-pub fn random_short_id() -> std::io::Result<String> {
-    let mut bytes = [0u8; 5];
-    getrandom::fill(&mut bytes).map_err(|e| std::io::Error::other(e.to_string()))?;
-    let bits = bytes.iter().fold(0u64, |acc, &b| (acc << 8) | u64::from(b));
-    Ok((0..ID_LEN)
-        .map(|i| ALPHABET[((bits >> (35 - 5 * i)) & 31) as usize] as char)
-        .collect())
-}
-
-/// Whether `text` is a short id: [`ID_LEN`] lowercase base32 characters (always a safe file
-/// name and ref component).
-pub fn is_short_id(text: &str) -> bool {
-    text.len() == ID_LEN && text.bytes().all(|b| ALPHABET.contains(&b))
-}
-
 impl WorkspaceId {
     /// A new random id from the kernel's random source.
     pub fn random() -> Result<WorkspaceId, WorkspaceError> {
-        random_short_id()
+        ShortId::random()
             .map(WorkspaceId)
             .map_err(|e| WorkspaceError::io("getrandom", e))
     }
 
     /// The id as text.
     pub fn as_str(&self) -> &str {
+        self.0.as_str()
+    }
+}
+
+impl AsRef<ShortId> for WorkspaceId {
+    fn as_ref(&self) -> &ShortId {
         &self.0
     }
 }
@@ -63,13 +47,9 @@ impl std::str::FromStr for WorkspaceId {
     type Err = WorkspaceError;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        if is_short_id(text) {
-            Ok(WorkspaceId(text.to_owned()))
-        } else {
-            Err(WorkspaceError::new(WorkspaceErrorKind::InvalidId(
-                text.to_owned(),
-            )))
-        }
+        ShortId::parse(text)
+            .map(WorkspaceId)
+            .ok_or_else(|| WorkspaceError::new(WorkspaceErrorKind::InvalidId(text.to_owned())))
     }
 }
 
@@ -83,7 +63,7 @@ impl<'de> Deserialize<'de> for WorkspaceId {
 
 impl std::fmt::Display for WorkspaceId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(self.0.as_str())
     }
 }
 

@@ -27,27 +27,37 @@
 use std::path::{Path, PathBuf};
 
 use crate::id::WorkspaceId;
+use crate::state::StateLayout;
 
+/// Where a workspace's files are: the directories every object of the state directory has
+/// (`workspaces/<id>/`, its `tree/` and `layer/`, through [`StateLayout`]), and the files
+/// only workspaces have.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Layout {
-    home: PathBuf,
+    state: StateLayout,
+}
+
+impl std::ops::Deref for Layout {
+    type Target = StateLayout;
+
+    fn deref(&self) -> &StateLayout {
+        &self.state
+    }
 }
 
 impl Layout {
     pub(crate) fn new(home: PathBuf) -> Layout {
-        Layout { home }
-    }
-
-    pub(crate) fn home(&self) -> &Path {
-        &self.home
+        Layout {
+            state: StateLayout::new(home, "workspaces"),
+        }
     }
 
     pub(crate) fn workspaces(&self) -> PathBuf {
-        self.home.join("workspaces")
+        self.root()
     }
 
     pub(crate) fn locks(&self) -> PathBuf {
-        self.home.join("locks")
+        self.home().join("locks")
     }
 
     pub(crate) fn record(&self, id: &WorkspaceId) -> PathBuf {
@@ -58,20 +68,8 @@ impl Layout {
         self.workspaces().join(format!("{id}.lock"))
     }
 
-    pub(crate) fn dir(&self, id: &WorkspaceId) -> PathBuf {
-        self.workspaces().join(id.as_str())
-    }
-
     pub(crate) fn scratch(&self, id: &WorkspaceId) -> PathBuf {
         self.dir(id).join("scratch")
-    }
-
-    pub(crate) fn tree(&self, id: &WorkspaceId) -> PathBuf {
-        self.dir(id).join("tree")
-    }
-
-    pub(crate) fn layer(&self, id: &WorkspaceId) -> PathBuf {
-        self.dir(id).join("layer")
     }
 
     pub(crate) fn git_dir(&self, id: &WorkspaceId) -> PathBuf {
@@ -87,11 +85,11 @@ impl Layout {
     }
 
     pub(crate) fn bases(&self) -> PathBuf {
-        self.home.join("bases")
+        self.home().join("bases")
     }
 
     pub(crate) fn support(&self) -> PathBuf {
-        self.home.join("overlay-support.json")
+        self.home().join("overlay-support.json")
     }
 
     /// The lock of a source repository, named by a stable hash of its common directory.

@@ -15,6 +15,9 @@
 //! - [`Strategy`] says how the files are made: today a detached `git worktree`
 //!   ([`Strategy::GitWorktree`], through the hardened `cordon-git`).
 //! - [`TransientWorkspace`] removes its workspace when dropped.
+//! - [`state`] holds what workspaces and sessions (`cordon-session`) keep on disk alike: short
+//!   random ids, the state directory's layout, file locks, atomically written records, the
+//!   owner process's liveness.
 //!
 //! Every operation returns serde data (snake_case JSON with a `schema` tag) and fails with a
 //! [`WorkspaceError`] naming the workspace, repository or path concerned; an unknown id is
@@ -43,12 +46,11 @@ mod error;
 mod gc;
 mod id;
 mod layout;
-mod lock;
-mod owner;
 mod record;
 mod remove;
 mod reports;
 mod size;
+pub mod state;
 mod strategy;
 mod support;
 mod transient;
@@ -61,8 +63,7 @@ pub use caches::{
 };
 pub use cordon_types::{HomeError, cordon_home};
 pub use error::{WorkspaceError, WorkspaceErrorKind};
-pub use id::{ID_LEN, WorkspaceId, is_short_id, random_short_id};
-pub use owner::{Liveness, ProcessIdentity};
+pub use id::WorkspaceId;
 pub use record::{Strategy, WorkspaceRecord, WorkspaceRecordTag, WorkspaceState};
 pub use remove::remove_tree;
 pub use reports::{
@@ -70,6 +71,7 @@ pub use reports::{
     WorkspaceDiff, WorkspaceDiffTag, WorkspaceInfo, WorkspaceInfoTag, WorkspaceList,
     WorkspaceListTag,
 };
+pub use state::{ID_LEN, Liveness, ProcessIdentity, is_short_id, random_short_id};
 pub use strategy::OverlayParts;
 pub use support::STRATEGY_ENV;
 pub use transient::TransientWorkspace;

@@ -1,15 +1,14 @@
 //! `cordon.workspace/v1`: the record of one workspace, written atomically.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{WorkspaceError, WorkspaceErrorKind};
 use crate::id::WorkspaceId;
-use crate::owner::ProcessIdentity;
+pub(crate) use crate::state::Durability;
+use crate::state::{ProcessIdentity, sync_dir};
 
 cordon_types::schema_tag!(
     /// The `schema` tag of a workspace record: always `"cordon.workspace/v1"`.
@@ -135,14 +134,7 @@ impl WorkspaceRecord {
 
 /// Reads a record; `Ok(None)` when there is none.
 pub(crate) fn read(path: &Path) -> Result<Option<WorkspaceRecord>, WorkspaceError> {
-    let bytes = match std::fs::read(path) {
-        Ok(bytes) => bytes,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(WorkspaceError::io(path, e)),
-    };
-    serde_json::from_slice(&bytes)
-        .map(Some)
-        .map_err(|e| WorkspaceError::new(WorkspaceErrorKind::Record(e)).with_path(path))
+    Ok(crate::state::read_json(path)?)
 }
 
 /// A record file as gc sees it.
@@ -171,62 +163,14 @@ pub(crate) fn read_stored(path: &Path) -> Result<Stored, WorkspaceError> {
         .map_err(|e| WorkspaceError::new(WorkspaceErrorKind::Record(e)).with_path(path))
 }
 
-/// How hard [`write`] works to make a record survive a power loss.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Durability {
-    /// Temporary file, fsync, rename, fsync of the directory: the new record survives a
-    /// power loss once `write` returns.
-    Durable,
-    /// Temporary file and rename only: a crashed process leaves the old record or the new
-    /// one, never a mix; a power loss may bring back the old one (or, on filesystems without
-    /// ext4's rename heuristics, an unreadable one, which gc collects).
-    ///
-    /// Used for the transitions after the work tree is written: git does not fsync the files
-    /// it checks out, so a record cannot be more durable than the tree it describes, and on
-    /// ext4 an fsync there waits for the whole checkout's metadata to reach the journal (it
-    /// doubled the time of a 3,000-file create on a busy disk). Every state a power loss can
-    /// bring back errs towards collection: `creating` (abandoned), `ready` with files gone
-    /// (missing directory), or an unreadable record.
-    Atomic,
-}
-
-/// Writes a record atomically: a temporary file in the same directory, renamed over the
-/// record. Readers see the old record or the new one, never a mix.
+/// Writes a record atomically (see [`crate::state::write_json`]): readers see the old
+/// record or the new one, never a mix.
 pub(crate) fn write(
     path: &Path,
     record: &WorkspaceRecord,
     durability: Durability,
 ) -> Result<(), WorkspaceError> {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let tmp = dir.join(format!(".{name}.tmp-{}-{n}", std::process::id()));
-    let mut text = serde_json::to_vec_pretty(record)
-        .map_err(|e| WorkspaceError::new(WorkspaceErrorKind::Record(e)).with_path(path))?;
-    text.push(b'\n');
-    let result = (|| {
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)?;
-        file.write_all(&text)?;
-        if durability == Durability::Durable {
-            file.sync_all()?;
-        }
-        std::fs::rename(&tmp, path)?;
-        if durability == Durability::Durable {
-            sync_dir(dir)?;
-        }
-        Ok(())
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result.map_err(|e| WorkspaceError::io(path, e))
+    Ok(crate::state::write_json(path, record, durability)?)
 }
 
 /// Removes a file (if present); with [`Durability::Durable`], durably.
@@ -238,10 +182,6 @@ pub(crate) fn remove(path: &Path, durability: Durability) -> Result<(), Workspac
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(WorkspaceError::io(path, e)),
     }
-}
-
-fn sync_dir(dir: &Path) -> std::io::Result<()> {
-    std::fs::File::open(dir)?.sync_all()
 }
 
 /// Marks the record as just used (its modification time is the workspace's last use).

@@ -7,8 +7,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::id::WorkspaceId;
-use crate::owner::Liveness;
 use crate::record::WorkspaceRecord;
+use crate::state::Liveness;
 
 cordon_types::schema_tag!(
     /// The `schema` tag of a workspace listing entry: `"cordon.workspace-info/v1"`.

@@ -17,8 +17,8 @@ use cordon_git::{Launcher, Layers, Repo, Worktree};
 use crate::bases::BaseHolder;
 use crate::error::{WorkspaceError, WorkspaceErrorKind};
 use crate::layout::Layout;
-use crate::lock::{Create, FileLock};
 use crate::record::{Strategy, WorkspaceRecord};
+use crate::state::{Create, FileLock};
 use crate::workspaces::Workspaces;
 
 /// Makes the files of a new workspace at `tree`; returns the git directory, if any.

@@ -8,8 +8,6 @@ use cordon_git::Repo;
 use crate::error::{WorkspaceError, WorkspaceErrorKind};
 use crate::id::WorkspaceId;
 use crate::layout::Layout;
-use crate::lock::{Create, FileLock};
-use crate::owner::ProcessIdentity;
 use crate::record::{
     self, Durability, Strategy, WorkspaceRecord, WorkspaceRecordTag, WorkspaceState,
 };
@@ -17,6 +15,8 @@ use crate::reports::{
     ApplyReport, ApplyReportTag, WorkspaceDiff, WorkspaceDiffTag, WorkspaceInfo, WorkspaceInfoTag,
 };
 use crate::size::{MAX_ENTRIES, disk_usage};
+use crate::state::ProcessIdentity;
+use crate::state::{Create, FileLock};
 use crate::strategy;
 
 /// The workspaces kept under one `CORDON_HOME`.
@@ -212,7 +212,9 @@ impl Workspaces {
             if self.layout.record(&id).exists() || self.layout.dir(&id).exists() {
                 continue;
             }
-            match FileLock::acquire(&self.layout.lock(&id), Create::New) {
+            match FileLock::acquire(&self.layout.lock(&id), Create::New)
+                .map_err(WorkspaceError::from)
+            {
                 Ok(lock) => return Ok((id, lock)),
                 Err(WorkspaceError {
                     kind: WorkspaceErrorKind::Io(ref e),
@@ -366,7 +368,7 @@ impl Workspaces {
         } else {
             FileLock::try_shared(&path)
         }
-        .map_err(|e| e.with_id(&record.id))?;
+        .map_err(|e| WorkspaceError::from(e).with_id(&record.id))?;
         match lock {
             Some(lock) => Ok(Some(MountGuard { _lock: lock })),
             None => Err(WorkspaceError::new(WorkspaceErrorKind::InUse).with_id(&record.id)),
@@ -387,7 +389,7 @@ impl Workspaces {
         // A missing record is reported before a lock file would be created for it.
         self.read_record(id)?;
         let lock = FileLock::acquire(&self.layout.lock(id), Create::IfMissing)
-            .map_err(|e| e.with_id(id))?;
+            .map_err(|e| WorkspaceError::from(e).with_id(id))?;
         Ok((self.read_record(id)?, lock))
     }
 
@@ -451,16 +453,7 @@ impl Workspaces {
 
     /// The names in the workspaces directory (none if it does not exist yet).
     pub(crate) fn entry_names(&self) -> Result<Vec<String>, WorkspaceError> {
-        let dir = self.layout.workspaces();
-        let entries = match std::fs::read_dir(&dir) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(WorkspaceError::io(&dir, e)),
-        };
-        Ok(entries
-            .flatten()
-            .filter_map(|e| e.file_name().into_string().ok())
-            .collect())
+        Ok(self.layout.entry_names()?)
     }
 }
 
