@@ -238,6 +238,18 @@ impl SessionError {
     }
 }
 
+impl From<cordon_workspace::state::StateFileError> for SessionError {
+    fn from(e: cordon_workspace::state::StateFileError) -> Self {
+        use cordon_workspace::state::StateFileErrorKind;
+        match e.kind {
+            StateFileErrorKind::Io(source) => SessionError::io(e.path, source),
+            StateFileErrorKind::Json(source) => {
+                SessionError::new(SessionErrorKind::State(source)).with_path(e.path)
+            }
+        }
+    }
+}
+
 impl From<cordon_git::GitError> for SessionError {
     fn from(e: cordon_git::GitError) -> Self {
         SessionError::new(SessionErrorKind::Git(Box::new(e)))

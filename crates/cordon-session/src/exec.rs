@@ -7,9 +7,9 @@ use cordon_runner::{Hooks, Ran, RunRequest, WorkspaceMount};
 use cordon_workspace::ProcessIdentity;
 
 use crate::error::{SessionError, SessionErrorKind};
-use crate::lock::FileLock;
 use crate::record::{self, SessionRecord, SessionRun, WriterActivity, WriterInfo};
 use crate::sessions::Session;
+use cordon_workspace::state::FileLock;
 
 /// How a program runs in a session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -16,10 +16,10 @@ use cordon_workspace::Liveness;
 
 use crate::error::SessionError;
 use crate::id::SessionId;
-use crate::lock::FileLock;
 use crate::record::{self, EndReason, SessionRecord, SessionStatus};
 use crate::reports::{SessionGcEntry, SessionGcFailure, SessionGcReport};
 use crate::sessions::{Session, Sessions};
+use cordon_workspace::state::FileLock;
 
 /// A directory younger than this without a record may be a create in progress.
 const ORPHAN_GRACE: Duration = Duration::from_secs(60);

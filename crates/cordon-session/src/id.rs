@@ -1,16 +1,18 @@
 //! [`SessionId`]: short random names for sessions.
 
+use cordon_workspace::state::ShortId;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{SessionError, SessionErrorKind};
 
-/// A session id: 8 lowercase base32 characters, e.g. `q7m2xk4a`.
+/// A session id: 8 lowercase base32 characters, e.g. `q7m2xk4a` (a [`ShortId`], as workspace
+/// ids are).
 ///
 /// Only such ids are accepted, so an id is always a safe file name and a safe ref component.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(transparent)]
-pub struct SessionId(String);
+pub struct SessionId(ShortId);
 
 impl JsonSchema for SessionId {
     fn schema_name() -> std::borrow::Cow<'static, str> {
@@ -25,14 +27,14 @@ impl JsonSchema for SessionId {
 impl SessionId {
     /// A new random id from the kernel's random source.
     pub fn random() -> Result<SessionId, SessionError> {
-        cordon_workspace::random_short_id()
+        ShortId::random()
             .map(SessionId)
             .map_err(|e| SessionError::io("getrandom", e))
     }
 
     /// The id as text.
     pub fn as_str(&self) -> &str {
-        &self.0
+        self.0.as_str()
     }
 
     /// The host ref that receives the session's commits on pull: `refs/cordon/sessions/<id>`.
@@ -41,17 +43,19 @@ impl SessionId {
     }
 }
 
+impl AsRef<ShortId> for SessionId {
+    fn as_ref(&self) -> &ShortId {
+        &self.0
+    }
+}
+
 impl std::str::FromStr for SessionId {
     type Err = SessionError;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        if cordon_workspace::is_short_id(text) {
-            Ok(SessionId(text.to_owned()))
-        } else {
-            Err(SessionError::new(SessionErrorKind::InvalidId(
-                text.to_owned(),
-            )))
-        }
+        ShortId::parse(text)
+            .map(SessionId)
+            .ok_or_else(|| SessionError::new(SessionErrorKind::InvalidId(text.to_owned())))
     }
 }
 
@@ -65,7 +69,7 @@ impl<'de> Deserialize<'de> for SessionId {
 
 impl std::fmt::Display for SessionId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(self.0.as_str())
     }
 }
 

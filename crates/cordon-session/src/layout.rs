@@ -15,30 +15,37 @@
 //!   transfer-*/    cordon's scratch for one bundle on its way in or out; removed after use
 //! ```
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+
+use cordon_workspace::state::{StateLayout, unique_name};
 
 use crate::id::SessionId;
 
+/// Where a session's files are: the directories every object of the state directory has
+/// (`sessions/<id>/`, its `tree/` and `layer/`, through [`StateLayout`]), and the files only
+/// sessions have.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Layout {
-    home: PathBuf,
+    state: StateLayout,
+}
+
+impl std::ops::Deref for Layout {
+    type Target = StateLayout;
+
+    fn deref(&self) -> &StateLayout {
+        &self.state
+    }
 }
 
 impl Layout {
     pub(crate) fn new(home: PathBuf) -> Layout {
-        Layout { home }
-    }
-
-    pub(crate) fn home(&self) -> &Path {
-        &self.home
+        Layout {
+            state: StateLayout::new(home, "sessions"),
+        }
     }
 
     pub(crate) fn sessions(&self) -> PathBuf {
-        self.home.join("sessions")
-    }
-
-    pub(crate) fn dir(&self, id: &SessionId) -> PathBuf {
-        self.sessions().join(id.as_str())
+        self.root()
     }
 
     pub(crate) fn state(&self, id: &SessionId) -> PathBuf {
@@ -57,19 +64,8 @@ impl Layout {
         self.dir(id).join("watcher.lock")
     }
 
-    pub(crate) fn tree(&self, id: &SessionId) -> PathBuf {
-        self.dir(id).join("tree")
-    }
-
-    pub(crate) fn layer(&self, id: &SessionId) -> PathBuf {
-        self.dir(id).join("layer")
-    }
-
     /// A fresh scratch directory name for one transfer.
     pub(crate) fn transfer(&self, id: &SessionId, tag: &str) -> PathBuf {
-        static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.dir(id)
-            .join(format!("transfer-{tag}-{}-{n}", std::process::id()))
+        self.dir(id).join(unique_name(&format!("transfer-{tag}")))
     }
 }

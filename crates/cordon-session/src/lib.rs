@@ -51,7 +51,6 @@ mod exec;
 mod gc;
 mod id;
 mod layout;
-mod lock;
 mod pull;
 mod push;
 mod record;

@@ -1,14 +1,14 @@
 //! `cordon.session/v1`: the state of one session, written atomically under a lock.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use cordon_workspace::ProcessIdentity;
+use cordon_workspace::state;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{SessionError, SessionErrorKind};
+use crate::error::SessionError;
 use crate::id::SessionId;
 
 cordon_types::schema_tag!(
@@ -328,39 +328,11 @@ pub(crate) fn now_text() -> String {
 
 /// Reads a record; `Ok(None)` when there is none.
 pub(crate) fn read(path: &Path) -> Result<Option<SessionRecord>, SessionError> {
-    let bytes = match std::fs::read(path) {
-        Ok(bytes) => bytes,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(SessionError::io(path, e)),
-    };
-    serde_json::from_slice(&bytes)
-        .map(Some)
-        .map_err(|e| SessionError::new(SessionErrorKind::State(e)).with_path(path))
+    Ok(state::read_json(path)?)
 }
 
-/// Writes a record atomically and durably: a temporary file in the same directory, synced,
-/// renamed over the record, the directory synced. Readers see the old record or the new one,
-/// never a mix, whenever the writer dies.
+/// Writes a record atomically and durably (see [`state::write_json`]): readers see the old
+/// record or the new one, never a mix, whenever the writer dies.
 pub(crate) fn write(path: &Path, record: &SessionRecord) -> Result<(), SessionError> {
-    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let tmp = dir.join(format!(".state.json.tmp-{}-{n}", std::process::id()));
-    let mut text = serde_json::to_vec_pretty(record)
-        .map_err(|e| SessionError::new(SessionErrorKind::State(e)).with_path(path))?;
-    text.push(b'\n');
-    let result = (|| {
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)?;
-        file.write_all(&text)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        std::fs::File::open(dir)?.sync_all()
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result.map_err(|e| SessionError::io(path, e))
+    Ok(state::write_json(path, record, state::Durability::Durable)?)
 }

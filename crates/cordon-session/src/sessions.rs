@@ -9,11 +9,11 @@ use cordon_workspace::ProcessIdentity;
 use crate::error::{SessionError, SessionErrorKind};
 use crate::id::SessionId;
 use crate::layout::Layout;
-use crate::lock::FileLock;
 use crate::record::{
     self, DEFAULT_IDLE_TIMEOUT_S, EndReason, ReviewState, SessionRecord, SessionRecordTag,
     SessionStatus, WriterActivity, WriterInfo,
 };
+use cordon_workspace::state::{Create, FileLock};
 
 /// The default largest bundle that crosses the boundary: 1 GiB.
 pub const DEFAULT_MAX_BUNDLE_BYTES: u64 = 1 << 30;
@@ -120,15 +120,11 @@ impl Sessions {
 
     /// The ids of every session directory.
     pub(crate) fn ids(&self) -> Result<Vec<SessionId>, SessionError> {
-        let dir = self.layout.sessions();
-        let entries = match std::fs::read_dir(&dir) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(SessionError::io(&dir, e)),
-        };
-        Ok(entries
-            .flatten()
-            .filter_map(|e| e.file_name().into_string().ok()?.parse().ok())
+        Ok(self
+            .layout
+            .entry_names()?
+            .iter()
+            .filter_map(|name| name.parse().ok())
             .collect())
     }
 
@@ -213,7 +209,7 @@ impl Sessions {
             let imported = self.import_new(&host, &full, &commit, request, &rec, &transfer);
             let _ = cordon_workspace::remove_tree(&transfer);
             imported?;
-            let _lock = FileLock::acquire(&self.layout.state_lock(&id))?;
+            let _lock = FileLock::acquire(&self.layout.state_lock(&id), Create::IfMissing)?;
             rec.state = SessionStatus::Active;
             rec.writer = None;
             rec.last_activity = record::now_text();
@@ -422,7 +418,7 @@ impl Session {
         change: impl FnOnce(&mut SessionRecord),
     ) -> Result<SessionRecord, SessionError> {
         let layout = &self.sessions.layout;
-        let _lock = FileLock::acquire(&layout.state_lock(&self.id))?;
+        let _lock = FileLock::acquire(&layout.state_lock(&self.id), Create::IfMissing)?;
         let mut rec = self.record()?;
         change(&mut rec);
         record::write(&layout.state(&self.id), &rec).map_err(|e| e.with_id(&self.id))?;

@@ -33,7 +33,6 @@ use cordon_workspace::ProcessIdentity;
 
 use crate::error::{SessionError, SessionErrorKind};
 use crate::exec::Access;
-use crate::lock::FileLock;
 use crate::record::{
     self, ItemOrigin, MAX_ITEM_TRIES, ReviewItem, ReviewPhase, ReviewRound, ReviewState,
     SessionStatus, WatcherInfo,
@@ -43,6 +42,7 @@ use crate::sessions::Session;
 use crate::watch_events::{ReviewEvent, ReviewEventKind, ReviewEventTag, WatchEndReason};
 use crate::watch_runs::{Discard, Launched, MAX_LINE_WARNINGS, in_session, launch, review_once};
 use crate::watch_settings::WatchSettings;
+use cordon_workspace::state::FileLock;
 
 /// The most items pending at once; more wait (the source's) or are dropped (a reviewer's),
 /// with a warning.
