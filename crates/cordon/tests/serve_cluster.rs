@@ -131,6 +131,10 @@ fn job_of(store: &Store, id: &str) -> cordon_store::JobRow {
 }
 
 #[test]
+#[expect(
+    clippy::too_many_lines,
+    reason = "test code: one scenario read top to bottom, a cluster's life step by step"
+)]
 fn serve_cluster_two_api_servers_three_workers_one_postgres() {
     let Some(database) = Database::create("cordon_cluster") else {
         return;
