@@ -80,4 +80,4 @@ pub use plan::{
     BUILD_ENV, CgroupPlan, FileIdentity, HELPER_BUILD, HELPER_ENV, INIT_ARG, InitPlan,
     LandlockPlan, MountOp, PLAN_ENV, PinnedPath, Rlimit, RlimitResource, UpperLayer,
 };
-pub use seccomp::SyscallFilter;
+pub use seccomp::{ExecMemory, SyscallFilter};
