@@ -470,6 +470,9 @@ pub struct ApiError {
     /// When the budget resets (RFC 3339), for `budget`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resets_at: Option<String>,
+    /// The job the answer names: for `conflict`, the one the idempotency key already names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
 }
 
 /// An API token as `cordon token create|revoke --json` prints it: `cordon.token/v1` (the

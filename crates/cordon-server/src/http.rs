@@ -8,7 +8,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -47,7 +47,7 @@ impl IntoResponse for RequestError {
             RequestError::NotFound => (StatusCode::NOT_FOUND, "not_found"),
             RequestError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
             RequestError::Policy { .. } => (StatusCode::FORBIDDEN, "policy"),
-            RequestError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
+            RequestError::Conflict { .. } => (StatusCode::CONFLICT, "conflict"),
             RequestError::Budget { .. } => (StatusCode::TOO_MANY_REQUESTS, "budget"),
             RequestError::Busy(_) => (StatusCode::TOO_MANY_REQUESTS, "busy"),
             RequestError::Store(_) | RequestError::Internal => {
@@ -72,9 +72,35 @@ impl IntoResponse for RequestError {
                 ),
                 _ => None,
             },
+            job: match &self {
+                RequestError::Conflict { job, .. } => Some(job.clone()),
+                _ => None,
+            },
         };
-        (status, axum::Json(body)).into_response()
+        let retry_after = match &self {
+            RequestError::Budget { resets_at_ms } => Some(seconds_until(*resets_at_ms)),
+            RequestError::Busy(_) => Some(BUSY_RETRY_AFTER_SECS),
+            _ => None,
+        };
+        let mut response = (status, axum::Json(body)).into_response();
+        if let Some(seconds) = retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        response
     }
+}
+
+/// The `Retry-After` of a `busy` answer (a full queue, too many live logs), in seconds: when
+/// a place frees is not known, so clients look again soon.
+const BUSY_RETRY_AFTER_SECS: u64 = 1;
+
+/// Whole seconds from now until `at_ms` (Unix epoch ms), at least 1: a `budget` answer's
+/// `Retry-After`.
+fn seconds_until(at_ms: i64) -> u64 {
+    let left = at_ms.saturating_sub(crate::service::now_ms()).max(0);
+    u64::try_from(left).unwrap_or(0).div_ceil(1000).max(1)
 }
 
 /// Runs `f` on a blocking thread.
@@ -411,4 +437,58 @@ async fn metrics(
     require(&token, "admin")?;
     let text = blocking(move || Ok(crate::metrics::render(&service.store, &token)?)).await?;
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(error: RequestError) -> (StatusCode, Option<String>, serde_json::Value) {
+        let response = error.into_response();
+        let status = response.status();
+        let retry_after = response
+            .headers()
+            .get(header::RETRY_AFTER)
+            .map(|v| v.to_str().unwrap().to_owned());
+        let body = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(axum::body::to_bytes(response.into_body(), usize::MAX))
+            .unwrap();
+        (status, retry_after, serde_json::from_slice(&body).unwrap())
+    }
+
+    #[test]
+    fn busy_and_budget_answers_say_when_to_try_again() {
+        let (status, retry_after, body) = answer(RequestError::Busy("queue full".into()));
+        assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(retry_after.as_deref(), Some("1"));
+        assert_eq!(body["error"], "busy");
+
+        // The budget resets in 90.5 s: the client waits 91.
+        let resets_at_ms = crate::service::now_ms() + 90_500;
+        let (status, retry_after, body) = answer(RequestError::Budget { resets_at_ms });
+        assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+        let seconds: u64 = retry_after.expect("Retry-After").parse().unwrap();
+        assert!((90..=91).contains(&seconds), "{seconds}");
+        assert_eq!(body["error"], "budget");
+        assert!(body["resets_at"].is_string(), "{body}");
+
+        // Other refusals carry none.
+        let (status, retry_after, _) = answer(RequestError::NotFound);
+        assert_eq!((status, retry_after), (StatusCode::NOT_FOUND, None));
+    }
+
+    #[test]
+    fn a_conflict_names_the_job_its_key_holds() {
+        let (status, retry_after, body) = answer(RequestError::Conflict {
+            job: "j-abcdefghij".into(),
+            message: "idempotency key already names job j-abcdefghij".into(),
+        });
+        assert_eq!((status, retry_after), (StatusCode::CONFLICT, None));
+        assert_eq!(body["error"], "conflict");
+        assert_eq!(body["job"], "j-abcdefghij");
+        let (_, _, other) = answer(RequestError::BadRequest("no".into()));
+        assert!(other.get("job").is_none(), "{other}");
+    }
 }

@@ -110,6 +110,15 @@ fn paths() -> Value {
     let r = |name: &str| json!({"$ref": format!("#/components/schemas/{name}")});
     let error = |what: &str| json!({"description": what, "content": {"application/json": {"schema": r("ApiError")}}});
     let job = |what: &str| json!({"description": what, "content": {"application/json": {"schema": r("JobDocument")}}});
+    // A 429 says when to try again: `busy` in a second, `budget` when the budget resets.
+    let limited = |what: &str| {
+        let mut answer = error(what);
+        answer["headers"] = json!({"Retry-After": {
+            "description": "seconds to wait before trying again (`busy`: 1; `budget`: until the budget resets)",
+            "schema": {"type": "integer", "minimum": 1}
+        }});
+        answer
+    };
     let job_links = |what: &str| {
         let mut answer = job(what);
         let link = |operation: &str| json!({"operationId": operation, "parameters": {"id": "$response.body#/id"}});
@@ -142,9 +151,9 @@ fn paths() -> Value {
                     "201": job_links("queued"),
                     "200": job("the job this idempotency key already names"),
                     "400": error("malformed request (the field is named)"),
-                    "409": error("the idempotency key already names a job submitted with a different type or inputs"),
+                    "409": error("the idempotency key already names a job submitted with a different type or inputs (`job` names it)"),
                     "413": {"description": "the body is too large"},
-                    "429": error("the project's daily budget is spent (`budget`; resets_at says when it resets), or its queue is full (`busy`: max_queued)")
+                    "429": limited("the project's daily budget is spent (`budget`; resets_at says when it resets), or its queue is full (`busy`: max_queued)")
                 }))
             },
             "get": {
@@ -179,7 +188,7 @@ fn paths() -> Value {
                         }
                     }}}},
                 "404": error("no such job visible to this token"),
-                "429": error("this token (32) or the server (2048) holds as many live logs open as it may: close one, or try again later")
+                "429": limited("this token (32) or the server (2048) holds as many live logs open as it may: close one, or try again later")
             }))}},
         "/v1/jobs/{id}/transcript": {"get": {"operationId": "jobTranscript", "parameters": [id],
             "responses": auth_errors(json!({

@@ -39,8 +39,13 @@ pub enum RequestError {
         reason: String,
     },
     /// The idempotency key already names a job submitted with a different type or inputs.
-    #[error("{0}")]
-    Conflict(String),
+    #[error("{message}")]
+    Conflict {
+        /// The job the key names.
+        job: String,
+        /// What is wrong.
+        message: String,
+    },
     /// Too many of something the client holds open (live-log streams): try again later.
     #[error("{0}")]
     Busy(String),
@@ -597,10 +602,13 @@ fn same_request(
     if job.job_type == job_type && &job.inputs == inputs {
         Ok(job)
     } else {
-        Err(RequestError::Conflict(format!(
-            "idempotency key already names job {} ({}), submitted with a different type or \
-             inputs; use another key for a different request",
-            job.id, job.job_type
-        )))
+        Err(RequestError::Conflict {
+            job: job.id.to_string(),
+            message: format!(
+                "idempotency key already names job {} ({}), submitted with a different type or \
+                 inputs; use another key for a different request",
+                job.id, job.job_type
+            ),
+        })
     }
 }

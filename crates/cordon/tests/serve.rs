@@ -292,6 +292,10 @@ fn serve_refuses_an_idempotency_key_reused_for_a_different_request_with_409() {
         let (status, answer) = server.submit(&token, &request);
         assert_eq!(status, 409, "{answer}");
         assert_eq!(answer["error"], "conflict");
+        assert_eq!(
+            answer["job"], first["id"],
+            "the answer names the job: {answer}"
+        );
         assert!(
             answer["message"]
                 .as_str()

@@ -330,6 +330,21 @@ fn serve_a_full_queue_takes_no_more_until_jobs_have_run() {
         "{answer}"
     );
     assert!(answer["message"].as_str().unwrap().contains("max_queued"));
+    // It says when to look again.
+    let (status, headers, _) = server.request(
+        "POST",
+        "/v1/jobs",
+        Some(&token),
+        &[],
+        run("q", "true").to_string().as_bytes(),
+    );
+    assert_eq!(status, 429);
+    assert!(
+        headers
+            .to_ascii_lowercase()
+            .contains("\r\nretry-after: 1\r\n"),
+        "{headers}"
+    );
     // When the queue moves, submissions are taken again.
     let (status, _) = server.json(
         "POST",

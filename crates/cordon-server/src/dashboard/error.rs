@@ -38,7 +38,7 @@ impl From<RequestError> for PageError {
             }
             RequestError::NotFound => PageError::NotFound,
             RequestError::BadRequest(message)
-            | RequestError::Conflict(message)
+            | RequestError::Conflict { message, .. }
             | RequestError::Busy(message) => PageError::BadRequest(message),
             RequestError::Store(error) => {
                 eprintln!("cordon serve: dashboard: {error}");
