@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -23,6 +24,16 @@ def test_the_generated_types_are_those_of_the_committed_schemas():
         [sys.executable, str(ROOT / "scripts" / "gen-client-types"), "--check", "--lang", "py"],
         check=True, capture_output=True, text=True,
     )
+
+
+def test_the_package_and_a_consumer_typecheck_strictly(tmp_path):
+    # tests/typecheck_usage.py uses the API as a consumer would, with mistakes mypy must catch.
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(tmp_path / "cache"),
+         "src/cordon_client", "tests/typecheck_usage.py"],
+        cwd=PACKAGE, capture_output=True, text=True,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_the_version_is_cordons():
@@ -54,20 +65,21 @@ def test_python_m_build_makes_a_wheel_that_installs_and_imports(tmp_path):
     assert len(requires) == 1 and requires[0].startswith("Requires-Dist: httpx"), requires
     assert "Requires-Python: >=3.10" in metadata
 
-    # Installed from the wheel file alone into a fresh environment (httpx from this
-    # Python's own site-packages), imported from outside the source tree.
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
-    python = venv / "bin" / "python"
+    # Installed by pip from the wheel file alone into a directory of its own (its one
+    # dependency, httpx, is this Python's), imported from outside the source tree.
+    target = tmp_path / "installed"
     subprocess.run(
-        [str(python), "-m", "pip", "install", "--quiet", "--no-index", "--disable-pip-version-check",
-         str(wheel)],
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps",
+         "--disable-pip-version-check", "--target", str(target), str(wheel)],
         check=True, capture_output=True, text=True,
     )
     probe = (
-        "import cordon_client, sys; c = cordon_client.Client('http://127.0.0.1:9', 't'); "
-        "print(cordon_client.VERSION, cordon_client.__file__.startswith(sys.prefix))"
+        "import cordon_client; c = cordon_client.Client('http://127.0.0.1:9', 't'); "
+        "print(cordon_client.VERSION, cordon_client.__file__)"
     )
-    seen = subprocess.run([str(python), "-I", "-c", probe], cwd=tmp_path, check=True,
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(target)
+    seen = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, check=True,
                           capture_output=True, text=True).stdout.split()
-    assert seen == [cordon_client.VERSION, "True"]
+    assert seen[0] == cordon_client.VERSION
+    assert Path(seen[1]).is_relative_to(target), seen

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import codecs
 import time
-from typing import TYPE_CHECKING, Any, AsyncIterator, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, AsyncIterator, Dict, List, Optional, cast
 from urllib.parse import quote
 
 from ._core import (
@@ -90,11 +90,11 @@ class AsyncClient:
         if idempotency_key is not None:
             body["idempotency_key"] = idempotency_key
         idempotent = isinstance(body.get("idempotency_key"), str)
-        return await self._json("POST", "/v1/jobs", body=body, idempotent=idempotent)
+        return cast(JobDocument, await self._json("POST", "/v1/jobs", body=body, idempotent=idempotent))
 
     async def get(self, job_id: str) -> JobDocument:
         """The job, as it is now."""
-        return await self._json("GET", f"/v1/jobs/{quote(job_id, safe='')}", idempotent=True)
+        return cast(JobDocument, await self._json("GET", f"/v1/jobs/{quote(job_id, safe='')}", idempotent=True))
 
     async def list_page(
         self,
@@ -106,7 +106,7 @@ class AsyncClient:
     ) -> JobList:
         """One page of jobs, newest first; pass its ``next_cursor`` as ``cursor``."""
         params = list_query(project, state, limit, cursor)
-        return await self._json("GET", "/v1/jobs", params=params, idempotent=True)
+        return cast(JobList, await self._json("GET", "/v1/jobs", params=params, idempotent=True))
 
     async def list(
         self, *, project: Optional[str] = None, state: Optional[str] = None, limit: Optional[int] = None
@@ -124,7 +124,7 @@ class AsyncClient:
     async def cancel(self, job_id: str) -> JobDocument:
         """Cancels the job (queued: at once; running: its process tree dies)."""
         # Cancelling twice is cancelling once: safe to retry.
-        return await self._json("POST", f"/v1/jobs/{quote(job_id, safe='')}/cancel", idempotent=True)
+        return cast(JobDocument, await self._json("POST", f"/v1/jobs/{quote(job_id, safe='')}/cancel", idempotent=True))
 
     def logs(self, job_id: str, *, after: Optional[int] = None) -> AsyncIterator[JobEvent]:
         """The job's live log from the start (or after event ``after``) until its ``end``

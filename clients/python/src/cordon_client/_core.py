@@ -140,7 +140,7 @@ class LogCursor:
 
 def backoff(attempt: int, base: float, ceiling: float) -> float:
     """Exponential backoff with jitter: between half and all of base * 2**attempt."""
-    top = min(ceiling, base * (2**attempt))
+    top = min(ceiling, base * 2.0**attempt)
     return top / 2 + random.random() * top / 2
 
 
