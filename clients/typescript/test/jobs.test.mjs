@@ -2,6 +2,7 @@
 
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
+import { rmSync } from "node:fs";
 
 import {
   CordonClient,
@@ -62,16 +63,19 @@ let server;
 let token;
 let client;
 let repo;
+let repoDir;
 
 before(async () => {
   server = await startServer(POLICY);
   token = server.token("web");
   client = new CordonClient({ baseUrl: server.url, token });
-  repo = makeRepo(tempDir(), REPO);
+  repoDir = tempDir();
+  repo = makeRepo(repoDir, REPO);
 });
 
 after(async () => {
   await server?.stop();
+  if (repoDir) rmSync(repoDir, { recursive: true, force: true });
 });
 
 test("verifyPatch: a passing verify's report, through clone → applyPatch → verify", async () => {
