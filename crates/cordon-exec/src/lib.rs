@@ -47,7 +47,6 @@ mod spawn;
 mod spec;
 mod stdin;
 mod supervisor;
-pub mod units;
 mod watch;
 
 pub use cancel::CancelHandle;

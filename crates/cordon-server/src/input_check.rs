@@ -2,12 +2,13 @@
 //! project's policy before the job is queued.
 
 use cordon_store::JobId;
+use cordon_types::units::parse_duration;
 
 use crate::api::{
     ApplyPatchInputs, CloneInputs, FromJob, JobRequest, JobType, RunInputs, SessionCreateInputs,
     SessionExecInputs, SessionInputs, SessionRef, VerifyInputs,
 };
-use crate::policy::{NetworkRule, ProjectPolicy, Refusal, parse_duration};
+use crate::policy::{NetworkRule, ProjectPolicy, Refusal};
 use crate::service::{RequestError, Service, clone_remote};
 
 /// The checks of one request's inputs: the service (for earlier jobs and its state
@@ -208,7 +209,7 @@ impl InputCheck<'_> {
             reason: format!("inputs.{what} {asked} is over the project's {most}"),
         };
         if let Some(text) = memory {
-            let bytes = cordon_exec::units::parse_size(text)
+            let bytes = cordon_types::units::parse_size(text)
                 .map_err(|e| RequestError::BadRequest(format!("inputs.memory: {e}")))?;
             if bytes < crate::policy::MIN_MEMORY {
                 return Err(RequestError::BadRequest(
@@ -228,7 +229,7 @@ impl InputCheck<'_> {
             }
         }
         if let Some(text) = output_limit {
-            let bytes = cordon_exec::units::parse_size(text)
+            let bytes = cordon_types::units::parse_size(text)
                 .map_err(|e| RequestError::BadRequest(format!("inputs.output_limit: {e}")))?;
             if bytes > max.output_bytes() {
                 return Err(over("output_limit", text.clone(), max.output_limit.clone()));

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use cordon_types::units::parse_duration;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -148,12 +149,12 @@ fn default_parallel_stages() -> u16 {
 impl JobLimits {
     /// The memory limit in bytes.
     pub fn memory_bytes(&self) -> u64 {
-        cordon_exec::units::parse_size(&self.memory).unwrap_or(4 << 30)
+        cordon_types::units::parse_size(&self.memory).unwrap_or(4 << 30)
     }
 
     /// The output limit in bytes.
     pub fn output_bytes(&self) -> u64 {
-        cordon_exec::units::parse_size(&self.output_limit).unwrap_or(1 << 20)
+        cordon_types::units::parse_size(&self.output_limit).unwrap_or(1 << 20)
     }
 }
 
@@ -443,7 +444,7 @@ impl Policy {
                 }
             }
             let limits = &project.limits;
-            match cordon_exec::units::parse_size(&limits.memory) {
+            match cordon_types::units::parse_size(&limits.memory) {
                 Ok(bytes) if bytes >= MIN_MEMORY => {}
                 Ok(_) => {
                     return Err(invalid(format!(
@@ -452,7 +453,7 @@ impl Policy {
                 }
                 Err(e) => return Err(invalid(format!("projects.{name}.limits.memory: {e}"))),
             }
-            match cordon_exec::units::parse_size(&limits.output_limit) {
+            match cordon_types::units::parse_size(&limits.output_limit) {
                 Ok(bytes) if bytes > 0 => {}
                 Ok(_) => {
                     return Err(invalid(format!(
@@ -656,11 +657,6 @@ fn prefix_matches(rule: &[String], argv: &[String], by_name: bool) -> bool {
         }
     }
     true
-}
-
-/// Parses `"90s"`, `"30m"`, `"4h"`.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text).map_err(|e| format!("{text:?} is not a duration: {e}"))
 }
 
 #[cfg(test)]

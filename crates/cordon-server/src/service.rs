@@ -8,10 +8,11 @@ use std::time::Duration;
 
 use cordon_exec::CancelHandle;
 use cordon_store::{JobId, JobRow, JobState, NewJob, Store, TokenRow};
+use cordon_types::units::parse_duration;
 use sha2::{Digest, Sha256};
 
 use crate::api::JobRequest;
-use crate::policy::{Policy, parse_duration};
+use crate::policy::Policy;
 use crate::secrets::SecretValues;
 
 /// What may go wrong serving a request; the HTTP layer maps each to a status.

@@ -11,6 +11,8 @@
 //!   to the executor about the program it ran on its behalf.
 //! - [`SandboxSummary`]: which isolation held for a run, and by which mechanism.
 //! - [`cordon_home`]: where cordon keeps its state, resolved the same way by every crate.
+//! - [`units`]: durations and sizes as people write them (`10m`, `64KiB`), parsed the same
+//!   way by every command line and configuration file.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -25,6 +27,7 @@ mod sandbox;
 mod stream;
 mod tag;
 pub mod text;
+pub mod units;
 
 pub use child_report::{CHILD_NETWORK_FD, CHILD_REPORT_FD, ChildReport, ChildRusage};
 pub use finding::{Finding, FindingKind, MAX_FINDING_MESSAGE_BYTES, MAX_FINDINGS, Severity};

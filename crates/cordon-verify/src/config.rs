@@ -152,14 +152,14 @@ fn yes() -> bool {
 
 fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
     let text = String::deserialize(d)?;
-    cordon_exec::units::parse_duration(&text)
+    cordon_types::units::parse_duration(&text)
         .map(Some)
         .map_err(serde::de::Error::custom)
 }
 
 fn size<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
     let text = String::deserialize(d)?;
-    cordon_exec::units::parse_size(&text)
+    cordon_types::units::parse_size(&text)
         .map(Some)
         .map_err(serde::de::Error::custom)
 }

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use cordon_types::units::{parse_duration, parse_size};
 
 /// Run code nobody has reviewed yet — an agent's patch, a contributor's branch — locally,
 /// with hard bounds: a wall timeout, a kill of the whole process tree, bounded output capture.
@@ -100,7 +101,7 @@ pub struct RunArgs {
     pub grace: Duration,
     /// Bytes of each output stream kept in the result (head and tail together); the rest is
     /// counted, streamed to the terminal, and dropped from the result.
-    #[arg(long, value_name = "SIZE", default_value = DEFAULT_OUTPUT_LIMIT, value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", default_value = DEFAULT_OUTPUT_LIMIT, value_parser = parse_size_usize)]
     pub output_limit: usize,
     /// How long to keep reading output after the program exited, when a leftover process
     /// still holds its stdout/stderr open; then leftovers are killed.
@@ -109,7 +110,7 @@ pub struct RunArgs {
     /// The most the working tree (the workspace, or the working directory) may hold on disk;
     /// past it the program's tree is ended and the result says `limits_hit: ["disk"]`.
     /// Watched a few times a second; `0` turns the watch off.
-    #[arg(long, value_name = "SIZE", default_value = DEFAULT_DISK, value_parser = parse_size_u64)]
+    #[arg(long, value_name = "SIZE", default_value = DEFAULT_DISK, value_parser = parse_size)]
     pub disk: u64,
     /// Directory to run in (default: the current directory).
     #[arg(long, value_name = "DIR")]
@@ -143,7 +144,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub no_record: bool,
     /// Most bytes of output kept in the recorded transcript; the rest is counted and marked.
-    #[arg(long, value_name = "SIZE", default_value = DEFAULT_TRANSCRIPT_LIMIT, value_parser = parse_size_u64)]
+    #[arg(long, value_name = "SIZE", default_value = DEFAULT_TRANSCRIPT_LIMIT, value_parser = parse_size)]
     pub transcript_limit: u64,
     /// Pass the environment variable NAME from cordon's environment to the program, marked
     /// as a secret (repeatable). Fails when NAME is not set.
@@ -276,17 +277,10 @@ pub enum SchemaDocument {
     TokenList,
 }
 
-pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
-    cordon_exec::units::parse_duration(text)
-}
-
-pub(crate) fn parse_size(text: &str) -> Result<usize, String> {
-    let bytes = cordon_exec::units::parse_size(text)?;
+/// A size (see [`parse_size`]) that must fit in memory.
+pub(crate) fn parse_size_usize(text: &str) -> Result<usize, String> {
+    let bytes = parse_size(text)?;
     usize::try_from(bytes).map_err(|_| format!("size {text:?} is too large"))
-}
-
-pub(crate) fn parse_size_u64(text: &str) -> Result<u64, String> {
-    cordon_exec::units::parse_size(text)
 }
 
 pub(crate) fn parse_env_pair(text: &str) -> Result<(String, String), String> {

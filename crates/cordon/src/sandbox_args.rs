@@ -9,6 +9,7 @@ use cordon_proxy::Allowlist;
 use cordon_runner::SandboxOptions;
 use cordon_sandbox::{Access, Bind, Degradation, Limits};
 use cordon_types::NetworkMode;
+use cordon_types::units::{parse_duration, parse_size};
 
 /// The sandbox flags of `cordon run` (flattened into its arguments).
 #[derive(Args, Debug, Clone, Default)]
@@ -132,14 +133,6 @@ pub enum DegradeArg {
     Seccomp,
     /// Enforce --memory/--pids with per-process rlimits.
     Cgroup,
-}
-
-pub(crate) fn parse_size(text: &str) -> Result<u64, String> {
-    cordon_exec::units::parse_size(text)
-}
-
-pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
-    cordon_exec::units::parse_duration(text)
 }
 
 impl SandboxArgs {

@@ -71,7 +71,7 @@ pub(crate) fn run_program(attempt: &Attempt<'_>, spec: ProgramSpec) -> Outcome {
     // What the job asked for, within the project's limits as they are now (the policy may
     // have been reloaded since it was submitted); the project's limits when it asked nothing.
     let max = attempt.limits();
-    let memory = match spec.memory.as_deref().map(cordon_exec::units::parse_size) {
+    let memory = match spec.memory.as_deref().map(cordon_types::units::parse_size) {
         Some(Ok(bytes)) => bytes.min(max.memory_bytes()),
         Some(Err(e)) => return Outcome::failed("usage", format!("inputs.memory: {e}")),
         None => max.memory_bytes(),
@@ -82,7 +82,7 @@ pub(crate) fn run_program(attempt: &Attempt<'_>, spec: ProgramSpec) -> Outcome {
     let output_limit = match spec
         .output_limit
         .as_deref()
-        .map(cordon_exec::units::parse_size)
+        .map(cordon_types::units::parse_size)
     {
         Some(Ok(bytes)) => bytes.min(max.output_bytes()),
         Some(Err(e)) => return Outcome::failed("usage", format!("inputs.output_limit: {e}")),

@@ -12,11 +12,12 @@ use cordon_session::{
     Sessions,
 };
 use cordon_store::{JobFilter, JobState};
+use cordon_types::units::parse_duration;
 
 use super::program::{ProgramSpec, run_program};
 use super::{Attempt, Outcome};
 use crate::api::{JobType, SessionCreateInputs, SessionExecInputs, SessionInputs};
-use crate::policy::{NetworkRule, parse_duration};
+use crate::policy::NetworkRule;
 
 fn failed(error: &SessionError) -> Outcome {
     let category = match error.class() {

@@ -25,10 +25,10 @@ pub struct ServeArgs {
     #[arg(long)]
     pub print_default_policy: bool,
     /// Request bodies above this size are refused (413).
-    #[arg(long, value_name = "SIZE", default_value = "4MiB", value_parser = crate::args::parse_size)]
+    #[arg(long, value_name = "SIZE", default_value = "4MiB", value_parser = crate::args::parse_size_usize)]
     pub max_body: usize,
     /// The first retry waits this long; each next one twice as long.
-    #[arg(long, value_name = "DUR", default_value = "1s", value_parser = crate::args::parse_duration)]
+    #[arg(long, value_name = "DUR", default_value = "1s", value_parser = cordon_types::units::parse_duration)]
     pub retry_backoff: Duration,
     /// Serve the API only: run no jobs here (`cordon worker` processes run them).
     #[arg(long, conflicts_with = "slots")]
@@ -55,7 +55,7 @@ pub struct WorkerFlags {
     pub name: Option<String>,
     /// How long a claimed job stays this process's without a renewal (renewed every third
     /// of it): a process that dies loses its jobs to others after at most this.
-    #[arg(long, value_name = "DUR", default_value = "30s", value_parser = crate::args::parse_duration)]
+    #[arg(long, value_name = "DUR", default_value = "30s", value_parser = cordon_types::units::parse_duration)]
     pub lease: Duration,
 }
 
@@ -87,7 +87,7 @@ pub struct WorkerArgs {
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// The first retry waits this long; each next one twice as long.
-    #[arg(long, value_name = "DUR", default_value = "1s", value_parser = crate::args::parse_duration)]
+    #[arg(long, value_name = "DUR", default_value = "1s", value_parser = cordon_types::units::parse_duration)]
     pub retry_backoff: Duration,
     #[command(flatten)]
     pub common: WorkerFlags,
@@ -116,7 +116,7 @@ pub enum TokenCommand {
         #[arg(long, value_delimiter = ',', default_value = "submit,read")]
         scope: Vec<String>,
         /// It stops working after this long.
-        #[arg(long, value_name = "DUR", value_parser = crate::args::parse_duration)]
+        #[arg(long, value_name = "DUR", value_parser = cordon_types::units::parse_duration)]
         expires: Option<Duration>,
     },
     /// List tokens (ids, projects, scopes; never secrets).

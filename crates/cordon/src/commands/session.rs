@@ -17,6 +17,7 @@ use cordon_session::{
     Access, CreateRequest, PullRequest, PushReport, PushReportTag, PushRequest, SessionError,
     SessionErrorClass, SessionList, SessionListTag, SessionRecord, Sessions,
 };
+use cordon_types::units::{parse_duration, parse_size};
 use cordon_workspace::ProcessIdentity;
 
 use crate::args::RunArgs;
@@ -208,14 +209,6 @@ pub struct ExecArgs {
     /// The options of `cordon run`.
     #[command(flatten)]
     pub run: RunArgs,
-}
-
-fn parse_duration(text: &str) -> Result<Duration, String> {
-    cordon_exec::units::parse_duration(text)
-}
-
-fn parse_size(text: &str) -> Result<u64, String> {
-    cordon_exec::units::parse_size(text)
 }
 
 /// Maps a session error to its exit code and kind, with its hint.

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use clap::Args;
 use cordon_session::{ReviewEvent, ReviewEventKind, SessionError, Sessions, WatchSettings};
+use cordon_types::units::parse_duration;
 
 use crate::exit::{CliError, Exit};
 
@@ -77,10 +78,6 @@ pub struct WatchArgs {
     /// The sandbox of the reviewers and the fixer.
     #[command(flatten)]
     pub sandbox: crate::sandbox_args::SandboxArgs,
-}
-
-fn parse_duration(text: &str) -> Result<Duration, String> {
-    cordon_exec::units::parse_duration(text)
 }
 
 fn ms(d: Duration) -> u64 {

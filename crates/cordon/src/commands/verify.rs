@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
+use cordon_types::units::parse_size;
 use cordon_types::{Overall, RunReport, StageResult, StageStatus};
 use cordon_verify::{Plan, StageConfig, VerifyError, VerifyHooks, VerifyObserver, VerifyRequest};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
@@ -81,7 +82,7 @@ pub struct VerifyArgs {
     #[arg(long)]
     pub no_record: bool,
     /// Most bytes of output (all stages together) kept in the recorded transcript.
-    #[arg(long, value_name = "SIZE", default_value = "256MiB", value_parser = parse_size_u64)]
+    #[arg(long, value_name = "SIZE", default_value = "256MiB", value_parser = parse_size)]
     pub transcript_limit: u64,
     /// Build caches: `warm` (default) uses the trusted build cache of the base commit and,
     /// when this verification is the base commit itself without a patch, makes it; `use`
@@ -89,17 +90,8 @@ pub struct VerifyArgs {
     #[arg(long, value_name = "MODE", default_value = "warm", value_parser = ["warm", "use", "off"])]
     pub cache: String,
     /// Bytes of each stage's output kept in the report (head and tail together).
-    #[arg(long, value_name = "SIZE", default_value = "256KiB", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", default_value = "256KiB", value_parser = crate::args::parse_size_usize)]
     pub output_limit: usize,
-}
-
-fn parse_size_u64(text: &str) -> Result<u64, String> {
-    cordon_exec::units::parse_size(text)
-}
-
-fn parse_size(text: &str) -> Result<usize, String> {
-    let n = cordon_exec::units::parse_size(text)?;
-    usize::try_from(n).map_err(|_| format!("size {text:?} is too large"))
 }
 
 /// Runs `cordon verify` (with `--json`, a failure is a `cordon.error/v1` document, printed at

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
+use cordon_types::units::parse_duration;
 use cordon_workspace::{
     CreateRequest, ProcessIdentity, WorkspaceError, WorkspaceId, WorkspaceInfo, Workspaces,
 };
@@ -120,10 +121,6 @@ pub struct GcArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
-}
-
-fn parse_duration(text: &str) -> Result<Duration, String> {
-    cordon_exec::units::parse_duration(text)
 }
 
 /// Maps a workspace error: unknown ids and refused patches are the user's (exit 2); the

@@ -1,4 +1,6 @@
-//! Human units for durations (`500ms`, `2s`, `10m`) and sizes (`64KiB`, `256MiB`, `2GiB`).
+//! Human units for durations (`500ms`, `2s`, `10m`) and sizes (`64KiB`, `256MiB`, `2GiB`): the
+//! one parser of each that every command line option, `cordon.toml` and `cordon-server.toml`
+//! value goes through.
 
 use std::time::Duration;
 
