@@ -223,6 +223,7 @@ pub(crate) enum AnyBackend {
     /// One SQLite file.
     Sqlite(SqliteBackend),
     /// A PostgreSQL database.
+    #[cfg(feature = "postgres")]
     Postgres(crate::postgres::PostgresBackend),
 }
 
@@ -233,6 +234,7 @@ macro_rules! dispatch {
             $crate::backend::AnyBackend::Sqlite(b) => {
                 $crate::backend::$trait::$method(b, $($arg),*)
             }
+            #[cfg(feature = "postgres")]
             $crate::backend::AnyBackend::Postgres(b) => {
                 $crate::backend::$trait::$method(b, $($arg),*)
             }

@@ -38,13 +38,19 @@ impl StoreError {
                  to another directory"
                     .to_owned(),
             ),
+            StoreErrorKind::NoPostgres => Some(
+                "install a cordon built with PostgreSQL support (its default build: `cargo \
+                 install cordon`, or `--features postgres`), or set CORDON_STORE to an SQLite \
+                 file (unset, it is cordon.db in the cordon home)"
+                    .to_owned(),
+            ),
             StoreErrorKind::NoHome(_) | StoreErrorKind::NotUtf8 => None,
             StoreErrorKind::Directory { .. }
             | StoreErrorKind::File { .. }
             | StoreErrorKind::Sqlite(_)
-            | StoreErrorKind::Postgres(_)
-            | StoreErrorKind::Corrupt { .. }
-            | StoreErrorKind::Runtime(_) => None,
+            | StoreErrorKind::Corrupt { .. } => None,
+            #[cfg(feature = "postgres")]
+            StoreErrorKind::Postgres(_) | StoreErrorKind::Runtime(_) => None,
         }
     }
 }
@@ -99,8 +105,13 @@ pub enum StoreErrorKind {
     #[error(transparent)]
     Sqlite(#[from] rusqlite::Error),
     /// A PostgreSQL connection or query failed.
+    #[cfg(feature = "postgres")]
     #[error(transparent)]
     Postgres(#[from] sqlx::Error),
+    /// The store is a PostgreSQL database, and this build has no PostgreSQL support (it was
+    /// built without the `postgres` feature).
+    #[error("this binary was built without PostgreSQL support")]
+    NoPostgres,
     /// A stored value cannot be read back (damaged row).
     #[error("a stored value is damaged: {what}")]
     Corrupt {
@@ -108,6 +119,7 @@ pub enum StoreErrorKind {
         what: String,
     },
     /// The async runtime of a client/server backend cannot be started.
+    #[cfg(feature = "postgres")]
     #[error("cannot start the store's runtime")]
     Runtime(#[source] std::io::Error),
 }

@@ -24,7 +24,10 @@
 //! Backends: SQLite (the default: one file, embedded, no runtime) and PostgreSQL (one database
 //! shared by many workers and API servers on many machines: [`StoreLocation::Postgres`], a
 //! `postgres://` URL in `CORDON_STORE`), behind the same [`Store`] methods and the same
-//! migration versions (`migrations/sqlite/`, `migrations/postgres/`).
+//! migration versions (`migrations/sqlite/`, `migrations/postgres/`). PostgreSQL is the
+//! `postgres` feature (sqlx on a tokio runtime), off by default: a build without it links no
+//! async runtime, and refuses a PostgreSQL store with [`StoreErrorKind::NoPostgres`] rather
+//! than record anywhere else.
 //!
 //! ```no_run
 //! use cordon_store::{NewRun, RunKind, RunState, Store, Stream};
@@ -51,12 +54,17 @@ mod error;
 mod jobs;
 mod model;
 mod owner;
+#[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(feature = "postgres")]
 mod postgres_admin;
+#[cfg(feature = "postgres")]
 mod postgres_jobs;
+#[cfg(feature = "postgres")]
 mod postgres_runs;
 mod queue;
 mod reclaim;
+mod redacted_url;
 mod rows;
 mod runlog;
 mod sqlite;

@@ -29,7 +29,8 @@ pub enum StoreLocation {
     Sqlite(PathBuf),
     /// A PostgreSQL database, by URL (`postgres://user:password@host:port/db`, or
     /// `postgres://user@/db?host=/run/postgresql` for a Unix socket); its schema is created
-    /// when missing.
+    /// when missing. Opening one needs the `postgres` feature: a build without it refuses it
+    /// ([`StoreErrorKind::NoPostgres`]).
     Postgres(String),
 }
 
@@ -39,7 +40,7 @@ impl std::fmt::Debug for StoreLocation {
             StoreLocation::Sqlite(path) => f.debug_tuple("Sqlite").field(path).finish(),
             StoreLocation::Postgres(url) => f
                 .debug_tuple("Postgres")
-                .field(&crate::postgres::redact_url(url))
+                .field(&crate::redacted_url::redact_url(url))
                 .finish(),
         }
     }
@@ -85,7 +86,7 @@ impl StoreLocation {
     pub fn display(&self) -> String {
         match self {
             StoreLocation::Sqlite(path) => path.display().to_string(),
-            StoreLocation::Postgres(url) => crate::postgres::redact_url(url),
+            StoreLocation::Postgres(url) => crate::redacted_url::redact_url(url),
         }
     }
 }
@@ -128,7 +129,8 @@ impl Store {
 
     /// Opens a store, creating and migrating it as needed. A file or database that is not a
     /// cordon store (another database, random bytes, a newer schema) is refused with an error
-    /// that says so. Only a PostgreSQL store starts an async runtime (its client's).
+    /// that says so. Only a PostgreSQL store starts an async runtime (its client's); a build
+    /// without the `postgres` feature refuses one ([`StoreErrorKind::NoPostgres`]).
     pub fn open(location: &StoreLocation) -> Result<Self, StoreError> {
         Self::open_as(location, false)
     }
@@ -153,6 +155,7 @@ impl Store {
     pub fn defers_runs(&self) -> bool {
         match &self.inner.backend {
             AnyBackend::Sqlite(backend) => backend.defers_runs(),
+            #[cfg(feature = "postgres")]
             AnyBackend::Postgres(_) => false,
         }
     }
@@ -177,9 +180,12 @@ impl Store {
                 };
                 AnyBackend::Sqlite(backend.map_err(fail)?)
             }
+            #[cfg(feature = "postgres")]
             StoreLocation::Postgres(url) => {
                 AnyBackend::Postgres(crate::postgres::PostgresBackend::open(url).map_err(fail)?)
             }
+            #[cfg(not(feature = "postgres"))]
+            StoreLocation::Postgres(_) => return Err(fail(StoreErrorKind::NoPostgres)),
         };
         Ok(Self {
             inner: Arc::new(Inner {
