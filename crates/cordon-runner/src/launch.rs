@@ -13,7 +13,7 @@ use cordon_types::{
 
 use crate::env::{host_env, program_env};
 use crate::error::{RunError, RunErrorKind};
-use crate::record::Recorder;
+use crate::record::RunRecorder;
 use crate::redaction::build_redactor;
 use crate::request::{Isolation, RunRequest, SandboxOptions, WorkspaceMount};
 
@@ -36,8 +36,8 @@ pub struct Hooks<'a> {
 /// A recorded run's transcript: the run's own output, or one stage's of a verification.
 #[derive(Clone, Copy)]
 pub struct TranscriptTarget<'a> {
-    /// The run being recorded.
-    pub recorder: &'a Recorder,
+    /// The run's recording.
+    pub recorder: &'a dyn RunRecorder,
     /// The stage the output belongs to (`None`: the run itself).
     pub stage: Option<&'a str>,
 }

@@ -19,7 +19,7 @@
 //!    and the caller's patterns — applied to every byte before any sink sees it, and to the
 //!    command line, working directory and failure reason of the result;
 //! 5. **supervised spawn** through [`cordon_exec::run`], output to the caller's sink and to
-//!    the transcript ([`Recorder`]);
+//!    the recording ([`RunRecorder`]; [`Recorder`] records in the run history);
 //! 6. the **result**, redacted, with the sandbox summary and the run id ([`Ran`]).
 //!
 //! ```no_run
@@ -43,7 +43,7 @@ mod request;
 pub use env::{ENV_ALLOWLIST, program_env};
 pub use error::{RunError, RunErrorClass, RunErrorKind};
 pub use launch::{Hooks, PreparedRun, Ran, TranscriptTarget, prepare, run};
-pub use record::{RecordError, Recorder, TranscriptStats, transcript_notes};
+pub use record::{RecordError, Recorder, RunRecorder, TranscriptStats, transcript_notes};
 pub use redaction::{RedactRules, build_redactor};
 pub use request::{
     Bounds, Isolation, OverlayMount, RunRequest, SandboxOptions, TreeCache, WorkspaceMount,

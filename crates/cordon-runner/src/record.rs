@@ -1,5 +1,6 @@
-//! Recording runs in the run history: the run's row, its transcript while it runs, its
-//! stages, its final document.
+//! Recording runs: what the run path needs of a recording ([`RunRecorder`]), and the
+//! recording in the run history ([`Recorder`]: the run's row, its transcript while it runs,
+//! its stages, its final document).
 
 use std::path::Path;
 
@@ -7,6 +8,20 @@ use cordon_exec::Stream;
 pub use cordon_store::TranscriptStats;
 use cordon_store::{NewRun, RunId, RunKind, RunState, StageRecord, Store, StoreError};
 use cordon_types::StageResult;
+
+/// Where a run's output is recorded while the program runs. The run path ([`crate::run`])
+/// gives it every byte of output, already redacted, from the thread that supervises the
+/// program, and names the recording in the result (`run_id`). [`Recorder`] records in the run
+/// history (the store: SQLite, or PostgreSQL in a build with it).
+pub trait RunRecorder: Sync {
+    /// The id of the recording, given to the result as its `run_id` (`r-…` in the run
+    /// history).
+    fn id(&self) -> &str;
+
+    /// Appends redacted output of `stage` (`None`: the run itself) to the transcript. Must
+    /// not block on storage: the program's output waits while it runs.
+    fn write(&self, stage: Option<&str>, stream: Stream, bytes: &[u8]);
+}
 
 /// Recording failed.
 #[derive(Debug, thiserror::Error)]
@@ -194,6 +209,16 @@ impl Recorder {
     }
 }
 
+impl RunRecorder for Recorder {
+    fn id(&self) -> &str {
+        Recorder::id(self)
+    }
+
+    fn write(&self, stage: Option<&str>, stream: Stream, bytes: &[u8]) {
+        Recorder::write(self, stage, stream, bytes);
+    }
+}
+
 /// What to tell the user about a finished transcript: output past the limit, output lost
 /// because the store was too slow.
 pub fn transcript_notes(stats: &TranscriptStats) -> Vec<String> {
@@ -211,4 +236,71 @@ pub fn transcript_notes(stats: &TranscriptStats) -> Vec<String> {
         ));
     }
     notes
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+    use crate::{Hooks, Isolation, RunRequest, TranscriptTarget};
+
+    /// One write of the run path: its stage, stream and bytes.
+    type Written = (Option<String>, Stream, Vec<u8>);
+
+    /// A recording kept in memory: what the run path wrote, in order.
+    struct Memory(Mutex<Vec<Written>>);
+
+    impl RunRecorder for Memory {
+        fn id(&self) -> &str {
+            "r-memory"
+        }
+
+        fn write(&self, stage: Option<&str>, stream: Stream, bytes: &[u8]) {
+            let mut chunks = self.0.lock().unwrap();
+            chunks.push((stage.map(str::to_owned), stream, bytes.to_vec()));
+        }
+    }
+
+    #[test]
+    fn the_run_path_records_redacted_output_to_any_recorder_and_names_it_in_the_result() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut request = RunRequest::new(
+            ["sh", "-c", "echo token=hunter2-is-secret; echo done >&2"],
+            dir.path(),
+        );
+        request.isolation = Isolation::Unsandboxed;
+        // Redacted from the output whether or not the program was given it.
+        request.secret_values = vec![("API_TOKEN".into(), "hunter2-is-secret".into())];
+        let memory = Memory(Mutex::new(Vec::new()));
+        let hooks = Hooks {
+            transcript: Some(TranscriptTarget {
+                recorder: &memory,
+                stage: Some("test"),
+            }),
+            ..Hooks::default()
+        };
+        let ran = crate::run(&request, hooks).expect("the run was supervised");
+        assert_eq!(ran.result.run_id.as_deref(), Some("r-memory"));
+        let recorded = memory.0.into_inner().unwrap();
+        let joined = |wanted: Stream| -> Vec<u8> {
+            recorded
+                .iter()
+                .filter(|(stage, stream, _)| *stream == wanted && stage.as_deref() == Some("test"))
+                .flat_map(|(_, _, bytes)| bytes.iter().copied())
+                .collect()
+        };
+        assert_eq!(
+            (
+                String::from_utf8(joined(Stream::Stdout)).unwrap(),
+                String::from_utf8(joined(Stream::Stderr)).unwrap()
+            ),
+            (
+                "token=[REDACTED:API_TOKEN]\n".to_owned(),
+                "done\n".to_owned()
+            )
+        );
+    }
 }
