@@ -5,6 +5,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use cordon_store::{JobRow, JobState};
+// The error answer is also part of the CLI's error document (`cordon.error/v1`), in builds
+// without the service too: it lives in cordon-types.
+pub use cordon_types::{ApiError, ApiErrorTag};
 
 cordon_types::schema_tag!(
     /// The tag of a job document: `cordon.job/v1`.
@@ -15,11 +18,6 @@ cordon_types::schema_tag!(
     /// The tag of a job listing: `cordon.job-list/v1`.
     JobListTag,
     "cordon.job-list/v1"
-);
-cordon_types::schema_tag!(
-    /// The tag of an error answer: `cordon.api-error/v1`.
-    ApiErrorTag,
-    "cordon.api-error/v1"
 );
 cordon_types::schema_tag!(
     /// The tag of an API token's description: `cordon.token/v1`.
@@ -451,28 +449,6 @@ pub struct JobList {
     pub jobs: Vec<JobDocument>,
     /// Pass as `cursor` for the next page; `None` on the last.
     pub next_cursor: Option<String>,
-}
-
-/// An error answer: `cordon.api-error/v1`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ApiError {
-    /// `cordon.api-error/v1`.
-    pub schema: ApiErrorTag,
-    /// A stable code: `unauthorized`, `forbidden`, `not_found`, `bad_request`,
-    /// `policy`, `conflict`, `budget`, `busy`, `too_large`, `internal`.
-    pub error: String,
-    /// What is wrong, for people.
-    pub message: String,
-    /// The policy rule that refused the request.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rule: Option<String>,
-    /// When the budget resets (RFC 3339), for `budget`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resets_at: Option<String>,
-    /// The job the answer names: for `conflict`, the one the idempotency key already names.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub job: Option<String>,
 }
 
 /// An API token as `cordon token create|revoke --json` prints it: `cordon.token/v1` (the

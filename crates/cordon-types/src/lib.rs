@@ -10,12 +10,14 @@
 //! - [`ChildReport`]: the private message a supervising helper (the sandbox init) sends back
 //!   to the executor about the program it ran on its behalf.
 //! - [`SandboxSummary`]: which isolation held for a run, and by which mechanism.
+//! - [`ApiError`]: the job service's error answer, also carried by the CLI's error document.
 //! - [`cordon_home`]: where cordon keeps its state, resolved the same way by every crate.
 //! - [`units`]: durations and sizes as people write them (`10m`, `64KiB`), parsed the same
 //!   way by every command line and configuration file.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod api_error;
 mod child_report;
 mod finding;
 mod home;
@@ -29,6 +31,7 @@ mod tag;
 pub mod text;
 pub mod units;
 
+pub use api_error::{ApiError, ApiErrorTag};
 pub use child_report::{CHILD_NETWORK_FD, CHILD_REPORT_FD, ChildReport, ChildRusage};
 pub use finding::{Finding, FindingKind, MAX_FINDING_MESSAGE_BYTES, MAX_FINDINGS, Severity};
 pub use home::{HomeError, cordon_home, cordon_home_from};

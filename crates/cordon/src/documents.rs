@@ -69,7 +69,7 @@ pub struct ErrorDocument {
     pub http_status: Option<u16>,
     /// The job service's own error document (`cordon.api-error/v1`), as it answered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub api_error: Option<cordon_server::ApiError>,
+    pub api_error: Option<cordon_types::ApiError>,
 }
 
 /// What kind of error a `cordon.error/v1` document reports.

@@ -114,7 +114,7 @@ struct Details {
     file: Option<String>,
     line: Option<u64>,
     http_status: Option<u16>,
-    api_error: Option<cordon_server::ApiError>,
+    api_error: Option<cordon_types::ApiError>,
 }
 
 impl CliError {
@@ -154,7 +154,7 @@ impl CliError {
     }
 
     /// Attaches the job service's answer: its HTTP status and its error document.
-    pub fn answered(mut self, status: u16, api_error: Option<cordon_server::ApiError>) -> Self {
+    pub fn answered(mut self, status: u16, api_error: Option<cordon_types::ApiError>) -> Self {
         let details = self.details.get_or_insert_default();
         details.http_status = Some(status);
         details.api_error = api_error;
