@@ -58,14 +58,18 @@ pub enum Command {
     Schema(SchemaArgs),
     /// Serve the job service: jobs over HTTP under a per-project policy, a persistent
     /// queue, live logs. Prints `cordon serve: listening on http://ADDR` once ready.
+    #[cfg_attr(not(feature = "server"), command(hide = true))]
     Serve(crate::commands::serve::ServeArgs),
     /// Run the job service's jobs without its HTTP API, on this machine, from a store shared
     /// with `cordon serve` (PostgreSQL for several machines). Prints `cordon worker: NAME runs
     /// N slot(s)` once ready; SIGTERM puts its running jobs back in the queue and stops.
+    #[cfg_attr(not(feature = "server"), command(hide = true))]
     Worker(crate::commands::serve::WorkerArgs),
     /// API tokens of the job service.
+    #[cfg_attr(not(feature = "server"), command(hide = true))]
     Token(crate::commands::serve::TokenArgs),
     /// A client of the job service: submit, list, show, follow logs, cancel.
+    #[cfg_attr(not(feature = "server"), command(hide = true))]
     Jobs(crate::commands::serve::JobsArgs),
 }
 

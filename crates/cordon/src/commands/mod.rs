@@ -4,6 +4,10 @@ pub(crate) mod doctor;
 mod run;
 pub(crate) mod runs;
 mod schema;
+#[cfg(feature = "server")]
+pub(crate) mod serve;
+#[cfg(not(feature = "server"))]
+#[path = "serve_not_built.rs"]
 pub(crate) mod serve;
 pub(crate) mod session;
 mod session_watch;
@@ -68,8 +72,12 @@ pub(crate) fn wants_json(command: &Command) -> bool {
             RunsCommand::Logs(logs) => logs.json,
             RunsCommand::Export(export) => export.json,
         },
+        #[cfg(feature = "server")]
         Command::Token(args) => args.json,
+        #[cfg(feature = "server")]
         Command::Jobs(args) => args.json,
+        #[cfg(not(feature = "server"))]
+        Command::Token(args) | Command::Jobs(args) => args.json(),
         Command::Schema(_) | Command::Serve(_) | Command::Worker(_) => false,
     }
 }

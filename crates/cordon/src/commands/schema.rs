@@ -38,13 +38,30 @@ pub(crate) fn run(args: &SchemaArgs) -> Result<Exit, CliError> {
         SchemaDocument::SessionPull => cordon_types::schema_json::<cordon_session::PullReport>(),
         SchemaDocument::ReviewEvent => cordon_types::schema_json::<cordon_session::ReviewEvent>(),
         SchemaDocument::Error => cordon_types::schema_json::<crate::documents::ErrorDocument>(),
+        #[cfg(feature = "server")]
         SchemaDocument::Job => cordon_types::schema_json::<cordon_server::JobDocument>(),
+        #[cfg(feature = "server")]
         SchemaDocument::JobList => cordon_types::schema_json::<cordon_server::JobList>(),
+        #[cfg(feature = "server")]
         SchemaDocument::JobRequest => cordon_types::schema_json::<cordon_server::JobRequest>(),
+        #[cfg(feature = "server")]
         SchemaDocument::ApiError => cordon_types::schema_json::<cordon_server::ApiError>(),
+        #[cfg(feature = "server")]
         SchemaDocument::CordonServerToml => cordon_types::schema_json::<cordon_server::Policy>(),
+        #[cfg(feature = "server")]
         SchemaDocument::Token => cordon_types::schema_json::<cordon_server::TokenDocument>(),
+        #[cfg(feature = "server")]
         SchemaDocument::TokenList => cordon_types::schema_json::<cordon_server::TokenList>(),
+        #[cfg(not(feature = "server"))]
+        SchemaDocument::Job
+        | SchemaDocument::JobList
+        | SchemaDocument::JobRequest
+        | SchemaDocument::ApiError
+        | SchemaDocument::CordonServerToml
+        | SchemaDocument::Token
+        | SchemaDocument::TokenList => {
+            return Err(super::serve::not_built("the job service's schemas"));
+        }
     };
     std::io::stdout().lock().write_all(text.as_bytes())?;
     Ok(Exit::Success)
