@@ -56,7 +56,8 @@ fn no_helper(looked: Vec<PathBuf>, variable: Option<&'static str>) -> SandboxErr
     let hint = match variable {
         Some(name) => format!("point {name} at cordon-sandbox-init, or unset it"),
         None => "install cordon with `cargo install --path crates/cordon`, which installs \
-                 cordon-sandbox-init beside it (or `cargo build -p cordon` in a checkout)"
+                 cordon-sandbox-init beside it; in a checkout, `cargo build -p cordon` builds \
+                 both (`cargo run` builds cordon alone)"
             .to_owned(),
     };
     SandboxError::new(SandboxErrorKind::NoHelper { looked }, Some(hint))
