@@ -46,7 +46,7 @@ pub use hooks::{HOOKS_ENV, TestHooks};
 pub use registry::{ClientConfig, Ecosystem, registry_allowlist, registry_hosts, url_host};
 #[cfg(feature = "test-hooks")]
 pub use server::start_for_tests;
-pub use server::{Notice, ProxyHandle, describe, start};
+pub use server::{Listener, Notice, ProxyHandle, describe, start};
 pub use settings::{
     DEFAULT_MAX_BYTES, DEFAULT_MAX_CONNECTIONS, MAX_OPEN_CONNECTIONS, ProxySettings,
 };

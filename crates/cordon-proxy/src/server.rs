@@ -49,15 +49,26 @@ pub(crate) struct Shared<'env> {
     report: Mutex<NetworkReport>,
 }
 
-/// Starts the proxy of one run in `scope`: it waits on `control` for the listening socket
-/// the sandbox helper sends (`SCM_RIGHTS`), then serves until [`ProxyHandle::finish`].
+/// Where the proxy's listening socket comes from.
+#[derive(Debug)]
+pub enum Listener {
+    /// The namespace tier: the sandbox helper makes it on loopback inside the sandbox's
+    /// private network namespace and sends it on this socket (`SCM_RIGHTS`).
+    FromSandbox(UnixStream),
+    /// The landlock tier: cordon bound it on the host's loopback itself.
+    Bound(TcpListener),
+}
+
+/// Starts the proxy of one run in `scope`: it takes its listening socket from `listener`
+/// (waiting for the sandbox helper's, in the namespace tier), then serves until
+/// [`ProxyHandle::finish`].
 pub fn start<'scope, 'env>(
     scope: &'scope Scope<'scope, 'env>,
     settings: &'env ProxySettings,
-    control: UnixStream,
+    listener: Listener,
     notice: Option<Notice<'env>>,
 ) -> Result<ProxyHandle<'scope, 'env>, ProxyError> {
-    start_with_hooks(scope, settings, control, notice, TestHooks::from_env())
+    start_with_hooks(scope, settings, listener, notice, TestHooks::from_env())
 }
 
 /// [`start`] with explicit test hooks (test builds only).
@@ -65,17 +76,17 @@ pub fn start<'scope, 'env>(
 pub fn start_for_tests<'scope, 'env>(
     scope: &'scope Scope<'scope, 'env>,
     settings: &'env ProxySettings,
-    control: UnixStream,
+    listener: Listener,
     notice: Option<Notice<'env>>,
     hooks: TestHooks,
 ) -> Result<ProxyHandle<'scope, 'env>, ProxyError> {
-    start_with_hooks(scope, settings, control, notice, hooks)
+    start_with_hooks(scope, settings, listener, notice, hooks)
 }
 
 fn start_with_hooks<'scope, 'env>(
     scope: &'scope Scope<'scope, 'env>,
     settings: &'env ProxySettings,
-    control: UnixStream,
+    listener: Listener,
     notice: Option<Notice<'env>>,
     hooks: TestHooks,
 ) -> Result<ProxyHandle<'scope, 'env>, ProxyError> {
@@ -102,7 +113,11 @@ fn start_with_hooks<'scope, 'env>(
     let acceptor = std::thread::Builder::new()
         .name("cordon-proxy".into())
         .spawn_scoped(scope, move || {
-            if let Some(listener) = receive_listener(&control, &for_thread) {
+            let listener = match listener {
+                Listener::FromSandbox(control) => receive_listener(&control, &for_thread),
+                Listener::Bound(listener) => listener.set_nonblocking(true).ok().map(|()| listener),
+            };
+            if let Some(listener) = listener {
                 serve(scope, &for_thread, &listener);
             }
         })

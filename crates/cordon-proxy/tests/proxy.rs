@@ -73,7 +73,14 @@ fn with_proxy(
     let notices = Mutex::new(Vec::new());
     let notice = |d: &DeniedConnection| notices.lock().unwrap().push(d.clone());
     let report = std::thread::scope(|scope| {
-        let proxy = start_for_tests(scope, &settings, ours, Some(&notice), hooks).unwrap();
+        let proxy = start_for_tests(
+            scope,
+            &settings,
+            cordon_proxy::Listener::FromSandbox(ours),
+            Some(&notice),
+            hooks,
+        )
+        .unwrap();
         program(addr);
         proxy.finish()
     });

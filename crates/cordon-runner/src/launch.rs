@@ -54,6 +54,30 @@ pub struct Ran {
     pub ready: bool,
 }
 
+/// The landlock tier's proxy listener, when the network is an allowlist: with no private
+/// network namespace to make it in, cordon listens on the host's loopback, and the sandbox
+/// lets the program reach that port only (`policy` is told the port, and pinned to the tier).
+fn landlock_proxy_listener(
+    policy: &mut SandboxPolicy,
+) -> Result<Option<std::net::TcpListener>, RunError> {
+    if policy.network != NetworkMode::Allowlist
+        || cordon_sandbox::tier_for(policy) != cordon_types::IsolationTier::Landlock
+    {
+        return Ok(None);
+    }
+    let failed = |what| move |source| RunError::from(cordon_proxy::ProxyError { what, source });
+    let listener = std::net::TcpListener::bind(("127.0.0.1", 0))
+        .map_err(failed("listen on the host's loopback"))?;
+    policy.proxy_listen_port = Some(
+        listener
+            .local_addr()
+            .map_err(failed("read its port"))?
+            .port(),
+    );
+    policy.isolation = Some(cordon_types::IsolationTier::Landlock);
+    Ok(Some(listener))
+}
+
 /// A request checked and turned into what will be executed; nothing has run yet.
 pub struct PreparedRun {
     spec: RunSpec,
@@ -64,6 +88,10 @@ pub struct PreparedRun {
     _scrubbed: Vec<tempfile::TempPath>,
     /// Keeps the `/etc` snapshot the sandbox shows until the run ends.
     _lease: Option<cordon_sandbox::SnapshotLease>,
+    /// The landlock tier's private home and temporary directory, removed with the run.
+    _scratch: Option<cordon_sandbox::Scratch>,
+    /// The landlock tier's proxy listener, bound on the host's loopback.
+    bound_listener: Option<std::net::TcpListener>,
     /// The tree whose disk use is bounded, and the bound.
     disk: Option<(PathBuf, u64)>,
     /// The network proxy's settings, when the network is an allowlist.
@@ -153,6 +181,8 @@ pub fn prepare(request: &RunRequest) -> Result<PreparedRun, RunError> {
         .collect();
     let mut scrubbed = Vec::new();
     let mut lease = None;
+    let mut scratch = None;
+    let mut bound = None;
     let proxy = match &request.isolation {
         Isolation::Sandboxed(o) if o.network == NetworkMode::Allowlist => Some(o.proxy.clone()),
         Isolation::Sandboxed(_) | Isolation::Unsandboxed => None,
@@ -183,8 +213,10 @@ pub fn prepare(request: &RunRequest) -> Result<PreparedRun, RunError> {
                 overlay_policy(&mut policy, ws, &request.cwd);
             }
             scrubbed = scrub_git_data(&mut policy, request.workspace.as_ref())?;
+            bound = landlock_proxy_listener(&mut policy)?;
             let mut prepared = cordon_sandbox::prepare(&policy, program, rest)?;
             lease = prepared.lease.take();
+            scratch = prepared.scratch.take();
             let mut spec = RunSpec::new(&prepared.program, &prepared.args);
             // Under its bare name: the sandbox's `/proc/1/cmdline` names no host path.
             spec.arg0 = Some(cordon_sandbox::HELPER_NAME.into());
@@ -224,6 +256,8 @@ pub fn prepare(request: &RunRequest) -> Result<PreparedRun, RunError> {
         proxy,
         _scrubbed: scrubbed,
         _lease: lease,
+        _scratch: scratch,
+        bound_listener: bound,
         disk: request.bounds.disk.map(|limit| (disk_root, limit)),
         spec,
         summary,
@@ -260,7 +294,8 @@ impl PreparedRun {
     }
 
     /// Runs the program to its end and reports what happened, redacted.
-    pub fn run(self, hooks: Hooks<'_>) -> Result<Ran, RunError> {
+    pub fn run(mut self, hooks: Hooks<'_>) -> Result<Ran, RunError> {
+        let bound = self.bound_listener.take();
         let Hooks {
             sink,
             cancel,
@@ -295,14 +330,20 @@ impl PreparedRun {
                     }
                 };
                 let (outcome, report) = std::thread::scope(|scope| {
-                    let (ours, theirs) = std::os::unix::net::UnixStream::pair()
-                        .map_err(|source| cordon_proxy::ProxyError {
-                            what: "create the socket that carries its listener",
-                            source,
-                        })
-                        .map_err(RunError::from)?;
-                    let proxy = cordon_proxy::start(scope, settings, ours, Some(&notice))?;
-                    io.network_fd = Some(theirs.into());
+                    let listener = match bound {
+                        Some(listener) => cordon_proxy::Listener::Bound(listener),
+                        None => {
+                            let (ours, theirs) = std::os::unix::net::UnixStream::pair()
+                                .map_err(|source| cordon_proxy::ProxyError {
+                                    what: "create the socket that carries its listener",
+                                    source,
+                                })
+                                .map_err(RunError::from)?;
+                            io.network_fd = Some(theirs.into());
+                            cordon_proxy::Listener::FromSandbox(ours)
+                        }
+                    };
+                    let proxy = cordon_proxy::start(scope, settings, listener, Some(&notice))?;
                     let outcome = cordon_exec::run(&self.spec, io);
                     // The proxy lives exactly as long as the run.
                     let report = proxy.finish();
@@ -436,6 +477,7 @@ fn sandbox_policy(
     policy.network = options.network;
     policy.allow_exec = options.allow_exec.clone();
     policy.allow_jit = options.allow_jit;
+    policy.isolation = options.isolation;
     policy.limits = options.limits;
     policy.allow_degraded = options.allow_degraded.clone();
     policy.caches = options.caches.clone();
@@ -444,6 +486,8 @@ fn sandbox_policy(
     // cordon's own state (run history, workspace records, locks) is never visible; what
     // sandboxes reuse from run to run (the /etc snapshot) lives in its cache.
     policy.host_cache = home.as_ref().map(|home| home.join("cache"));
+    // The landlock tier's private home and temporary directory of each run.
+    policy.scratch_root = home.as_ref().map(|home| home.join("run"));
     policy.hidden.extend(home);
     if let Some(ws) = workspace {
         // Whatever is writable stays inside the workspace, checked by the sandbox itself at

@@ -163,6 +163,8 @@ pub struct SandboxOptions {
     pub allow_exec: Vec<PathBuf>,
     /// With `allow_exec`: anonymous executable memory is allowed too (JIT compilers).
     pub allow_jit: bool,
+    /// How to isolate the program; `None`: as [`cordon_sandbox::tier_for`] decides.
+    pub isolation: Option<cordon_types::IsolationTier>,
     /// Resource limits.
     pub limits: Limits,
     /// Protections given up explicitly when the host lacks them.
@@ -180,6 +182,7 @@ impl Default for SandboxOptions {
             proxy: ProxySettings::default(),
             allow_exec: Vec::new(),
             allow_jit: false,
+            isolation: None,
             limits: Limits::default(),
             allow_degraded: Vec::new(),
             caches: Vec::new(),

@@ -6,8 +6,8 @@
 //! either way the rights left unenforced are named, for the run result's sandbox summary.
 
 use landlock::{
-    ABI, Access, AccessFs, BitFlags, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr,
-    RulesetStatus, Scope,
+    ABI, Access, AccessFs, AccessNet, BitFlags, NetPort, PathBeneath, PathFd, Ruleset, RulesetAttr,
+    RulesetCreatedAttr, RulesetStatus, Scope,
 };
 
 use crate::error::{Setup, SetupError};
@@ -41,6 +41,14 @@ pub fn restrict(plan: &LandlockPlan) -> Setup<Vec<String>> {
     let mut ruleset = Ruleset::default()
         .handle_access(all)
         .map_err(|e| err("ruleset", &e))?;
+    let tcp = plan
+        .net_connect
+        .as_ref()
+        .filter(|_| abi >= ABI::V4)
+        .map(|_| AccessNet::from_all(abi));
+    if let Some(tcp) = tcp {
+        ruleset = ruleset.handle_access(tcp).map_err(|e| err("ruleset", &e))?;
+    }
     let scopes = if abi >= ABI::V6 {
         Scope::from_all(abi)
     } else {
@@ -50,12 +58,14 @@ pub fn restrict(plan: &LandlockPlan) -> Setup<Vec<String>> {
         ruleset = ruleset.scope(scopes).map_err(|e| err("scope", &e))?;
     }
     let mut created = ruleset.create().map_err(|e| err("create", &e))?;
-    created = created
-        .add_rule(PathBeneath::new(
-            PathFd::new("/").map_err(|e| err("open /", &e))?,
-            AccessFs::ReadDir,
-        ))
-        .map_err(|e| err("rule", &e))?;
+    if plan.list_all_dirs {
+        created = created
+            .add_rule(PathBeneath::new(
+                PathFd::new("/").map_err(|e| err("open /", &e))?,
+                AccessFs::ReadDir,
+            ))
+            .map_err(|e| err("rule", &e))?;
+    }
     let rules = plan
         .read
         .iter()
@@ -77,6 +87,13 @@ pub fn restrict(plan: &LandlockPlan) -> Setup<Vec<String>> {
         created = created
             .add_rule(PathBeneath::new(fd, access))
             .map_err(|e| err("rule", &e))?;
+    }
+    if tcp.is_some() {
+        for port in plan.net_connect.iter().flatten() {
+            created = created
+                .add_rule(NetPort::new(*port, AccessNet::ConnectTcp))
+                .map_err(|e| err("rule", &e))?;
+        }
     }
     for file in plan.exec_only.iter().flatten() {
         let fd = PathFd::new(file).map_err(|e| err(&format!("open {}", file.display()), &e))?;
@@ -243,6 +260,8 @@ mod tests {
                 devices: Vec::new(),
                 exec_only: None,
                 allow_partial: mode == "allow",
+                net_connect: None,
+                list_all_dirs: true,
             };
             match restrict(&plan) {
                 Ok(unenforced) => println!("RESULT ok {}", unenforced.join(",")),

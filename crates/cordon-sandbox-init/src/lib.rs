@@ -56,6 +56,7 @@ mod child;
 mod entry;
 mod error;
 mod landlock;
+mod landlock_tier;
 mod leftovers;
 mod mounts;
 mod network;
@@ -73,11 +74,12 @@ mod sys;
 
 pub use entry::init_main;
 pub use error::{SeccompError, SetupError};
-pub use mounts::{HOSTNAME, etc_hosts};
+pub use mounts::{HOSTNAME, ROOT_SOURCE, etc_hosts, inside_a_sandbox};
 pub use overlay_exec::{OVERLAY_EXEC_ENV, OverlayExec};
 pub use pid::{ProcessGroup, ProcessId};
 pub use plan::{
     BUILD_ENV, CgroupPlan, FileIdentity, HELPER_BUILD, HELPER_ENV, INIT_ARG, InitPlan,
-    LandlockPlan, MountOp, PLAN_ENV, PinnedPath, Rlimit, RlimitResource, UpperLayer,
+    LandlockPlan, MountOp, PLAN_ENV, PinnedPath, Rlimit, RlimitResource, SocketFamilies,
+    UpperLayer,
 };
-pub use seccomp::{ExecMemory, SyscallFilter};
+pub use seccomp::{ExecMemory, FilterOptions, SyscallFilter};

@@ -26,6 +26,30 @@ const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
 /// Parts of `/proc` that must stay read-only (host kernel settings).
 const PROC_READ_ONLY: &[&str] = &["sys", "sysrq-trigger", "irq", "bus", "fs"];
 
+/// The source name of the sandbox's root tmpfs, as `/proc/self/mountinfo` shows it: how a
+/// cordon inside the sandbox knows it is in one (nothing inside can mount, or unmount that).
+pub const ROOT_SOURCE: &str = "cordon-sandbox";
+
+/// Whether this process runs inside a cordon sandbox: the root of its mount namespace is the
+/// tmpfs a sandbox's PID 1 makes (source [`ROOT_SOURCE`] in `/proc/self/mountinfo`).
+/// Nothing inside a sandbox can mount or unmount, so a program can neither fake nor hide it.
+pub fn inside_a_sandbox() -> bool {
+    std::fs::read_to_string("/proc/self/mountinfo").is_ok_and(|t| root_is_a_sandboxs(&t))
+}
+
+/// Whether the root mount of `mountinfo` (the text of `/proc/self/mountinfo`) is a sandbox's.
+pub fn root_is_a_sandboxs(mountinfo: &str) -> bool {
+    mountinfo.lines().any(|line| {
+        let Some((mount, fs)) = line.split_once(" - ") else {
+            return false;
+        };
+        let mut fs = fs.split(' ');
+        mount.split(' ').nth(4) == Some("/")
+            && fs.next() == Some("tmpfs")
+            && fs.next() == Some(ROOT_SOURCE)
+    })
+}
+
 /// Makes mounts private, pivots into a fresh tmpfs, executes `ops`, makes the `noexec` mount
 /// points so, detaches the host root and makes the new root read-only.
 pub fn build(ops: &[MountOp], noexec: &[PathBuf]) -> Setup<()> {
@@ -38,7 +62,7 @@ pub fn build(ops: &[MountOp], noexec: &[PathBuf]) -> Setup<()> {
     )?;
     let base = Path::new("/tmp");
     sys::mount(
-        Some(Path::new("tmpfs")),
+        Some(Path::new(ROOT_SOURCE)),
         base,
         Some("tmpfs"),
         libc::MS_NOSUID | libc::MS_NODEV,
@@ -306,4 +330,21 @@ fn proc() -> Setup<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sandbox_is_known_by_its_root_mount() {
+        let host = "22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw\n\
+                    40 22 0:30 / /tmp rw - tmpfs cordon-sandbox rw\n";
+        assert!(!root_is_a_sandboxs(host));
+        let sandbox = "301 300 0:61 / / ro,nosuid,nodev - tmpfs cordon-sandbox rw,mode=755\n\
+                       302 301 254:0 /usr /usr ro - ext4 /dev/vda rw\n";
+        assert!(root_is_a_sandboxs(sandbox));
+        // Another tmpfs root (a container's) is not one.
+        assert!(!root_is_a_sandboxs("1 0 0:5 / / rw - tmpfs tmpfs rw\n"));
+    }
 }

@@ -10,7 +10,7 @@ use crate::cgroup::{Cgroups, Counters};
 use crate::error::Setup;
 use crate::pid::ProcessId;
 use crate::plan::{INIT_ARG, InitPlan, PLAN_ENV, RlimitResource};
-use crate::seccomp::{ExecMemory, SyscallFilter};
+use crate::seccomp::{ExecMemory, FilterOptions, SyscallFilter};
 use crate::status::{self, FailureKind, Received};
 use crate::{pid1, sys};
 
@@ -42,6 +42,10 @@ pub fn run() -> Setup<ChildReport> {
         .as_ref()
         .map(Cgroups::create)
         .transpose()?;
+    if prepared.plan.tier == cordon_types::IsolationTier::Landlock {
+        // No namespaces: this process supervises the program itself.
+        return crate::landlock_tier::run(&prepared, cgroups);
+    }
     let (sync_r, sync_w) = sys::pipe()?;
     let (status_r, status_w) = sys::pipe()?;
     // 3. PID 1, in new namespaces. This process is single-threaded (it started no thread), so
@@ -67,7 +71,12 @@ pub fn run() -> Setup<ChildReport> {
             0usize,
         )
     };
-    let pid = sys::check(pid, || "create the sandbox namespaces (clone)".into())?;
+    let pid = sys::check(pid, || {
+        let remedy = crate::probe::namespace_refusal_remedy()
+            .map(|r| format!(" ({r})"))
+            .unwrap_or_default();
+        format!("create the sandbox namespaces (clone){remedy}")
+    })?;
     if pid == 0 {
         sys::close(sync_w);
         sys::close(status_r);
@@ -112,7 +121,7 @@ pub fn run() -> Setup<ChildReport> {
 }
 
 /// Reads status messages until the program's end arrives or the pipe is closed.
-fn read_status(fd: i32) -> Received {
+pub(crate) fn read_status(fd: i32) -> Received {
     let mut text = Vec::new();
     let mut buf = [0u8; 4096];
     loop {
@@ -212,12 +221,15 @@ pub(crate) fn prepare_from(
             .collect::<Setup<Vec<_>>>()?
     };
     let seccomp = if plan.seccomp {
-        let memory = if plan.deny_exec_memory {
-            ExecMemory::Denied
-        } else {
-            ExecMemory::Allowed
+        let options = FilterOptions {
+            exec_memory: if plan.deny_exec_memory {
+                ExecMemory::Denied
+            } else {
+                ExecMemory::Allowed
+            },
+            sockets: plan.sockets,
         };
-        Some(SyscallFilter::compile(memory).map_err(|e| e.to_string())?)
+        Some(SyscallFilter::compile(options).map_err(|e| e.to_string())?)
     } else {
         None
     };

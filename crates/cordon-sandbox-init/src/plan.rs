@@ -53,6 +53,15 @@ pub struct InitPlan {
     /// (`--allow-exec` without `--allow-jit`): see the seccomp rules.
     #[serde(default)]
     pub deny_exec_memory: bool,
+    /// How the program is isolated. In the `landlock` tier there is no namespace and no
+    /// mount: `mounts` is empty, the helper runs the program as its own child, and Landlock
+    /// (with `landlock.net_connect`) and seccomp (with `sockets`) confine it.
+    #[serde(default)]
+    pub tier: cordon_types::IsolationTier,
+    /// The socket families the program may create, where no network namespace confines
+    /// them (the `landlock` tier); `None`: any.
+    #[serde(default)]
+    pub sockets: Option<SocketFamilies>,
     /// With a filtering proxy (`--network allow=...`): the loopback port inside the private
     /// network namespace where PID 1 makes the proxy's listening socket, which it sends to
     /// cordon over [`cordon_types::CHILD_NETWORK_FD`] before the program starts.
@@ -239,6 +248,24 @@ pub struct LandlockPlan {
     /// (`--allow-degraded landlock`); otherwise a partial enforcement refuses the run.
     #[serde(default)]
     pub allow_partial: bool,
+    /// With `Some`, TCP is confined too (Landlock ABI 4 or later): no `bind`, and `connect`
+    /// only to these ports (the landlock tier's proxy; empty: none).
+    #[serde(default)]
+    pub net_connect: Option<Vec<u16>>,
+    /// Whether every directory may be listed (its names, not its files' contents): in the
+    /// namespace tier, whose root holds only what the sandbox shows. The landlock tier's
+    /// program sees the host's root, and lists only what it may read.
+    #[serde(default)]
+    pub list_all_dirs: bool,
+}
+
+/// The socket families a program may create (`socket(2)`; `socketpair` stays allowed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SocketFamilies {
+    /// `AF_UNIX` sockets.
+    pub unix: bool,
+    /// `AF_INET`/`AF_INET6` stream (TCP) sockets; never datagram, raw or packet ones.
+    pub tcp: bool,
 }
 
 /// A resource limited with `setrlimit`.
@@ -332,6 +359,8 @@ mod tests {
                 devices: vec!["/dev".into()],
                 exec_only: None,
                 allow_partial: false,
+                net_connect: None,
+                list_all_dirs: true,
             }),
             seccomp: true,
             rlimits: vec![Rlimit {
@@ -344,6 +373,8 @@ mod tests {
             gid: 1000,
             noexec: vec!["/tmp".into()],
             deny_exec_memory: true,
+            tier: cordon_types::IsolationTier::Namespaces,
+            sockets: None,
             proxy_port: Some(3128),
         };
         let text = serde_json::to_string(&plan).unwrap();

@@ -139,6 +139,64 @@ pub fn namespaces() -> NamespaceProbe {
     }
 }
 
+/// Why this process may not create user namespaces, and how to fix it, from what can be read
+/// without trying: the sysctls that disable them, AppArmor's restriction, a seccomp filter
+/// over this process (a container's profile), or a cordon sandbox around it. `None` when
+/// nothing explains a refusal.
+pub fn namespace_refusal_remedy() -> Option<String> {
+    let sysctl = |name: &str| {
+        std::fs::read_to_string(format!("/proc/sys/{name}"))
+            .ok()
+            .map(|v| v.trim().to_owned())
+    };
+    if crate::mounts::inside_a_sandbox() {
+        return Some(
+            "this runs inside a cordon sandbox, which refuses new namespaces: use --isolation \
+             landlock (cordon chooses it by itself there)"
+                .into(),
+        );
+    }
+    if sysctl("user/max_user_namespaces").as_deref() == Some("0") {
+        return Some(
+            "user namespaces are disabled (user.max_user_namespaces = 0): `sysctl -w \
+             user.max_user_namespaces=15000`, or use --isolation landlock"
+                .into(),
+        );
+    }
+    if sysctl("kernel/unprivileged_userns_clone").as_deref() == Some("0") {
+        return Some(
+            "unprivileged user namespaces are disabled (kernel.unprivileged_userns_clone = 0): \
+             `sysctl -w kernel.unprivileged_userns_clone=1`, or use --isolation landlock"
+                .into(),
+        );
+    }
+    if sysctl("kernel/apparmor_restrict_unprivileged_userns").as_deref() == Some("1") {
+        return Some(
+            "AppArmor restricts unprivileged user namespaces \
+             (kernel.apparmor_restrict_unprivileged_userns = 1): install the AppArmor profile \
+             cordon ships (packaging/apparmor/cordon: see README), or `sysctl -w \
+             kernel.apparmor_restrict_unprivileged_userns=0`, or use --isolation landlock"
+                .into(),
+        );
+    }
+    let filtered = std::fs::read_to_string("/proc/self/status").is_ok_and(|status| {
+        status.lines().any(|l| {
+            l.split_once(':')
+                .is_some_and(|(k, v)| k == "Seccomp" && v.trim() == "2")
+        })
+    });
+    if filtered {
+        return Some(
+            "this process runs under a seccomp filter that refuses them, as a container's \
+             default profile does (Docker, Podman): run the container with a profile that \
+             allows clone/unshare with CLONE_NEWUSER (e.g. `--security-opt seccomp=unconfined`), \
+             or use --isolation landlock"
+                .into(),
+        );
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

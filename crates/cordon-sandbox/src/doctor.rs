@@ -20,12 +20,19 @@ cordon_types::schema_tag!(
 /// What this host can enforce.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-#[schemars(extend("x-revision" = 3))]
+#[schemars(extend("x-revision" = 4))]
 pub struct DoctorReport {
     /// Always `cordon.doctor/v1`.
     pub schema: DoctorTag,
-    /// Whether `cordon run` can enforce its default policy here.
+    /// Whether `cordon run` can enforce its default policy here (in [`Self::tier`]).
     pub default_policy_ok: bool,
+    /// The isolation tier `cordon run` uses here by default: `namespaces`, or `landlock`
+    /// inside a cordon sandbox.
+    pub tier: cordon_types::IsolationTier,
+    /// Whether this process runs inside a cordon sandbox (recognised by its root mount).
+    pub inside_cordon_sandbox: bool,
+    /// The landlock tier (`--isolation landlock`): Landlock and seccomp without namespaces.
+    pub landlock_tier: Check,
     /// User namespaces (required).
     pub user_namespaces: Check,
     /// Landlock (required unless `--allow-degraded landlock`).
@@ -128,14 +135,45 @@ pub fn doctor() -> DoctorReport {
     let user_namespaces = match (&h.userns_blocker, ns.user_namespaces) {
         (Some((reason, hint)), _) => check(false, reason.clone(), Some(hint)),
         (None, Ok(())) => check(true, "user and mount namespaces can be created", None),
-        (None, Err(userns_err)) => check(
-            false,
-            format!("creating a user namespace failed: {userns_err}"),
-            Some(
-                "check user.max_user_namespaces, kernel.unprivileged_userns_clone, kernel.apparmor_restrict_unprivileged_userns, or the container's seccomp profile",
-            ),
-        ),
+        (None, Err(userns_err)) => {
+            let remedy =
+                cordon_sandbox_init::probe::namespace_refusal_remedy().unwrap_or_else(|| {
+                    "check user.max_user_namespaces, kernel.unprivileged_userns_clone, \
+                 kernel.apparmor_restrict_unprivileged_userns, or the container's seccomp \
+                 profile; or use --isolation landlock"
+                        .into()
+                });
+            check(
+                false,
+                format!("creating a user namespace failed: {userns_err}"),
+                Some(&remedy),
+            )
+        }
     };
+    let inside = crate::host::inside_cordon_sandbox();
+    let tier = if inside {
+        cordon_types::IsolationTier::Landlock
+    } else {
+        cordon_types::IsolationTier::Namespaces
+    };
+    let landlock_tier = check(
+        h.landlock_abi > 0 && h.seccomp,
+        if h.landlock_abi > 0 && h.seccomp {
+            format!(
+                "Landlock ABI {} and seccomp: files, TCP{} and socket families confined; no \
+                 private /proc, PID space, /tmp or loopback",
+                h.landlock_abi,
+                if h.landlock_abi >= 4 {
+                    ""
+                } else {
+                    " (not: ABI 4 needed)"
+                }
+            )
+        } else {
+            "needs Landlock and seccomp".into()
+        },
+        Some("boot with Landlock (`lsm=landlock,...`) and seccomp filters"),
+    );
     let landlock = check(
         h.landlock_abi > 0,
         if h.landlock_abi > 0 {
@@ -181,8 +219,13 @@ pub fn doctor() -> DoctorReport {
         Err(e) => check(false, e.to_string(), e.hint.as_deref()),
     };
     let cgroup = cgroup_report(h);
-    let default_policy_ok =
-        user_namespaces.ok && landlock.ok && seccomp.ok && mount_setattr.ok && helper.ok;
+    let default_policy_ok = helper.ok
+        && match tier {
+            cordon_types::IsolationTier::Namespaces => {
+                user_namespaces.ok && landlock.ok && seccomp.ok && mount_setattr.ok
+            }
+            cordon_types::IsolationTier::Landlock => landlock_tier.ok,
+        };
     let (memory, pids) = if h.cgroup.v2_usable() {
         (Enforcement::CgroupV2, Enforcement::CgroupV2)
     } else {
@@ -198,6 +241,9 @@ pub fn doctor() -> DoctorReport {
     DoctorReport {
         schema: DoctorTag,
         default_policy_ok,
+        tier,
+        inside_cordon_sandbox: inside,
+        landlock_tier,
         user_namespaces,
         landlock,
         landlock_abi: h.landlock_abi,
@@ -208,9 +254,14 @@ pub fn doctor() -> DoctorReport {
         bwrap_free: true,
         helper,
         enforce: EnforcementPreview {
-            namespaces: ["user", "mount", "pid", "ipc", "uts", "cgroup", "net"]
-                .map(String::from)
-                .to_vec(),
+            namespaces: match tier {
+                cordon_types::IsolationTier::Namespaces => {
+                    ["user", "mount", "pid", "ipc", "uts", "cgroup", "net"]
+                        .map(String::from)
+                        .to_vec()
+                }
+                cordon_types::IsolationTier::Landlock => Vec::new(),
+            },
             landlock_abi: (h.landlock_abi > 0).then_some(h.landlock_abi),
             seccomp: h.seccomp,
             memory,
@@ -238,12 +289,28 @@ fn cgroup_report(h: &HostSupport) -> CgroupReport {
         v2_delegated: c.v2_delegated.clone(),
         v1_memory: show(&c.v1_memory),
         v1_pids: show(&c.v1_pids),
-        limits: check(
-            ok,
-            detail,
-            Some(
-                "make cgroup v1 memory and pids writable, or run cordon in a cgroup v2 group whose cgroup.subtree_control enables memory and pids; without them --memory/--pids need --allow-degraded cgroup (per-process rlimits)",
-            ),
-        ),
+        limits: check(ok, detail, Some(&cgroup_hint())),
+    }
+}
+
+/// How to get writable memory and pids controllers here: a delegated systemd scope where a
+/// systemd user manager runs (a desktop session), else the general advice.
+fn cgroup_hint() -> String {
+    let uid = rustix::process::getuid().as_raw();
+    let user_manager = std::env::var_os("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(format!("/run/user/{uid}")))
+        .join("systemd/private")
+        .exists();
+    let general = "make cgroup v1 memory and pids writable, or run cordon in a cgroup v2 group \
+                   whose cgroup.subtree_control enables memory and pids; without them \
+                   --memory/--pids need --allow-degraded cgroup (per-process rlimits)";
+    if user_manager {
+        format!(
+            "run cordon in a scope systemd delegates to you: `systemd-run --user --scope -p \
+             Delegate=yes cordon run ...`; or {general}"
+        )
+    } else {
+        general.to_owned()
     }
 }

@@ -167,3 +167,9 @@ pub fn cgroup_support() -> CgroupSupport {
     }
     out
 }
+
+/// Whether this process runs inside a cordon sandbox (see
+/// [`cordon_sandbox_init::inside_a_sandbox`]): there the landlock tier is used by default.
+pub fn inside_cordon_sandbox() -> bool {
+    cordon_sandbox_init::inside_a_sandbox()
+}

@@ -42,10 +42,13 @@ mod error;
 mod etc_snapshot;
 mod helper;
 mod host;
+mod landlock_tier;
 mod plan;
 mod policy;
 mod prepare;
+mod scratch;
 mod secrets;
+mod tier;
 mod trees;
 
 pub use cordon_sandbox_init::INIT_ARG;
@@ -56,11 +59,14 @@ pub use doctor::{
 pub use error::{SandboxError, SandboxErrorKind};
 pub use etc_snapshot::SnapshotLease;
 pub use helper::{HELPER_NAME, HELPER_PATH_ENV, helper_executable};
+pub use host::inside_cordon_sandbox;
 pub use plan::{SANDBOX_HOME, SANDBOX_TMP, SANDBOX_WORKSPACE, protected_git_data};
 pub use policy::{
     Access, Bind, CacheLayer, DEFAULT_TMPFS_BYTES, Degradation, EnvVar, LayeredTree, Limits,
     Replacement, SandboxPolicy,
 };
 pub use prepare::{PROXY_PORT, PreparedCommand, prepare, proxy_env};
+pub use scratch::Scratch;
 pub use secrets::{is_secret_path, secret_paths};
+pub use tier::tier_for;
 pub use trees::{OVERLAY_EXEC_ENV, OverlayExec, TreeLauncher, UpperLayer, probe_trees};

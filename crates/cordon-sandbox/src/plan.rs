@@ -712,6 +712,8 @@ pub fn landlock_plan(
         devices: vec!["/dev".into()],
         exec_only,
         allow_partial: policy.allows_degraded(Degradation::Landlock),
+        net_connect: None,
+        list_all_dirs: true,
     }
 }
 

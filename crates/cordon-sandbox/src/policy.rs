@@ -69,6 +69,20 @@ pub struct SandboxPolicy {
     /// are copied at every start.
     #[serde(default)]
     pub host_cache: Option<PathBuf>,
+    /// How to isolate the program. `None`: the namespace tier, except inside a cordon
+    /// sandbox (which holds the namespaces already, and refuses new ones), where the
+    /// landlock tier is used, and where user namespaces cannot be made when
+    /// [`Degradation::Namespaces`] is allowed. See [`crate::resolve_tier`].
+    #[serde(default)]
+    pub isolation: Option<cordon_types::IsolationTier>,
+    /// The landlock tier's proxy: the port on the host's loopback where cordon's proxy
+    /// listens (`--network allow=...`; cordon binds it before the run).
+    #[serde(default)]
+    pub proxy_listen_port: Option<u16>,
+    /// Where the landlock tier makes each run's private home and temporary directory
+    /// (cordon's own state; removed after the run). `None`: the system's temporary directory.
+    #[serde(default)]
+    pub scratch_root: Option<PathBuf>,
 }
 
 /// A copy-on-write tree shown at `at`, a path inside the sandbox that need not exist on the
@@ -228,11 +242,25 @@ pub enum Degradation {
     Seccomp,
     /// Enforce memory and pids limits with per-process rlimits when no cgroup is writable.
     Cgroup,
+    /// Use the landlock tier when user namespaces cannot be made here (a container's seccomp
+    /// profile, AppArmor's restriction): weaker isolation, said in every result.
+    Namespaces,
+    /// In the landlock tier on a kernel whose Landlock cannot confine Unix sockets (ABI < 9):
+    /// let the program create them anyway (it can then connect to any socket file it can
+    /// reach, such as a container engine's). Refused otherwise.
+    #[serde(rename = "unix-sockets")]
+    UnixSockets,
 }
 
 impl Degradation {
     /// Every degradation, for help texts.
-    pub const ALL: [Degradation; 3] = [Self::Landlock, Self::Seccomp, Self::Cgroup];
+    pub const ALL: [Degradation; 5] = [
+        Self::Landlock,
+        Self::Seccomp,
+        Self::Cgroup,
+        Self::Namespaces,
+        Self::UnixSockets,
+    ];
 
     /// The flag value naming this degradation.
     pub fn name(self) -> &'static str {
@@ -240,6 +268,8 @@ impl Degradation {
             Self::Landlock => "landlock",
             Self::Seccomp => "seccomp",
             Self::Cgroup => "cgroup",
+            Self::Namespaces => "namespaces",
+            Self::UnixSockets => "unix-sockets",
         }
     }
 }
@@ -266,6 +296,9 @@ impl SandboxPolicy {
             replacements: Vec::new(),
             trees: Vec::new(),
             host_cache: None,
+            isolation: None,
+            proxy_listen_port: None,
+            scratch_root: None,
         }
     }
 

@@ -7,13 +7,14 @@ use cordon_sandbox_init::{
     BUILD_ENV, CgroupPlan, HELPER_BUILD, INIT_ARG, InitPlan, PLAN_ENV, Rlimit,
     RlimitResource as Resource,
 };
-use cordon_types::{Enforcement, EnforcementSummary, NetworkMode, SandboxSummary};
+use cordon_types::{Enforcement, EnforcementSummary, IsolationTier, NetworkMode, SandboxSummary};
 
 use crate::error::{SandboxError, SandboxErrorKind};
 use crate::etc_snapshot::{self, SnapshotLease};
 use crate::host::{HostSupport, host, host_without_cgroups};
 use crate::plan;
 use crate::policy::{Access, Degradation, SandboxPolicy};
+use crate::scratch::Scratch;
 use crate::secrets;
 
 /// The command that runs a program under a policy: the sandbox helper executable.
@@ -29,6 +30,9 @@ pub struct PreparedCommand {
     /// Keeps what the sandbox shows from cordon's cache (the `/etc` snapshot) from being
     /// removed: hold it until the run ends.
     pub lease: Option<SnapshotLease>,
+    /// The landlock tier's private home and temporary directory, removed when the last
+    /// clone is dropped: hold it until the run ends.
+    pub scratch: Option<Scratch>,
     /// What will hold, for the run result.
     pub summary: SandboxSummary,
 }
@@ -72,7 +76,11 @@ pub(crate) fn prepare_with(
     program: &OsStr,
     args: &[OsString],
 ) -> Result<PreparedCommand, SandboxError> {
-    check_host(host, policy)?;
+    let tier = crate::tier::resolve(policy, host);
+    match tier {
+        IsolationTier::Namespaces => check_host(host, policy)?,
+        IsolationTier::Landlock => crate::tier::check_host(host, policy)?,
+    }
     let policy = canonical(policy)?;
     let home = policy.host_home.as_deref();
     let toolchains = if policy.toolchains {
@@ -88,7 +96,67 @@ pub(crate) fn prepare_with(
                 .map_err(|source| path_err(&policy.allow_exec[0], source))?,
         )
     };
-    let (mut mounts, copied) = plan::plan_mounts(&policy, &toolchains.binds);
+    let (mounts, copied) = plan::plan_mounts(&policy, &toolchains.binds);
+    let limits = limits_plan(host, &policy)?;
+    let planned = Planned {
+        policy: &policy,
+        toolchains: &toolchains,
+        exec_only,
+        mounts,
+        copied,
+        limits,
+    };
+    let built = match tier {
+        IsolationTier::Namespaces => namespace_tier(host, planned)?,
+        IsolationTier::Landlock => landlock_tier(host, planned)?,
+    };
+    let mut env = built.env;
+    let plan_json = serde_json::to_string(&built.init).expect("the plan serializes");
+    env.push((PLAN_ENV.into(), plan_json.into()));
+    // The helper checks that it is of this build, and refuses the plan when it is not.
+    env.push((BUILD_ENV.into(), HELPER_BUILD.into()));
+    let mut argv: Vec<OsString> = vec![INIT_ARG.into(), "--".into(), program.to_owned()];
+    argv.extend(args.iter().cloned());
+    Ok(PreparedCommand {
+        program: helper.to_owned(),
+        args: argv,
+        env,
+        lease: built.lease,
+        scratch: built.scratch,
+        summary: built.summary,
+    })
+}
+
+/// What both tiers start from: the canonical policy, the toolchains, the executables
+/// allowed, the namespace tier's mount steps and the limits.
+struct Planned<'a> {
+    policy: &'a SandboxPolicy,
+    toolchains: &'a plan::Toolchains,
+    exec_only: Option<Vec<PathBuf>>,
+    mounts: Vec<cordon_sandbox_init::MountOp>,
+    copied: Vec<crate::etc_snapshot::Copied>,
+    limits: LimitsPlan,
+}
+
+/// A tier's plan, environment and what the run must hold on to.
+struct Built {
+    init: InitPlan,
+    env: Vec<(OsString, OsString)>,
+    lease: Option<SnapshotLease>,
+    scratch: Option<Scratch>,
+    summary: SandboxSummary,
+}
+
+/// The namespace tier: new namespaces and a constructed root.
+fn namespace_tier(host: &HostSupport, p: Planned<'_>) -> Result<Built, SandboxError> {
+    let Planned {
+        policy,
+        toolchains,
+        exec_only,
+        mut mounts,
+        copied,
+        limits: (cgroup, enforcement, rlimits),
+    } = p;
     // The /etc copies come from the snapshot in cordon's cache when there is one: one bind
     // instead of twenty copies in every sandbox. Without a usable cache they are copied.
     let lease = policy
@@ -107,9 +175,8 @@ pub(crate) fn prepare_with(
             ),
         ));
     }
-    let (cgroup, enforcement, rlimits) = limits_plan(host, &policy)?;
     let landlock = (host.landlock_abi > 0)
-        .then(|| plan::landlock_plan(host.landlock_abi, &policy, &mounts, exec_only.clone()));
+        .then(|| plan::landlock_plan(host.landlock_abi, policy, &mounts, exec_only.clone()));
     let init = InitPlan {
         mounts,
         workdir: policy.workdir.clone(),
@@ -123,40 +190,131 @@ pub(crate) fn prepare_with(
         noexec,
         proxy_port: (policy.network == NetworkMode::Allowlist).then_some(PROXY_PORT),
         deny_exec_memory: exec_only.is_some() && !policy.allow_jit,
+        tier: IsolationTier::Namespaces,
+        sockets: None,
     };
-    let mut env = program_env(&policy, &toolchains.env);
-    let plan_json = serde_json::to_string(&init).expect("the plan serializes");
-    env.push((PLAN_ENV.into(), plan_json.into()));
-    // The helper checks that it is of this build, and refuses the plan when it is not.
-    env.push((BUILD_ENV.into(), HELPER_BUILD.into()));
-
-    let mut argv: Vec<OsString> = vec![INIT_ARG.into(), "--".into(), program.to_owned()];
-    argv.extend(args.iter().cloned());
     let mut namespaces: Vec<String> = ["user", "mount", "pid", "ipc", "uts", "cgroup"]
         .map(String::from)
         .to_vec();
     if init.private_network {
         namespaces.push("net".into());
     }
-    Ok(PreparedCommand {
-        program: helper.to_owned(),
-        args: argv,
+    let env = program_env(
+        policy,
+        &toolchains.env,
+        (plan::SANDBOX_HOME.as_ref(), plan::SANDBOX_TMP.as_ref()),
+        PROXY_PORT,
+    );
+    let summary = SandboxSummary {
+        enabled: true,
+        tier: Some(IsolationTier::Namespaces),
+        namespaces,
+        landlock_abi: init.landlock.as_ref().map(|l| l.abi),
+        landlock_unenforced: Vec::new(),
+        seccomp: init.seccomp,
+        network: policy.network,
+        enforcement,
+        read_only_git: plan::protected_git_data(policy)
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect(),
+        warnings: warnings(policy),
+        not_enforced: Vec::new(),
+    };
+    Ok(Built {
+        init,
         env,
         lease,
-        summary: SandboxSummary {
-            enabled: true,
-            namespaces,
-            landlock_abi: init.landlock.as_ref().map(|l| l.abi),
-            landlock_unenforced: Vec::new(),
-            seccomp: init.seccomp,
-            network: policy.network,
-            enforcement,
-            read_only_git: plan::protected_git_data(&policy)
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect(),
-            warnings: warnings(&policy),
-        },
+        scratch: None,
+        summary,
+    })
+}
+
+/// The landlock tier: no namespaces; the same view as Landlock rules on the host's paths, a
+/// private home and temporary directory of cordon's, sockets confined by seccomp.
+fn landlock_tier(host: &HostSupport, p: Planned<'_>) -> Result<Built, SandboxError> {
+    let Planned {
+        policy,
+        toolchains,
+        exec_only,
+        mounts,
+        limits: (cgroup, enforcement, rlimits),
+        ..
+    } = p;
+    let root = policy.scratch_root.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("cordon-{}", rustix::process::getuid().as_raw()))
+    });
+    let scratch = Scratch::make(&root).map_err(|e| path_err(&root, e))?;
+    let rules = crate::landlock_tier::rules(&mounts, &scratch.home(), &scratch.tmp())?;
+    let abi = host.landlock_abi;
+    let (sockets, socket_note) = crate::landlock_tier::sockets(policy, abi);
+    let proxy_port = match policy.network {
+        NetworkMode::Allowlist => Some(policy.proxy_listen_port.ok_or_else(|| {
+            SandboxError::new(
+                SandboxErrorKind::Unenforceable {
+                    what: "the network allowlist",
+                    reason: "the landlock tier's proxy has no port (the caller binds one)".into(),
+                },
+                None,
+            )
+        })?),
+        NetworkMode::None | NetworkMode::Host => None,
+    };
+    let landlock = cordon_sandbox_init::LandlockPlan {
+        abi,
+        read: rules.read,
+        write: rules.write,
+        devices: rules.devices,
+        exec_only: exec_only.clone(),
+        allow_partial: policy.allows_degraded(Degradation::Landlock),
+        net_connect: (policy.network != NetworkMode::Host)
+            .then(|| proxy_port.into_iter().collect()),
+        list_all_dirs: false,
+    };
+    let mut not_enforced = crate::landlock_tier::always_not_enforced(policy, abi);
+    not_enforced.extend(rules.not_enforced);
+    not_enforced.extend(socket_note);
+    let init = InitPlan {
+        mounts: Vec::new(),
+        workdir: policy.workdir.clone(),
+        private_network: false,
+        landlock: Some(landlock),
+        seccomp: host.seccomp,
+        rlimits,
+        cgroup,
+        uid: rustix::process::getuid().as_raw(),
+        gid: rustix::process::getgid().as_raw(),
+        noexec: Vec::new(),
+        proxy_port: None,
+        deny_exec_memory: exec_only.is_some() && !policy.allow_jit,
+        tier: IsolationTier::Landlock,
+        sockets,
+    };
+    let env = program_env(
+        policy,
+        &toolchains.env,
+        (&scratch.home(), &scratch.tmp()),
+        proxy_port.unwrap_or(PROXY_PORT),
+    );
+    let summary = SandboxSummary {
+        enabled: true,
+        tier: Some(IsolationTier::Landlock),
+        namespaces: Vec::new(),
+        landlock_abi: Some(abi),
+        landlock_unenforced: Vec::new(),
+        seccomp: init.seccomp,
+        network: policy.network,
+        enforcement,
+        read_only_git: Vec::new(),
+        warnings: warnings(policy),
+        not_enforced,
+    };
+    Ok(Built {
+        init,
+        env,
+        lease: None,
+        scratch: Some(scratch),
+        summary,
     })
 }
 
@@ -185,14 +343,17 @@ fn warnings(policy: &SandboxPolicy) -> Vec<String> {
     out
 }
 
-/// The program's environment: toolchain variables, the private `HOME` and `TMPDIR`, then the
-/// policy's variables (which win, except over `HOME`).
+/// The program's environment: toolchain variables, the private `HOME` and `TMPDIR` (`dirs`),
+/// then the policy's variables (which win, except over `HOME`), then the proxy's (on
+/// `proxy_port` of loopback) when the network is an allowlist.
 fn program_env(
     policy: &SandboxPolicy,
     toolchain_env: &[(String, String)],
+    dirs: (&Path, &Path),
+    proxy_port: u16,
 ) -> Vec<(OsString, OsString)> {
     let mut env: Vec<(OsString, OsString)> = Vec::new();
-    let mut set = |k: &str, v: &str| {
+    let mut set = |k: &str, v: &OsStr| {
         if let Some(slot) = env.iter_mut().find(|(n, _)| n == k) {
             slot.1 = v.into();
         } else {
@@ -200,20 +361,20 @@ fn program_env(
         }
     };
     for (k, v) in toolchain_env {
-        set(k, v);
+        set(k, v.as_ref());
     }
-    set("HOME", plan::SANDBOX_HOME);
-    set("TMPDIR", plan::SANDBOX_TMP);
+    set("HOME", dirs.0.as_os_str());
+    set("TMPDIR", dirs.1.as_os_str());
     for var in &policy.env {
         if var.name != "HOME" {
-            set(&var.name, &var.value);
+            set(&var.name, var.value.as_ref());
         }
     }
     if policy.network == NetworkMode::Allowlist {
         // Last: the program's own settings cannot route around the proxy (there is no other
         // way out anyway; this only spares tools a failing direct attempt).
-        for (k, v) in proxy_env() {
-            set(&k, &v);
+        for (k, v) in proxy_env_on(proxy_port) {
+            set(&k, v.as_ref());
         }
     }
     env
@@ -227,7 +388,12 @@ pub const PROXY_PORT: u16 = 3128;
 /// `HTTPS_PROXY`, `ALL_PROXY` (both cases) and the tools' own settings (cargo, npm, pip,
 /// git); `NO_PROXY` is cleared so that no destination is exempt.
 pub fn proxy_env() -> Vec<(String, String)> {
-    let url = format!("http://127.0.0.1:{PROXY_PORT}");
+    proxy_env_on(PROXY_PORT)
+}
+
+/// [`proxy_env`] for a proxy on `port` of loopback.
+fn proxy_env_on(port: u16) -> Vec<(String, String)> {
+    let url = format!("http://127.0.0.1:{port}");
     let mut env: Vec<(String, String)> = Vec::new();
     for name in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"] {
         env.push((name.into(), url.clone()));

@@ -39,15 +39,15 @@ pub use network::{
     DeniedConnection, HostTraffic, MAX_DENIALS_REPORTED, NetworkLimit, NetworkReport,
 };
 pub use run_report::{
-    CacheInfo, Overall, PlanInfo, PlanOrigin, PlanSource, Promotion, RUN_REPORT_REVISION,
-    ReportFailure, RunReport, RunReportTag, StageCategory, StageFailure, StageFailureCategory,
-    StageResult, StageStatus, TestCounts, WorkspaceInfo,
+    CacheInfo, Isolation, Overall, PlanInfo, PlanOrigin, PlanSource, Promotion,
+    RUN_REPORT_REVISION, ReportFailure, RunReport, RunReportTag, StageCategory, StageFailure,
+    StageFailureCategory, StageResult, StageStatus, TestCounts, WorkspaceInfo,
 };
 pub use run_result::{
     CapturedOutput, Failure, FailureCategory, LeakReport, LimitKind, RUN_RESULT_SCHEMA,
     ResourceUsage, RunResult, RunResultTag, RunStatus,
 };
-pub use sandbox::{Enforcement, EnforcementSummary, NetworkMode, SandboxSummary};
+pub use sandbox::{Enforcement, EnforcementSummary, IsolationTier, NetworkMode, SandboxSummary};
 pub use stream::Stream;
 
 /// The JSON Schema of a contract type, as committed under `schema/`.

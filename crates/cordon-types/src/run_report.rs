@@ -57,6 +57,9 @@ pub struct RunReport {
     /// Which trusted build cache the stages saw, and whether this verification made one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache: Option<CacheInfo>,
+    /// How the stages were isolated (that of the first stage that ran sandboxed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolation: Option<Isolation>,
 }
 
 /// The build caches of a verification (`cordon verify`'s warm builds).
@@ -153,6 +156,21 @@ pub struct StageResult {
     /// its network was an allowlist (a detected setup stage's `registry`; revision 3).
     #[serde(default)]
     pub network: Option<crate::NetworkReport>,
+    /// How the stage's program was isolated, when it ran sandboxed: its tier and what that
+    /// tier does not protect.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolation: Option<Isolation>,
+}
+
+/// How a sandboxed program was isolated (the `sandbox` section of its run result, in brief).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Isolation {
+    /// `namespaces` or `landlock`.
+    pub tier: crate::IsolationTier,
+    /// What the namespace tier protects that this tier did not (empty in it).
+    #[serde(default)]
+    pub not_enforced: Vec<String>,
 }
 
 /// How many tests a stage ran, as its test runner reported.

@@ -9,6 +9,9 @@ use serde::{Deserialize, Serialize};
 pub struct SandboxSummary {
     /// Whether the program ran inside cordon's sandbox at all.
     pub enabled: bool,
+    /// How it was isolated (`namespaces` or `landlock`), when it was.
+    #[serde(default)]
+    pub tier: Option<IsolationTier>,
     /// The Linux namespaces the program ran in (`user`, `mount`, `pid`, `net`, ...).
     pub namespaces: Vec<String>,
     /// The Landlock ABI version that was enforced, if any.
@@ -33,6 +36,36 @@ pub struct SandboxSummary {
     /// a working directory that is the home directory: its dotfiles are writable).
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// Protections of the namespace tier that this run's tier does not give (the `landlock`
+    /// tier: a private `/proc`, a private PID space, ...), each said in a few words. Empty
+    /// in the `namespaces` tier.
+    #[serde(default)]
+    pub not_enforced: Vec<String>,
+}
+
+/// How a sandbox isolates its program.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum IsolationTier {
+    /// New user, mount, PID, IPC, UTS, cgroup (and network) namespaces with a constructed
+    /// root, plus Landlock, seccomp and cgroups: the default.
+    #[default]
+    Namespaces,
+    /// No namespace at all: Landlock confines the files and TCP, seccomp the system calls
+    /// and socket families, with a private home and temporary directory given by the
+    /// environment. For hosts (containers, some distributions) and places (inside a cordon
+    /// sandbox) where user namespaces cannot be created.
+    Landlock,
+}
+
+impl IsolationTier {
+    /// The tier's name as the command line and the documents write it.
+    pub fn name(self) -> &'static str {
+        match self {
+            IsolationTier::Namespaces => "namespaces",
+            IsolationTier::Landlock => "landlock",
+        }
+    }
 }
 
 /// The network a sandboxed program can reach.

@@ -983,6 +983,7 @@ struct AssembleInput<'a> {
 /// The gate: fail-closed. A required stage blocks unless it passed, or targeting decided it
 /// does not apply to this change.
 fn assemble(input: AssembleInput<'_>, plan: &Plan, stages: Vec<StageResult>) -> RunReport {
+    let isolation = stages.iter().find_map(|s| s.isolation.clone());
     let targeted_out = |s: &StageResult| {
         s.status == StageStatus::Skipped
             && plan.stages.iter().any(|p| {
@@ -1080,6 +1081,7 @@ fn assemble(input: AssembleInput<'_>, plan: &Plan, stages: Vec<StageResult>) -> 
             reasons: plan.reasons.clone(),
         },
         cache: None,
+        isolation,
     }
 }
 

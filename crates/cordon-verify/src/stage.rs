@@ -53,6 +53,7 @@ pub(crate) fn skipped(planned: &PlannedStage, ws_path: &Path, reason: String) ->
         findings: Vec::new(),
         findings_omitted: 0,
         network: None,
+        isolation: None,
     }
 }
 
@@ -544,6 +545,10 @@ fn stage_result(
         skip_reason = Some("targeting selected zero tests".into());
         failure = None;
     }
+    let isolation = run.sandbox.tier.map(|tier| cordon_types::Isolation {
+        tier,
+        not_enforced: run.sandbox.not_enforced.clone(),
+    });
     let mut limits_hit = run.limits_hit;
     limits_hit.retain(|l| *l != LimitKind::Output || run.stdout.truncated || run.stderr.truncated);
     StageResult {
@@ -567,6 +572,7 @@ fn stage_result(
         findings: Vec::new(),
         findings_omitted: 0,
         network: run.network,
+        isolation,
     }
 }
 

@@ -80,10 +80,25 @@ pub struct SandboxArgs {
     /// quarter. Writes past it fail with ENOSPC. [default: 2GiB]
     #[arg(long, value_name = "SIZE", value_parser = parse_size, help_heading = "Limits")]
     pub tmp_size: Option<u64>,
+    /// How to isolate the program: `namespaces` (new user, mount, PID, network... namespaces
+    /// and a constructed root, plus Landlock, seccomp and cgroups) or `landlock` (no
+    /// namespaces: Landlock and seccomp alone, for containers and hosts that refuse user
+    /// namespaces; weaker, see `cordon doctor` and the result's `sandbox.not_enforced`).
+    /// Default: `namespaces`, or `landlock` inside a cordon sandbox.
+    #[arg(
+        long,
+        value_enum,
+        env = "CORDON_ISOLATION",
+        value_name = "TIER",
+        help_heading = "Sandbox"
+    )]
+    pub isolation: Option<IsolationArg>,
     /// Run even though this host lacks a protection, giving it up explicitly (repeatable):
     /// `landlock` (mount isolation only), `seccomp` (no syscall filter), `cgroup` (memory and
-    /// pids limits per process with rlimits instead of per tree). Without it, cordon refuses
-    /// to run with weaker protection than asked. See `cordon doctor`.
+    /// pids limits per process with rlimits instead of per tree), `namespaces` (the landlock
+    /// tier where user namespaces cannot be made), `unix-sockets` (Unix sockets in the
+    /// landlock tier where Landlock cannot confine them). Without it, cordon refuses to run
+    /// with weaker protection than asked. See `cordon doctor`.
     #[arg(
         long = "allow-degraded",
         value_enum,
@@ -133,6 +148,19 @@ pub enum DegradeArg {
     Seccomp,
     /// Enforce --memory/--pids with per-process rlimits.
     Cgroup,
+    /// Use the landlock tier where user namespaces cannot be made.
+    Namespaces,
+    /// Allow Unix sockets in the landlock tier where Landlock cannot confine them.
+    UnixSockets,
+}
+
+/// `--isolation` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum IsolationArg {
+    /// Namespaces, a constructed root, Landlock, seccomp and cgroups.
+    Namespaces,
+    /// Landlock and seccomp, without namespaces.
+    Landlock,
 }
 
 impl SandboxArgs {
@@ -252,8 +280,14 @@ impl SandboxArgs {
                 DegradeArg::Landlock => Degradation::Landlock,
                 DegradeArg::Seccomp => Degradation::Seccomp,
                 DegradeArg::Cgroup => Degradation::Cgroup,
+                DegradeArg::Namespaces => Degradation::Namespaces,
+                DegradeArg::UnixSockets => Degradation::UnixSockets,
             })
             .collect();
+        policy.isolation = self.isolation.map(|tier| match tier {
+            IsolationArg::Namespaces => cordon_types::IsolationTier::Namespaces,
+            IsolationArg::Landlock => cordon_types::IsolationTier::Landlock,
+        });
         Ok(Some(policy))
     }
 }

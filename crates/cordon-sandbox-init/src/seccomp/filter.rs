@@ -3,7 +3,7 @@
 use seccompiler::{BpfProgram, sock_filter};
 
 use super::program;
-use super::rules::{self, ExecMemory};
+use super::rules::{self, FilterOptions};
 use crate::error::SeccompError;
 
 /// The most instructions a classic BPF program may hold (`BPF_MAXINSNS`).
@@ -17,8 +17,8 @@ pub struct SyscallFilter {
 
 impl SyscallFilter {
     /// Compiles the filter from the rules (see the module documentation of `seccomp::rules`).
-    pub fn compile(exec_memory: ExecMemory) -> Result<Self, SeccompError> {
-        let eperm = BpfProgram::try_from(rules::eperm_filter(exec_memory)?)?;
+    pub fn compile(options: FilterOptions) -> Result<Self, SeccompError> {
+        let eperm = BpfProgram::try_from(rules::eperm_filter(options)?)?;
         let enosys = BpfProgram::try_from(rules::enosys_filter()?)?;
         let mut program = program::guard();
         program.extend(program::join(eperm, enosys));
@@ -53,7 +53,16 @@ impl SyscallFilter {
 #[cfg(test)]
 mod tests {
     use super::super::eval::{Verdict, run};
+    use super::super::rules::ExecMemory;
     use super::*;
+    use crate::plan::SocketFamilies;
+
+    fn options(exec_memory: ExecMemory) -> FilterOptions {
+        FilterOptions {
+            exec_memory,
+            sockets: None,
+        }
+    }
 
     const EPERM: Verdict = Verdict::Errno(libc::EPERM);
 
@@ -63,7 +72,7 @@ mod tests {
 
     #[test]
     fn ordinary_calls_pass_and_every_denied_call_is_refused() {
-        let f = SyscallFilter::compile(ExecMemory::Allowed).unwrap();
+        let f = SyscallFilter::compile(options(ExecMemory::Allowed)).unwrap();
         let p = f.instructions();
         for call in [
             libc::SYS_read,
@@ -86,7 +95,7 @@ mod tests {
 
     #[test]
     fn argument_rules_refuse_only_what_they_name() {
-        let f = SyscallFilter::compile(ExecMemory::Allowed).unwrap();
+        let f = SyscallFilter::compile(options(ExecMemory::Allowed)).unwrap();
         let p = f.instructions();
         let arg0 = |v: u64| [v, 0, 0, 0, 0, 0];
         let sigchld = u64::try_from(libc::SIGCHLD).unwrap();
@@ -122,7 +131,7 @@ mod tests {
         use super::super::eval::run_arch;
         use super::super::program::{AUDIT_ARCH_X86_64, X32_SYSCALL_BIT};
         const AUDIT_ARCH_I386: u32 = 3 | 0x4000_0000;
-        let f = SyscallFilter::compile(ExecMemory::Allowed).unwrap();
+        let f = SyscallFilter::compile(options(ExecMemory::Allowed)).unwrap();
         let p = f.instructions();
         let x32 = |n: libc::c_long| nr(n) | X32_SYSCALL_BIT;
         for call in [libc::SYS_getpid, libc::SYS_unshare, libc::SYS_read] {
@@ -137,7 +146,7 @@ mod tests {
     #[test]
     fn every_jump_lands_inside_the_program_and_it_ends_with_a_return() {
         for memory in [ExecMemory::Allowed, ExecMemory::Denied] {
-            let f = SyscallFilter::compile(memory).unwrap();
+            let f = SyscallFilter::compile(options(memory)).unwrap();
             for (i, insn) in f.instructions().iter().enumerate() {
                 if insn.code & 0x07 == 0x05 {
                     let reach = if insn.code == 0x05 {
@@ -158,8 +167,8 @@ mod tests {
         const PROT_RW: u64 = (libc::PROT_READ | libc::PROT_WRITE) as u64;
         const ANON: u64 = (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS) as u64;
         const FILE: u64 = libc::MAP_PRIVATE as u64;
-        let denied = SyscallFilter::compile(ExecMemory::Denied).unwrap();
-        let allowed = SyscallFilter::compile(ExecMemory::Allowed).unwrap();
+        let denied = SyscallFilter::compile(options(ExecMemory::Denied)).unwrap();
+        let allowed = SyscallFilter::compile(options(ExecMemory::Allowed)).unwrap();
         let mmap = nr(libc::SYS_mmap);
         let mprotect = nr(libc::SYS_mprotect);
         let cases: [(u32, [u64; 6], Verdict); 10] = [
@@ -211,5 +220,55 @@ mod tests {
             ),
             Verdict::Allow
         );
+    }
+
+    #[test]
+    fn socket_families_are_refused_as_the_tier_says() {
+        let socket = nr(libc::SYS_socket);
+        let call = |f: &SyscallFilter, family: libc::c_int, kind: libc::c_int| {
+            let flags = u64::try_from(kind | libc::SOCK_CLOEXEC).unwrap();
+            run(
+                f.instructions(),
+                socket,
+                &[u64::try_from(family).unwrap(), flags, 0, 0, 0, 0],
+            )
+        };
+        let compile = |unix, tcp| {
+            SyscallFilter::compile(FilterOptions {
+                exec_memory: ExecMemory::Allowed,
+                sockets: Some(SocketFamilies { unix, tcp }),
+            })
+            .unwrap()
+        };
+        let any = SyscallFilter::compile(options(ExecMemory::Allowed)).unwrap();
+        let local = compile(true, false);
+        let proxy = compile(true, true);
+        let none = compile(false, false);
+        for f in [&any, &local, &proxy, &none] {
+            assert_eq!(call(f, libc::AF_VSOCK, libc::SOCK_STREAM), EPERM);
+        }
+        assert_eq!(call(&any, libc::AF_INET, libc::SOCK_DGRAM), Verdict::Allow);
+        assert_eq!(call(&any, libc::AF_NETLINK, libc::SOCK_RAW), Verdict::Allow);
+        for f in [&local, &proxy, &none] {
+            assert_eq!(call(f, libc::AF_NETLINK, libc::SOCK_RAW), EPERM);
+            assert_eq!(call(f, libc::AF_PACKET, libc::SOCK_RAW), EPERM);
+        }
+        assert_eq!(
+            call(&local, libc::AF_UNIX, libc::SOCK_STREAM),
+            Verdict::Allow
+        );
+        assert_eq!(call(&local, libc::AF_INET, libc::SOCK_STREAM), EPERM);
+        assert_eq!(call(&local, libc::AF_INET6, libc::SOCK_STREAM), EPERM);
+        assert_eq!(
+            call(&proxy, libc::AF_INET, libc::SOCK_STREAM),
+            Verdict::Allow
+        );
+        assert_eq!(
+            call(&proxy, libc::AF_INET6, libc::SOCK_STREAM),
+            Verdict::Allow
+        );
+        assert_eq!(call(&proxy, libc::AF_INET, libc::SOCK_DGRAM), EPERM);
+        assert_eq!(call(&proxy, libc::AF_INET6, libc::SOCK_RAW), EPERM);
+        assert_eq!(call(&none, libc::AF_UNIX, libc::SOCK_STREAM), EPERM);
     }
 }

@@ -12,4 +12,4 @@ mod rules;
 mod eval;
 
 pub use filter::SyscallFilter;
-pub use rules::ExecMemory;
+pub use rules::{ExecMemory, FilterOptions};

@@ -29,6 +29,16 @@ use seccompiler::{
 };
 
 use crate::error::SeccompError;
+use crate::plan::SocketFamilies;
+
+/// What the filter refuses beyond its fixed rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FilterOptions {
+    /// Whether memory may be made executable other than by mapping a file.
+    pub exec_memory: ExecMemory,
+    /// The socket families `socket(2)` may create (`None`: any but `AF_VSOCK`).
+    pub sockets: Option<SocketFamilies>,
+}
 
 /// Whether the program may make memory executable other than by mapping a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,6 +123,10 @@ pub const NAMESPACE_FLAGS: &[libc::c_int] = &[
 /// for Linux).
 const SHM_EXEC: u64 = 0o100000;
 
+/// `SOCK_PACKET` (10): the legacy packet sockets an `AF_INET` socket can still be (the libc
+/// crate deprecates the name in favour of `AF_PACKET`, which the rules refuse too).
+const LEGACY_SOCK_PACKET: libc::c_int = 10;
+
 /// `personality(0xffffffff)` only asks for the current persona.
 pub const PERSONALITY_QUERY: u64 = 0xffff_ffff;
 
@@ -148,9 +162,9 @@ fn constant(value: impl TryInto<u64>) -> u64 {
 }
 
 /// Everything refused with `EPERM`.
-pub fn eperm_filter(exec_memory: ExecMemory) -> Result<SeccompFilter, SeccompError> {
+pub fn eperm_filter(options: FilterOptions) -> Result<SeccompFilter, SeccompError> {
     Ok(SeccompFilter::new(
-        eperm_rules(exec_memory)?,
+        eperm_rules(options)?,
         SeccompAction::Allow,
         SeccompAction::Errno(libc::EPERM.unsigned_abs()),
         target_arch(),
@@ -158,7 +172,7 @@ pub fn eperm_filter(exec_memory: ExecMemory) -> Result<SeccompFilter, SeccompErr
 }
 
 /// The `EPERM` rules, by system call number.
-fn eperm_rules(exec_memory: ExecMemory) -> Result<BTreeMap<i64, Vec<SeccompRule>>, SeccompError> {
+fn eperm_rules(options: FilterOptions) -> Result<BTreeMap<i64, Vec<SeccompRule>>, SeccompError> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
         DENIED.iter().map(|nr| (*nr, Vec::new())).collect();
     let clone_rules = NAMESPACE_FLAGS
@@ -181,15 +195,8 @@ fn eperm_rules(exec_memory: ExecMemory) -> Result<BTreeMap<i64, Vec<SeccompRule>
             dword(0, SeccompCmpOp::Ne, PERSONALITY_QUERY)?,
         ])?],
     );
-    rules.insert(
-        libc::SYS_socket,
-        vec![rule(vec![dword(
-            0,
-            SeccompCmpOp::Eq,
-            constant(libc::AF_VSOCK),
-        )?])?],
-    );
-    if exec_memory == ExecMemory::Denied {
+    rules.insert(libc::SYS_socket, socket_rules(options.sockets)?);
+    if options.exec_memory == ExecMemory::Denied {
         let bit = |arg: u8, bit: u64| dword(arg, SeccompCmpOp::MaskedEq(bit), bit);
         let prot_exec = constant(libc::PROT_EXEC);
         rules.insert(
@@ -205,6 +212,45 @@ fn eperm_rules(exec_memory: ExecMemory) -> Result<BTreeMap<i64, Vec<SeccompRule>
         rules.insert(libc::SYS_shmat, vec![rule(vec![bit(2, SHM_EXEC)?])?]);
         for call in [libc::SYS_memfd_create, libc::SYS_memfd_secret] {
             rules.insert(call, Vec::new());
+        }
+    }
+    Ok(rules)
+}
+
+/// When `socket(2)` is refused: always for `AF_VSOCK`; with `families`, for every family but
+/// `AF_UNIX` and TCP's, then those unless allowed (TCP: stream sockets only).
+fn socket_rules(families: Option<SocketFamilies>) -> Result<Vec<SeccompRule>, SeccompError> {
+    let domain = |op, family: libc::c_int| dword(0, op, constant(family));
+    let mut rules = vec![rule(vec![domain(SeccompCmpOp::Eq, libc::AF_VSOCK)?])?];
+    let Some(families) = families else {
+        return Ok(rules);
+    };
+    rules.push(rule(vec![
+        domain(SeccompCmpOp::Ne, libc::AF_UNIX)?,
+        domain(SeccompCmpOp::Ne, libc::AF_INET)?,
+        domain(SeccompCmpOp::Ne, libc::AF_INET6)?,
+    ])?);
+    if !families.unix {
+        rules.push(rule(vec![domain(SeccompCmpOp::Eq, libc::AF_UNIX)?])?);
+    }
+    for family in [libc::AF_INET, libc::AF_INET6] {
+        if !families.tcp {
+            rules.push(rule(vec![domain(SeccompCmpOp::Eq, family)?])?);
+            continue;
+        }
+        // The socket type is the low bits of the second argument (flags above them).
+        for kind in [
+            libc::SOCK_DGRAM,
+            libc::SOCK_RAW,
+            libc::SOCK_RDM,
+            libc::SOCK_SEQPACKET,
+            libc::SOCK_DCCP,
+            LEGACY_SOCK_PACKET,
+        ] {
+            rules.push(rule(vec![
+                domain(SeccompCmpOp::Eq, family)?,
+                dword(1, SeccompCmpOp::MaskedEq(0xf), constant(kind))?,
+            ])?);
         }
     }
     Ok(rules)

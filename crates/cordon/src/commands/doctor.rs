@@ -96,6 +96,7 @@ pub fn render(r: &DoctorReport) -> String {
     };
     line(&mut out, "bwrap-free", &bwrap);
     line(&mut out, "sandbox helper", &r.helper);
+    line(&mut out, "landlock tier", &r.landlock_tier);
     let c = &r.cgroup;
     let _ = writeln!(
         out,
@@ -120,7 +121,25 @@ pub fn render(r: &DoctorReport) -> String {
     );
     let e = &r.enforce;
     let _ = writeln!(out, "\ncordon run will enforce:");
-    let _ = writeln!(out, "  namespaces:  {}", e.namespaces.join(", "));
+    let _ = writeln!(
+        out,
+        "  tier:        {}{}",
+        r.tier.name(),
+        if r.inside_cordon_sandbox {
+            " (inside a cordon sandbox, which refuses new namespaces)"
+        } else {
+            ""
+        }
+    );
+    let _ = writeln!(
+        out,
+        "  namespaces:  {}",
+        if e.namespaces.is_empty() {
+            "none".to_owned()
+        } else {
+            e.namespaces.join(", ")
+        }
+    );
     let _ = writeln!(
         out,
         "  landlock:    {}",
