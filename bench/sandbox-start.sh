@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sandboxed start against bubblewrap, idle and beside one busy CPU, in one hyperfine run each:
-# `cordon run -- /bin/true` (recorded in the run history, the default) and `--no-record`,
+# `cordon run -- /bin/true` (recorded in the run history, the default), `--no-record` and
+# the landlock tier (`--isolation landlock`),
 # against `bwrap --unshare-all` doing less (no Landlock, no seccomp, no constructed root) and
 # bare `/bin/true`. The busy case pins `yes > /dev/null` to CPU 0 while hyperfine runs.
 # Needs hyperfine and bubblewrap (apt-get install -y hyperfine bubblewrap).
@@ -29,6 +30,7 @@ commands=(
   "$CORDON run --no-record -- /bin/true"
   "bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all --die-with-parent /bin/true"
   "/bin/true"
+  "$CORDON run --isolation landlock -- /bin/true"
 )
 if [ -n "${OTHER:-}" ]; then
   commands+=("$OTHER run -- /bin/true")
@@ -45,8 +47,10 @@ rec, norec, bwrap, true = med[:4]
 print(f"{sys.argv[2]}: cordon run (recorded) {rec:.2f} ms, --no-record {norec:.2f} ms, "
       f"bwrap {bwrap:.2f} ms, /bin/true {true:.2f} ms (medians of {len(r[0]['times'])})")
 print(f"{sys.argv[2]}: recorded / bwrap = {rec / bwrap:.2f}; --no-record / bwrap = {norec / bwrap:.2f}")
-if len(med) > 4:
-    print(f"{sys.argv[2]}: other build (recorded) {med[4]:.2f} ms = {med[4] / bwrap:.2f} x bwrap")
+print(f"{sys.argv[2]}: landlock tier (recorded) {med[4]:.2f} ms = {med[4] / bwrap:.2f} x bwrap, "
+      f"{med[4] / rec:.2f} x the namespace tier")
+if len(med) > 5:
+    print(f"{sys.argv[2]}: other build (recorded) {med[5]:.2f} ms = {med[5] / bwrap:.2f} x bwrap")
 PY
 }
 
