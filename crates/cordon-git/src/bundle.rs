@@ -465,6 +465,18 @@ impl Repo {
             .collect())
     }
 
+    /// Every path of `commit`'s tree, directories included (`ls-tree -r -t`), as bytes.
+    pub fn tree_paths(&self, commit: &CommitId) -> Result<Vec<Vec<u8>>, GitError> {
+        let out = GitCommand::new(
+            &self.git_dir_context(),
+            ["ls-tree", "-r", "-t", "-z", "--name-only", "--full-tree"],
+        )
+        .args(["--end-of-options", commit.as_str()])
+        .read_only()
+        .run()?;
+        Ok(split_nul(&out.stdout).map(<[u8]>::to_vec).collect())
+    }
+
     /// Counts the commits reachable from `commit`.
     pub fn commit_count(&self, commit: &CommitId) -> Result<u64, GitError> {
         let cmd = GitCommand::new(

@@ -44,6 +44,7 @@ mod neutralize;
 mod patch;
 mod repo;
 mod sanitize;
+mod url;
 mod worktree;
 
 pub use bundle::{BundleHeader, check_branch_name};
@@ -56,4 +57,5 @@ pub use layers::{Entry, EntryKind, Layers};
 pub use patch::{MAX_PATCH_BYTES, RefusalReason};
 pub use repo::{CommitId, Repo, WorktreeEntry};
 pub use sanitize::{packed_refs_without_stash, sanitized_config, without_userinfo};
+pub use url::{UrlKind, classify_url};
 pub use worktree::{Worktree, WorktreeDiff};

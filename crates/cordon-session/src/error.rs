@@ -127,9 +127,16 @@ pub enum SessionErrorKind {
     /// A bundle that crossed the boundary was refused.
     #[error("bundle refused: {0}")]
     BundleRefused(String),
-    /// The change adds or changes a submodule URL that points at a local path.
-    #[error(".gitmodules points a submodule at the local path {0:?}")]
-    LocalSubmodule(String),
+    /// The change adds or changes a submodule URL that git would not take to a host over the
+    /// network: a path of this machine, a `file:` URL, a remote helper (`ext::`, `fd::`), or
+    /// a URL that a file of the pulled tree would turn into a local path.
+    #[error(".gitmodules points a submodule at {url:?}, which is not a network URL: {reason}")]
+    LocalSubmodule {
+        /// The URL as `.gitmodules` has it.
+        url: String,
+        /// What git would do with it.
+        reason: String,
+    },
     /// A git operation failed.
     #[error(transparent)]
     Git(Box<cordon_git::GitError>),
@@ -191,7 +198,7 @@ impl SessionError {
             | K::CheckedOutElsewhere { .. }
             | K::DirtyCheckout { .. }
             | K::BundleRefused(_)
-            | K::LocalSubmodule(_) => SessionErrorClass::Refused,
+            | K::LocalSubmodule { .. } => SessionErrorClass::Refused,
             K::WaitTimedOut { .. } => SessionErrorClass::Timeout,
             K::WaitCancelled => SessionErrorClass::Refused,
             K::Run(e) if e.class() == cordon_runner::RunErrorClass::Usage => {
@@ -230,6 +237,11 @@ impl SessionError {
             K::NotABranch(_) => Some("pass --ref BRANCH".to_owned()),
             K::WatcherBusy { .. } => Some(
                 "one watcher per session: `cordon session poke ID` wakes the one that runs".to_owned(),
+            ),
+            K::LocalSubmodule { .. } => Some(
+                "a submodule of a pulled change must have an https, http, ssh or git URL (or \
+                 scp-like host:path); add a local or relative one on the host by hand"
+                    .to_owned(),
             ),
             K::Record(e) => Some(e.hint()),
             K::Run(e) => e.hint(),

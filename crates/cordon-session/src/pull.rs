@@ -238,7 +238,9 @@ impl Session {
         Ok(Some(tip))
     }
 
-    /// Refuses a change of `.gitmodules` that points a submodule at a local path; the
+    /// Refuses a pull after which a submodule URL of `.gitmodules` would not go to a host
+    /// over the network ([`not_network`]) — when `.gitmodules` changed, or when the change
+    /// made a URL local that was not (a file named like it appeared in the tree). The
     /// session's ref is deleted again (nothing of the session stays on the host).
     fn check_submodules(
         &self,
@@ -247,20 +249,68 @@ impl Session {
         old: Option<&CommitId>,
         new: &CommitId,
     ) -> Result<(), SessionError> {
+        let urls = host.submodule_urls(new)?;
+        if urls.is_empty() {
+            return Ok(());
+        }
         let changed = match old {
             Some(old) => host.path_changed(old, new, ".gitmodules")?,
             None => true,
         };
-        if !changed {
-            return Ok(());
-        }
-        for url in host.submodule_urls(new)? {
-            if is_local_url(&url) {
-                let _ = host.delete_ref(session_ref);
-                return Err(SessionError::new(SessionErrorKind::LocalSubmodule(url)));
+        let new_paths = host.tree_paths(new)?;
+        let old_paths = match old {
+            Some(old) if !changed => Some(host.tree_paths(old)?),
+            _ => None,
+        };
+        for url in urls {
+            let Some(reason) = not_network(&url, &new_paths) else {
+                continue;
+            };
+            // The host's own URL, unchanged, in a tree the session did not make it local in.
+            if let Some(old_paths) = &old_paths
+                && not_network(&url, old_paths).is_some()
+            {
+                continue;
             }
+            let _ = host.delete_ref(session_ref);
+            return Err(SessionError::new(SessionErrorKind::LocalSubmodule {
+                url,
+                reason,
+            }));
         }
         Ok(())
+    }
+}
+
+/// Why git would not take submodule URL `url` to a host over the network, in a checkout of
+/// the tree whose paths are `paths`: a path of this machine, a `file:` URL, a remote helper
+/// program (`ext::`, `fd::`, `file::`, an unknown scheme), a malformed URL, or a network URL
+/// that a file of the tree turns local (`git clone` tries the URL as a relative path first:
+/// a directory or symlink `https:` makes `https://host/x` a local path). `None` when it
+/// would.
+fn not_network(url: &str, paths: &[Vec<u8>]) -> Option<String> {
+    match cordon_git::classify_url(url) {
+        cordon_git::UrlKind::Remote { path_head, .. } => {
+            let head = path_head.as_bytes();
+            paths
+                .iter()
+                .find(|path| {
+                    let name = path.rsplit(|b| *b == b'/').next().unwrap_or(path);
+                    name.starts_with(head)
+                })
+                .map(|path| {
+                    format!(
+                        "the tree has {:?}, which git would clone instead (it tries a URL as a \
+                         local path first)",
+                        String::from_utf8_lossy(path)
+                    )
+                })
+        }
+        cordon_git::UrlKind::Local => Some("git reads it as a path of this machine".to_owned()),
+        cordon_git::UrlKind::Helper { name } => Some(format!(
+            "git would run the remote helper program git-remote-{name}"
+        )),
+        cordon_git::UrlKind::Invalid { reason } => Some(reason),
     }
 }
 
@@ -286,33 +336,38 @@ fn git_message(e: &cordon_git::GitError) -> String {
     }
 }
 
-/// Whether a submodule URL points at this machine's files.
-fn is_local_url(url: &str) -> bool {
-    let url = url.trim();
-    url.starts_with('/')
-        || url.starts_with("./")
-        || url.starts_with("../")
-        || url.starts_with('~')
-        || url.to_ascii_lowercase().starts_with("file:")
-        || url == "."
-        || url == ".."
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn local_submodule_urls_are_recognised() {
-        for local in ["/etc", "./x", "../y", "~/z", "file:///a", "FILE://a", ".."] {
-            assert!(is_local_url(local), "{local}");
+    fn submodule_urls_are_network_urls_unless_a_file_of_the_tree_is_named_like_them() {
+        let tree: Vec<Vec<u8>> = vec![b"src".to_vec(), b"src/evil:org".to_vec()];
+        for local in [
+            "/etc",
+            "./x",
+            "../y",
+            "~/z",
+            "file:///a",
+            "FILE://a",
+            "..",
+            ".git",
+            "hostrepo",
+            "sub/dir",
+            "..\\hostrepo",
+            "ext::sh -c x",
+            "fd::3",
+            "file::/srv/r",
+            "evil:org/x.git",
+        ] {
+            assert!(not_network(local, &tree).is_some(), "{local}");
         }
         for remote in [
             "https://example.com/x.git",
             "git@example.com:x.git",
             "ssh://h/x",
         ] {
-            assert!(!is_local_url(remote), "{remote}");
+            assert_eq!(not_network(remote, &tree), None, "{remote}");
         }
     }
 }

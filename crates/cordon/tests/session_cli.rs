@@ -652,13 +652,106 @@ fn pull_refuses_bad_target_branches_and_local_submodules() {
     let out = f.cordon(&["session", "pull", &id]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(
-        stderr(&out).contains("local path \"/etc\""),
+        stderr(&out).contains("at \"/etc\", which is not a network URL"),
         "{}",
         stderr(&out)
     );
     assert_eq!(f.host_snapshot(), before);
     let refs = git(f.repo.path(), &["for-each-ref", "refs/cordon"]);
     assert_eq!(refs, "", "the session's ref is deleted again");
+}
+
+/// Issue 35 V2: a submodule URL git would not take to a host over the network is refused in
+/// every spelling git accepts (a bare relative path next to a committed symlink to a host
+/// repository, the superproject's own `.git`, a path with a colon, backslashes, remote
+/// helpers, `file::`), and so is a network URL that a file of the pulled tree makes local
+/// (`git clone` tries a URL as a path first) — also when that file comes in a later pull
+/// than the URL.
+#[test]
+fn pull_refuses_every_submodule_url_git_would_read_as_local() {
+    if !support::sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let base = f.head("main");
+    let id = f.create(&[]);
+    let victim = TestDir::new();
+    git(victim.path(), &["init", "-q", "-b", "main"]);
+    let host = victim.path().display().to_string();
+    // Each case: the URL, and what the agent adds next to it.
+    let cases: Vec<(String, String)> = vec![
+        ("hostrepo".into(), format!("ln -s '{host}' hostrepo")),
+        (".git".into(), String::new()),
+        (
+            "sub/dir".into(),
+            format!("mkdir sub && ln -s '{host}' sub/dir"),
+        ),
+        ("..\\hostrepo".into(), String::new()),
+        (format!("{host}/.git"), String::new()),
+        (format!("file://{host}"), String::new()),
+        (format!("file::{host}"), String::new()),
+        ("ext::sh -c touch% /tmp/pwned".into(), String::new()),
+        ("fd::3".into(), String::new()),
+        ("evil:repo".into(), format!("ln -s '{host}' evil:repo")),
+        (
+            "https://example.com/x.git".into(),
+            format!("mkdir -p https:/example.com && ln -s '{host}' https:/example.com/x.git"),
+        ),
+    ];
+    let with_url = |url: &str, extra: &str, reset: bool| {
+        let reset = if reset {
+            format!("git reset -q --hard {base} && git clean -qfdx && ")
+        } else {
+            String::new()
+        };
+        let extra = if extra.is_empty() {
+            String::new()
+        } else {
+            format!("{extra} && ")
+        };
+        f.ok(&[
+            "session",
+            "exec",
+            &id,
+            "--env",
+            &format!("URL={url}"),
+            "--",
+            "sh",
+            "-c",
+            &format!(
+                "{reset}{extra}git config -f .gitmodules submodule.x.path x && \
+                 git config -f .gitmodules submodule.x.url \"$URL\" && \
+                 git add -A && {AGENT_COMMIT} -m sub"
+            ),
+        ]);
+    };
+    let refused = |url: &str| {
+        let before = f.host_snapshot();
+        let out = f.cordon(&["session", "pull", &id]);
+        assert_eq!(out.status.code(), Some(1), "{url}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("which is not a network URL"),
+            "{url}: {}",
+            stderr(&out)
+        );
+        assert_eq!(f.host_snapshot(), before, "{url}");
+        let refs = git(f.repo.path(), &["for-each-ref", "refs/cordon"]);
+        assert_eq!(refs, "", "{url}: the session's ref is deleted again");
+    };
+    for (url, extra) in &cases {
+        with_url(url, extra, true);
+        refused(url);
+    }
+    // A network URL with nothing named like it comes through; a file named like it in a
+    // later pull (the URL unchanged) turns it local, and is refused.
+    with_url("git@example.com:org/x.git", "", true);
+    let pulled = f.json(&["session", "pull", &id, "--json"]);
+    assert_eq!(pulled["outcome"], "merged", "{pulled}");
+    f.agent(
+        &id,
+        &format!("ln -s '{host}' git@example.com:org && git add -A && {AGENT_COMMIT} -m link"),
+    );
+    refused("git@example.com:org/x.git");
 }
 
 #[test]

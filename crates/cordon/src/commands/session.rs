@@ -224,7 +224,7 @@ fn classify(error: &SessionError) -> (Exit, ErrorKind) {
     use cordon_session::SessionErrorKind as K;
     match error.class() {
         SessionErrorClass::Refused => match &error.kind {
-            K::BundleRefused(_) | K::LocalSubmodule(_) | K::WaitCancelled => {
+            K::BundleRefused(_) | K::LocalSubmodule { .. } | K::WaitCancelled => {
                 (Exit::Failed, ErrorKind::Refused)
             }
             _ => (Exit::Failed, ErrorKind::Conflict),
