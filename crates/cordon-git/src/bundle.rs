@@ -465,6 +465,127 @@ impl Repo {
             .collect())
     }
 
+    /// What checking out `to` over `from` writes into a work tree: the files (blobs and
+    /// symlinks; not submodules) `to` adds or changes, their sizes added up and the largest.
+    /// With `from` `None`, every file of `to`. Read from the object store (`diff-tree` and
+    /// `cat-file --batch-check`): nothing is written.
+    pub fn checkout_size(
+        &self,
+        from: Option<&CommitId>,
+        to: &CommitId,
+    ) -> Result<CheckoutSize, GitError> {
+        let written = match from {
+            Some(from) => self.changed_blobs(from, to)?,
+            None => self.all_blobs(to)?,
+        };
+        let mut size = CheckoutSize::default();
+        if written.is_empty() {
+            return Ok(size);
+        }
+        let mut input = Vec::new();
+        for (oid, _) in &written {
+            input.extend_from_slice(oid.as_bytes());
+            input.push(b'\n');
+        }
+        let cmd = GitCommand::new(
+            &self.git_dir_context(),
+            ["cat-file", "--batch-check=%(objectsize)"],
+        )
+        .read_only();
+        let out = cmd.run_with_input(&input)?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let sizes: Vec<&str> = text.lines().collect();
+        if sizes.len() != written.len() {
+            return Err(GitError::new(
+                &cmd.display_args(),
+                GitErrorKind::UnexpectedOutput(format!(
+                    "{} sizes for {} objects",
+                    sizes.len(),
+                    written.len()
+                )),
+            ));
+        }
+        for ((_, path), line) in written.into_iter().zip(sizes) {
+            let bytes: u64 = line.parse().map_err(|_| {
+                GitError::new(
+                    &cmd.display_args(),
+                    GitErrorKind::UnexpectedOutput(line.to_owned()),
+                )
+            })?;
+            size.files += 1;
+            size.total_bytes = size.total_bytes.saturating_add(bytes);
+            if size.largest.as_ref().is_none_or(|(_, most)| bytes > *most) {
+                size.largest = Some((String::from_utf8_lossy(&path).into_owned(), bytes));
+            }
+        }
+        Ok(size)
+    }
+
+    /// The blobs `to` has that `from` lacks at the same path: `(object id, path)`.
+    fn changed_blobs(
+        &self,
+        from: &CommitId,
+        to: &CommitId,
+    ) -> Result<Vec<(String, Vec<u8>)>, GitError> {
+        let out = GitCommand::new(
+            &self.git_dir_context(),
+            [
+                "diff-tree",
+                "-r",
+                "-z",
+                "--raw",
+                "--no-renames",
+                "--no-ext-diff",
+            ],
+        )
+        .args([
+            "--no-textconv",
+            "--end-of-options",
+            from.as_str(),
+            to.as_str(),
+        ])
+        .read_only()
+        .run()?;
+        let mut fields = split_nul(&out.stdout);
+        let mut blobs = Vec::new();
+        while let (Some(meta), Some(path)) = (fields.next(), fields.next()) {
+            // `:OLDMODE NEWMODE OLDID NEWID STATUS`
+            let meta = String::from_utf8_lossy(meta);
+            let parts: Vec<&str> = meta.trim_start_matches(':').split(' ').collect();
+            if let [_, mode, _, oid, _] = parts.as_slice()
+                && is_file_mode(mode)
+            {
+                blobs.push(((*oid).to_owned(), path.to_vec()));
+            }
+        }
+        Ok(blobs)
+    }
+
+    /// Every blob of `commit`'s tree: `(object id, path)`.
+    fn all_blobs(&self, commit: &CommitId) -> Result<Vec<(String, Vec<u8>)>, GitError> {
+        let out = GitCommand::new(
+            &self.git_dir_context(),
+            ["ls-tree", "-r", "-z", "--full-tree", "--end-of-options"],
+        )
+        .arg(commit.as_str())
+        .read_only()
+        .run()?;
+        Ok(split_nul(&out.stdout)
+            .filter_map(|entry| {
+                // `MODE TYPE ID\tPATH`
+                let tab = entry.iter().position(|b| *b == b'\t')?;
+                let meta = String::from_utf8_lossy(&entry[..tab]);
+                let parts: Vec<&str> = meta.split(' ').collect();
+                match parts.as_slice() {
+                    [mode, _, oid] if is_file_mode(mode) => {
+                        Some(((*oid).to_owned(), entry[tab + 1..].to_vec()))
+                    }
+                    _ => None,
+                }
+            })
+            .collect())
+    }
+
     /// Every path of `commit`'s tree, directories included (`ls-tree -r -t`), as bytes.
     pub fn tree_paths(&self, commit: &CommitId) -> Result<Vec<Vec<u8>>, GitError> {
         let out = GitCommand::new(
@@ -489,6 +610,22 @@ impl Repo {
         line.parse()
             .map_err(|_| GitError::new(&cmd.display_args(), GitErrorKind::UnexpectedOutput(line)))
     }
+}
+
+/// What a checkout writes ([`Repo::checkout_size`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CheckoutSize {
+    /// How many files (blobs and symlinks).
+    pub files: u64,
+    /// Their sizes added up, in bytes.
+    pub total_bytes: u64,
+    /// The largest: its path and size in bytes.
+    pub largest: Option<(String, u64)>,
+}
+
+/// Whether a tree entry's mode is a file a checkout writes (regular, executable, symlink).
+fn is_file_mode(mode: &str) -> bool {
+    matches!(mode, "100644" | "100755" | "120000" | "100664")
 }
 
 #[cfg(test)]

@@ -47,7 +47,7 @@ mod sanitize;
 mod url;
 mod worktree;
 
-pub use bundle::{BundleHeader, check_branch_name};
+pub use bundle::{BundleHeader, CheckoutSize, check_branch_name};
 pub use changes::{ChangeStatus, ChangedFile, RepoPath};
 pub use command::{
     GitCommand, GitContext, GitOutput, HARDENING_CONFIG, HARDENING_ENV, Launcher, RunBounds,

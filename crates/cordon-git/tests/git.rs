@@ -702,3 +702,46 @@ fn removing_a_gone_worktree_forgets_only_that_one() {
         "nothing left to forget"
     );
 }
+
+/// What a checkout of one commit over another writes: added and changed files (their new
+/// sizes), symlinks; not deleted files or submodules.
+#[test]
+fn checkout_size_counts_what_a_checkout_writes() {
+    let f = Fixture::new();
+    let repo_dir = f.repo();
+    let repo = Repo::open(&repo_dir).unwrap();
+    let from = repo.resolve_commit("HEAD").unwrap();
+    std::fs::write(repo_dir.join("a.txt"), "x".repeat(1000)).unwrap();
+    std::fs::write(repo_dir.join("new.bin"), vec![0u8; 5000]).unwrap();
+    std::fs::remove_file(repo_dir.join("gone.txt")).unwrap();
+    std::os::unix::fs::symlink("a.txt", repo_dir.join("link")).unwrap();
+    git(&repo_dir, &["add", "-A"]);
+    let sub = git(&repo_dir, &["rev-parse", "HEAD"]);
+    let sub = String::from_utf8(sub).unwrap();
+    git(
+        &repo_dir,
+        &[
+            "update-index",
+            "--add",
+            "--cacheinfo",
+            &format!("160000,{},vendored", sub.trim()),
+        ],
+    );
+    git(&repo_dir, &["commit", "-qm", "sizes"]);
+    let to = repo.resolve_commit("HEAD").unwrap();
+    let size = repo.checkout_size(Some(&from), &to).unwrap();
+    assert_eq!(
+        size,
+        cordon_git::CheckoutSize {
+            files: 3,
+            total_bytes: 1000 + 5000 + 5,
+            largest: Some(("new.bin".to_owned(), 5000)),
+        }
+    );
+    let whole = repo.checkout_size(None, &to).unwrap();
+    assert_eq!(whole.files, 5, "{whole:?}");
+    assert_eq!(
+        repo.checkout_size(Some(&to), &to).unwrap(),
+        Default::default()
+    );
+}

@@ -137,6 +137,18 @@ pub enum SessionErrorKind {
         /// What git would do with it.
         reason: String,
     },
+    /// The change would write more into the checkout than the pull allows; nothing was
+    /// written.
+    #[error("{}", checkout_too_large(file.as_deref(), *bytes, *limit))]
+    CheckoutTooLarge {
+        /// The file past the per-file limit; `None` when the files together are past the
+        /// total limit.
+        file: Option<String>,
+        /// Its size, or the files' sizes added up, in bytes.
+        bytes: u64,
+        /// The limit it is past, in bytes.
+        limit: u64,
+    },
     /// A git operation failed.
     #[error(transparent)]
     Git(Box<cordon_git::GitError>),
@@ -198,7 +210,8 @@ impl SessionError {
             | K::CheckedOutElsewhere { .. }
             | K::DirtyCheckout { .. }
             | K::BundleRefused(_)
-            | K::LocalSubmodule { .. } => SessionErrorClass::Refused,
+            | K::LocalSubmodule { .. }
+            | K::CheckoutTooLarge { .. } => SessionErrorClass::Refused,
             K::WaitTimedOut { .. } => SessionErrorClass::Timeout,
             K::WaitCancelled => SessionErrorClass::Refused,
             K::Run(e) if e.class() == cordon_runner::RunErrorClass::Usage => {
@@ -243,10 +256,32 @@ impl SessionError {
                  scp-like host:path); add a local or relative one on the host by hand"
                     .to_owned(),
             ),
+            K::CheckoutTooLarge { file: Some(_), .. } => Some(
+                "if the file is meant to be there, pull with a larger --max-checkout-file"
+                    .to_owned(),
+            ),
+            K::CheckoutTooLarge { file: None, .. } => Some(
+                "if the change is meant to be that large, pull with a larger --max-checkout-size"
+                    .to_owned(),
+            ),
             K::Record(e) => Some(e.hint()),
             K::Run(e) => e.hint(),
             _ => None,
         }
+    }
+}
+
+/// The message of [`SessionErrorKind::CheckoutTooLarge`].
+fn checkout_too_large(file: Option<&str>, bytes: u64, limit: u64) -> String {
+    match file {
+        Some(file) => format!(
+            "the change writes {file:?} of {bytes} bytes into the checkout, more than the \
+             limit of {limit} bytes per file (--max-checkout-file); nothing was written"
+        ),
+        None => format!(
+            "the change writes {bytes} bytes of files into the checkout, more than the limit \
+             of {limit} bytes (--max-checkout-size); nothing was written"
+        ),
     }
 }
 

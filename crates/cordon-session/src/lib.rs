@@ -67,7 +67,10 @@ pub use backoff::Backoff;
 pub use error::{SessionError, SessionErrorClass, SessionErrorKind};
 pub use exec::{Access, ExecLease};
 pub use id::SessionId;
-pub use pull::{DEFAULT_PULL_WAIT, PullRequest, import_into_host};
+pub use pull::{
+    DEFAULT_MAX_CHECKOUT_BYTES, DEFAULT_MAX_CHECKOUT_FILE_BYTES, DEFAULT_PULL_WAIT, PullRequest,
+    import_into_host,
+};
 pub use push::PushRequest;
 pub use record::{
     DEFAULT_IDLE_TIMEOUT_S, EndReason, ItemOrigin, MAX_ITEM_TRIES, ReviewItem, ReviewPhase,

@@ -15,6 +15,12 @@ use crate::sessions::{DEFAULT_MAX_BUNDLE_BYTES, Session, check_bundle_file, refu
 /// The default bound of a pull's wait for the session's writer: 10 minutes.
 pub const DEFAULT_PULL_WAIT: Duration = Duration::from_secs(600);
 
+/// The default bound of what a pull writes into the checkout, all files together: 1 GiB.
+pub const DEFAULT_MAX_CHECKOUT_BYTES: u64 = 1 << 30;
+
+/// The default bound of the largest file a pull writes into the checkout: 100 MiB.
+pub const DEFAULT_MAX_CHECKOUT_FILE_BYTES: u64 = 100 << 20;
+
 /// What to pull, and where to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PullRequest {
@@ -26,6 +32,11 @@ pub struct PullRequest {
     pub wait: Duration,
     /// The largest bundle accepted.
     pub max_bundle_bytes: u64,
+    /// The most bytes the change may write into the checkout: the files it adds or changes,
+    /// added up (a bundle compresses: 1 GiB of zeros is a 1 MiB pack).
+    pub max_checkout_bytes: u64,
+    /// The largest file the change may write into the checkout.
+    pub max_checkout_file_bytes: u64,
 }
 
 impl Default for PullRequest {
@@ -35,6 +46,8 @@ impl Default for PullRequest {
             into: None,
             wait: DEFAULT_PULL_WAIT,
             max_bundle_bytes: DEFAULT_MAX_BUNDLE_BYTES,
+            max_checkout_bytes: DEFAULT_MAX_CHECKOUT_BYTES,
+            max_checkout_file_bytes: DEFAULT_MAX_CHECKOUT_FILE_BYTES,
         }
     }
 }
@@ -132,6 +145,8 @@ impl Session {
         report.session_ref = Some(session_ref.clone());
         let Some(old) = old else {
             self.check_submodules(host, &session_ref, Some(&rec.base_commit), &new)?;
+            let base = host.ref_commit(rec.base_commit.as_str())?;
+            self.check_checkout_size(host, &session_ref, base.as_ref(), &new, request)?;
             host.update_ref(
                 &into_ref,
                 &new,
@@ -156,6 +171,7 @@ impl Session {
             }));
         }
         self.check_submodules(host, &session_ref, Some(&old), &new)?;
+        self.check_checkout_size(host, &session_ref, Some(&old), &new, request)?;
         let (_, commits) = host.ahead_behind(&old, &new)?;
         let checked_out = host
             .list_worktrees()?
@@ -279,6 +295,47 @@ impl Session {
             }));
         }
         Ok(())
+    }
+}
+
+impl Session {
+    /// Refuses a change whose files would write more into the checkout than the request
+    /// allows (all of them together, or the largest one), before anything is written: sizes
+    /// read from the objects the pull fetched, over `from` (the branch's tip; `None`: every
+    /// file counts). The session's ref is deleted again.
+    fn check_checkout_size(
+        &self,
+        host: &Repo,
+        session_ref: &str,
+        from: Option<&CommitId>,
+        to: &CommitId,
+        request: &PullRequest,
+    ) -> Result<(), SessionError> {
+        let size = host.checkout_size(from, to)?;
+        let refusal = match &size.largest {
+            Some((path, bytes)) if *bytes > request.max_checkout_file_bytes => {
+                Some(SessionErrorKind::CheckoutTooLarge {
+                    file: Some(path.clone()),
+                    bytes: *bytes,
+                    limit: request.max_checkout_file_bytes,
+                })
+            }
+            _ if size.total_bytes > request.max_checkout_bytes => {
+                Some(SessionErrorKind::CheckoutTooLarge {
+                    file: None,
+                    bytes: size.total_bytes,
+                    limit: request.max_checkout_bytes,
+                })
+            }
+            _ => None,
+        };
+        match refusal {
+            Some(kind) => {
+                let _ = host.delete_ref(session_ref);
+                Err(SessionError::new(kind))
+            }
+            None => Ok(()),
+        }
     }
 }
 

@@ -754,6 +754,88 @@ fn pull_refuses_every_submodule_url_git_would_read_as_local() {
     refused("git@example.com:org/x.git");
 }
 
+/// Issue 35 W4: `--max-bundle` bounds what crosses, not what a checkout writes (1 GiB of zeros
+/// is a pack of about 1 MiB). A pull refuses, before it writes anything, a change whose
+/// largest file is past `--max-checkout-file` (100 MiB by default) or whose new and changed
+/// files add up past `--max-checkout-size` — into the checked-out branch or another.
+#[test]
+fn pull_bounds_what_the_change_writes_into_the_checkout() {
+    if !support::sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let id = f.create(&[]);
+    let zeros = f.repo.path().join("zeros");
+    // A sparse file: no disk in the session; git stores it compressed.
+    f.agent(
+        &id,
+        &format!("truncate -s 1G zeros && git add zeros && {AGENT_COMMIT} -m zeros"),
+    );
+    let refused = |args: &[&str], message: &str| {
+        let before = f.host_snapshot();
+        let out = f.cordon(args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(message), "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("nothing was written"),
+            "{}",
+            stderr(&out)
+        );
+        assert_eq!(f.host_snapshot(), before, "{args:?}");
+        let refs = git(f.repo.path(), &["for-each-ref", "refs/cordon"]);
+        assert_eq!(refs, "", "{args:?}: the session's ref is deleted again");
+    };
+    refused(
+        &["session", "pull", &id, "--max-bundle", "16MiB"],
+        "the change writes \"zeros\" of 1073741824 bytes into the checkout, more than the \
+         limit of 104857600 bytes per file",
+    );
+    assert!(!zeros.exists(), "the 1 GiB file was checked out");
+    // Into a branch that is not checked out: the same bound.
+    git(f.repo.path(), &["branch", "side"]);
+    refused(
+        &["session", "pull", &id, "--into", "side"],
+        "more than the limit of 104857600 bytes per file",
+    );
+    // Files each under the per-file limit, too much together.
+    f.agent(
+        &id,
+        &format!(
+            "git reset -q --hard HEAD~1 && for i in 1 2 3; do head -c 700000 /dev/zero > f$i; done \
+             && git add -A && {AGENT_COMMIT} -m three"
+        ),
+    );
+    refused(
+        &[
+            "session",
+            "pull",
+            &id,
+            "--max-checkout-file",
+            "1MiB",
+            "--max-checkout-size",
+            "2MiB",
+        ],
+        "the change writes 2100000 bytes of files into the checkout, more than the limit of \
+         2097152 bytes (--max-checkout-size)",
+    );
+    // Within the bounds, it comes through.
+    let pulled = f.json(&[
+        "session",
+        "pull",
+        &id,
+        "--max-checkout-file",
+        "1MiB",
+        "--max-checkout-size",
+        "3MiB",
+        "--json",
+    ]);
+    assert_eq!(pulled["outcome"], "merged", "{pulled}");
+    assert_eq!(
+        std::fs::metadata(f.repo.path().join("f3")).unwrap().len(),
+        700_000
+    );
+}
+
 #[test]
 fn only_the_session_branch_crosses_and_the_agents_git_config_never_runs_on_the_host() {
     if !support::sandbox_available() {

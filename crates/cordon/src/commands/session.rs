@@ -133,6 +133,13 @@ pub enum SessionCommand {
         /// The largest bundle accepted.
         #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = parse_size)]
         max_bundle: u64,
+        /// The most the change may write into the checkout, its new and changed files added
+        /// up (checked before anything is written).
+        #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = parse_size)]
+        max_checkout_size: u64,
+        /// The largest file the change may write into the checkout.
+        #[arg(long, value_name = "SIZE", default_value = "100MiB", value_parser = parse_size)]
+        max_checkout_file: u64,
         /// Print the pull report (cordon.session-pull/v1) as JSON.
         #[arg(long)]
         json: bool,
@@ -224,9 +231,10 @@ fn classify(error: &SessionError) -> (Exit, ErrorKind) {
     use cordon_session::SessionErrorKind as K;
     match error.class() {
         SessionErrorClass::Refused => match &error.kind {
-            K::BundleRefused(_) | K::LocalSubmodule { .. } | K::WaitCancelled => {
-                (Exit::Failed, ErrorKind::Refused)
-            }
+            K::BundleRefused(_)
+            | K::LocalSubmodule { .. }
+            | K::CheckoutTooLarge { .. }
+            | K::WaitCancelled => (Exit::Failed, ErrorKind::Refused),
             _ => (Exit::Failed, ErrorKind::Conflict),
         },
         SessionErrorClass::Usage => match &error.kind {
@@ -319,6 +327,8 @@ pub(crate) fn run(args: SessionArgs) -> Result<Exit, CliError> {
             into,
             wait,
             max_bundle,
+            max_checkout_size,
+            max_checkout_file,
             json,
         } => {
             let request = PullRequest {
@@ -326,6 +336,8 @@ pub(crate) fn run(args: SessionArgs) -> Result<Exit, CliError> {
                 into,
                 wait,
                 max_bundle_bytes: max_bundle,
+                max_checkout_bytes: max_checkout_size,
+                max_checkout_file_bytes: max_checkout_file,
             };
             pull(&sessions, &id, &request, json)
         }
