@@ -166,12 +166,12 @@ impl InputCheck<'_> {
             });
         }
         if let Some(path) = crate::sources::local_path(url) {
-            crate::sources::check_local(&path, &self.service.state_dirs()).map_err(|reason| {
-                RequestError::Policy {
+            crate::sources::check_local(&path, &self.service.state_dirs())
+                .and_then(|real| crate::sources::check_git_dir(&real))
+                .map_err(|reason| RequestError::Policy {
                     rule: "repository".into(),
                     reason: format!("inputs.{field}: {reason}"),
-                }
-            })?;
+                })?;
         }
         if let Some(host) = clone_remote(url) {
             rules

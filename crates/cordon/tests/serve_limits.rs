@@ -1,8 +1,8 @@
 //! `cordon serve` holds every job to its project's limits and keeps one project out of
 //! another's data: memory, processes and output bounded by default and at most the policy's;
-//! clones of `/proc` or cordon's own state refused; `repo` inputs only where `repo.clone` is
-//! allowed; a live log whose `end` event went missing still ends. A real server, the real
-//! sandbox.
+//! clones of `/proc`, of cordon's own state or of git data that leads elsewhere refused;
+//! `repo` inputs only where `repo.clone` is allowed; a live log whose `end` event went missing
+//! still ends. A real server, the real sandbox.
 
 mod support;
 
@@ -521,4 +521,161 @@ fn serve_removes_unused_workspaces_but_not_one_a_queued_job_names() {
         late["failure"]["reason"].as_str().unwrap().contains("gone"),
         "{late}"
     );
+}
+
+const TWO_PROJECTS: &str = r#"
+workers = 1
+
+[projects.alpha]
+allow = [["git", "*"]]
+
+[projects.beta]
+allow = [["git", "*"], ["sh", "*"]]
+"#;
+
+/// A bare repository at `path` whose `main` names `commit` (objects to come from elsewhere).
+fn bare_naming(path: &std::path::Path, commit: &str) {
+    std::fs::create_dir_all(path).unwrap();
+    support::git(path, &["init", "-q", "--bare", "-b", "main"]);
+    std::fs::write(path.join("refs/heads/main"), format!("{commit}\n")).unwrap();
+}
+
+/// Issue 35 W1: the source check resolved symlinks only, and git then followed a `.git` file,
+/// a `.git` symlink, `objects/info/alternates` (also nested), a `commondir`, a symlinked
+/// `objects` or a sibling `NAME.git` into project alpha's workspace: a clone with project
+/// beta's token returned alpha's commit. Every route is refused now, at submission, and again
+/// when the clone runs (a source swapped after its submission).
+#[test]
+fn serve_clone_cannot_follow_git_redirections_into_another_projects_workspace() {
+    let server = Server::start(TWO_PROJECTS);
+    let alpha = server.token("alpha", "submit,read");
+    let beta = server.token("beta", "submit,read");
+    let src = TestDir::new();
+    let secret = repo_with(src.path(), &[("SECRET", "alpha's data\n")]);
+    let cloned = server.run_to_end(
+        &alpha,
+        &json!({"project": "alpha", "type": "repo.clone", "inputs": {"url": secret.display().to_string()}}),
+    );
+    assert_eq!(cloned["state"], "succeeded", "{cloned}");
+    let commit = cloned["result"]["commit"].as_str().unwrap().to_owned();
+    let git_dir =
+        std::path::PathBuf::from(cloned["result"]["workspace"].as_str().unwrap()).join(".git");
+    let objects = git_dir.join("objects");
+
+    let beta_dir = TestDir::new();
+    let place = |name: &str| {
+        let path = beta_dir.path().join(name);
+        std::fs::create_dir_all(&path).unwrap();
+        path
+    };
+    let mut sources = Vec::new();
+    // A gitfile.
+    let gitfile = place("gitfile");
+    std::fs::write(
+        gitfile.join(".git"),
+        format!("gitdir: {}\n", git_dir.display()),
+    )
+    .unwrap();
+    sources.push(gitfile);
+    // A `.git` symlink.
+    let linked = place("linked");
+    std::os::unix::fs::symlink(&git_dir, linked.join(".git")).unwrap();
+    sources.push(linked);
+    // Alternates, absolute.
+    let alternates = beta_dir.path().join("alternates");
+    bare_naming(&alternates, &commit);
+    std::fs::write(
+        alternates.join("objects/info/alternates"),
+        format!("{}\n", objects.display()),
+    )
+    .unwrap();
+    sources.push(alternates);
+    // Alternates of alternates: the first hop stays inside the source.
+    let nested = beta_dir.path().join("nested");
+    bare_naming(&nested, &commit);
+    let hop = nested.join("hop/objects");
+    std::fs::create_dir_all(hop.join("info")).unwrap();
+    std::fs::write(nested.join("objects/info/alternates"), "../hop/objects\n").unwrap();
+    std::fs::write(
+        hop.join("info/alternates"),
+        format!("{}\n", objects.display()),
+    )
+    .unwrap();
+    sources.push(nested);
+    // A worktree-style git directory whose common directory is alpha's.
+    let common = place("commondir");
+    std::fs::write(common.join("HEAD"), "ref: refs/heads/work\n").unwrap();
+    std::fs::write(common.join("commondir"), format!("{}\n", git_dir.display())).unwrap();
+    sources.push(common);
+    // A symlinked object directory.
+    let objects_link = beta_dir.path().join("objects-link");
+    bare_naming(&objects_link, &commit);
+    std::fs::remove_dir_all(objects_link.join("objects")).unwrap();
+    std::os::unix::fs::symlink(&objects, objects_link.join("objects")).unwrap();
+    sources.push(objects_link);
+    // An empty directory, and git's fallback to `NAME.git` beside it.
+    let sibling = place("sibling");
+    std::os::unix::fs::symlink(&git_dir, beta_dir.path().join("sibling.git")).unwrap();
+    sources.push(sibling);
+
+    for source in &sources {
+        let (status, answer) = server.submit(
+            &beta,
+            &json!({"project": "beta", "type": "repo.clone", "inputs": {"url": source.display().to_string()}}),
+        );
+        assert_eq!(status, 403, "{}: {answer}", source.display());
+        assert_eq!(answer["rule"], "repository", "{answer}");
+        assert!(!answer.to_string().contains(&commit), "{answer}");
+    }
+
+    // Checked again when the clone runs: a clean repository at submission, a gitfile once
+    // the single worker gets to it.
+    let swapped = repo_with(&place("swapped"), &[("README", "beta's own\n")]);
+    let (status, busy) = server.submit(
+        &beta,
+        &json!({"project": "beta", "type": "run", "inputs": {"argv": ["sh", "-c", "sleep 2"]}}),
+    );
+    assert_eq!(status, 201, "{busy}");
+    let (status, job) = server.submit(
+        &beta,
+        &json!({"project": "beta", "type": "repo.clone", "inputs": {"url": swapped.display().to_string()}}),
+    );
+    assert_eq!(status, 201, "{job}");
+    std::fs::remove_dir_all(swapped.join(".git")).unwrap();
+    std::fs::write(
+        swapped.join(".git"),
+        format!("gitdir: {}\n", git_dir.display()),
+    )
+    .unwrap();
+    let id = job["id"].as_str().unwrap();
+    let done = loop {
+        let job = server.job(&beta, id);
+        if job["state"] != "queued" && job["state"] != "running" {
+            break job;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert_eq!(done["state"], "failed", "{done}");
+    assert!(!done.to_string().contains(&commit), "{done}");
+
+    // A repository of beta's own is cloned as before, bare too.
+    let own = repo_with(&place("own"), &[("README", "beta's own\n")]);
+    let bare = beta_dir.path().join("own.git");
+    support::git(
+        beta_dir.path(),
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            &own.display().to_string(),
+            "own.git",
+        ],
+    );
+    for url in [own, bare] {
+        let clone = server.run_to_end(
+            &beta,
+            &json!({"project": "beta", "type": "repo.clone", "inputs": {"url": url.display().to_string()}}),
+        );
+        assert_eq!(clone["state"], "succeeded", "{clone}");
+    }
 }

@@ -100,14 +100,24 @@ pub(crate) fn clone_job(attempt: &Attempt<'_>) -> Outcome {
     }
 }
 
-/// What to hand git: a local path checked again now (the file system may have changed since
-/// the submission was checked), with every symlink resolved; a remote URL as it is.
-fn source(attempt: &Attempt<'_>, url: &str) -> Result<String, Outcome> {
+/// What a clone reads from.
+enum Source {
+    /// A local repository's git directory, checked again now (the file system may have
+    /// changed since the submission was checked): every symlink resolved, everything git
+    /// reads of it inside the directory named ([`crate::sources::check_git_dir`]).
+    GitDir(PathBuf),
+    /// A remote URL, as it is.
+    Remote(String),
+}
+
+/// The source `url` names, checked.
+fn source(attempt: &Attempt<'_>, url: &str) -> Result<Source, Outcome> {
     match crate::sources::local_path(url) {
         Some(path) => crate::sources::check_local(&path, &attempt.service.state_dirs())
-            .map(|real| real.display().to_string())
+            .and_then(|real| crate::sources::check_git_dir(&real))
+            .map(Source::GitDir)
             .map_err(|reason| Outcome::failed("policy", reason)),
-        None => Ok(url.to_owned()),
+        None => Ok(Source::Remote(url.to_owned())),
     }
 }
 
@@ -140,30 +150,35 @@ pub(crate) fn clone_for_job(
         .map_err(|e| clone_failed(attempt, &e))
 }
 
-/// Clones `url` into `dest` (which must not exist) and checks `rev` out on the workspace
+/// Clones `source` into `dest` (which must not exist) and checks `rev` out on the workspace
 /// branch; returns the commit. Each git command is killed, with every process it started,
 /// when `bounds` say so; a stalled transfer ends by git's low-speed limit.
 fn clone(
     parent: &Path,
     dest: &Path,
-    url: &str,
+    source: &Source,
     rev: Option<&str>,
     depth: Option<u32>,
     bounds: RunBounds<'_>,
 ) -> Result<String, GitError> {
-    // A local source's objects are copied, not hard-linked: nothing a job does to its
-    // clone's object files can reach the source repository.
-    let mut args = vec![
-        "clone".to_owned(),
-        "--quiet".into(),
-        "--no-checkout".into(),
-        "--no-hardlinks".into(),
-    ];
+    let mut args = vec!["clone".to_owned(), "--quiet".into(), "--no-checkout".into()];
     if let Some(depth) = depth {
         args.push(format!("--depth={depth}"));
     }
+    let url = match source {
+        // A local source's objects come as a pack from `upload-pack` in its git directory
+        // alone: nothing is hard-linked or copied file by file (no alternates carried over),
+        // and `--strict` makes upload-pack read that directory, neither `DIR/.git` nor a
+        // `.git` file nor `DIR.git` beside it.
+        Source::GitDir(git_dir) => {
+            args.push("--no-local".into());
+            args.push("--upload-pack=git-upload-pack --strict".into());
+            git_dir.display().to_string()
+        }
+        Source::Remote(url) => url.clone(),
+    };
     args.push("--".into());
-    args.push(url.to_owned());
+    args.push(url);
     args.push(dest.display().to_string());
     GitCommand::new(
         &GitContext::Discover {
