@@ -385,7 +385,21 @@ impl Policy {
         format!(
             "# cordon-server.toml: what the job service lets each project do.\n\
              # Nothing is allowed that no rule allows; a deny rule wins over every allow.\n\
-             # The project \"*\" applies to every project not named.\n\n{body}"
+             # The project \"*\" applies to every project not named.\n\
+             #\n\
+             # How allow and deny rules match a job's command (its argv):\n\
+             # - a rule is a prefix of the argv, compared argument by argument, whole\n\
+             #   arguments only: [\"cargo\", \"test\"] matches `cargo test --release`;\n\
+             # - \"*\" is the only pattern, and only as a whole argument: any one argument;\n\
+             #   last in a rule, any rest (nothing included). \"*rm*\" or \"*.sh\" inside an\n\
+             #   argument is refused when the policy is loaded, since it could match only\n\
+             #   itself, literally;\n\
+             # - a program named bare matches a bare name (`./cargo` is not `cargo`); deny\n\
+             #   rules also match a program given as a path by its file name, and see git's\n\
+             #   subcommand behind its global options (`git -c x=y push` is `git push`);\n\
+             # - a shell's script is one argument: `sh -c \"rm -rf x\"` cannot be denied by\n\
+             #   what the script says. Allow no shell, or deny it: [\"sh\", \"-c\", \"*\"].\n\n\
+             {body}"
         )
     }
 
@@ -474,6 +488,7 @@ impl Policy {
                     "projects.{name}.limits.parallel_stages must be 1 to 64"
                 )));
             }
+            check_rules(name, project).map_err(invalid)?;
             if project.concurrency == 0 || project.max_attempts == 0 || project.max_queued == 0 {
                 return Err(invalid(format!(
                     "projects.{name}: concurrency, max_attempts and max_queued must be at least 1"
@@ -582,6 +597,43 @@ impl ProjectPolicy {
             reason: format!("no allow rule matches the command {argv:?}"),
         })
     }
+}
+
+/// Refuses rules that cannot match the way they read. Rules match whole arguments, and `*`
+/// only as a whole argument: `["sh", "-c", "*rm*"]` would match the one argument `*rm*`
+/// literally, never `sh -c "rm -rf x"`, and a loader that took it would leave the operator
+/// believing `rm` denied. An empty rule would match every command.
+fn check_rules(name: &str, project: &ProjectPolicy) -> Result<(), String> {
+    let rules = project
+        .allow
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (format!("projects.{name}.allow[{i}]"), r))
+        .chain(
+            project
+                .deny
+                .iter()
+                .enumerate()
+                .map(|(i, r)| (format!("projects.{name}.deny[{i}]"), &r.argv)),
+        );
+    for (at, rule) in rules {
+        if rule.is_empty() {
+            return Err(format!(
+                "{at} is empty, which would match every command; name the program"
+            ));
+        }
+        if let Some(arg) = rule.iter().find(|a| a.contains('*') && a.as_str() != "*") {
+            return Err(format!(
+                "{at}: {arg:?} cannot match the way it reads: rules match whole arguments, \
+                 and `*` only as a whole argument (any one argument; last in a rule, any \
+                 rest), so it would match only the literal argument {arg:?}. A pattern inside \
+                 an argument is not supported: a shell's script (`sh -c \"rm -rf x\"`) \
+                 cannot be judged by its text; deny or leave out the shell itself \
+                 ([\"sh\", \"-c\", \"*\"])"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `argv` without git's global options between the program and its subcommand, when the

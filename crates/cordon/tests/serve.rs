@@ -667,6 +667,71 @@ fn serve_prints_its_default_policy_as_a_valid_config() {
     assert_eq!(parsed, cordon_server::Policy::builtin());
 }
 
+/// Issue 35, the policy pitfall: the deny rule `["sh", "-c", "*rm*"]` reads as "no rm" but
+/// matched only the literal argument `*rm*` (rules match whole arguments), so `sh -c "rm -rf
+/// x"` ran, and the loader took the rule silently. A rule with `*` inside an argument, or an
+/// empty rule (it matched every command), is refused when the policy is loaded, naming the
+/// rule; the printed default policy says how rules match; the deny that does hold (the
+/// shell itself) refuses the command.
+#[test]
+fn serve_refuses_policy_rules_that_cannot_match_the_way_they_read() {
+    use std::io::BufRead;
+    let dir = TestDir::new();
+    for (rules, message) in [
+        (
+            "allow = [[\"sh\", \"*\"]]\ndeny = [{ argv = [\"sh\", \"-c\", \"*rm*\"], reason = \"no rm\" }]",
+            "projects.a.deny[0]: \"*rm*\" cannot match the way it reads",
+        ),
+        (
+            "allow = [[\"cat\", \"*.txt\"]]",
+            "projects.a.allow[0]: \"*.txt\" cannot match the way it reads",
+        ),
+        ("allow = [[]]", "projects.a.allow[0] is empty"),
+    ] {
+        let policy = dir.write("p.toml", &format!("[projects.a]\n{rules}\n"));
+        let mut child = Command::new(env!("CARGO_BIN_EXE_cordon"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+            .arg(&policy)
+            .env("CORDON_HOME", dir.path().join("home"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        if !line.is_empty() {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the server started with {rules}: {line}");
+        }
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{rules}: {stderr}");
+        assert!(stderr.contains(message), "{rules}: {stderr}");
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_cordon"))
+        .args(["serve", "--print-default-policy"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    for documented in [
+        "whole\n#   arguments only",
+        "\"*\" is the only pattern, and only as a whole argument",
+        "`sh -c \"rm -rf x\"` cannot be denied by\n#   what the script says",
+    ] {
+        assert!(text.contains(documented), "{documented:?} in {text}");
+    }
+    let server = Server::start(
+        "[projects.a]\nallow = [[\"sh\", \"*\"]]\ndeny = [{ argv = [\"sh\", \"-c\", \"*\"], reason = \"no shell scripts\" }]\n",
+    );
+    let token = server.token("a", "submit,read");
+    let (status, answer) = server.submit(&token, &run_job("a", "rm -rf x"));
+    assert_eq!(status, 403, "{answer}");
+    assert_eq!(answer["rule"], "projects.a.deny[0]", "{answer}");
+}
+
 #[test]
 fn serve_jobs_cli_submits_follows_shows_lists_and_cancels() {
     let server = Server::start(POLICY);
