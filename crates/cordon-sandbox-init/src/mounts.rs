@@ -159,7 +159,9 @@ fn apply(op: &MountOp) -> Setup<()> {
                 .into());
             }
             let target = pinned::mkdir_p(dst, 0o755)?;
-            let tree = match pinned::overlay(&host(lower), &host(upper), &host(work), *writable) {
+            let proc = host(Path::new("/proc"));
+            let layers = (host(lower), host(upper), host(work));
+            let tree = match pinned::overlay(&layers.0, &layers.1, &layers.2, *writable, &proc) {
                 Ok(tree) => tree,
                 // No overlayfs here: the private layer alone (empty at first), never the
                 // host's cache.
@@ -245,6 +247,7 @@ fn layers(dst: &Path, lowers: &[PinnedPath], upper: Option<&UpperLayer>) -> Setu
                 &paths,
                 upper.as_ref().map(|(u, w)| (u.as_path(), w.as_path())),
                 volatile,
+                &host(Path::new("/proc")),
             )
             .map_err(|e| format!("{e} (a copy-on-write tree at {})", dst.display()))?
         }

@@ -95,6 +95,7 @@ fn mount(plan: &OverlayExec) -> Setup<()> {
                 .as_ref()
                 .map(|u| (u.upper.as_path(), u.work.as_path())),
             plan.upper.as_ref().is_some_and(|u| u.volatile),
+            Path::new("/proc"),
         )?,
     };
     let ro = if plan.upper.is_some() {

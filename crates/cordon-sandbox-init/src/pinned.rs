@@ -181,26 +181,74 @@ pub fn tmpfs(mode: u32, size_bytes: Option<u64>, inodes: Option<u64>) -> Setup<O
         .map_err(|e| err("fsmount", e).into())
 }
 
+/// A layer of an overlay, opened, and the name overlayfs is given for it.
+///
+/// overlayfs shows its layers in the mount table (`/proc/self/mountinfo`, `/proc/mounts`)
+/// exactly as they were named: a host path there (`upperdir=/home/alice/.local/share/cordon/
+/// sessions/…`) told the program where cordon keeps its state. So a layer is named
+/// `PROC/self/fd/N`, the descriptor opened here (overlayfs resolves the name while it is
+/// configured, and the layer is then pinned too). Where that name does not lead to the
+/// layer (no procfs at `PROC`), the path itself is used.
+struct Layer {
+    _fd: OwnedFd,
+    name: std::path::PathBuf,
+}
+
+impl Layer {
+    /// Opens `path` (symlinks followed, as overlayfs would follow them; magic links
+    /// refused) and names it through `proc`.
+    fn open(path: &Path, proc: &Path) -> Setup<Layer> {
+        let fd = rustix::fs::openat2(
+            CWD,
+            path,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+            ResolveFlags::NO_MAGICLINKS,
+        )
+        .map_err(|e| format!("open {}: {}", path.display(), std::io::Error::from(e)))?;
+        let name = proc.join(format!("self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&fd)));
+        let same = match (rustix::fs::fstat(&fd), rustix::fs::stat(&name)) {
+            (Ok(a), Ok(b)) => a.st_dev == b.st_dev && a.st_ino == b.st_ino,
+            _ => false,
+        };
+        let name = if same { name } else { path.to_owned() };
+        // `:` separates layers and `\` escapes in `lowerdir`: such names are refused.
+        let bytes = name.as_os_str().as_encoded_bytes();
+        if bytes.contains(&b':') || bytes.contains(&b'\\') {
+            return Err(format!("overlay: {} contains ':' or '\\'", name.display()).into());
+        }
+        Ok(Layer { _fd: fd, name })
+    }
+}
+
 /// A new, detached overlay: `lower` underneath, `upper` taking the writes (`writable`), or
-/// `upper` on top of `lower`, read-only. Paths are absolute paths as the helper sees them.
-pub fn overlay(lower: &Path, upper: &Path, work: &Path, writable: bool) -> Setup<OwnedFd> {
+/// `upper` on top of `lower`, read-only. Paths are absolute paths as the helper sees them;
+/// the layers are named through the procfs at `proc` ([`Layer`]).
+pub fn overlay(
+    lower: &Path,
+    upper: &Path,
+    work: &Path,
+    writable: bool,
+    proc: &Path,
+) -> Setup<OwnedFd> {
     let err =
         |what: &str, e: rustix::io::Errno| format!("overlay {what}: {}", std::io::Error::from(e));
-    for path in [lower, upper, work] {
-        // `:` separates layers in `lowerdir`; such a path is not worth the escaping rules.
-        if path.as_os_str().as_encoded_bytes().contains(&b':') {
-            return Err(format!("overlay: {} contains ':'", path.display()).into());
-        }
-    }
+    let (lower, upper) = (Layer::open(lower, proc)?, Layer::open(upper, proc)?);
     let fs = fsopen("overlay", FsOpenFlags::FSOPEN_CLOEXEC).map_err(|e| err("fsopen", e))?;
     // Unprivileged overlays keep their whiteouts in `user.` extended attributes.
     rustix::mount::fsconfig_set_flag(&fs, "userxattr").map_err(|e| err("userxattr", e))?;
-    if writable {
-        fsconfig_set_string(&fs, "lowerdir", lower).map_err(|e| err("lowerdir", e))?;
-        fsconfig_set_string(&fs, "upperdir", upper).map_err(|e| err("upperdir", e))?;
-        fsconfig_set_string(&fs, "workdir", work).map_err(|e| err("workdir", e))?;
+    // Open until the overlay is made: a kernel may resolve the names only then.
+    let work = if writable {
+        Some(Layer::open(work, proc)?)
     } else {
-        let layers = format!("{}:{}", upper.display(), lower.display());
+        None
+    };
+    if let Some(work) = &work {
+        fsconfig_set_string(&fs, "lowerdir", &lower.name).map_err(|e| err("lowerdir", e))?;
+        fsconfig_set_string(&fs, "upperdir", &upper.name).map_err(|e| err("upperdir", e))?;
+        fsconfig_set_string(&fs, "workdir", &work.name).map_err(|e| err("workdir", e))?;
+    } else {
+        let layers = format!("{}:{}", upper.name.display(), lower.name.display());
         fsconfig_set_string(&fs, "lowerdir", layers).map_err(|e| err("lowerdir", e))?;
     }
     fsconfig_create(&fs).map_err(|e| err("create", e))?;
@@ -210,30 +258,25 @@ pub fn overlay(lower: &Path, upper: &Path, work: &Path, writable: bool) -> Setup
 
 /// A new, detached overlay of `lowers` (topmost first) and, when given, an `(upper, work)`
 /// pair taking the writes; read-only without it. Paths are absolute paths as the helper
-/// sees them. `volatile` (with an upper): overlayfs skips its syncs, for a layer thrown away
-/// after its run; the mark an earlier volatile mount left in `work` is removed first (the
-/// kernel refuses to mount over it).
+/// sees them; the layers are named through the procfs at `proc` ([`Layer`]). `volatile`
+/// (with an upper): overlayfs skips its syncs, for a layer thrown away after its run; the
+/// mark an earlier volatile mount left in `work` is removed first (the kernel refuses to
+/// mount over it).
 pub fn layered(
     lowers: &[std::path::PathBuf],
     upper: Option<(&Path, &Path)>,
     volatile: bool,
+    proc: &Path,
 ) -> Setup<OwnedFd> {
     let err =
         |what: &str, e: rustix::io::Errno| format!("overlay {what}: {}", std::io::Error::from(e));
-    let all = lowers
-        .iter()
-        .map(|p| p.as_path())
-        .chain(upper.into_iter().flat_map(|(u, w)| [u, w]));
-    for path in all {
-        // `:` separates layers and `\` escapes in `lowerdir`: such paths are refused.
-        let bytes = path.as_os_str().as_encoded_bytes();
-        if bytes.contains(&b':') || bytes.contains(&b'\\') {
-            return Err(format!("overlay: {} contains ':' or '\\'", path.display()).into());
-        }
-    }
     if lowers.is_empty() || (upper.is_none() && lowers.len() < 2) {
         return Err("overlay: too few layers".into());
     }
+    let lowers = lowers
+        .iter()
+        .map(|p| Layer::open(p, proc))
+        .collect::<Setup<Vec<Layer>>>()?;
     let fs = fsopen("overlay", FsOpenFlags::FSOPEN_CLOEXEC).map_err(|e| err("fsopen", e))?;
     // Unprivileged overlays keep their whiteouts' and opaque directories' marks in `user.`
     // extended attributes.
@@ -243,16 +286,25 @@ pub fn layered(
         if i > 0 {
             joined.push(":");
         }
-        joined.push(lower);
+        joined.push(&lower.name);
     }
     fsconfig_set_string(&fs, "lowerdir", joined.as_os_str()).map_err(|e| err("lowerdir", e))?;
-    if let Some((upper, work)) = upper {
-        fsconfig_set_string(&fs, "upperdir", upper).map_err(|e| err("upperdir", e))?;
-        fsconfig_set_string(&fs, "workdir", work).map_err(|e| err("workdir", e))?;
+    // Open until the overlay is made: a kernel may resolve the names only then.
+    let mut held = Vec::new();
+    if let Some((upper_path, work_path)) = upper {
         if volatile {
-            clear_volatile_mark(work)?;
+            clear_volatile_mark(work_path)?;
+        }
+        let (upper, work) = (
+            Layer::open(upper_path, proc)?,
+            Layer::open(work_path, proc)?,
+        );
+        fsconfig_set_string(&fs, "upperdir", &upper.name).map_err(|e| err("upperdir", e))?;
+        fsconfig_set_string(&fs, "workdir", &work.name).map_err(|e| err("workdir", e))?;
+        if volatile {
             rustix::mount::fsconfig_set_flag(&fs, "volatile").map_err(|e| err("volatile", e))?;
         }
+        held.extend([upper, work]);
     }
     fsconfig_create(&fs).map_err(|e| err("create", e))?;
     fsmount(&fs, FsMountFlags::FSMOUNT_CLOEXEC, MountAttrFlags::empty())

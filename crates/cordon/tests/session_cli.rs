@@ -836,6 +836,47 @@ fn pull_bounds_what_the_change_writes_into_the_checkout() {
     );
 }
 
+/// Issue 35 (the mount table): an overlay session's tree was mounted with its layers named by
+/// their host paths, and overlayfs shows its options as given: `/proc/self/mountinfo` inside
+/// showed `upperdir=<CORDON_HOME>/sessions/ID/layer/upper`. The layers are named by
+/// descriptor now. What still names cordon's state is a bind's root, which the kernel
+/// records as the source's path on its filesystem however the bind is made: here only the
+/// `/etc` snapshot, as the README says.
+#[test]
+fn a_sessions_mount_table_names_its_layers_by_descriptor_not_by_host_path() {
+    if !support::sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let id = f.create(&[]);
+    assert!(
+        f.show(&id)["tree_base"].is_string(),
+        "not an overlay session here: {}",
+        f.show(&id)
+    );
+    let out = f.agent(&id, "cat /proc/self/mountinfo");
+    let table = String::from_utf8_lossy(&out.stdout).into_owned();
+    let home = f.home.path().canonicalize().unwrap().display().to_string();
+    let overlay = table
+        .lines()
+        .find(|l| l.contains(" - overlay "))
+        .unwrap_or_else(|| panic!("no overlay in {table}"));
+    assert!(
+        overlay.contains("lowerdir=/.oldroot/proc/self/fd/")
+            && overlay.contains("upperdir=/.oldroot/proc/self/fd/"),
+        "{overlay}"
+    );
+    for line in table.lines().filter(|l| l.contains(&home)) {
+        let fields: Vec<&str> = line.split(' ').collect();
+        assert!(
+            fields[3].starts_with(&format!("{home}/cache/etc-"))
+                && fields[4] == "/etc"
+                && !fields[5..].join(" ").contains(&home),
+            "cordon's state named outside the /etc snapshot's root field: {line}"
+        );
+    }
+}
+
 #[test]
 fn only_the_session_branch_crosses_and_the_agents_git_config_never_runs_on_the_host() {
     if !support::sandbox_available() {
