@@ -175,6 +175,17 @@ export interface HostTraffic {
   port: number;
 }
 
+/** How a sandboxed program was isolated (the `sandbox` section of its run result, in brief). */
+export interface Isolation {
+  /** What the namespace tier protects that this tier did not (empty in it). */
+  not_enforced?: string[];
+  /** `namespaces` or `landlock`. */
+  tier: IsolationTier;
+}
+
+/** How a sandbox isolates its program. */
+export type IsolationTier = "namespaces" | "landlock";
+
 /** A job: `cordon.job/v1`. */
 export interface JobDocument {
   /** Attempts started. */
@@ -448,6 +459,8 @@ export interface RunReport {
   duration_ms: number;
   /** The first blocking failure, if any. */
   failure?: ReportFailure | null;
+  /** How the stages were isolated (that of the first stage that ran sandboxed). */
+  isolation?: Isolation | null;
   /** The overall outcome: `error` when cordon could not do its job. */
   overall: Overall;
   /** SHA-256 of the applied patch, or `null` when no patch was applied. */
@@ -539,6 +552,12 @@ export interface SandboxSummary {
   /** The network the program could reach. */
   network: NetworkMode;
   /**
+   * Protections of the namespace tier that this run's tier does not give (the `landlock`
+   * tier: a private `/proc`, a private PID space, ...), each said in a few words. Empty
+   * in the `namespaces` tier.
+   */
+  not_enforced?: string[];
+  /**
    * Git data under the writable trees that was kept read-only (`.git` directories and
    * worktrees' `.git` files), so that the program cannot plant hooks or `core.fsmonitor`
    * for the user's next git command.
@@ -546,6 +565,8 @@ export interface SandboxSummary {
   read_only_git?: string[];
   /** Whether a seccomp filter was installed. */
   seccomp: boolean;
+  /** How it was isolated (`namespaces` or `landlock`), when it was. */
+  tier?: IsolationTier | null;
   /**
    * What the sandbox did not protect in this run and the user should know (for example
    * a working directory that is the home directory: its dotfiles are writable).
@@ -740,6 +761,11 @@ export interface StageResult {
   findings?: Finding[];
   /** How many findings were left out beyond the 50 kept (revision 2). */
   findings_omitted?: number;
+  /**
+   * How the stage's program was isolated, when it ran sandboxed: its tier and what that
+   * tier does not protect.
+   */
+  isolation?: Isolation | null;
   /** Limits reached. */
   limits_hit: LimitKind[];
   /** The stage's unique name. */

@@ -24,6 +24,8 @@ __all__ = [
     "FindingKind",
     "FromJob",
     "HostTraffic",
+    "Isolation",
+    "IsolationTier",
     "JobDocument",
     "JobFailure",
     "JobList",
@@ -87,6 +89,9 @@ FailureCategory = Literal["timeout", "resource", "exit", "signal", "infra", "can
 
 #: The kind of a finding.
 FindingKind = Literal["test", "compile", "lint", "type"]
+
+#: How a sandbox isolates its program.
+IsolationTier = Literal["namespaces", "landlock"]
 
 JobListTag = Literal["cordon.job-list/v1"]
 
@@ -322,6 +327,18 @@ class HostTraffic(TypedDict):
     host: str
     #: The destination port.
     port: int
+
+
+class _IsolationRequired(TypedDict):
+    #: `namespaces` or `landlock`.
+    tier: IsolationTier
+
+
+class Isolation(_IsolationRequired, total=False):
+    """How a sandboxed program was isolated (the `sandbox` section of its run result, in brief)."""
+
+    #: What the namespace tier protects that this tier did not (empty in it).
+    not_enforced: List[str]
 
 
 class _JobDocumentRequired(TypedDict):
@@ -618,6 +635,8 @@ class RunReport(_RunReportRequired, total=False):
     cache: Optional[CacheInfo]
     #: The first blocking failure, if any.
     failure: Optional[ReportFailure]
+    #: How the stages were isolated (that of the first stage that ran sandboxed).
+    isolation: Optional[Isolation]
     #: SHA-256 of the applied patch, or `null` when no patch was applied.
     patch: Optional[str]
 
@@ -687,10 +706,16 @@ class SandboxSummary(_SandboxSummaryRequired, total=False):
     #: (`fs.resolve_unix`, `scope.signal`, ..., or `all`). Empty when the ruleset was fully
     #: enforced; a run only goes on with a non-empty list under `--allow-degraded landlock`.
     landlock_unenforced: List[str]
+    #: Protections of the namespace tier that this run's tier does not give (the `landlock`
+    #: tier: a private `/proc`, a private PID space, ...), each said in a few words. Empty
+    #: in the `namespaces` tier.
+    not_enforced: List[str]
     #: Git data under the writable trees that was kept read-only (`.git` directories and
     #: worktrees' `.git` files), so that the program cannot plant hooks or `core.fsmonitor`
     #: for the user's next git command.
     read_only_git: List[str]
+    #: How it was isolated (`namespaces` or `landlock`), when it was.
+    tier: Optional[IsolationTier]
     #: What the sandbox did not protect in this run and the user should know (for example
     #: a working directory that is the home directory: its dotfiles are writable).
     warnings: List[str]
@@ -916,6 +941,9 @@ class StageResult(_StageResultRequired, total=False):
     findings: List[Finding]
     #: How many findings were left out beyond the 50 kept (revision 2).
     findings_omitted: int
+    #: How the stage's program was isolated, when it ran sandboxed: its tier and what that
+    #: tier does not protect.
+    isolation: Optional[Isolation]
     #: What the stage reached through cordon's network proxy and what it was refused, when
     #: its network was an allowlist (a detected setup stage's `registry`; revision 3).
     network: Optional[NetworkReport]
