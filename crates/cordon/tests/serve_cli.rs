@@ -6,8 +6,8 @@ mod support;
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
+use cordon_test_support::server::Server;
 use serde_json::Value;
-use support::server::Server;
 
 const POLICY: &str = r#"
 [projects.a]

@@ -8,7 +8,7 @@ use std::process::{Command, Output, Stdio};
 mod support;
 
 use cordon_store::{RunFilter, RunState, Store, StoreLocation};
-use support::postgres::{Database, with_database};
+use cordon_test_support::postgres::{Database, with_database};
 
 fn cordon(home: &std::path::Path, store: &str, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_cordon"))

@@ -10,8 +10,6 @@ use std::time::{Duration, Instant};
 use cordon_types::RunResult;
 
 pub mod error_document;
-pub mod postgres;
-pub mod server;
 
 /// The real `cordon` binary, with this test run's throw-away `CORDON_HOME` (see
 /// [`test_home`]); a test that needs a home of its own sets `CORDON_HOME` again.

@@ -4,11 +4,10 @@
 //! `repo` inputs only where `repo.clone` is allowed; a live log whose `end` event went missing
 //! still ends. A real server, the real sandbox.
 
-mod support;
-
+use cordon_test_support::cordon_bin;
+use cordon_test_support::server::Server;
+use cordon_test_support::{TestDir, repo_with};
 use serde_json::{Value, json};
-use support::server::Server;
-use support::{TestDir, repo_with};
 
 const POLICY: &str = r#"
 workers = 2
@@ -307,7 +306,7 @@ fn serve_a_queued_job_loses_env_keys_the_reloaded_policy_no_longer_allows() {
     assert_eq!(status, 200);
     let id = queued["id"].as_str().unwrap();
     let events = server.events(&token, id, None);
-    let output = support::server::outputs(&events);
+    let output = cordon_test_support::server::outputs(&events);
     assert_eq!(output, "value:unset\n", "{events:?}");
 }
 
@@ -381,7 +380,7 @@ fn serve_ends_the_live_logs_of_a_revoked_token() {
     );
     let id = job["id"].as_str().unwrap().to_owned();
     let cordon = |args: &[&str]| {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_cordon"))
+        let out = std::process::Command::new(cordon_bin())
             .args(args)
             .env("CORDON_HOME", &server.home)
             .output()
@@ -491,7 +490,7 @@ fn serve_removes_unused_workspaces_but_not_one_a_queued_job_names() {
     );
     assert_eq!(status, 201, "{queued}");
     // The sweep removes A's workspace (nobody names it)...
-    support::wait_until(
+    cordon_test_support::wait_until(
         &format!("{} removed", a_path.display()),
         std::time::Duration::from_secs(60),
         || !a_path.exists(),
@@ -507,7 +506,7 @@ fn serve_removes_unused_workspaces_but_not_one_a_queued_job_names() {
     assert_eq!(status, 200);
     let id = queued["id"].as_str().unwrap();
     assert_eq!(
-        support::server::outputs(&server.events(&token, id, None)),
+        cordon_test_support::server::outputs(&server.events(&token, id, None)),
         "hi\n"
     );
     // A job naming the removed workspace is told it is gone.

@@ -1,8 +1,8 @@
-// The dashboard's browser checks, run by crates/cordon/tests/dashboard.rs against a real
-// `cordon serve` it prepared (the scene: URL, tokens, job ids, in DASHBOARD_SCENE). Debian's
-// chromium, headless, driven by playwright-core. Prints `ok NAME` for each check passed, in
-// order; stops at the first failure (`FAIL NAME: why`, a screenshot beside the others) and
-// exits 1.
+// The dashboard's browser checks, run by crates/cordon-server/tests/it/dashboard.rs against a
+// real `cordon serve` it prepared (the scene: URL, tokens, job ids, in DASHBOARD_SCENE).
+// Debian's chromium, headless, driven by playwright-core. Prints `ok NAME` for each check
+// passed, in order; stops at the first failure (`FAIL NAME: why`, a screenshot beside the
+// others) and exits 1.
 import fs from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';

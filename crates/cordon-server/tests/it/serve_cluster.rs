@@ -5,8 +5,6 @@
 //! cancels across processes. Limits are checked from the attempts the store recorded. Needs
 //! the throw-away cluster of `scripts/test` (`CORDON_TEST_POSTGRES_URL`).
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -15,10 +13,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cordon_store::{JobId, JobState, Store, StoreLocation};
+use cordon_test_support::TestDir;
+use cordon_test_support::cordon_bin;
+use cordon_test_support::postgres::Database;
+use cordon_test_support::server::{Server, sleepers};
 use serde_json::{Value, json};
-use support::TestDir;
-use support::postgres::Database;
-use support::server::{Server, sleepers};
 
 const POLICY: &str = r#"
 workers = 4
@@ -40,7 +39,7 @@ struct Worker {
 impl Worker {
     fn start(dir: &Path, policy: &Path, store: &str, name: &str) -> Worker {
         let stderr = dir.join(format!("{name}.stderr"));
-        let mut child = Command::new(env!("CARGO_BIN_EXE_cordon"))
+        let mut child = Command::new(cordon_bin())
             .args([
                 "worker",
                 "--slots",

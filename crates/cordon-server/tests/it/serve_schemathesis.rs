@@ -5,12 +5,10 @@
 //! content types, headers and bodies as documented, invalid data rejected, valid data
 //! accepted where a schema can say it, authentication enforced. A machine without schemathesis fails this test.
 
-mod support;
-
 use std::path::PathBuf;
 use std::process::Command;
 
-use support::server::Server;
+use cordon_test_support::server::Server;
 
 const POLICY: &str = r#"
 workers = 2

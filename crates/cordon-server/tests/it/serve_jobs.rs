@@ -3,16 +3,15 @@
 //! the secrets file, the Unix socket, and retries of infrastructure failures. A real server,
 //! real git repositories, the real sandbox; jobs are followed through their live logs.
 
-mod support;
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
+use cordon_test_support::cordon_bin;
+use cordon_test_support::server::{Server, outputs};
+use cordon_test_support::{TestDir, git, repo_with};
 use serde_json::{Value, json};
-use support::server::{Server, outputs};
-use support::{TestDir, git, repo_with};
 
 const POLICY: &str = r#"
 workers = 3
@@ -187,7 +186,7 @@ fn serve_session_remove_ends_a_running_session_exec() {
     let events = server.events(&token, &long_id, None);
     assert_eq!(events.last().unwrap().2["state"], "cancelled", "{events:?}");
     assert_eq!(
-        support::server::sleepers(&marker),
+        cordon_test_support::server::sleepers(&marker),
         0,
         "the exec's tree died"
     );
@@ -249,7 +248,7 @@ fn serve_verifies_a_repository_at_a_ref_by_category() {
 #[test]
 fn a_verify_jobs_live_log_names_the_stage_of_each_output_of_parallel_stages() {
     // Parallel stages run at once only on overlay workspaces.
-    if !support::overlay_available() {
+    if !cordon_test_support::overlay_available() {
         return;
     }
     // Project `a` lets two parallel stages run at once; `c` keeps the default, one.
@@ -475,7 +474,7 @@ fn serve_secrets_file_values_reach_only_asking_jobs_and_are_redacted() {
 
     // A secrets file others can read is refused at start, naming the file.
     std::fs::set_permissions(&secrets, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_cordon"))
+    let out = Command::new(cordon_bin())
         .args(["serve", "--listen", "127.0.0.1:0", "--config"])
         .arg(&policy)
         .env("CORDON_HOME", dir.path().join("home"))
@@ -552,7 +551,7 @@ fn serve_listens_on_a_unix_socket_only_its_user_may_use() {
     );
     assert_eq!(job["state"], "succeeded", "{job}");
     // The CLI client reaches it too.
-    let out = Command::new(env!("CARGO_BIN_EXE_cordon"))
+    let out = Command::new(cordon_bin())
         .args(["jobs", "--server", &listen, "list"])
         .env("CORDON_TOKEN", &token)
         .output()
@@ -568,7 +567,7 @@ fn serve_listens_on_a_unix_socket_only_its_user_may_use() {
         String::from_utf8_lossy(&out.stdout)
     );
     // A second server refuses to steal a live socket.
-    let out = Command::new(env!("CARGO_BIN_EXE_cordon"))
+    let out = Command::new(cordon_bin())
         .args(["serve", "--listen", &listen])
         .env("CORDON_HOME", dir.path().join("home2"))
         .output()
@@ -819,7 +818,7 @@ fn serve_a_second_server_under_the_same_worker_name_takes_nothing_from_the_first
     let id = job["id"].as_str().unwrap().to_owned();
     server.follow(&token, &id, None, |e| e.1 != "output");
     // The same home and host name, another port: refused before it recovers anything.
-    let out = Command::new(env!("CARGO_BIN_EXE_cordon"))
+    let out = Command::new(cordon_bin())
         .args(["serve", "--listen", "127.0.0.1:0", "--config"])
         .arg(&server.policy)
         .env("CORDON_HOME", &server.home)
@@ -910,7 +909,7 @@ fn ended_within(server: &Server, token: &str, id: &str, within: std::time::Durat
 fn gone(marker: &str) -> usize {
     let t0 = std::time::Instant::now();
     loop {
-        let left = support::server::sleepers(marker);
+        let left = cordon_test_support::server::sleepers(marker);
         if left == 0 || t0.elapsed() > std::time::Duration::from_secs(10) {
             return left;
         }
@@ -1023,7 +1022,7 @@ allow = [["sh", "*"], ["true"], ["git", "clone", "*"]]
     let id = job["id"].as_str().unwrap().to_owned();
     connected("stop", &id);
     let mut server = server;
-    support::signal(server.child.id() as i32, libc::SIGTERM);
+    cordon_test_support::signal(server.child.id() as i32, libc::SIGTERM);
     let t0 = std::time::Instant::now();
     let status = loop {
         if let Some(status) = server.child.try_wait().unwrap() {

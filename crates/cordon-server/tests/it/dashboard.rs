@@ -9,15 +9,14 @@
 //! `need_playwright`); without them the test fails under `CORDON_REQUIRE_SANDBOX=1` or CI.
 //! `CORDON_UPDATE_SCREENSHOTS=1` writes the screenshots to `docs/` (else to a temp dir).
 
-mod support;
-
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use cordon_test_support::cordon_bin;
+use cordon_test_support::git;
+use cordon_test_support::server::Server;
 use serde_json::{Value, json};
-use support::git;
-use support::server::Server;
 
 const POLICY: &str = r#"
 workers = 4
@@ -100,7 +99,7 @@ fn python_repo(dir: &Path, name: &str, broken: bool) -> PathBuf {
 
 /// `cordon` with the server's home.
 fn cordon(server: &Server) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_cordon"));
+    let mut command = Command::new(cordon_bin());
     command.env("CORDON_HOME", &server.home);
     command
 }
@@ -197,7 +196,7 @@ fn session_with_a_round(server: &Server, repo: &Path) -> String {
     }
     let finished = finished.expect("the watcher finished a round");
     assert_eq!(finished["event"]["exit_code"], 0, "{finished}");
-    support::signal(watcher.id() as i32, libc::SIGTERM);
+    cordon_test_support::signal(watcher.id() as i32, libc::SIGTERM);
     watcher.wait().unwrap();
     run(&[
         "session",
@@ -213,14 +212,14 @@ fn session_with_a_round(server: &Server, repo: &Path) -> String {
 fn dashboard_in_a_real_browser_shows_jobs_failures_live_logs_and_sessions() {
     let (Some(playwright), Some(chromium), true) = (playwright(), chromium(), node_available())
     else {
-        support::missing_capability(
+        cordon_test_support::missing_capability(
             "the dashboard test needs node, Debian's chromium (/usr/bin/chromium or \
              CORDON_TEST_CHROMIUM) and playwright-core (CORDON_TEST_PLAYWRIGHT; scripts/test \
              installs them)",
         );
         return;
     };
-    if !support::sandbox_available() {
+    if !cordon_test_support::sandbox_available() {
         return;
     }
     let server = Server::start(POLICY);
