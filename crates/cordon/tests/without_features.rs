@@ -4,16 +4,14 @@
 //! without_features`, which scripts/test runs).
 #![cfg(not(all(feature = "postgres", feature = "server")))]
 
-mod support;
-
 /// A PostgreSQL store is refused before the program runs: not recorded in an SQLite file
 /// named after the URL, and the program does not run unrecorded.
 #[cfg(not(feature = "postgres"))]
 #[test]
 fn a_build_without_postgres_refuses_a_postgres_store() {
-    let marker = support::TestDir::new();
+    let marker = cordon_test_support::TestDir::new();
     let ran = marker.path().join("ran");
-    let out = support::cordon()
+    let out = cordon_test_support::cordon()
         .env("CORDON_STORE", "postgres://cordon:s3cret@db.invalid/cordon")
         .args(["run", "--no-sandbox", "--", "touch"])
         .arg(&ran)
@@ -28,7 +26,7 @@ fn a_build_without_postgres_refuses_a_postgres_store() {
     assert!(stderr.contains("hint: "), "{stderr}");
     assert!(!stderr.contains("s3cret"), "{stderr}");
     assert!(!ran.exists(), "the program ran");
-    let out = support::cordon()
+    let out = cordon_test_support::cordon()
         .env("CORDON_STORE", "postgresql://cordon@db.invalid/cordon")
         .args(["runs", "list"])
         .output()
@@ -47,7 +45,10 @@ fn a_build_without_postgres_refuses_a_postgres_store() {
 #[cfg(not(feature = "server"))]
 #[test]
 fn a_build_without_the_server_says_so_for_its_commands() {
-    let help = support::cordon().arg("--help").output().unwrap();
+    let help = cordon_test_support::cordon()
+        .arg("--help")
+        .output()
+        .unwrap();
     let help = String::from_utf8_lossy(&help.stdout);
     assert!(help.contains("run"), "{help}");
     assert!(!help.contains("serve"), "{help}");
@@ -58,7 +59,7 @@ fn a_build_without_the_server_says_so_for_its_commands() {
         &["jobs", "submit", "-"],
         &["schema", "job"],
     ] {
-        let out = support::cordon().args(args).output().unwrap();
+        let out = cordon_test_support::cordon().args(args).output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(
@@ -68,7 +69,7 @@ fn a_build_without_the_server_says_so_for_its_commands() {
         assert!(stderr.contains("--features server"), "{args:?}: {stderr}");
     }
     // Asked for JSON, the refusal is the error document every command prints.
-    let out = support::cordon()
+    let out = cordon_test_support::cordon()
         .args(["token", "list", "--json"])
         .output()
         .unwrap();
@@ -78,7 +79,7 @@ fn a_build_without_the_server_says_so_for_its_commands() {
     assert_eq!(document["kind"], "usage");
     // That document is the same contract as in the default build (it can carry the
     // service's error answer, whose type does not come with the service).
-    let out = support::cordon()
+    let out = cordon_test_support::cordon()
         .args(["schema", "error"])
         .output()
         .unwrap();

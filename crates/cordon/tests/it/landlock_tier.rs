@@ -3,14 +3,14 @@
 //! verify` in `cordon session exec`), and a host whose seccomp filter refuses user
 //! namespaces as Docker's default profile does.
 
-#[path = "sandbox_helpers/mod.rs"]
-mod helpers;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use cordon_types::IsolationTier;
-use helpers::{Work, assert_passed, cordon, unique_sleep, wait_until};
+
+use crate::sandboxed::{
+    self, Work, assert_passed, cordon, require_sandbox, unique_sleep, wait_until,
+};
 
 const LANDLOCK: &[&str] = &["--isolation", "landlock"];
 
@@ -156,8 +156,8 @@ fn no_network_without_the_flag_and_the_environment_is_scrubbed() {
 #[test]
 fn host_processes_cannot_be_signalled_nor_abstract_sockets_reached() {
     require_sandbox!();
-    if helpers::doctor()["landlock_abi"].as_u64().unwrap_or(0) < 6 {
-        helpers::missing_capability("Landlock ABI 6 scopes signals and abstract sockets");
+    if sandboxed::doctor()["landlock_abi"].as_u64().unwrap_or(0) < 6 {
+        sandboxed::missing_capability("Landlock ABI 6 scopes signals and abstract sockets");
         return;
     }
     let mut victim = Command::new("sleep").arg(unique_sleep(60)).spawn().unwrap();
@@ -222,14 +222,14 @@ fn the_whole_tree_dies_on_timeout_daemons_included() {
     wait_until(
         "the daemon to be gone",
         std::time::Duration::from_secs(10),
-        || helpers::host_processes_with_cmdline(&["sleep", &sleep]).is_empty(),
+        || sandboxed::host_processes_with_cmdline(&["sleep", &sleep]).is_empty(),
     );
 }
 
 #[test]
 fn limits_hold_where_cgroups_are_writable() {
     require_sandbox!();
-    if !helpers::cgroup_limits_available() {
+    if !sandboxed::cgroup_limits_available() {
         return;
     }
     let ran = Work::new().run(
@@ -258,7 +258,7 @@ fn cordon_inside_cordon_uses_the_landlock_tier_by_itself() {
     let outside = tempfile::tempdir().unwrap();
     std::fs::write(outside.path().join("x"), "OUTER-ONLY").unwrap();
     // The inner cordon's own state lives in the outer sandbox's private home.
-    let ran = helpers::run_in(
+    let ran = sandboxed::run_in(
         &w.path(),
         &["--ro", bin.to_str().unwrap()],
         &[
@@ -285,7 +285,7 @@ fn cordon_inside_cordon_uses_the_landlock_tier_by_itself() {
         "inner\n"
     );
     // Asked for the namespace tier inside, the inner cordon refuses and says how to fix it.
-    let ran = helpers::run_in(
+    let ran = sandboxed::run_in(
         &w.path(),
         &["--ro", bin.to_str().unwrap()],
         &[
@@ -404,7 +404,7 @@ os.execv(sys.argv[1], sys.argv[1:])
 fn a_container_that_refuses_user_namespaces_gets_the_remedy_or_the_landlock_tier() {
     require_sandbox!();
     if !cfg!(target_arch = "x86_64") {
-        helpers::missing_capability("the filter above uses x86_64 system call numbers");
+        sandboxed::missing_capability("the filter above uses x86_64 system call numbers");
         return;
     }
     let w = Work::new();

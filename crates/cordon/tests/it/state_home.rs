@@ -1,11 +1,9 @@
 //! cordon's own state (`CORDON_HOME`) is resolved one way by every part of cordon, and no
 //! sandboxed program can see it — wherever it lies.
 
-mod support;
-
 use std::process::Output;
 
-use support::{TestDir, cordon};
+use crate::support::{TestDir, cordon};
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()

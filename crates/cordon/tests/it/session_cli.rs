@@ -1,15 +1,15 @@
 //! `cordon session` through the real binary: real git repositories in temp dirs, the real
 //! kernel sandbox, real processes (killed with SIGKILL mid-way).
 
-mod support;
-
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use pretty_assertions::assert_eq;
-use support::{TestDir, cordon, git};
+
+use crate::support;
+use crate::support::{TestDir, cordon, git};
 
 /// A host repository (branch `main`, checked out) and a `CORDON_HOME` of the test's own.
 struct Fixture {

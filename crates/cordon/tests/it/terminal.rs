@@ -1,15 +1,13 @@
 //! What sits behind cordon's own stdin/stdout can neither stall its deadlines nor be taken
 //! over by the program.
 
-mod support;
-
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use support::{TestDir, cordon, git, is_alive, read_pid};
+use crate::support::{TestDir, cordon, git, is_alive, read_pid};
 
 /// A FIFO opened for reading (so writers do not get ENXIO/EPIPE) that nobody reads.
 fn stuck_reader(dir: &Path) -> (std::path::PathBuf, OwnedFd) {

@@ -2,13 +2,13 @@
 //! read-only cache; candidates build on it in private layers and can never change what the
 //! next verification sees.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use cordon_types::{Overall, RunReport, StageStatus};
-use support::{TestDir, cordon, git};
+
+use crate::support;
+use crate::support::{TestDir, cordon, git};
 
 struct Repo {
     dir: TestDir,

@@ -2,19 +2,20 @@
 //! memory hogs, CPU burners, huge files, daemons and SIGTERM-ignorers all end, the result
 //! says which limit held, and the host is unharmed. Plus `cordon doctor` and the refusals.
 
-#[path = "sandbox_helpers/mod.rs"]
-mod helpers;
-
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use cordon_types::{Enforcement, LimitKind, RunStatus};
-use helpers::{Work, assert_passed, host_processes_with_cmdline, unique_sleep, wait_until};
+
+use crate::sandboxed::{
+    self, Work, assert_passed, host_processes_with_cmdline, require_sandbox, unique_sleep,
+    wait_until,
+};
 
 #[test]
 fn fork_bomb_is_contained_by_pids() {
     require_sandbox!();
-    if !helpers::cgroup_limits_available() {
+    if !sandboxed::cgroup_limits_available() {
         return;
     }
     let w = Work::new();
@@ -44,7 +45,7 @@ fn fork_bomb_is_contained_by_pids() {
 #[test]
 fn memory_hog_is_ended_by_the_memory_limit() {
     require_sandbox!();
-    if !helpers::cgroup_limits_available() {
+    if !sandboxed::cgroup_limits_available() {
         return;
     }
     let w = Work::new();
@@ -113,7 +114,7 @@ fn daemons_and_sigterm_ignorers_die_with_the_sandbox() {
     let (daemon, ignorer) = (unique_sleep(33301), unique_sleep(33302));
     // The program leaves a double-forked daemon and a SIGTERM-ignorer behind, and exits once
     // the test has seen them all running (it creates `go`).
-    let child = helpers::spawn_in(
+    let child = sandboxed::spawn_in(
         &w.path(),
         &[],
         &[
@@ -131,7 +132,7 @@ fn daemons_and_sigterm_ignorers_die_with_the_sandbox() {
             && host_processes_with_cmdline(&["sleep", &ignorer]).len() == 1
     });
     std::fs::write(w.path().join("go"), "").unwrap();
-    let ran = helpers::ran(&child.wait_with_output().unwrap());
+    let ran = sandboxed::ran(&child.wait_with_output().unwrap());
     assert_passed(&ran);
     assert_eq!(ran.stdout(), "started\n", "{ran:#?}");
     // Gone by the time cordon reports: the PID namespace's init took them with it.
@@ -151,7 +152,7 @@ fn timeout_ends_the_whole_sandboxed_tree() {
     let w = Work::new();
     let sleeper = unique_sleep(33303);
     let start = Instant::now();
-    let child = helpers::spawn_in(
+    let child = sandboxed::spawn_in(
         &w.path(),
         &["--timeout", "2s", "--grace", "500ms"],
         &[
@@ -166,7 +167,7 @@ fn timeout_ends_the_whole_sandboxed_tree() {
     wait_until("the three sleeps run", Duration::from_secs(30), || {
         host_processes_with_cmdline(&["sleep", &sleeper]).len() == 3
     });
-    let ran = helpers::ran(&child.wait_with_output().unwrap());
+    let ran = sandboxed::ran(&child.wait_with_output().unwrap());
     assert_eq!(ran.result.status, RunStatus::Timeout, "{ran:#?}");
     assert!(start.elapsed() < Duration::from_secs(30), "{ran:#?}");
     assert!(
@@ -178,13 +179,13 @@ fn timeout_ends_the_whole_sandboxed_tree() {
 #[test]
 fn cgroups_are_removed_after_the_run() {
     require_sandbox!();
-    if !helpers::cgroup_limits_available() {
+    if !sandboxed::cgroup_limits_available() {
         return;
     }
     let w = Work::new();
     let ran = w.run(&["--memory", "256MiB", "--pids", "100"], "true");
     assert_passed(&ran);
-    let d = helpers::doctor();
+    let d = sandboxed::doctor();
     for key in ["v1_memory", "v1_pids"] {
         if let Some(dir) = d["cgroup"][key].as_str() {
             let leftovers: Vec<_> = std::fs::read_dir(dir)
@@ -212,7 +213,7 @@ fn cgroups_are_removed_after_the_run() {
 #[test]
 fn limits_need_the_sandbox() {
     let w = Work::new();
-    let out = helpers::cordon()
+    let out = sandboxed::cordon()
         .args(["run", "--no-sandbox", "--memory", "1GiB", "--", "true"])
         .current_dir(w.path())
         .output()
@@ -228,7 +229,7 @@ fn limits_need_the_sandbox() {
 #[test]
 fn no_sandbox_runs_unisolated() {
     let w = Work::new();
-    let ran = helpers::run_in(
+    let ran = sandboxed::run_in(
         &w.path(),
         &["--no-sandbox"],
         &["sh", "-c", "test -d /sys/fs && echo host-view"],
@@ -241,7 +242,7 @@ fn no_sandbox_runs_unisolated() {
 
 #[test]
 fn doctor_reports_truthfully() {
-    let out = helpers::cordon()
+    let out = sandboxed::cordon()
         .args(["doctor", "--json"])
         .output()
         .unwrap();
@@ -264,7 +265,7 @@ fn doctor_reports_truthfully() {
     let helper = PathBuf::from(env!("CARGO_BIN_EXE_cordon-sandbox-init"));
     assert_eq!(d["helper"]["ok"], true, "{d:#}");
     assert_eq!(d["helper"]["detail"].as_str(), helper.to_str(), "{d:#}");
-    let human = helpers::cordon().arg("doctor").output().unwrap();
+    let human = sandboxed::cordon().arg("doctor").output().unwrap();
     let text = String::from_utf8_lossy(&human.stdout);
     assert!(
         text.contains("user namespaces") && text.contains("cordon run will enforce"),
@@ -277,7 +278,7 @@ fn the_sandbox_dies_with_cordon() {
     require_sandbox!();
     let w = Work::new();
     let sleeper = unique_sleep(33304);
-    let mut child = helpers::cordon()
+    let mut child = sandboxed::cordon()
         .args(["run", "--json", "--"])
         .args([
             "sh",
@@ -307,7 +308,7 @@ fn cancelling_cordon_ends_the_sandboxed_tree() {
     require_sandbox!();
     let w = Work::new();
     let sleeper = unique_sleep(33305);
-    let child = helpers::cordon()
+    let child = sandboxed::cordon()
         .args(["run", "--json", "--grace", "500ms", "--"])
         .args([
             "sh",
@@ -352,7 +353,7 @@ fn an_unprivileged_user_gets_the_sandbox_and_rlimit_fallbacks() {
             .output()
             .is_err()
         {
-            helpers::missing_capability(
+            sandboxed::missing_capability(
                 "needs setpriv (util-linux) to become an unprivileged user",
             );
             return;

@@ -3,14 +3,14 @@
 //! followed, shown, listed and cancelled from the command line. (The service's own tests are
 //! `cordon-server`'s.)
 
-mod support;
-
 use std::io::Write;
 use std::process::{Command, Stdio};
 
 use cordon_test_support::TestDir;
 use cordon_test_support::server::{Server, run_job};
 use serde_json::{Value, json};
+
+use crate::support;
 
 const POLICY: &str = r#"
 workers = 3

@@ -2,14 +2,11 @@
 //! default) must not read, change, signal or reach anything of the host the policy does not
 //! expose. Each test skips, saying why, only when `cordon doctor` reports the feature missing.
 
-#[path = "sandbox_helpers/mod.rs"]
-mod helpers;
-
 use std::io::Write;
 use std::net::TcpListener;
 use std::process::Command;
 
-use helpers::{Work, assert_passed, run_in};
+use crate::sandboxed::{self, Work, assert_passed, require_sandbox, run_in};
 
 /// A file in a host directory the sandbox does not expose (the directory lives as long as
 /// this value).
@@ -107,7 +104,7 @@ fn binding_a_secret_directly_is_refused() {
     let h = home.path().canonicalize().unwrap();
     std::fs::create_dir_all(h.join(".ssh")).unwrap();
     let w = Work::new();
-    let out = helpers::cordon()
+    let out = sandboxed::cordon()
         .args(["run", "--json", "--ro"])
         .arg(h.join(".ssh"))
         .args(["--", "true"])
@@ -117,7 +114,7 @@ fn binding_a_secret_directly_is_refused() {
         .unwrap();
     // Refused: a usage error (2), with the error document (--json).
     assert_eq!(out.status.code(), Some(2), "{out:?}");
-    let document = helpers::error_document::error_document(&out);
+    let document = sandboxed::error_document::error_document(&out);
     assert_eq!(document["kind"], "refused", "{document:#}");
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("credentials"),
@@ -342,8 +339,8 @@ print(c.recv(16).decode()); print(os.readlink(\"/proc/self/ns/net\"))'";
         "{ran:#?}"
     );
     // The program is always PID 2 and sees no PID but PID 1 besides itself.
-    let ran = w.run(&[], helpers::NETNS_AND_PIDS);
-    assert_eq!(helpers::private_network_and_pid(&ran), "2", "{ran:#?}");
+    let ran = w.run(&[], sandboxed::NETNS_AND_PIDS);
+    assert_eq!(sandboxed::private_network_and_pid(&ran), "2", "{ran:#?}");
     // The thread ran on any CPU; nothing of it reaches the program, which may use every CPU
     // cordon may (run a few times: the thread's end and the program's start could race).
     let ours = std::fs::read_to_string("/proc/self/status").unwrap();
@@ -489,7 +486,7 @@ fn symlinks_in_the_workdir_cannot_point_out() {
 fn environment_does_not_leak_unless_passed() {
     require_sandbox!();
     let w = Work::new();
-    let ran = helpers::run_in(
+    let ran = sandboxed::run_in(
         &w.path(),
         &["--env", "GIVEN=given-value", "--secret", "PASSED_TOKEN"],
         &["env"],
@@ -573,7 +570,9 @@ fn the_result_says_what_held() {
     }
     assert_eq!(
         s.landlock_abi,
-        helpers::doctor()["landlock_abi"].as_u64().map(|v| v as u32)
+        sandboxed::doctor()["landlock_abi"]
+            .as_u64()
+            .map(|v| v as u32)
     );
     assert!(s.seccomp);
     // The helper reaps its own namespace: nothing is left for cordon to clean up.
@@ -591,7 +590,7 @@ fn processes_left_behind_are_killed_and_counted() {
     assert_passed(&ran);
     assert_eq!(ran.stdout(), "hi\n", "{ran:#?}");
     assert_eq!(ran.result.leaked.processes_killed, 1, "{ran:#?}");
-    let ran = helpers::run_in(&w.path(), &[], &["true"], &[]);
+    let ran = sandboxed::run_in(&w.path(), &[], &["true"], &[]);
     assert_passed(&ran);
     assert_eq!(ran.result.leaked.processes_killed, 0, "{ran:#?}");
 }
@@ -599,8 +598,8 @@ fn processes_left_behind_are_killed_and_counted() {
 #[test]
 fn host_abstract_unix_sockets_stay_unreachable_with_host_network() {
     require_sandbox!();
-    if helpers::doctor()["landlock_abi"].as_u64().unwrap_or(0) < 6 {
-        helpers::missing_capability(
+    if sandboxed::doctor()["landlock_abi"].as_u64().unwrap_or(0) < 6 {
+        sandboxed::missing_capability(
             "`cordon doctor` reports Landlock ABI < 6 (no abstract-socket scoping)",
         );
         return;
@@ -650,7 +649,7 @@ for name, nr, args in calls:
     r = libc.syscall(nr, *[ctypes.c_long(a) for a in args])
     print(name, "OK" if r >= 0 else errno.errorcode[ctypes.get_errno()])
 "#;
-    let ran = helpers::run_in(&w.path(), &[], &["python3", "-c", script], &[]);
+    let ran = sandboxed::run_in(&w.path(), &[], &["python3", "-c", script], &[]);
     assert_passed(&ran);
     for line in ran.stdout().lines() {
         let want = if line.starts_with("clone3 ") {
@@ -684,7 +683,7 @@ fn ordinary_programs_still_work() {
                   import socket\n\
                   socket.gethostbyname(socket.gethostname())\n\
                   print(out, p.stdout.strip(), os.waitstatus_to_exitcode(st), got, os.read(m, 1))";
-    let ran = helpers::run_in(&w.path(), &[], &["python3", "-c", script], &[]);
+    let ran = sandboxed::run_in(&w.path(), &[], &["python3", "-c", script], &[]);
     assert_passed(&ran);
     assert_eq!(ran.stdout(), "[1] SUB 7 5 b'x'\n", "{ran:#?}");
 }

@@ -1,13 +1,13 @@
 //! `cordon verify` end to end: real projects built in temp dirs, real git, the real sandbox.
 
-mod support;
-
 use std::path::Path;
 use std::process::{Command, Output};
 
 use cordon_types::{Overall, RunReport, StageFailureCategory, StageStatus};
 use pretty_assertions::assert_eq;
-use support::{TestDir, cordon, git};
+
+use crate::support;
+use crate::support::{TestDir, cordon, git};
 
 /// A git repository in a temp dir, with its own CORDON_HOME.
 struct Repo {

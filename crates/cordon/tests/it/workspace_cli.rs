@@ -1,12 +1,12 @@
 //! `cordon workspace`, `cordon gc` and `cordon run --workspace` through the real binary.
 
-mod support;
-
 use std::path::Path;
 use std::process::{Command, Output};
 
 use pretty_assertions::assert_eq;
-use support::{TestDir, cordon, git};
+
+use crate::support;
+use crate::support::{TestDir, cordon, git};
 
 struct Fixture {
     repo: TestDir,

@@ -5,8 +5,6 @@
 
 use std::process::{Command, Output, Stdio};
 
-mod support;
-
 use cordon_store::{RunFilter, RunState, Store, StoreLocation};
 use cordon_test_support::postgres::{Database, with_database};
 

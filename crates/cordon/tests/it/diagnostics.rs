@@ -3,12 +3,12 @@
 //! every rendering — the terminal summary, `failure.reason`, the JSON report, Markdown and
 //! JUnit — with repository-relative paths and no escape sequences.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 
 use cordon_types::{Finding, FindingKind, Overall, RunReport, StageResult};
-use support::{TestDir, cordon, git};
+
+use crate::support;
+use crate::support::{TestDir, cordon, git};
 
 /// A git repository in a temp dir with its own `CORDON_HOME`.
 struct Repo {

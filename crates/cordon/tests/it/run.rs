@@ -2,13 +2,15 @@
 //! hostile programs (runaway output, SIGTERM-ignoring children, double-forked daemons,
 //! grandchildren holding pipes open).
 
-mod support;
-
 use std::time::{Duration, Instant};
 
 use cordon_types::{FailureCategory, LimitKind, RunStatus};
 use pretty_assertions::assert_eq;
-use support::{TestDir, cordon, read_pid, run_json, sandbox_available, wait_dead, wait_until};
+
+use crate::support;
+use crate::support::{
+    TestDir, cordon, read_pid, run_json, sandbox_available, wait_dead, wait_until,
+};
 
 #[test]
 fn passes_through_the_programs_exit_code() {

@@ -1,14 +1,12 @@
 //! Regressions of the adversarial review (issue 19): each test reproduces an attack through
 //! the real CLI and checks that the guarantee holds.
 
-mod support;
-
 use std::path::Path;
 use std::process::Output;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use support::{TestDir, cordon, git};
+use crate::support::{TestDir, cordon, git};
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()

@@ -1,10 +1,7 @@
 //! Secrets never leave cordon in clear: not on the terminal, not in results or reports.
 
-mod support;
-
-use std::process::Command;
-
-use support::{DRAINED_SH, TestDir, cordon};
+use crate::support;
+use crate::support::{DRAINED_SH, TestDir, cordon};
 
 const SECRET: &str = "tok-9f8e7d6c5b4a39281706";
 
@@ -88,17 +85,7 @@ fn builtin_token_patterns_are_redacted_without_configuration() {
 fn verify_redacts_stage_secrets_and_config_patterns_in_every_report() {
     let repo = TestDir::new();
     let home = TestDir::new();
-    let git = |args: &[&str]| {
-        let ok = Command::new("git")
-            .arg("-C")
-            .arg(repo.path())
-            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-            .args(args)
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok);
-    };
+    let git = |args: &[&str]| support::git(repo.path(), args);
     repo.write(
         "cordon.toml",
         r#"
@@ -177,16 +164,7 @@ fn cordons_own_secret_looking_variables_are_redacted_in_run_and_verify_alike() {
         "cordon.toml",
         "[[stage]]\nname = \"leak\"\ncategory = \"test\"\nrun = [\"cat\", \"leak.txt\"]\n",
     );
-    let git = |args: &[&str]| {
-        let ok = Command::new("git")
-            .current_dir(repo.path())
-            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-            .args(args)
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok);
-    };
+    let git = |args: &[&str]| support::git(repo.path(), args);
     git(&["init", "-q"]);
     git(&["add", "-A"]);
     git(&["commit", "-qm", "x"]);

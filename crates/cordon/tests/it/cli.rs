@@ -1,13 +1,12 @@
 //! The CLI's own surface: help, schemas, and the one contract of every command — its exit
 //! codes, and the `cordon.error/v1` document a failed `--json` command prints.
 
-mod support;
-
 use std::process::Output;
 
 use serde_json::{Value, json};
-use support::error_document::{error_document, schema_errors};
-use support::{TestDir, cordon, repo_with};
+
+use crate::support::error_document::{error_document, schema_errors};
+use crate::support::{TestDir, cordon, repo_with};
 
 #[test]
 fn printed_schemas_are_the_committed_ones() {

@@ -1,14 +1,13 @@
 //! cordon's own output: bounded by the run's deadline when nobody reads it, ended by
 //! SIGTERM, and safe for the terminal it reaches (round three's security review, W2 and W3).
 
-mod support;
-
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::{TestDir, cordon, sandbox_available};
+use crate::support;
+use crate::support::{TestDir, cordon, sandbox_available};
 
 /// An upper bound that only a hang reaches.
 const HANG: Duration = Duration::from_secs(30);

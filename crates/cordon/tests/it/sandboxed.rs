@@ -1,33 +1,29 @@
-//! Shared helpers of the sandbox escape suite: run the real `cordon run --json` sandboxed,
-//! skip (with the reason) only when `cordon doctor` says the host lacks a feature — and fail
-//! instead in CI or with `CORDON_REQUIRE_SANDBOX=1` (see `support::capabilities_required`).
-// Each test binary uses a different subset, so `expect` would be unfulfilled in one of them.
-#![allow(dead_code, unused_imports)]
+//! Running the real `cordon run --json` sandboxed, for the sandbox escape suite, the limits
+//! and the network tests: skip (with the reason) only when `cordon doctor` says the host lacks
+//! a feature — and fail instead in CI or with `CORDON_REQUIRE_SANDBOX=1` (see
+//! `support::capabilities_required`).
 
 use std::path::{Path, PathBuf};
 
 use cordon_types::RunResult;
 
-#[path = "../support/mod.rs"]
-mod support;
-
 /// The real `cordon` binary with the tests' throw-away `CORDON_HOME`, `cordon doctor`, and
 /// whether the host can sandbox (failing instead of skipping when that is required).
-pub use support::{
-    capabilities_required, cgroup_limits_available, cordon, doctor, error_document,
-    missing_capability, sandbox_available, wait_until,
+pub use crate::support::{
+    cgroup_limits_available, cordon, doctor, error_document, missing_capability, sandbox_available,
+    wait_until,
 };
 
 /// Returns from the test (after printing why) when the sandbox is unavailable; fails it
 /// instead when capabilities are required.
-#[macro_export]
 macro_rules! require_sandbox {
     () => {
-        if !$crate::helpers::sandbox_available() {
+        if !$crate::sandboxed::sandbox_available() {
             return;
         }
     };
 }
+pub(crate) use require_sandbox;
 
 /// What one `cordon run --json` did.
 #[derive(Debug)]
@@ -37,6 +33,10 @@ pub struct Ran {
     /// cordon's exit code.
     pub code: i32,
     /// cordon's stderr.
+    #[expect(
+        dead_code,
+        reason = "shown by the failure messages, which print the whole `Ran`"
+    )]
     pub stderr: String,
 }
 

@@ -1,13 +1,13 @@
 //! Every `cordon run` and `cordon verify` is recorded, redacted, and survives cordon's death.
 
-mod support;
-
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
 use pretty_assertions::assert_eq;
-use support::{DRAINED_SH, TestDir, cordon};
+
+use crate::support;
+use crate::support::{DRAINED_SH, TestDir, cordon, git};
 
 const SECRET: &str = "hist-secret-5e4d3c2b1a09";
 
@@ -179,29 +179,9 @@ fn verify_is_recorded_with_stages_and_per_stage_logs() {
         "cordon.toml",
         "[[stage]]\nname = \"one\"\ncategory = \"test\"\nrun = [\"sh\", \"-c\", \"echo from-one\"]\n\n[[stage]]\nname = \"two\"\ncategory = \"build\"\nrun = [\"sh\", \"-c\", \"echo from-two >&2\"]\n",
     );
-    for args in [
-        &["init", "-q"][..],
-        &["add", "-A"],
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-qm",
-            "x",
-        ],
-    ] {
-        assert!(
-            Command::new("git")
-                .arg("-C")
-                .arg(repo.path())
-                .args(args)
-                .status()
-                .unwrap()
-                .success()
-        );
-    }
+    git(repo.path(), &["init", "-q"]);
+    git(repo.path(), &["add", "-A"]);
+    git(repo.path(), &["commit", "-qm", "x"]);
     let out = in_home(
         home.path(),
         &["verify", "--json", "--repo", repo.path().to_str().unwrap()],

@@ -6,16 +6,15 @@
 //! destinations permitted. They exist only in test builds and only with
 //! `CORDON_TEST_NETWORK_HOOKS` in cordon's own environment.
 
-#[path = "sandbox_helpers/mod.rs"]
-mod helpers;
-
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 
 use cordon_types::{NetworkLimit, NetworkMode};
-use helpers::{Ran, Work};
+
+use crate::sandboxed::{self, Ran, Work, require_sandbox};
+use crate::support::git;
 
 /// An HTTP origin on the host's loopback serving `files` (path -> body), one request per
 /// connection; remembers the request lines it saw.
@@ -113,7 +112,7 @@ fn an_allowed_host_is_reached_by_plain_http_and_by_connect() {
         o.port
     );
     let ran = run(&[&allow], &script, &[("origin.test", "127.0.0.1")]);
-    helpers::assert_passed(&ran);
+    sandboxed::assert_passed(&ran);
     assert_eq!(
         ran.stdout(),
         "hello from origin\nhello from origin",
@@ -153,7 +152,7 @@ fn other_hosts_ip_literals_and_names_resolving_inside_are_denied_with_reasons() 
         ("meta.test", "169.254.169.254"),
     ];
     let ran = run(&[&allow], &script, &names);
-    helpers::assert_passed(&ran);
+    sandboxed::assert_passed(&ran);
     assert!(ran.stdout().starts_with("403 403 403 403 "), "{ran:#?}");
     assert!(o.requests().is_empty(), "nothing reached the origin");
     let network = ran.result.network.expect("a network report");
@@ -192,7 +191,7 @@ fn other_hosts_ip_literals_and_names_resolving_inside_are_denied_with_reasons() 
 fn a_denied_connection_prints_one_notice_line_on_the_terminal_view() {
     require_sandbox!();
     let w = Work::new();
-    let out = helpers::cordon()
+    let out = sandboxed::cordon()
         .env("CORDON_TEST_NETWORK_HOOKS", hooks(&[]))
         .args([
             "run",
@@ -244,7 +243,7 @@ EOF"#,
     );
     let allow = format!("--network=allow=origin.test:{}", o.port);
     let ran = run(&[&allow], &script, &[("origin.test", "127.0.0.1")]);
-    helpers::assert_passed(&ran);
+    sandboxed::assert_passed(&ran);
     let out = ran.stdout();
     assert!(!out.contains("REACHED"), "{out}");
     assert_eq!(out.lines().count(), 5, "{out}");
@@ -306,7 +305,7 @@ fn pip_downloads_from_a_local_index_through_the_proxy() {
         o.port
     );
     let ran = run(&[&allow], &script, &[("pypi.test", "127.0.0.1")]);
-    helpers::assert_passed(&ran);
+    sandboxed::assert_passed(&ran);
     assert_eq!(ran.stdout(), "tinypkg-1.0-py3-none-any.whl\n", "{ran:#?}");
     let network = ran.result.network.expect("a network report");
     assert!(network.denied.is_empty(), "{network:?}");
@@ -342,7 +341,7 @@ fn the_program_holds_neither_the_listener_nor_the_channel() {
     let script = "ls /proc/self/fd | tr '\\n' ' '; \
                   python3 -c 'import socket; s=socket.socket(); s.bind((\"127.0.0.1\", 3128))' 2>&1 | tail -1";
     let ran = run(&["--network=allow=origin.test"], script, &[]);
-    helpers::assert_passed(&ran);
+    sandboxed::assert_passed(&ran);
     assert_eq!(
         ran.stdout(),
         "0 1 2 3 OSError: [Errno 98] Address already in use\n",
@@ -353,37 +352,19 @@ fn the_program_holds_neither_the_listener_nor_the_channel() {
     let hooks = hooks(&[]);
     let ran = Work::new().run_env(
         &["--network=allow=origin.test"],
-        helpers::NETNS_AND_PIDS,
+        sandboxed::NETNS_AND_PIDS,
         &[("CORDON_TEST_NETWORK_HOOKS", &hooks)],
     );
-    assert_eq!(helpers::private_network_and_pid(&ran), "2", "{ran:#?}");
+    assert_eq!(sandboxed::private_network_and_pid(&ran), "2", "{ran:#?}");
 }
 
 /// A git repository holding `cordon.toml` and nothing else.
 fn repo_with_plan(plan: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("cordon.toml"), plan).unwrap();
-    for args in [
-        &["init", "-q", "-b", "main"][..],
-        &["add", "-A"],
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-qm",
-            "plan",
-        ],
-    ] {
-        let ok = std::process::Command::new("git")
-            .args(args)
-            .current_dir(dir.path())
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "git {args:?}");
-    }
+    git(dir.path(), &["init", "-q", "-b", "main"]);
+    git(dir.path(), &["add", "-A"]);
+    git(dir.path(), &["commit", "-qm", "plan"]);
     dir
 }
 
@@ -402,7 +383,7 @@ network = {{ allow = ["origin.test:{p}"] }}
     );
     let repo = repo_with_plan(&plan);
     let home = tempfile::tempdir().unwrap();
-    let out = helpers::cordon()
+    let out = sandboxed::cordon()
         .env("CORDON_HOME", home.path())
         .env(
             "CORDON_TEST_NETWORK_HOOKS",
@@ -444,7 +425,7 @@ fn an_invalid_allowlist_in_cordon_toml_is_refused_before_anything_runs() {
         "[[stage]]\nname = \"fetch\"\ncategory = \"setup\"\nrun = [\"true\"]\nnetwork = { allow = [\"10.0.0.1\"] }\n",
     );
     let home = tempfile::tempdir().unwrap();
-    let out = helpers::cordon()
+    let out = sandboxed::cordon()
         .env("CORDON_HOME", home.path())
         .args(["verify", "--repo"])
         .arg(repo.path())
@@ -493,13 +474,13 @@ fn cargo_fetches_from_a_local_sparse_registry_through_the_proxy() {
     .unwrap();
     let allow = format!("--network=allow=crates.test:{}", o.port);
     let hooks = hooks(&[("crates.test", "127.0.0.1")]);
-    let ran = helpers::run_in(
+    let ran = sandboxed::run_in(
         &w.path(),
         &[&allow, "--env", "CARGO_HOME=/tmp/cargo-home"],
         &["cargo", "fetch"],
         &[("CORDON_TEST_NETWORK_HOOKS", &hooks)],
     );
-    helpers::assert_passed(&ran);
+    sandboxed::assert_passed(&ran);
     assert_eq!(
         o.requests(),
         [
@@ -561,7 +542,7 @@ fn npm_installs_from_a_local_registry_through_the_proxy() {
     let allow = format!("--network=allow=npm.test:{}", o.port);
     let registry = format!("--registry=http://npm.test:{}/", o.port);
     let hooks = hooks(&[("npm.test", "127.0.0.1")]);
-    let ran = helpers::run_in(
+    let ran = sandboxed::run_in(
         &w.path(),
         &[&allow],
         &[
@@ -574,7 +555,7 @@ fn npm_installs_from_a_local_registry_through_the_proxy() {
         ],
         &[("CORDON_TEST_NETWORK_HOOKS", &hooks)],
     );
-    helpers::assert_passed(&ran);
+    sandboxed::assert_passed(&ran);
     let installed = w.path().join("node_modules/tinypkg/index.js");
     assert_eq!(
         std::fs::read_to_string(installed).unwrap(),
@@ -640,7 +621,7 @@ for i in range(130):
     assert s.recv(100).startswith(b"HTTP/1.1 403")
     s.close()
 "#;
-    let out = helpers::cordon()
+    let out = sandboxed::cordon()
         .env("CORDON_TEST_NETWORK_HOOKS", hooks(&[]))
         .args([
             "run",
@@ -670,7 +651,7 @@ for i in range(130):
         "cordon: network: further refusals are counted in the result, not shown"
     );
     let hooks = hooks(&[]);
-    let ran = helpers::run_in(
+    let ran = sandboxed::run_in(
         &w.path(),
         &["--network=allow=origin.test"],
         &["python3", "-c", script],
@@ -689,7 +670,7 @@ fn a_secret_spelled_into_a_refused_host_name_is_redacted_from_the_notice_and_the
     require_sandbox!();
     let w = Work::new();
     let secret = "SeCrEt9f3a7Q";
-    let out = helpers::cordon()
+    let out = sandboxed::cordon()
         .env("CORDON_TEST_NETWORK_HOOKS", hooks(&[]))
         .env("CORDON_NET_TOKEN", secret)
         .args([
@@ -718,7 +699,7 @@ fn a_secret_spelled_into_a_refused_host_name_is_redacted_from_the_notice_and_the
         !stdout.contains(secret) && !stderr.contains(secret),
         "{stdout}\n{stderr}"
     );
-    let ran = helpers::ran(&out);
+    let ran = sandboxed::ran(&out);
     let network = ran.result.network.expect("a network report");
     assert_eq!(network.denied.len(), 1, "{network:?}");
     assert_eq!(

@@ -1,8 +1,6 @@
 //! `cordon token` and `cordon jobs` as people and scripts use them: text by default, the
 //! service's documents with `--json`, the API's refusals as messages naming the rule.
 
-mod support;
-
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 

@@ -4,8 +4,6 @@
 //! scripts write), never through sleeps. Time-based behaviour (backoff, idle timeout) uses
 //! short durations and generous "does not hang" bounds only.
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -15,7 +13,9 @@ use std::time::{Duration, Instant};
 
 use pretty_assertions::assert_eq;
 use serde_json::Value;
-use support::{TestDir, cordon, git};
+
+use crate::support;
+use crate::support::{TestDir, cordon, git};
 
 /// Only a hang reaches this.
 const HANG: Duration = Duration::from_secs(90);
