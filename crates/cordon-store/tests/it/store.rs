@@ -1,19 +1,19 @@
 //! Integration tests of the store: real SQLite files in temporary directories, and real
 //! processes (this test binary re-run as a helper) for crashes and concurrency.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{TestStore, data, new_run, wait_until};
 use cordon_store::{
     ChunkBody, ChunkFilter, NewRun, RunFilter, RunId, RunKind, RunState, Store, StoreErrorKind,
     StoreLocation, Stream,
 };
+use cordon_test_support::wait_until;
 use pretty_assertions::assert_eq;
 use serde_json::json;
+
+use crate::fixtures::{TestStore, data, each_history_backend, new_run};
 
 /// Set in a re-run of this binary: what the helper should do, and where.
 const HELPER_ENV: &str = "CORDON_STORE_TEST_HELPER";
@@ -41,7 +41,7 @@ fn spawn_helper(role: &str, t: &TestStore) -> Child {
     Command::new(std::env::current_exe().expect("test binary"))
         .args([
             "--exact",
-            "helper_process",
+            "store::helper_process",
             "--nocapture",
             "--test-threads=1",
         ])
@@ -118,7 +118,7 @@ fn read_run_id(child: &mut Child) -> RunId {
             .next()
             .expect("helper printed its run id")
             .expect("read");
-        // libtest may print `test helper_process ... ` before our line.
+        // libtest may print `test store::helper_process ... ` before our line.
         if let Some(at) = line.find("RUN ") {
             let id = line[at + 4..].trim().parse().expect("a run id");
             // Keep draining, so the helper never fails writing to a closed pipe.
@@ -366,7 +366,7 @@ fn a_foreign_or_newer_database_is_refused_clearly() {
 fn a_version_1_store_is_migrated_and_keeps_its_runs() {
     let (dir, _) = temp_db();
     let db = dir.path().join("v1.db");
-    raw_sql(&db, include_str!("../migrations/sqlite/0001_init.sql"));
+    raw_sql(&db, include_str!("../../migrations/sqlite/0001_init.sql"));
     raw_sql(
         &db,
         "CREATE TABLE cordon_migrations (version INTEGER PRIMARY KEY NOT NULL, \

@@ -1,11 +1,8 @@
 //! The job queue on every backend: limits at the claim, fairness, priority, fenced attempt
 //! ends, restart recovery, idempotency, tokens and audit.
 
-mod common;
-
 use std::collections::HashMap;
 
-use common::{TestStore, claim, done, job, retry};
 use cordon_store::{AttemptEnd, JobFilter, JobState};
 use pretty_assertions::assert_eq;
 use serde_json::json;
@@ -221,3 +218,5 @@ each_backend!(
         assert_eq!(per_state, vec![(JobState::Queued, 1)]);
     }
 );
+
+use crate::fixtures::{TestStore, claim, done, each_backend, job, retry};

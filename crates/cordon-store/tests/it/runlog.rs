@@ -3,17 +3,16 @@
 //! record ingested twice changes nothing, and a file that is not a cordon store is refused
 //! before any log is written next to it.
 
-mod common;
-
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use common::{TestStore, count_rows, data, new_run};
 use cordon_store::{
     ChunkFilter, RunFilter, RunState, Store, StoreErrorKind, StoreLocation, Stream,
 };
 use pretty_assertions::assert_eq;
 use serde_json::json;
+
+use crate::fixtures::{TestStore, count_rows, data, new_run};
 
 fn paths(t: &TestStore) -> (PathBuf, PathBuf) {
     let StoreLocation::Sqlite(db) = t.location() else {

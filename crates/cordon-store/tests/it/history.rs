@@ -1,15 +1,13 @@
 //! The run history on every backend: runs, stages, documents, transcripts (order, offsets,
 //! exact bytes, limits, compression), reading while writing, and deleting old runs.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{TestStore, base64_decode, count_rows, data, new_run, wait_until};
 use cordon_store::{
     Chunk, ChunkBody, ChunkFilter, ExportedBody, NewRun, RunFilter, RunId, RunKind, RunState,
     StageRecord, Store, StoreLocation, Stream,
 };
+use cordon_test_support::wait_until;
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
@@ -469,3 +467,5 @@ each_history_backend!(
         assert_eq!(lost, vec![(Stream::Stdout, 8), (Stream::Stderr, 4)]);
     }
 );
+
+use crate::fixtures::{TestStore, base64_decode, count_rows, data, each_history_backend, new_run};

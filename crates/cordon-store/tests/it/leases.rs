@@ -2,14 +2,13 @@
 //! attempt's late writes refused, renewals refused after a reclaim, limits counted across
 //! workers, the restart of one named worker, cancel requests, CPU budgets and job timing.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{TestStore, claim, claim_with, done, job};
 use cordon_store::{AttemptEnd, JobState, Store};
 use pretty_assertions::assert_eq;
 use serde_json::json;
+
+use crate::fixtures::{TestStore, claim, claim_with, done, each_backend, job};
 
 const SHORT: Duration = Duration::from_millis(50);
 
