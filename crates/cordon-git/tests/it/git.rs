@@ -8,37 +8,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use cordon_git::{ChangeStatus, GitErrorKind, RefusalReason, Repo, RepoPath};
+use cordon_test_support::{git, git_bytes, git_command, repo_with};
 use pretty_assertions::assert_eq;
 
-/// Plain git for setting fixtures up (and for showing what unhardened git would do).
-fn git(dir: &Path, args: &[&str]) -> Vec<u8> {
-    let out = git_unchecked(dir, args);
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
-}
-
+/// Plain git (in cordon-test-support's environment, no host configuration), its failure left
+/// to the caller: what git does without cordon-git's hardening.
 fn git_unchecked(dir: &Path, args: &[&str]) -> std::process::Output {
-    let mut cmd = Command::new("git");
-    for (key, _) in std::env::vars_os() {
-        if key.as_encoded_bytes().starts_with(b"GIT_") {
-            cmd.env_remove(key);
-        }
-    }
-    cmd.args(args)
-        .env("GIT_OPTIONAL_LOCKS", "0")
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
-        .output()
-        .unwrap()
+    git_command(dir).args(args).output().unwrap()
 }
 
 struct Fixture {
@@ -49,16 +25,15 @@ impl Fixture {
     /// A repository with a few committed files, a branch and a tag.
     fn new() -> Fixture {
         let dir = tempfile::tempdir().unwrap();
-        let repo = dir.path().join("repo");
-        std::fs::create_dir(&repo).unwrap();
-        git(&repo, &["init", "-q", "-b", "main"]);
-        std::fs::write(repo.join("a.txt"), "one\ntwo\nthree\n").unwrap();
-        std::fs::create_dir(repo.join("src")).unwrap();
-        std::fs::write(repo.join("src/lib.rs"), "fn main() {}\n").unwrap();
-        std::fs::write(repo.join("gone.txt"), "delete me\n").unwrap();
-        std::fs::write(repo.join("run.sh"), "#!/bin/sh\n").unwrap();
-        git(&repo, &["add", "-A"]);
-        git(&repo, &["commit", "-q", "-m", "init"]);
+        repo_with(
+            dir.path(),
+            &[
+                ("a.txt", "one\ntwo\nthree\n"),
+                ("src/lib.rs", "fn main() {}\n"),
+                ("gone.txt", "delete me\n"),
+                ("run.sh", "#!/bin/sh\n"),
+            ],
+        );
         Fixture { dir }
     }
 
@@ -112,7 +87,7 @@ fn worktree_has_the_committed_content_and_leaves_the_checkout_alone() {
     std::fs::write(repo_dir.join("a.txt"), "live edit\n").unwrap();
     std::fs::write(repo_dir.join("untracked.txt"), "live\n").unwrap();
     git(&repo_dir, &["add", "untracked.txt"]);
-    let status = git(&repo_dir, &["status", "--porcelain=v1", "-z"]);
+    let status = git_bytes(&repo_dir, &["status", "--porcelain=v1", "-z"]);
     let index = std::fs::read(repo_dir.join(".git/index")).unwrap();
     let index_mtime = std::fs::metadata(repo_dir.join(".git/index"))
         .unwrap()
@@ -141,7 +116,10 @@ fn worktree_has_the_committed_content_and_leaves_the_checkout_alone() {
     repo.remove_worktree(wt.path()).unwrap();
     assert!(!wt.path().exists());
 
-    assert_eq!(git(&repo_dir, &["status", "--porcelain=v1", "-z"]), status);
+    assert_eq!(
+        git_bytes(&repo_dir, &["status", "--porcelain=v1", "-z"]),
+        status
+    );
     assert_eq!(std::fs::read(repo_dir.join(".git/index")).unwrap(), index);
     assert_eq!(
         std::fs::metadata(repo_dir.join(".git/index"))
@@ -151,12 +129,12 @@ fn worktree_has_the_committed_content_and_leaves_the_checkout_alone() {
         index_mtime
     );
     assert_eq!(
-        String::from_utf8(git(&repo_dir, &["symbolic-ref", "HEAD"])).unwrap(),
+        String::from_utf8(git_bytes(&repo_dir, &["symbolic-ref", "HEAD"])).unwrap(),
         "refs/heads/main\n"
     );
-    assert_eq!(git(&repo_dir, &["branch", "--list"]), b"* main\n");
+    assert_eq!(git_bytes(&repo_dir, &["branch", "--list"]), b"* main\n");
     assert_eq!(
-        git(&repo_dir, &["worktree", "list", "--porcelain"])
+        git_bytes(&repo_dir, &["worktree", "list", "--porcelain"])
             .iter()
             .filter(|&&b| b == b'\n')
             .count(),
@@ -648,7 +626,7 @@ fn inherited_git_variables_cannot_redirect_git() {
     let status = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "inherited_git_variables_cannot_redirect_git",
+            "git::inherited_git_variables_cannot_redirect_git",
             "--test-threads=1",
         ])
         .env("CORDON_GIT_TEST_CHILD", "1")
