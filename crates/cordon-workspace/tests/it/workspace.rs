@@ -5,38 +5,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, SystemTime};
 
+use cordon_test_support::{git, git_bytes, repo_with};
 use cordon_workspace::{
     CreateRequest, GcReason, Liveness, Strategy, WorkspaceErrorKind, WorkspaceId, WorkspaceRecord,
     WorkspaceState, Workspaces,
 };
 use pretty_assertions::assert_eq;
-
-fn git(dir: &Path, args: &[&str]) -> Vec<u8> {
-    let mut cmd = Command::new("git");
-    for (key, _) in std::env::vars_os() {
-        if key.as_encoded_bytes().starts_with(b"GIT_") {
-            cmd.env_remove(key);
-        }
-    }
-    let out = cmd
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_OPTIONAL_LOCKS", "0")
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
-}
 
 struct Fixture {
     dir: tempfile::TempDir,
@@ -46,13 +20,7 @@ struct Fixture {
 impl Fixture {
     fn new() -> Fixture {
         let dir = tempfile::tempdir().unwrap();
-        let repo = dir.path().join("repo");
-        std::fs::create_dir(&repo).unwrap();
-        git(&repo, &["init", "-q", "-b", "main"]);
-        std::fs::write(repo.join("a.txt"), "one\n").unwrap();
-        std::fs::write(repo.join("b.txt"), "bee\n").unwrap();
-        git(&repo, &["add", "-A"]);
-        git(&repo, &["commit", "-q", "-m", "init"]);
+        let repo = repo_with(dir.path(), &[("a.txt", "one\n"), ("b.txt", "bee\n")]);
         git(&repo, &["branch", "feature"]);
         let workspaces = Workspaces::new(dir.path().join("home"));
         Fixture { dir, workspaces }
@@ -89,20 +57,26 @@ impl Fixture {
     /// `git worktree list` as the user sees it, without cordon's own entries.
     fn user_worktrees(&self) -> Vec<String> {
         let home = self.workspaces.home().to_string_lossy().into_owned();
-        String::from_utf8(git(&self.repo(), &["worktree", "list", "--porcelain"]))
-            .unwrap()
-            .split("\n\n")
-            .filter(|entry| !entry.is_empty() && !entry.contains(&home))
-            .map(str::to_owned)
-            .collect()
+        String::from_utf8(git_bytes(
+            &self.repo(),
+            &["worktree", "list", "--porcelain"],
+        ))
+        .unwrap()
+        .split("\n\n")
+        .filter(|entry| !entry.is_empty() && !entry.contains(&home))
+        .map(str::to_owned)
+        .collect()
     }
 
     fn our_worktrees(&self) -> usize {
         let home = self.workspaces.home().to_string_lossy().into_owned();
-        String::from_utf8(git(&self.repo(), &["worktree", "list", "--porcelain"]))
-            .unwrap()
-            .matches(&home)
-            .count()
+        String::from_utf8(git_bytes(
+            &self.repo(),
+            &["worktree", "list", "--porcelain"],
+        ))
+        .unwrap()
+        .matches(&home)
+        .count()
     }
 }
 
@@ -139,15 +113,15 @@ fn live_state(fx: &Fixture) -> LiveState {
             std::fs::metadata(&index_path).unwrap().modified().unwrap(),
         ),
         head: std::fs::read(repo.join(".git/HEAD")).unwrap(),
-        status: git(
+        status: git_bytes(
             &repo,
             &["status", "--porcelain=v1", "-z", "--untracked-files=all"],
         ),
-        branches: git(
+        branches: git_bytes(
             &repo,
             &["for-each-ref", "--format=%(refname) %(objectname)"],
         ),
-        stash: git(&repo, &["stash", "list"]),
+        stash: git_bytes(&repo, &["stash", "list"]),
         worktrees: fx.user_worktrees(),
     }
 }
@@ -503,7 +477,7 @@ fn concurrent_creates_and_removes_from_threads_and_processes() {
             Command::new(std::env::current_exe().unwrap())
                 .args([
                     "--exact",
-                    "concurrent_creates_and_removes_from_threads_and_processes",
+                    "workspace::concurrent_creates_and_removes_from_threads_and_processes",
                     "--test-threads=1",
                 ])
                 .env("CORDON_WORKSPACE_TEST_CHURN", fx.dir.path())
@@ -531,7 +505,7 @@ fn concurrent_creates_and_removes_from_threads_and_processes() {
     assert!(fx.workspaces.list().unwrap().is_empty());
     assert_eq!(fx.our_worktrees(), 0);
     assert_eq!(
-        git(&fx.repo(), &["branch", "--list"]),
+        git_bytes(&fx.repo(), &["branch", "--list"]),
         b"  feature\n* main\n"
     );
 }
