@@ -1,6 +1,6 @@
-//! Overlay workspaces against real repositories, the real `git` and the real kernel: this
-//! binary is its own helper (`main` dispatches `__sandbox-init` first, as cordon's does), so
-//! the overlays are mounted exactly as cordon mounts them for host-side git.
+//! Overlay workspaces against real repositories, the real `git` and the real kernel: the
+//! overlays are mounted by the sandbox helper (`cordon-sandbox-init`, which `cargo build -p
+//! cordon` builds beside the test executables) exactly as cordon mounts them for host-side git.
 //!
 //! The central check: the same operations done in an overlay workspace and in a git-worktree
 //! workspace leave the same `git status` and the same `git diff` (whiteouts, renames, deleted
@@ -14,37 +14,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use cordon_test_support::{git, git_bytes, missing_capability};
 use cordon_workspace::{
     BaseHolder, CreateRequest, Strategy, WorkspaceErrorKind, WorkspaceRecord, Workspaces,
 };
 use pretty_assertions::assert_eq;
-
-fn git(dir: &Path, args: &[&str]) -> Vec<u8> {
-    let out = git_command(dir).args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
-}
-
-fn git_command(dir: &Path) -> Command {
-    let mut cmd = Command::new("git");
-    for (key, _) in std::env::vars_os() {
-        if key.as_encoded_bytes().starts_with(b"GIT_") {
-            cmd.env_remove(key);
-        }
-    }
-    cmd.current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.invalid");
-    cmd
-}
 
 struct Fixture {
     dir: tempfile::TempDir,
@@ -208,7 +182,11 @@ fn status(fx: &Fixture, record: &WorkspaceRecord) -> String {
     )
 }
 
+#[test]
 fn overlay_and_worktree_agree_after_the_same_operations() {
+    if !overlays_supported() {
+        return;
+    }
     let fx = Fixture::new();
     let overlay = fx.create(Strategy::Overlay);
     let worktree = fx.create(Strategy::GitWorktree);
@@ -288,7 +266,11 @@ fn overlay_and_worktree_agree_after_the_same_operations() {
     fx.workspaces.remove(&worktree.id).unwrap();
 }
 
+#[test]
 fn a_fresh_overlay_is_clean_and_git_reads_no_file() {
+    if !overlays_supported() {
+        return;
+    }
     let fx = Fixture::new();
     let record = fx.create(Strategy::Overlay);
     // `git diff-files` trusts the index's stat data: nothing listed means git would not even
@@ -305,7 +287,7 @@ fn a_fresh_overlay_is_clean_and_git_reads_no_file() {
     let info = fx.workspaces.show(&record.id).unwrap();
     assert!(info.size_bytes < 64 * 1024, "{}", info.size_bytes);
     // The repository gained no worktree entry.
-    let worktrees = git(&fx.repo(), &["worktree", "list", "--porcelain"]);
+    let worktrees = git_bytes(&fx.repo(), &["worktree", "list", "--porcelain"]);
     assert_eq!(
         String::from_utf8_lossy(&worktrees)
             .matches("worktree ")
@@ -314,7 +296,11 @@ fn a_fresh_overlay_is_clean_and_git_reads_no_file() {
     );
 }
 
+#[test]
 fn the_bases_index_is_shared_until_git_rewrites_the_workspaces() {
+    if !overlays_supported() {
+        return;
+    }
     use std::os::unix::fs::MetadataExt;
     let fx = Fixture::new();
     let first = fx.create(Strategy::Overlay);
@@ -346,7 +332,11 @@ fn the_bases_index_is_shared_until_git_rewrites_the_workspaces() {
     fx.workspaces.remove(&second.id).unwrap();
 }
 
+#[test]
 fn patches_apply_and_refuse_alike() {
+    if !overlays_supported() {
+        return;
+    }
     let fx = Fixture::new();
     let overlay = fx.create(Strategy::Overlay);
     let worktree = fx.create(Strategy::GitWorktree);
@@ -374,7 +364,11 @@ fn patches_apply_and_refuse_alike() {
     }
 }
 
+#[test]
 fn bases_are_shared_held_and_collected() {
+    if !overlays_supported() {
+        return;
+    }
     let fx = Fixture::new();
     let t0 = Instant::now();
     let first = fx.create(Strategy::Overlay);
@@ -423,7 +417,11 @@ fn bases_are_shared_held_and_collected() {
     assert_eq!(fx.sh(&third, "cat README"), "readme\n");
 }
 
+#[test]
 fn concurrent_creates_share_one_checkout() {
+    if !overlays_supported() {
+        return;
+    }
     let fx = Fixture::new();
     let records: Vec<WorkspaceRecord> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..4)
@@ -441,7 +439,11 @@ fn concurrent_creates_share_one_checkout() {
     }
 }
 
+#[test]
 fn one_writer_at_a_time() {
+    if !overlays_supported() {
+        return;
+    }
     let fx = Fixture::new();
     let record = fx.create(Strategy::Overlay);
     let writer = fx.workspaces.mount_guard(&record, true).unwrap();
@@ -462,7 +464,11 @@ fn one_writer_at_a_time() {
     fx.workspaces.diff(&record.id, true).unwrap();
 }
 
+#[test]
 fn overlay_creation_takes_constant_time() {
+    if !overlays_supported() {
+        return;
+    }
     // 3,000 files: the first create checks the base out, later ones only write a few files.
     let fx = Fixture::new();
     let repo = fx.repo();
@@ -493,91 +499,16 @@ fn overlay_creation_takes_constant_time() {
     assert_eq!(fx.sh(&first, "ls many | wc -l").trim(), "30");
 }
 
-const CASES: &[(&str, fn())] = &[
-    (
-        "overlay_and_worktree_agree_after_the_same_operations",
-        overlay_and_worktree_agree_after_the_same_operations,
-    ),
-    (
-        "a_fresh_overlay_is_clean_and_git_reads_no_file",
-        a_fresh_overlay_is_clean_and_git_reads_no_file,
-    ),
-    (
-        "the_bases_index_is_shared_until_git_rewrites_the_workspaces",
-        the_bases_index_is_shared_until_git_rewrites_the_workspaces,
-    ),
-    (
-        "patches_apply_and_refuse_alike",
-        patches_apply_and_refuse_alike,
-    ),
-    (
-        "bases_are_shared_held_and_collected",
-        bases_are_shared_held_and_collected,
-    ),
-    (
-        "concurrent_creates_share_one_checkout",
-        concurrent_creates_share_one_checkout,
-    ),
-    ("one_writer_at_a_time", one_writer_at_a_time),
-    (
-        "overlay_creation_takes_constant_time",
-        overlay_creation_takes_constant_time,
-    ),
-];
-
-fn required() -> bool {
-    std::env::var_os("CI").is_some_and(|v| v == "true")
-        || std::env::var_os("CORDON_REQUIRE_SANDBOX").is_some_and(|v| v == "1")
-}
-
-fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.iter().any(|a| a == "--list") {
-        if !args.iter().any(|a| a == "--ignored") {
-            for (name, _) in CASES {
-                println!("{name}: test");
-            }
-        }
-        return;
-    }
-    let exact = args.iter().any(|a| a == "--exact");
-    let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
+/// Whether overlay workspaces work here (the helper mounts them: unprivileged overlayfs in a
+/// user namespace). When not, the test fails in CI and with `CORDON_REQUIRE_SANDBOX=1`, and
+/// skips, saying why, elsewhere (`cordon_test_support::missing_capability`).
+fn overlays_supported() -> bool {
     let probe = tempfile::tempdir().unwrap();
-    if let Err(why) = Workspaces::new(probe.path()).overlay_support() {
-        if required() {
-            eprintln!("error: overlay workspaces are required here but unavailable: {why}");
-            println!("0 passed, {} failed", CASES.len());
-            std::process::exit(1);
+    match Workspaces::new(probe.path()).overlay_support() {
+        Ok(()) => true,
+        Err(why) => {
+            missing_capability(&format!("overlay workspaces are unavailable here: {why}"));
+            false
         }
-        println!("skipping the overlay tests: {why}");
-        return;
-    }
-    let (mut passed, mut failed) = (0, 0);
-    for (name, case) in CASES {
-        let wanted = filters.is_empty()
-            || filters.iter().any(|f| {
-                if exact {
-                    *name == f.as_str()
-                } else {
-                    name.contains(f.as_str())
-                }
-            });
-        if !wanted {
-            continue;
-        }
-        match std::panic::catch_unwind(case) {
-            Ok(()) => {
-                passed += 1;
-                println!("test {name} ... ok");
-            }
-            Err(_) => {
-                failed += 1;
-                println!("test {name} ... FAILED");
-            }
-        }
-    }
-    println!("{passed} passed, {failed} failed");
-    if failed > 0 {
-        std::process::exit(1);
     }
 }
