@@ -2,12 +2,11 @@
 //! real sandbox: create, exec as a writer and as a reader, pull. Fails (never skips) on a
 //! host that cannot sandbox.
 //!
-//! The sandbox re-executes the running binary as its helper, so this binary is its own
-//! (`main` dispatches `__sandbox-init` first, as cordon's does) and offers the small
-//! libtest surface `cargo test` and `cargo nextest` use.
+//! The library takes its home from this process's `CORDON_HOME` (the sandbox masks that
+//! directory from the programs it runs), which may only be set while no other thread runs: so
+//! this binary has its own `main`, which sets it first, and offers the small libtest surface
+//! `cargo test` and `cargo nextest` use.
 
-use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use cordon_runner::{Hooks, RunRequest};
@@ -15,23 +14,8 @@ use cordon_session::{
     Access, CreateRequest, PullOutcome, PullRequest, ReviewPhase, SessionErrorKind, SessionStatus,
     Sessions,
 };
+use cordon_test_support::git;
 use pretty_assertions::assert_eq;
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
 
 const NAME: &str = "create_exec_review_pull_through_the_library";
 
@@ -47,6 +31,8 @@ fn main() {
     if !filters.is_empty() && !filters.iter().any(|f| NAME.contains(f.as_str())) {
         return;
     }
+    // The sandbox helper, built beside cordon: its absence fails here, saying how to build it.
+    cordon_test_support::sandbox_helper();
     let home = tempfile::tempdir().unwrap();
     // The sandbox masks this process's CORDON_HOME: the sessions' home must be it.
     // SAFETY: no other thread exists yet.

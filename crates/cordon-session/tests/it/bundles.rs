@@ -1,35 +1,12 @@
 //! Bundles are hostile input: every check a bundle goes through before anything of it reaches
 //! the host repository, against real bundles made by git (and unmade by hand).
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 
 use cordon_git::{CommitId, Repo};
 use cordon_session::{SessionErrorKind, check_bundle_file, import_into_host};
+use cordon_test_support::git;
 use pretty_assertions::assert_eq;
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args([
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
 
 /// A source repository (`main` with two commits, a tag, another branch) and a host that has
 /// only the first commit.
