@@ -1,12 +1,20 @@
 //! Supervised mode: the program is a supervisor that reports on fd 3 (the sandbox helper in
 //! production). Here a shell plays the supervisor, writing a real `ChildReport`.
 
-mod common;
-
-use cordon_exec::RunIo;
+use cordon_exec::{RunIo, RunSpec};
 use cordon_types::{ChildReport, SandboxSummary};
 
-use common::supervised;
+/// A shell that plays the supervisor, writing the real `ChildReport` `report` on fd 3.
+fn supervised(script: &str, report: &ChildReport, sandbox: Option<SandboxSummary>) -> RunSpec {
+    let mut spec = RunSpec::new("sh", ["-c", script]);
+    spec.supervised = true;
+    spec.sandbox = sandbox;
+    spec.env.set.push((
+        "REPORT".into(),
+        serde_json::to_string(report).unwrap().into(),
+    ));
+    spec
+}
 
 #[test]
 fn what_the_supervisor_killed_and_left_unenforced_reaches_the_result() {
