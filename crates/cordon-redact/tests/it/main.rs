@@ -1,5 +1,6 @@
-//! Behaviour of the redactor as its users see it: every pattern kind, chunk
-//! boundaries, and properties over random secrets, texts and chunkings.
+//! cordon-redact's integration tests, one binary (`cargo nextest run -p cordon-redact`): the
+//! redactor as its users see it, every pattern kind, chunk boundaries, and properties over
+//! random secrets, texts and chunkings.
 
 mod patterns;
 mod properties;
