@@ -767,13 +767,6 @@ const CASES: &[Case] = &[
     ("bench", bench),
 ];
 
-/// Whether the environment demands that the sandbox be tested: in CI (`CI=true`) or with
-/// `CORDON_REQUIRE_SANDBOX=1`, a host that cannot sandbox fails the run instead of skipping.
-fn sandbox_required() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true")
-        || std::env::var("CORDON_REQUIRE_SANDBOX").is_ok_and(|v| v == "1")
-}
-
 fn main() {
     let first = std::env::args().nth(1).unwrap_or_default();
     if first == syscalls::PROBE_ARG {
@@ -815,7 +808,7 @@ fn main() {
             "`cordon doctor` says this host cannot enforce the default policy ({})",
             missing.join("; ")
         );
-        if sandbox_required() {
+        if cordon_test_support::capabilities_required() {
             eprintln!(
                 "error: the sandbox tests are required here (CI=true or CORDON_REQUIRE_SANDBOX=1) but {reason}"
             );
@@ -827,6 +820,9 @@ fn main() {
         println!("0 passed, 0 failed, {} skipped", CASES.len());
         return;
     }
+    // The helper the cases run, built beside cordon: its absence fails here, saying how to
+    // build it, rather than in every case.
+    cordon_test_support::sandbox_helper();
     let (mut passed, mut failed) = (0, 0);
     for (name, case) in CASES {
         let wanted = if filters.is_empty() {
