@@ -695,7 +695,6 @@ fn checkout_size_counts_what_a_checkout_writes() {
     std::os::unix::fs::symlink("a.txt", repo_dir.join("link")).unwrap();
     git(&repo_dir, &["add", "-A"]);
     let sub = git(&repo_dir, &["rev-parse", "HEAD"]);
-    let sub = String::from_utf8(sub).unwrap();
     git(
         &repo_dir,
         &[

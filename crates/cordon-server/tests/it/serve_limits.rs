@@ -6,7 +6,7 @@
 
 use cordon_test_support::cordon_bin;
 use cordon_test_support::server::Server;
-use cordon_test_support::{TestDir, repo_with};
+use cordon_test_support::{TestDir, git, repo_with};
 use serde_json::{Value, json};
 
 const POLICY: &str = r#"
@@ -535,7 +535,7 @@ allow = [["git", "*"], ["sh", "*"]]
 /// A bare repository at `path` whose `main` names `commit` (objects to come from elsewhere).
 fn bare_naming(path: &std::path::Path, commit: &str) {
     std::fs::create_dir_all(path).unwrap();
-    support::git(path, &["init", "-q", "--bare", "-b", "main"]);
+    git(path, &["init", "-q", "--bare", "-b", "main"]);
     std::fs::write(path.join("refs/heads/main"), format!("{commit}\n")).unwrap();
 }
 
@@ -660,7 +660,7 @@ fn serve_clone_cannot_follow_git_redirections_into_another_projects_workspace() 
     // A repository of beta's own is cloned as before, bare too.
     let own = repo_with(&place("own"), &[("README", "beta's own\n")]);
     let bare = beta_dir.path().join("own.git");
-    support::git(
+    git(
         beta_dir.path(),
         &[
             "clone",
