@@ -50,7 +50,8 @@ pub enum Ecosystem {
     Node,
     /// `go.mod`.
     Go,
-    /// `pyproject.toml`, `setup.py` or `setup.cfg`.
+    /// `pyproject.toml`, `setup.py`, `setup.cfg`, `pytest.ini`, or pytest test files under
+    /// `tests/` or `test/`.
     Python,
 }
 
@@ -89,7 +90,7 @@ pub fn detect_on(root: &Dir, host: &Installed) -> Detected {
     }
     if found.stages.is_empty() {
         found.reasons.push(
-            "no Cargo.toml, package.json, go.mod, pyproject.toml, setup.py or setup.cfg at the repository root, and no cordon.toml"
+            "no Cargo.toml, package.json, go.mod, pyproject.toml, setup.py, setup.cfg, pytest.ini or test files under tests/ at the repository root, and no cordon.toml"
                 .into(),
         );
     }

@@ -90,22 +90,31 @@ fn pytest_configured(root: &Dir, config: &PythonConfig) -> Option<&'static str> 
         Some("[tool:pytest] in setup.cfg")
     } else if has_section(&config.tox_ini, "pytest") {
         Some("[pytest] in tox.ini")
-    } else if ["tests", "test"]
-        .iter()
-        .any(|d| has_test_files(&root.join(d), 2))
-    {
-        Some("test files under tests/")
     } else {
-        None
+        test_folder(root)
     }
 }
 
-/// The file that makes `root` a Python project: `pyproject.toml`, else `setup.py` or
-/// `setup.cfg` (older packages).
+/// The folder of pytest test files (`test_*.py`, `*_test.py`, two levels deep at most), as
+/// `--explain` names it: `test files under tests/` or `test files under test/`.
+fn test_folder(root: &Dir) -> Option<&'static str> {
+    [
+        ("tests", "test files under tests/"),
+        ("test", "test files under test/"),
+    ]
+    .into_iter()
+    .find(|(dir, _)| has_test_files(&root.join(dir), 2))
+    .map(|(_, why)| why)
+}
+
+/// What makes `root` a Python project: `pyproject.toml`, else `setup.py` or `setup.cfg`
+/// (older packages), else pytest's own configuration (`pytest.ini`) or test files under
+/// `tests/` or `test/` (a project pytest runs as it is).
 pub(super) fn marker(root: &Dir) -> Option<&'static str> {
-    ["pyproject.toml", "setup.py", "setup.cfg"]
+    ["pyproject.toml", "setup.py", "setup.cfg", "pytest.ini"]
         .into_iter()
         .find(|m| root.join(m).is_file())
+        .or_else(|| test_folder(root))
 }
 
 pub(super) fn detect(root: &Dir, marker: &str, found: &mut Detected, host: &Installed) {
@@ -240,6 +249,34 @@ mod tests {
             &host,
         );
         assert_eq!(names(&d), ["mypy"]);
+    }
+
+    #[test]
+    fn test_files_alone_make_a_python_project_and_the_folder_is_named() {
+        let host = Installed::from_host();
+        let d = detect_in(
+            &[("calc/__init__.py", ""), ("tests/test_calc.py", "")],
+            &host,
+        );
+        assert_eq!(names(&d), ["python-compile", "pytest"]);
+        assert!(
+            d.reasons[0].starts_with("test files under tests/: "),
+            "{:?}",
+            d.reasons
+        );
+        let d = detect_in(
+            &[("pyproject.toml", ""), ("test/unit/test_x.py", "")],
+            &host,
+        );
+        assert!(
+            d.reasons[0].contains("pytest (test files under test/)"),
+            "{:?}",
+            d.reasons
+        );
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("tests")).unwrap();
+        std::fs::write(dir.path().join("tests/data.txt"), "").unwrap();
+        assert_eq!(marker(&Dir::host(dir.path())), None, "no test files");
     }
 
     #[test]
