@@ -230,6 +230,10 @@ fn cargo(root: &Dir, found: &mut Detected) {
         "Cargo.toml: cargo fetch (network), then offline fmt (optional), build (gating), then test (gating) and clippy (optional: it compiles the dependencies again in check mode) in parallel once build passed"
             .into(),
     );
+    found.reasons.push(
+        "Cargo.toml: build and clippy take the targets `cargo test` builds (libraries, binaries, tests, examples; benches only those the project marks `test = true`), so nightly-only benches the project never runs on stable do not block"
+            .into(),
+    );
     found.stages.extend([
         setup("cargo-fetch", &["cargo", "fetch"]),
         offline(
@@ -245,7 +249,7 @@ fn cargo(root: &Dir, found: &mut Detected) {
             stage(
                 "cargo-build",
                 StageCategory::Compile,
-                &["cargo", "build", "--offline", "--all-targets", CARGO_JSON],
+                &["cargo", "test", "--offline", "--no-run", CARGO_JSON],
                 true,
             ),
             &off,
@@ -267,7 +271,9 @@ fn cargo(root: &Dir, found: &mut Detected) {
                     "cargo",
                     "clippy",
                     "--offline",
-                    "--all-targets",
+                    "--tests",
+                    "--bins",
+                    "--examples",
                     CARGO_JSON,
                     "--",
                     "-D",
