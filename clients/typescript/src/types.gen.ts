@@ -37,6 +37,12 @@ export interface ApplyPatchInputs {
   workspace: FromJob;
 }
 
+/** A finding compared with the base commit's findings of the same stage. */
+export type Baseline = "new" | "existing";
+
+/** How the base commit's findings were known. */
+export type BaselineSource = "unchanged" | "recorded" | "ran" | "unavailable";
+
 /** The build caches of a verification (`cordon verify`'s warm builds). */
 export interface CacheInfo {
   /** Each place and what it showed: `target/ ← trusted cache 1a2b… (3 layers)`. */
@@ -69,6 +75,20 @@ export interface CapturedOutput {
    * counted and captured here.
    */
   undelivered_bytes?: number;
+}
+
+/** Uncommitted changes of a checkout, by kind (against `HEAD`). */
+export interface ChangeCounts {
+  /** Files staged as new. */
+  added: number;
+  /** Tracked files deleted (staged or not). */
+  deleted: number;
+  /** Tracked files whose content or mode changed (staged or not). */
+  modified: number;
+  /** Tracked files renamed (staged). */
+  renamed: number;
+  /** New files not staged and not ignored. */
+  untracked: number;
 }
 
 /** Inputs of a `repo.clone` job. */
@@ -123,6 +143,13 @@ export type FailureCategory = "timeout" | "resource" | "exit" | "signal" | "infr
  * lint, a type error. Paths are repository-relative; messages carry no ANSI escapes.
  */
 export interface Finding {
+  /**
+   * Whether the base commit had it too (revision 5): a lint stage's findings are compared
+   * with the base's (same tool, rule and file, the same text after line shifts). `new`
+   * findings are the change's own; `existing` ones were there before it and do not block.
+   * Absent when no comparison was made.
+   */
+  baseline?: Baseline | null;
   /** The tool's code for it (`E0308`, `clippy::needless_return`, `TS2322`, `no-unused-vars`). */
   code?: string | null;
   /** The 1-based column. */
@@ -150,6 +177,12 @@ export interface Finding {
    * `node-test`, `tap`, `tsc`, `eslint`, `python`, `node`).
    */
   tool: string;
+  /**
+   * Where the failure was raised when that is not the test's own line (revision 5): the
+   * helper a test asserted through (`test/common.py:9`), while `file`/`line` name the
+   * test's own frame.
+   */
+  via?: string | null;
 }
 
 /** The kind of a finding. */
@@ -301,6 +334,21 @@ export interface NetworkRuleAllow {
 
 /** The overall outcome of a verification. */
 export type Overall = "pass" | "fail" | "error";
+
+/** One phase of a verification's timeline (`RunReport::timeline`). */
+export interface Phase {
+  /** How long it took, in milliseconds. */
+  duration_ms: number;
+  /**
+   * What: `resolve`, `snapshot`, `workspace`, `plan`, `patch`, `cache`, `stage`,
+   * `baseline`, `promote`, `cleanup`.
+   */
+  phase: string;
+  /** The stage, for `stage` and `baseline` phases. */
+  stage?: string | null;
+  /** When it started, in milliseconds since the verification started. */
+  start_ms: number;
+}
 
 /** Where the plan came from. */
 export interface PlanInfo {
@@ -481,6 +529,19 @@ export interface RunReport {
   stages: StageResult[];
   /** When the verification started, RFC 3339 in UTC. */
   started_at: string;
+  /**
+   * What was verified, in one line and in counts (revision 5): the commit as committed, the
+   * commit and a patch, or a checkout's working tree (`HEAD 79b129f + 2 modified, 1
+   * untracked`); and what of the checkout was left out.
+   */
+  subject?: Subject | null;
+  /**
+   * Where the time went, phase by phase, in order (revision 5): resolving the ref,
+   * snapshotting the working tree, making the workspace, planning, applying the patch,
+   * deciding the caches, each stage, each baseline run, keeping the cache, removing the
+   * workspace.
+   */
+  timeline?: Phase[];
   /** The isolated workspace the stages ran in. */
   workspace: WorkspaceInfo;
 }
@@ -721,6 +782,28 @@ export interface SessionRemoveJobRequest {
 /** The severity of a finding. */
 export type Severity = "error" | "warning" | "note";
 
+/** A lint stage's findings compared with the base commit's (`StageResult::baseline`). */
+export interface StageBaseline {
+  /**
+   * Whether the stage fails on the base too: a failure whose findings are all `existing`
+   * is then the base's, and does not block.
+   */
+  base_fails: boolean;
+  /** The base commit compared with. */
+  commit: string;
+  /** Findings the base has too (all of them, listed or not). */
+  existing: number;
+  /** Findings the change brought (all of them, listed or not). */
+  new: number;
+  /**
+   * Why no comparison could be made (`source` is `unavailable`): every finding then counts
+   * as new.
+   */
+  note?: string | null;
+  /** How the base's findings were known. */
+  source: BaselineSource;
+}
+
 /** The kind of check a stage performs. */
 export type StageCategory = "setup" | "lint" | "typecheck" | "compile" | "test" | "build" | "smoke" | "migrate";
 
@@ -741,6 +824,11 @@ export type StageFailureCategory = "lint" | "typecheck" | "compile" | "test" | "
 
 /** One stage's outcome. */
 export interface StageResult {
+  /**
+   * How a lint stage's findings compare with the base commit's (revision 5): each finding
+   * is then `new` or `existing`, and only new ones block.
+   */
+  baseline?: StageBaseline | null;
   /** What kind of check it is. */
   category: StageCategory;
   /** The argv that ran. */
@@ -800,6 +888,28 @@ export interface StageResult {
 
 /** A stage's outcome. */
 export type StageStatus = "pass" | "fail" | "timeout" | "error" | "skipped";
+
+/** What a verification judged (`RunReport::subject`). */
+export interface Subject {
+  /** The checkout's uncommitted changes that were verified (`working_tree`). */
+  changes?: ChangeCounts | null;
+  /** Which state of the repository. */
+  kind: SubjectKind;
+  /**
+   * The checkout's uncommitted changes this verification left out (`--committed`, `--ref`,
+   * `--patch` in a checkout that has some): its verdict is not about them.
+   */
+  not_verified?: ChangeCounts | null;
+  /**
+   * One line, the first of every rendering: `HEAD 79b129f + 2 modified, 1 untracked`,
+   * `main 79b129f`, `HEAD 79b129f + patch 3f2a…`, with what was left out when the checkout
+   * has uncommitted changes that were not verified.
+   */
+  summary: string;
+}
+
+/** Which state of the repository a verification judged. */
+export type SubjectKind = "working_tree" | "commit" | "patch";
 
 /** How many tests a stage ran, as its test runner reported. */
 export interface TestCounts {

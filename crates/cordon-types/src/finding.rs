@@ -41,6 +41,37 @@ pub struct Finding {
     pub code: Option<String>,
     /// What the tool said (at most 2 KiB; cut messages end with `…`).
     pub message: String,
+    /// Whether the base commit had it too (revision 5): a lint stage's findings are compared
+    /// with the base's (same tool, rule and file, the same text after line shifts). `new`
+    /// findings are the change's own; `existing` ones were there before it and do not block.
+    /// Absent when no comparison was made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<Baseline>,
+    /// Where the failure was raised when that is not the test's own line (revision 5): the
+    /// helper a test asserted through (`test/common.py:9`), while `file`/`line` name the
+    /// test's own frame.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
+}
+
+/// A finding compared with the base commit's findings of the same stage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Baseline {
+    /// The base does not have it: the change brought it.
+    New,
+    /// The base has it too.
+    Existing,
+}
+
+impl Baseline {
+    /// The snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::New => "new",
+            Self::Existing => "existing",
+        }
+    }
 }
 
 /// The kind of a finding.
@@ -106,11 +137,17 @@ impl Finding {
     }
 
     /// One line that names the problem: "test `tests::adds` failed at src/lib.rs:9:9:
-    /// assertion `left == right` failed (left: 6, right: 5)".
+    /// assertion `left == right` failed (left: 6, right: 5)"; a test that failed in a helper
+    /// names both frames, its own first ("... at test/test_x.py:30 (via test/common.py:9)").
     pub fn headline(&self) -> String {
+        let via = self
+            .via
+            .as_deref()
+            .map(|v| format!(" (via {v})"))
+            .unwrap_or_default();
         let at = self
             .location()
-            .map(|l| format!(" at {l}"))
+            .map(|l| format!(" at {l}{via}"))
             .unwrap_or_default();
         let what = match (self.kind, &self.test, &self.code) {
             (FindingKind::Test, Some(test), _) => format!("test `{test}` failed{at}"),
@@ -176,6 +213,8 @@ mod tests {
             column: None,
             code: None,
             message: "assertion `left == right` failed\n  left: 4\n right: 5".into(),
+            baseline: None,
+            via: None,
         }
     }
 
@@ -196,6 +235,17 @@ mod tests {
         assert_eq!(
             compile.headline(),
             "compile error E0308 at src/lib.rs:12:7: mismatched types"
+        );
+        let helped = Finding {
+            file: Some("test/test_x.py".into()),
+            line: Some(30),
+            via: Some("test/common.py:9".into()),
+            message: "assert 1 == 2".into(),
+            ..finding()
+        };
+        assert_eq!(
+            helped.headline(),
+            "test `tests::adds` failed at test/test_x.py:30 (via test/common.py:9): assert 1 == 2"
         );
     }
 

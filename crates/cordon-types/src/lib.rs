@@ -33,15 +33,19 @@ pub mod units;
 
 pub use api_error::{ApiError, ApiErrorTag};
 pub use child_report::{CHILD_NETWORK_FD, CHILD_REPORT_FD, ChildReport, ChildRusage};
-pub use finding::{Finding, FindingKind, MAX_FINDING_MESSAGE_BYTES, MAX_FINDINGS, Severity};
+pub use finding::{
+    Baseline, Finding, FindingKind, MAX_FINDING_MESSAGE_BYTES, MAX_FINDINGS, Severity,
+};
 pub use home::{HomeError, cordon_home, cordon_home_from};
 pub use network::{
     DeniedConnection, HostTraffic, MAX_DENIALS_REPORTED, NetworkLimit, NetworkReport,
 };
 pub use run_report::{
-    CacheInfo, Isolation, Overall, PlanInfo, PlanOrigin, PlanSource, Promotion,
-    RUN_REPORT_REVISION, ReportFailure, RunReport, RunReportTag, StageCategory, StageFailure,
-    StageFailureCategory, StageResult, StageStatus, TestCounts, WorkspaceInfo,
+    BaselineSource, CacheInfo, ChangeCounts, Isolation, Overall, Phase, PlanInfo, PlanOrigin,
+    PlanSource,
+    Promotion, RUN_REPORT_REVISION, ReportFailure, RunReport, RunReportTag, StageBaseline,
+    StageCategory, StageFailure, StageFailureCategory, StageResult, StageStatus, Subject,
+    SubjectKind, TestCounts, WorkspaceInfo,
 };
 pub use run_result::{
     CapturedOutput, Failure, FailureCategory, LeakReport, LimitKind, RUN_RESULT_SCHEMA,

@@ -16,13 +16,15 @@ crate::schema_tag!(
 /// only (a reader of an older revision ignores nothing it knew; a document of an older revision
 /// still parses): revision 2 added `stages[].findings`, `stages[].findings_omitted` and
 /// `stages[].tests.subtests_passed` / `subtests_failed`; revision 3 added `stages[].network`;
-/// revision 4 added `workspace.strategy_note` and `cache`.
-pub const RUN_REPORT_REVISION: u32 = 4;
+/// revision 4 added `workspace.strategy_note` and `cache`; revision 5 added `subject`,
+/// `timeline`, `stages[].baseline`, `stages[].findings[].baseline` and
+/// `stages[].findings[].via`.
+pub const RUN_REPORT_REVISION: u32 = 5;
 
 /// What happened when a candidate change was verified stage by stage.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-#[schemars(extend("x-revision" = 4))]
+#[schemars(extend("x-revision" = 5))]
 pub struct RunReport {
     /// Always `cordon.run-report/v1`.
     pub schema: RunReportTag,
@@ -36,6 +38,11 @@ pub struct RunReport {
     pub r#ref: String,
     /// The commit the ref resolved to.
     pub commit: String,
+    /// What was verified, in one line and in counts (revision 5): the commit as committed, the
+    /// commit and a patch, or a checkout's working tree (`HEAD 79b129f + 2 modified, 1
+    /// untracked`); and what of the checkout was left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<Subject>,
     /// SHA-256 of the applied patch, or `null` when no patch was applied.
     pub patch: Option<String>,
     /// The isolated workspace the stages ran in.
@@ -60,6 +67,103 @@ pub struct RunReport {
     /// How the stages were isolated (that of the first stage that ran sandboxed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub isolation: Option<Isolation>,
+    /// Where the time went, phase by phase, in order (revision 5): resolving the ref,
+    /// snapshotting the working tree, making the workspace, planning, applying the patch,
+    /// deciding the caches, each stage, each baseline run, keeping the cache, removing the
+    /// workspace.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timeline: Vec<Phase>,
+}
+
+/// What a verification judged (`RunReport::subject`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Subject {
+    /// Which state of the repository.
+    pub kind: SubjectKind,
+    /// One line, the first of every rendering: `HEAD 79b129f + 2 modified, 1 untracked`,
+    /// `main 79b129f`, `HEAD 79b129f + patch 3f2a…`, with what was left out when the checkout
+    /// has uncommitted changes that were not verified.
+    pub summary: String,
+    /// The checkout's uncommitted changes that were verified (`working_tree`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changes: Option<ChangeCounts>,
+    /// The checkout's uncommitted changes this verification left out (`--committed`, `--ref`,
+    /// `--patch` in a checkout that has some): its verdict is not about them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_verified: Option<ChangeCounts>,
+}
+
+/// Which state of the repository a verification judged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SubjectKind {
+    /// `HEAD` plus the checkout's staged, unstaged and untracked (not ignored) changes, as
+    /// they were when the verification started.
+    WorkingTree,
+    /// A commit as committed.
+    Commit,
+    /// A commit with a patch applied.
+    Patch,
+}
+
+/// Uncommitted changes of a checkout, by kind (against `HEAD`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ChangeCounts {
+    /// Tracked files whose content or mode changed (staged or not).
+    pub modified: u64,
+    /// Files staged as new.
+    pub added: u64,
+    /// Tracked files deleted (staged or not).
+    pub deleted: u64,
+    /// Tracked files renamed (staged).
+    pub renamed: u64,
+    /// New files not staged and not ignored.
+    pub untracked: u64,
+}
+
+impl ChangeCounts {
+    /// Whether there is no change at all.
+    pub fn is_empty(&self) -> bool {
+        *self == ChangeCounts::default()
+    }
+
+    /// `2 modified, 1 untracked` (kinds with none left out); `no changes` when empty.
+    pub fn describe(&self) -> String {
+        let parts: Vec<String> = [
+            (self.modified, "modified"),
+            (self.added, "added"),
+            (self.deleted, "deleted"),
+            (self.renamed, "renamed"),
+            (self.untracked, "untracked"),
+        ]
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, what)| format!("{n} {what}"))
+        .collect();
+        if parts.is_empty() {
+            "no changes".to_owned()
+        } else {
+            parts.join(", ")
+        }
+    }
+}
+
+/// One phase of a verification's timeline (`RunReport::timeline`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Phase {
+    /// What: `resolve`, `snapshot`, `workspace`, `plan`, `patch`, `cache`, `stage`,
+    /// `baseline`, `promote`, `cleanup`.
+    pub phase: String,
+    /// The stage, for `stage` and `baseline` phases.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage: Option<String>,
+    /// When it started, in milliseconds since the verification started.
+    pub start_ms: u64,
+    /// How long it took, in milliseconds.
+    pub duration_ms: u64,
 }
 
 /// The build caches of a verification (`cordon verify`'s warm builds).
@@ -160,6 +264,10 @@ pub struct StageResult {
     /// tier does not protect.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub isolation: Option<Isolation>,
+    /// How a lint stage's findings compare with the base commit's (revision 5): each finding
+    /// is then `new` or `existing`, and only new ones block.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<StageBaseline>,
 }
 
 /// How a sandboxed program was isolated (the `sandbox` section of its run result, in brief).
@@ -171,6 +279,41 @@ pub struct Isolation {
     /// What the namespace tier protects that this tier did not (empty in it).
     #[serde(default)]
     pub not_enforced: Vec<String>,
+}
+
+/// A lint stage's findings compared with the base commit's (`StageResult::baseline`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StageBaseline {
+    /// The base commit compared with.
+    pub commit: String,
+    /// How the base's findings were known.
+    pub source: BaselineSource,
+    /// Findings the base has too (all of them, listed or not).
+    pub existing: u64,
+    /// Findings the change brought (all of them, listed or not).
+    pub new: u64,
+    /// Whether the stage fails on the base too: a failure whose findings are all `existing`
+    /// is then the base's, and does not block.
+    pub base_fails: bool,
+    /// Why no comparison could be made (`source` is `unavailable`): every finding then counts
+    /// as new.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// How the base commit's findings were known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum BaselineSource {
+    /// Nothing changed against the base: every finding is the base's own.
+    Unchanged,
+    /// A verification of the base commit recorded them.
+    Recorded,
+    /// This verification ran the stage on the base commit.
+    Ran,
+    /// They could not be known (see `note`): every finding counts as new.
+    Unavailable,
 }
 
 /// How many tests a stage ran, as its test runner reported.

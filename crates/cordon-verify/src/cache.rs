@@ -75,6 +75,8 @@ pub struct CachePlan {
     /// The overlay workspace's upper layer: where a trusted build's tools wrote a lockfile the
     /// commit lacks, and where a candidate gets it.
     workspace_upper: Option<PathBuf>,
+    /// The toolchains' versions, when they were asked (caching on, an overlay workspace).
+    pub(crate) toolchain: Option<String>,
 }
 
 /// One place under a cache.
@@ -422,6 +424,7 @@ impl CachePlan {
             return plan;
         }
         let basis = Basis::gather(input);
+        plan.toolchain = Some(basis.toolchain.clone());
         plan.workspace_upper = input.overlay.map(|o| o.layer.join("upper"));
         plan.cargo_lock = basis
             .dirs
@@ -761,6 +764,31 @@ impl CachePlan {
             short(&entry.commit),
             stage.inputs.join(", ")
         ))
+    }
+
+    /// The caches of a run of a stage on the base commit (see `base_run`), whose private
+    /// layers go under `scratch`: the build directories' trusted layers when this plan shows
+    /// some (they are then the base's), under a private layer of their own; the host caches
+    /// as this plan shows them (read-only in a lint stage, with what this verification's setup
+    /// stages added). Never this verification's own build directories.
+    pub(crate) fn for_base_run(&self, scratch: &Path) -> CachePlan {
+        let places = self
+            .places
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| match &p.place {
+                CachePlace::Tree(_) if p.trusted.is_empty() => None,
+                CachePlace::Tree(_) => Some(PlannedPlace {
+                    layer: scratch.join(format!("tree-{i}")),
+                    ..p.clone()
+                }),
+                CachePlace::Host(_) => Some(p.clone()),
+            })
+            .collect();
+        CachePlan {
+            places,
+            ..CachePlan::default()
+        }
     }
 
     /// What a stage sees at each place (for `--explain`).

@@ -104,6 +104,12 @@ pub struct StageConfig {
     /// stages or stages with `writable_caches`: what those write is meant for the stages after.
     #[serde(default)]
     pub parallel: bool,
+    /// For lint stages: whether findings the base commit has too still fail the stage. By
+    /// default (false) they are compared with the base's (same tool, rule, file and text after
+    /// line shifts) and only the change's `new` ones fail it; a failure whose findings are all
+    /// the base's, on a base that fails the same way, is the base's.
+    #[serde(default)]
+    pub block_existing: bool,
 }
 
 /// `network = "none" | "registry" | "host"` or `network = { allow = ["HOST[:PORT]", ...] }`.

@@ -17,12 +17,15 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod base_run;
+mod baseline;
 mod cache;
 pub mod config;
 mod counts;
 pub mod detect;
 mod error;
 pub mod findings;
+mod judge;
 mod lockfile;
 mod pipeline;
 pub mod plan;
@@ -30,6 +33,7 @@ pub mod render;
 mod smoke;
 mod stage;
 pub mod target;
+mod timeline;
 mod tree;
 
 pub use cache::CacheMode;

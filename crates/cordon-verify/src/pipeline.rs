@@ -11,11 +11,14 @@ use cordon_types::{
 use cordon_workspace::Workspaces;
 use sha2::{Digest, Sha256};
 
+use crate::base_run::BaselineContext;
+use crate::baseline::BaselineStore;
 use crate::cache::{CacheInput, CachePlan};
 use crate::config::StageConfig;
 use crate::error::VerifyError;
 use crate::plan::{self, Plan, PlannedSkip};
 use crate::stage::{StageHooks, StagePlace, run_stage, skipped};
+use crate::timeline::Timeline;
 use crate::tree::Dir;
 use cordon_runner::Recorder;
 
@@ -117,7 +120,7 @@ pub struct Verified {
 /// Plans a verification without running any stage (`--explain`): creates the workspace,
 /// applies the patch, computes the changed files and the plan, removes the workspace.
 pub fn explain(request: &VerifyRequest) -> Result<(Plan, Vec<String>), VerifyError> {
-    let prepared = prepare(request)?;
+    let prepared = prepare(request, Timeline::new())?;
     let changed = prepared.changed.clone();
     Ok((prepared.plan, changed))
 }
@@ -137,9 +140,14 @@ struct Prepared {
     cache: CachePlan,
     plan: Plan,
     changed: Vec<String>,
+    /// What lint stages' findings are compared with.
+    baseline: BaselineContext,
+    /// Where the time goes.
+    timeline: Timeline,
 }
 
-fn prepare(request: &VerifyRequest) -> Result<Prepared, VerifyError> {
+fn prepare(request: &VerifyRequest, timeline: Timeline) -> Result<Prepared, VerifyError> {
+    let resolving = timeline.span("resolve", None);
     let (repo, git) = open_repo(&request.repo)?;
     let rev = if request.rev.is_empty() {
         "HEAD"
@@ -148,6 +156,8 @@ fn prepare(request: &VerifyRequest) -> Result<Prepared, VerifyError> {
     };
     let (commit, base) = resolve_commits(&git, rev, request.base.as_deref())?;
     let project = relative_project(request.project.as_deref())?;
+    resolving.end();
+    let creating = timeline.span("workspace", None);
     let workspaces = Workspaces::from_env()
         .map_err(|e| VerifyError::infra("cannot open the workspace store", e))?;
     let _ = workspaces.reconcile_on_start();
@@ -166,6 +176,8 @@ fn prepare(request: &VerifyRequest) -> Result<Prepared, VerifyError> {
         ),
         None => Dir::host(workspace.path()),
     };
+    creating.end();
+    let planning = timeline.span("plan", None);
     let project = project_in_tree(&tree, &project, rev)?;
     let project_dir = tree.join(&project);
     let project_root = workspace.path().join(&project);
@@ -184,13 +196,14 @@ fn prepare(request: &VerifyRequest) -> Result<Prepared, VerifyError> {
     } else {
         crate::cache::ToolchainProbe::unused()
     };
+    planning.end();
     let patched = match &request.patch {
-        Some(patch) => {
+        Some(patch) => timeline.time("patch", || {
             workspaces
                 .apply(workspace.id(), patch)
-                .map_err(VerifyError::PatchRefused)?
-                .files
-        }
+                .map_err(VerifyError::PatchRefused)
+                .map(|report| report.files)
+        })?,
         None => Vec::new(),
     };
     let record = workspace.record().clone();
@@ -204,6 +217,7 @@ fn prepare(request: &VerifyRequest) -> Result<Prepared, VerifyError> {
     let in_project = changes_in_project(&changed, &project);
     let declared_stages = declared.stages.clone();
     let mut plan = plan::build(declared, request.only.as_deref(), &in_project)?;
+    let deciding = timeline.span("cache", None);
     let cache = CachePlan::decide(&CacheInput {
         mode: request.cache,
         workspaces: &workspaces,
@@ -226,7 +240,20 @@ fn prepare(request: &VerifyRequest) -> Result<Prepared, VerifyError> {
     plan.cache = cache.lines();
     plan.cache_reasons = cache.reasons.clone();
     plan.cache_reasons.extend(cache.seed_lockfile(&changed));
+    deciding.end();
+    let baseline = BaselineContext {
+        pristine: request.patch.is_none() && base.as_ref() == Some(&commit),
+        store: cache.toolchain.as_deref().map(|toolchain| {
+            BaselineStore::new(workspaces.home(), &record.git_common_dir, toolchain)
+        }),
+        base,
+        repo: record.repo.clone(),
+        workspaces: workspaces.clone(),
+        project: project.clone(),
+    };
     Ok(Prepared {
+        baseline,
+        timeline,
         cache,
         workspaces,
         repo: record.repo.clone(),
@@ -558,7 +585,7 @@ pub fn verify(
     let mut warnings = Vec::new();
     let started_at = SystemTime::now();
     let t0 = Instant::now();
-    let prepared = prepare(request)?;
+    let prepared = prepare(request, Timeline::since(t0))?;
     observer.planned(&prepared.plan);
     let progress = Progress {
         observer,
@@ -618,6 +645,7 @@ fn run_stages(
                 Some(reason) => skipped(&stages[i], root, reason),
                 None => {
                     progress.observer.stage_started(i, &stages[i].stage);
+                    let _span = prepared.timeline.span("stage", Some(&stages[i].stage.name));
                     run_stage(
                         &stages[i],
                         stage_place(prepared, root, ws_path, None),
@@ -690,6 +718,7 @@ fn conclude(
         plan,
         changed,
         cache,
+        timeline,
         ..
     } = prepared;
     let ws_path = workspace.path().to_owned();
@@ -721,7 +750,7 @@ fn conclude(
     // workspace (where its layers are) goes.
     let mut promoted = None;
     if report.overall == Overall::Pass && !cancel.is_some_and(|c| c.is_cancelled()) {
-        match cache.promote() {
+        match timeline.time("promote", || cache.promote()) {
             Ok(key) => promoted = key,
             Err(e) => warnings.push(format!("the build cache was not kept: {e}")),
         }
@@ -733,6 +762,7 @@ fn conclude(
         places: plan.cache.clone(),
         reasons: plan.cache_reasons.clone(),
     });
+    let cleanup = timeline.span("cleanup", None);
     drop(cache);
     // A workspace that cannot be removed must not cost the verdict: the report is kept, the
     // workspace left for `cordon gc`, and the caller told.
@@ -741,6 +771,8 @@ fn conclude(
             "the workspace could not be removed ({e}); `cordon gc` will retry"
         ));
     }
+    cleanup.end();
+    report.timeline = timeline.phases();
     (report, plan)
 }
 
@@ -759,6 +791,8 @@ fn stage_place<'a>(
         overlay: prepared.overlay.as_ref(),
         cache: &prepared.cache,
         private,
+        baseline: Some(&prepared.baseline),
+        timeline: &prepared.timeline,
     }
 }
 
@@ -827,6 +861,7 @@ fn run_group(
                     ..
                 } = group;
                 scope.spawn(move || {
+                    let _span = prepared.timeline.span("stage", Some(&planned.stage.name));
                     let run = || match std::fs::create_dir_all(&dir) {
                         Ok(()) => run_stage(
                             planned,
@@ -1051,6 +1086,7 @@ fn assemble(input: AssembleInput<'_>, plan: &Plan, stages: Vec<StageResult>) -> 
         repo: input.repo.display().to_string(),
         r#ref: input.rev,
         commit: input.commit,
+        subject: None,
         patch: input.patch.map(|p| {
             let digest = Sha256::digest(p);
             digest.iter().map(|b| format!("{b:02x}")).collect()
@@ -1082,6 +1118,7 @@ fn assemble(input: AssembleInput<'_>, plan: &Plan, stages: Vec<StageResult>) -> 
         },
         cache: None,
         isolation,
+        timeline: Vec::new(),
     }
 }
 

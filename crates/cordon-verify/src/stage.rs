@@ -9,7 +9,7 @@ use cordon_runner::{
 };
 use cordon_sandbox::CacheLayer;
 use cordon_types::{
-    CapturedOutput, FailureCategory, LimitKind, ResourceUsage, RunResult, RunStatus, Severity,
+    CapturedOutput, FailureCategory, LimitKind, ResourceUsage, RunResult, RunStatus,
     StageCategory, StageFailure, StageFailureCategory, StageResult, StageStatus,
 };
 use cordon_workspace::CachePlace;
@@ -19,6 +19,7 @@ use crate::config::{
     DEFAULT_STAGE_TIMEOUT, NetworkSetting, ReadyConfig, RedactConfig, StageConfig,
 };
 use crate::findings::{self, PathContext, Tool};
+use crate::judge::{self, Found};
 use crate::pipeline::{VerifyObserver, VerifyRequest};
 use crate::plan::PlannedStage;
 use crate::smoke::{OutputMatches, TcpListening};
@@ -54,6 +55,7 @@ pub(crate) fn skipped(planned: &PlannedStage, ws_path: &Path, reason: String) ->
         findings_omitted: 0,
         network: None,
         isolation: None,
+        baseline: None,
     }
 }
 
@@ -197,6 +199,10 @@ pub(crate) struct StagePlace<'a> {
     /// layers over the workspace's and the build directories' go there, and the shared ones
     /// become read-only layers beneath them. `None`: the stage writes the shared layers.
     pub(crate) private: Option<&'a Path>,
+    /// What a lint stage's findings are compared with (`None`: not compared).
+    pub(crate) baseline: Option<&'a crate::base_run::BaselineContext>,
+    /// Where the time goes.
+    pub(crate) timeline: &'a crate::timeline::Timeline,
 }
 
 /// The layers of a parallel stage: each writable layer the stages share (the workspace's,
@@ -235,8 +241,9 @@ pub(crate) struct StageHooks<'a, 'o> {
     pub(crate) recorder: Option<&'a Recorder>,
 }
 
-/// Runs one stage in the sandbox and reports its result; a stage that cannot be set up (a
-/// bad cwd, a bad ready regex, layers that cannot be made) ends in an error result.
+/// Runs one stage in the sandbox and reports its result, its findings judged (a lint stage's
+/// compared with the base commit's: see [`crate::baseline`]); a stage that cannot be set up
+/// (a bad cwd, a bad ready regex, layers that cannot be made) ends in an error result.
 pub(crate) fn run_stage(
     planned: &PlannedStage,
     place: StagePlace<'_>,
@@ -244,15 +251,60 @@ pub(crate) fn run_stage(
     request: &VerifyRequest,
     hooks: StageHooks<'_, '_>,
 ) -> StageResult {
+    let cancel = hooks.cancel;
+    let Ran {
+        mut result,
+        found,
+        paths,
+    } = match run_sandboxed(planned, &place, redact, request, hooks) {
+        Ok(ran) => ran,
+        Err(result) => return *result,
+    };
+    let base = crate::base_run::base_findings(
+        planned,
+        &place,
+        crate::base_run::Judged {
+            redact,
+            request,
+            cancel,
+            result: &result,
+            found: &found,
+        },
+    );
+    judge::judge(
+        &mut result,
+        found,
+        base,
+        planned.stage.block_existing,
+        &paths,
+    );
+    result
+}
+
+/// A stage that ran: its result before its findings are judged, what its tools reported, and
+/// how its paths read.
+pub(crate) struct Ran {
+    pub(crate) result: StageResult,
+    pub(crate) found: Found,
+    pub(crate) paths: PathContext,
+}
+
+/// Runs one stage in the sandbox: its result with what its tools reported, not yet judged;
+/// `Err`: the error result of a stage that could not run.
+pub(crate) fn run_sandboxed(
+    planned: &PlannedStage,
+    place: &StagePlace<'_>,
+    redact: &RedactConfig,
+    request: &VerifyRequest,
+    hooks: StageHooks<'_, '_>,
+) -> Result<Ran, Box<StageResult>> {
     let StageRun {
         run,
         mut probe,
         cwd,
         cwd_dir,
-    } = match stage_run(planned, &place, redact, request) {
-        Ok(stage_run) => stage_run,
-        Err(reason) => return error_result(planned, place.root, reason),
-    };
+    } = stage_run(planned, place, redact, request)
+        .map_err(|reason| Box::new(error_result(planned, place.root, reason)))?;
     let stage = &planned.stage;
     let StageHooks {
         observer,
@@ -285,13 +337,35 @@ pub(crate) fn run_stage(
             if place.overlay.is_some() {
                 paths.add_root(Path::new(cordon_sandbox::SANDBOX_WORKSPACE), &cwd_dir);
             }
-            let tool = Tool::identify(&stage.run, &cwd_dir);
             // 127: the program was not found (typed by the run path, not read from a message).
             let not_found = ran.exit_code == 127 && ran.result.status == RunStatus::Error;
             let mut result = stage_result(planned, ran.result, ran.ready, not_found);
-            attach_findings(&mut result, tool, &paths);
             result.command = command;
-            result
+            let tools = Tool::identify_all(&stage.run, &cwd_dir);
+            let (findings, omitted) = findings::collect_at_most(
+                crate::baseline::MAX_COMPARED,
+                &tools,
+                &result.stdout,
+                &result.stderr,
+                &paths,
+            )
+            .into_parts();
+            // What each finding points at, to tell it from the base's after line shifts:
+            // lint stages only (the others are not compared).
+            let texts = if stage.category == StageCategory::Lint {
+                crate::baseline::line_texts(place.tree, &findings)
+            } else {
+                Vec::new()
+            };
+            Ok(Ran {
+                result,
+                found: Found {
+                    findings,
+                    omitted,
+                    texts,
+                },
+                paths,
+            })
         }
         Err(e) => {
             let hint = e
@@ -302,7 +376,7 @@ pub(crate) fn run_stage(
                 RunErrorClass::Unenforceable => format!("the sandbox cannot be set up: {e}{hint}"),
                 RunErrorClass::Usage | RunErrorClass::Infra => format!("{e}{hint}"),
             };
-            error_result(planned, place.root, reason)
+            Err(Box::new(error_result(planned, place.root, reason)))
         }
     }
 }
@@ -573,36 +647,7 @@ fn stage_result(
         findings_omitted: 0,
         network: run.network,
         isolation,
-    }
-}
-
-/// Reads the findings of `tool` from the stage's output; a stage that failed by the author's
-/// fault is then explained by its first error ("test `tests::adds` failed at src/lib.rs:9:9:
-/// ...") rather than by its exit code.
-fn attach_findings(result: &mut StageResult, tool: Tool, paths: &PathContext) {
-    let (findings, omitted) =
-        findings::collect(tool, &result.stdout, &result.stderr, paths).into_parts();
-    result.findings = findings;
-    result.findings_omitted = omitted;
-    if let Some(failure) = &mut result.failure
-        && result.status == StageStatus::Fail
-        && failure.category.author_must_fix()
-        && let Some(first) = result
-            .findings
-            .first()
-            .filter(|f| f.severity == Severity::Error)
-    {
-        let errors = result
-            .findings
-            .iter()
-            .filter(|f| f.severity == Severity::Error)
-            .count() as u64
-            + result.findings_omitted;
-        let more = match errors {
-            0 | 1 => String::new(),
-            n => format!(" (and {} more)", n - 1),
-        };
-        failure.reason = format!("{}{more}", first.headline());
+        baseline: None,
     }
 }
 

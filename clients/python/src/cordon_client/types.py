@@ -12,8 +12,11 @@ __all__ = [
     "ApiError",
     "ApiErrorTag",
     "ApplyPatchInputs",
+    "Baseline",
+    "BaselineSource",
     "CacheInfo",
     "CapturedOutput",
+    "ChangeCounts",
     "CloneInputs",
     "DeniedConnection",
     "Enforcement",
@@ -41,6 +44,7 @@ __all__ = [
     "NetworkRule",
     "NetworkRuleAllow",
     "Overall",
+    "Phase",
     "PlanInfo",
     "PlanOrigin",
     "PlanSource",
@@ -67,11 +71,14 @@ __all__ = [
     "SessionRef",
     "SessionRemoveJobRequest",
     "Severity",
+    "StageBaseline",
     "StageCategory",
     "StageFailure",
     "StageFailureCategory",
     "StageResult",
     "StageStatus",
+    "Subject",
+    "SubjectKind",
     "TestCounts",
     "VerifyInputs",
     "VerifyJobRequest",
@@ -80,6 +87,12 @@ __all__ = [
 ]
 
 ApiErrorTag = Literal["cordon.api-error/v1"]
+
+#: A finding compared with the base commit's findings of the same stage.
+Baseline = Literal["new", "existing"]
+
+#: How the base commit's findings were known.
+BaselineSource = Literal["unchanged", "recorded", "ran", "unavailable"]
 
 #: A mechanism that enforces a limit.
 Enforcement = Literal["cgroup-v2", "cgroup-v1", "rlimit", "none"]
@@ -143,6 +156,9 @@ StageFailureCategory = Literal["lint", "typecheck", "compile", "test", "build", 
 
 #: A stage's outcome.
 StageStatus = Literal["pass", "fail", "timeout", "error", "skipped"]
+
+#: Which state of the repository a verification judged.
+SubjectKind = Literal["working_tree", "commit", "patch"]
 
 #: The state of a job, on the wire.
 WireState = Literal["queued", "running", "succeeded", "failed", "cancelled", "interrupted"]
@@ -227,6 +243,21 @@ class CapturedOutput(_CapturedOutputRequired, total=False):
     undelivered_bytes: int
 
 
+class ChangeCounts(TypedDict):
+    """Uncommitted changes of a checkout, by kind (against `HEAD`)."""
+
+    #: Files staged as new.
+    added: int
+    #: Tracked files deleted (staged or not).
+    deleted: int
+    #: Tracked files whose content or mode changed (staged or not).
+    modified: int
+    #: Tracked files renamed (staged).
+    renamed: int
+    #: New files not staged and not ignored.
+    untracked: int
+
+
 class _CloneInputsRequired(TypedDict):
     #: A local path or a git URL the server can reach.
     url: str
@@ -293,6 +324,11 @@ class Finding(_FindingRequired, total=False):
     lint, a type error. Paths are repository-relative; messages carry no ANSI escapes.
     """
 
+    #: Whether the base commit had it too (revision 5): a lint stage's findings are compared
+    #: with the base's (same tool, rule and file, the same text after line shifts). `new`
+    #: findings are the change's own; `existing` ones were there before it and do not block.
+    #: Absent when no comparison was made.
+    baseline: Optional[Baseline]
     #: The tool's code for it (`E0308`, `clippy::needless_return`, `TS2322`, `no-unused-vars`).
     code: Optional[str]
     #: The 1-based column.
@@ -305,6 +341,10 @@ class Finding(_FindingRequired, total=False):
     #: The failing test, as the test runner names it (`tests::adds`,
     #: `tests/test_demo.py::test_add`).
     test: Optional[str]
+    #: Where the failure was raised when that is not the test's own line (revision 5): the
+    #: helper a test asserted through (`test/common.py:9`), while `file`/`line` name the
+    #: test's own frame.
+    via: Optional[str]
 
 
 class FromJob(TypedDict):
@@ -441,6 +481,23 @@ class NetworkRuleAllow(TypedDict):
     """These host names only (`HOST[:PORT]`, `*.example.org`), through cordon's proxy."""
 
     allow: List[str]
+
+
+class _PhaseRequired(TypedDict):
+    #: How long it took, in milliseconds.
+    duration_ms: int
+    #: What: `resolve`, `snapshot`, `workspace`, `plan`, `patch`, `cache`, `stage`,
+    #: `baseline`, `promote`, `cleanup`.
+    phase: str
+    #: When it started, in milliseconds since the verification started.
+    start_ms: int
+
+
+class Phase(_PhaseRequired, total=False):
+    """One phase of a verification's timeline (`RunReport::timeline`)."""
+
+    #: The stage, for `stage` and `baseline` phases.
+    stage: Optional[str]
 
 
 class _PlanInfoRequired(TypedDict):
@@ -639,6 +696,15 @@ class RunReport(_RunReportRequired, total=False):
     isolation: Optional[Isolation]
     #: SHA-256 of the applied patch, or `null` when no patch was applied.
     patch: Optional[str]
+    #: What was verified, in one line and in counts (revision 5): the commit as committed, the
+    #: commit and a patch, or a checkout's working tree (`HEAD 79b129f + 2 modified, 1
+    #: untracked`); and what of the checkout was left out.
+    subject: Optional[Subject]
+    #: Where the time went, phase by phase, in order (revision 5): resolving the ref,
+    #: snapshotting the working tree, making the workspace, planning, applying the patch,
+    #: deciding the caches, each stage, each baseline run, keeping the cache, removing the
+    #: workspace.
+    timeline: List[Phase]
 
 
 class _RunResultRequired(TypedDict):
@@ -891,6 +957,28 @@ class SessionRemoveJobRequest(_SessionRemoveJobRequestRequired, total=False):
     timeout: Optional[str]
 
 
+class _StageBaselineRequired(TypedDict):
+    #: Whether the stage fails on the base too: a failure whose findings are all `existing`
+    #: is then the base's, and does not block.
+    base_fails: bool
+    #: The base commit compared with.
+    commit: str
+    #: Findings the base has too (all of them, listed or not).
+    existing: int
+    #: Findings the change brought (all of them, listed or not).
+    new: int
+    #: How the base's findings were known.
+    source: BaselineSource
+
+
+class StageBaseline(_StageBaselineRequired, total=False):
+    """A lint stage's findings compared with the base commit's (`StageResult::baseline`)."""
+
+    #: Why no comparison could be made (`source` is `unavailable`): every finding then counts
+    #: as new.
+    note: Optional[str]
+
+
 class StageFailure(TypedDict):
     """Why a stage failed. Categories separate what the author must fix (`lint`, `typecheck`,
     `compile`, `test`, `build`, `smoke`, `migrate`) from what a retry may fix (`timeout`,
@@ -931,6 +1019,9 @@ class _StageResultRequired(TypedDict):
 class StageResult(_StageResultRequired, total=False):
     """One stage's outcome."""
 
+    #: How a lint stage's findings compare with the base commit's (revision 5): each finding
+    #: is then `new` or `existing`, and only new ones block.
+    baseline: Optional[StageBaseline]
     #: The exit code, when the program exited by itself.
     exit_code: Optional[int]
     #: Why it did not pass; `null` on pass and skip.
@@ -956,6 +1047,25 @@ class StageResult(_StageResultRequired, total=False):
     #: Test counts read from the output of known test runners (libtest, pytest, node), when
     #: recognised.
     tests: Optional[TestCounts]
+
+
+class _SubjectRequired(TypedDict):
+    #: Which state of the repository.
+    kind: SubjectKind
+    #: One line, the first of every rendering: `HEAD 79b129f + 2 modified, 1 untracked`,
+    #: `main 79b129f`, `HEAD 79b129f + patch 3f2a…`, with what was left out when the checkout
+    #: has uncommitted changes that were not verified.
+    summary: str
+
+
+class Subject(_SubjectRequired, total=False):
+    """What a verification judged (`RunReport::subject`)."""
+
+    #: The checkout's uncommitted changes that were verified (`working_tree`).
+    changes: Optional[ChangeCounts]
+    #: The checkout's uncommitted changes this verification left out (`--committed`, `--ref`,
+    #: `--patch` in a checkout that has some): its verdict is not about them.
+    not_verified: Optional[ChangeCounts]
 
 
 class _TestCountsRequired(TypedDict):

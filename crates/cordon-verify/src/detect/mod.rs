@@ -121,6 +121,7 @@ pub(crate) fn stage(
         outputs: Vec::new(),
         inputs: Vec::new(),
         parallel: false,
+        block_existing: false,
     }
 }
 

@@ -17,16 +17,23 @@ pub struct Bounded {
     kept: Vec<Finding>,
     seen: HashSet<Key>,
     omitted: u64,
+    most: usize,
 }
 
 impl Bounded {
     /// No findings yet; paths are rewritten with `paths`.
     pub fn new(paths: PathContext) -> Bounded {
+        Bounded::with_limit(paths, MAX_FINDINGS)
+    }
+
+    /// No findings yet, keeping at most `most` of them (at least the report's bound).
+    pub(crate) fn with_limit(paths: PathContext, most: usize) -> Bounded {
         Bounded {
             paths,
             kept: Vec::new(),
             seen: HashSet::new(),
             omitted: 0,
+            most: most.max(MAX_FINDINGS),
         }
     }
 
@@ -44,14 +51,14 @@ impl Bounded {
             if self.seen.contains(&key) {
                 continue;
             }
-            if self.seen.len() < 4 * MAX_FINDINGS {
+            if self.seen.len() < 4 * self.most {
                 self.seen.insert(key);
             }
             self.kept.push(finding);
             // Keep the worst ones: errors before warnings, in the order they came.
-            if self.kept.len() > MAX_FINDINGS {
+            if self.kept.len() > self.most {
                 self.kept.sort_by_key(|f| f.severity);
-                self.kept.truncate(MAX_FINDINGS);
+                self.kept.truncate(self.most);
                 self.omitted += 1;
             }
         }

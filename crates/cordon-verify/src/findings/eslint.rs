@@ -53,6 +53,8 @@ pub(crate) fn parse(text: &str, sink: &mut Sink) {
                 column: Some(c),
                 code: rule.map(str::to_owned),
                 message: message.to_owned(),
+                baseline: None,
+                via: None,
             },
         ) {
             return;

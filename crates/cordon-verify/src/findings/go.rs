@@ -72,6 +72,8 @@ pub(crate) fn parse_test(text: &str, sink: &mut Sink) {
                     column,
                     code: None,
                     message: message.to_owned(),
+                    baseline: None,
+                    via: None,
                 });
             }
         } else if let Some(last) = pending.last_mut()
@@ -133,6 +135,8 @@ fn parse_positions(text: &str, sink: &mut Sink, kind: FindingKind, tool: &str) {
                 column,
                 code: None,
                 message: message.to_owned(),
+                baseline: None,
+                via: None,
             },
         ) {
             return;

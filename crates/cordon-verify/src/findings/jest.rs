@@ -58,6 +58,8 @@ pub(crate) fn parse(text: &str, sink: &mut Sink) {
                 column,
                 code: None,
                 message: message.join("\n"),
+                baseline: None,
+                via: None,
             },
         ) {
             return;

@@ -77,6 +77,8 @@ pub(crate) fn parse(text: &str, sink: &mut Sink) {
                 column: panic.column,
                 code: None,
                 message,
+                baseline: None,
+                via: None,
             },
         );
     }

@@ -47,15 +47,47 @@ pub(crate) type Sink = Vec<Finding>;
 /// output cannot make cordon hold more than this many.
 pub(crate) const MAX_RAW_FINDINGS: usize = 1000;
 
-/// The findings of a stage: what `tool` printed on `stdout` and `stderr`, bounded and cleaned.
+/// The findings of a stage: what `tools` printed on `stdout` and `stderr`, bounded and
+/// cleaned.
 pub fn collect(
-    tool: Tool,
+    tools: &[Tool],
     stdout: &CapturedOutput,
     stderr: &CapturedOutput,
     paths: &PathContext,
 ) -> Bounded {
-    let mut bounded = Bounded::new(paths.clone());
-    if tool == Tool::Unknown {
+    collect_into(Bounded::new(paths.clone()), tools, stdout, stderr)
+}
+
+/// Like [`collect`], keeping up to `most` findings instead of
+/// [`cordon_types::MAX_FINDINGS`]: all of them, to compare with the base's before the report's
+/// bound is applied.
+pub(crate) fn collect_at_most(
+    most: usize,
+    tools: &[Tool],
+    stdout: &CapturedOutput,
+    stderr: &CapturedOutput,
+    paths: &PathContext,
+) -> Bounded {
+    collect_into(
+        Bounded::with_limit(paths.clone(), most),
+        tools,
+        stdout,
+        stderr,
+    )
+}
+
+fn collect_into(
+    mut bounded: Bounded,
+    tools: &[Tool],
+    stdout: &CapturedOutput,
+    stderr: &CapturedOutput,
+) -> Bounded {
+    let tools: Vec<Tool> = tools
+        .iter()
+        .copied()
+        .filter(|t| *t != Tool::Unknown)
+        .collect();
+    if tools.is_empty() {
         return bounded;
     }
     for out in [stdout, stderr] {
@@ -68,9 +100,11 @@ pub fn collect(
         };
         for part in parts {
             let text = strip_ansi(part);
-            let mut raw = Sink::new();
-            tool.parse(&text, &mut raw);
-            bounded.extend(raw);
+            for tool in &tools {
+                let mut raw = Sink::new();
+                tool.parse(&text, &mut raw);
+                bounded.extend(raw);
+            }
         }
     }
     bounded
@@ -86,7 +120,7 @@ pub fn parse_text(tool: Tool, text: &str, paths: &PathContext) -> Bounded {
         tail: String::new(),
         undelivered_bytes: 0,
     };
-    collect(tool, &out, &CapturedOutput::default(), paths)
+    collect(&[tool], &out, &CapturedOutput::default(), paths)
 }
 
 /// Pushes `finding` unless the parser already produced [`MAX_RAW_FINDINGS`]; returns whether

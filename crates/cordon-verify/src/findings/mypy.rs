@@ -44,6 +44,8 @@ pub(crate) fn parse(text: &str, sink: &mut Sink) {
                 column,
                 code,
                 message: message.to_owned(),
+                baseline: None,
+                via: None,
             },
         ) {
             return;

@@ -76,6 +76,8 @@ pub(crate) fn parse(text: &str, sink: &mut Sink) {
                 } else {
                     panic.message
                 },
+                baseline: None,
+                via: None,
             },
         );
     }

@@ -47,6 +47,8 @@ pub(crate) fn parse(text: &str, sink: &mut Sink) {
                 column: None,
                 code: Some("SyntaxError".into()),
                 message,
+                baseline: None,
+                via: None,
             },
         );
     }

@@ -14,11 +14,33 @@ struct Section<'a> {
 }
 
 impl Section<'_> {
-    /// Where the test failed: the last `file.py:LINE: ...` frame in the project's own files
-    /// (pytest prints those relative to its root), else the last frame (the standard library's,
-    /// absolute).
-    fn place(&self) -> Option<(String, u32)> {
-        let frames: Vec<(String, u32)> = self
+    /// Where the test failed: the test's own frame (the last `file.py:LINE: ...` frame in the
+    /// test's file `own`), and where the failure was raised when that is elsewhere — a helper
+    /// the test asserted through (`test/common.py:9`), the last frame in the project's own
+    /// files (pytest prints those relative to its root). Without a frame in the test's file:
+    /// that last frame, else the last frame of all (the standard library's, absolute).
+    fn place(&self, own: Option<&str>) -> Option<(String, u32, Option<String>)> {
+        let frames = self.frames();
+        let deepest = frames
+            .iter()
+            .rev()
+            .find(|(file, _)| !file.starts_with('/'))
+            .or_else(|| frames.last())
+            .cloned()?;
+        let test_frame = own.and_then(|own| frames.iter().rev().find(|(file, _)| file == own));
+        Some(match test_frame {
+            Some(frame) if *frame != deepest => (
+                frame.0.clone(),
+                frame.1,
+                Some(format!("{}:{}", deepest.0, deepest.1)),
+            ),
+            _ => (deepest.0, deepest.1, None),
+        })
+    }
+
+    /// The `file.py:LINE: ...` frames of the traceback, outermost first.
+    fn frames(&self) -> Vec<(String, u32)> {
+        self
             .lines
             .iter()
             .filter_map(|l| {
@@ -29,13 +51,7 @@ impl Section<'_> {
                 let (line, _) = rest.split_once(": ")?;
                 Some((format!("{file}.py"), number(line)?))
             })
-            .collect();
-        frames
-            .iter()
-            .rev()
-            .find(|(file, _)| !file.starts_with('/'))
-            .or_else(|| frames.last())
-            .cloned()
+            .collect()
     }
 
     /// The `E   ` lines: the assertion and what it compared.
@@ -157,15 +173,14 @@ pub(crate) fn parse(text: &str, sink: &mut Sink) {
                 continue;
             }
         }
-        let (file, line) = match section.and_then(Section::place) {
-            Some((file, line)) => (Some(file), Some(line)),
-            None => (
-                node.split("::")
-                    .next()
-                    .filter(|f| f.ends_with(".py"))
-                    .map(str::to_owned),
-                None,
-            ),
+        let test_file = node
+            .split("::")
+            .next()
+            .filter(|f| f.ends_with(".py"))
+            .map(str::to_owned);
+        let (file, line, via) = match section.and_then(|s| s.place(test_file.as_deref())) {
+            Some((file, line, via)) => (Some(file), Some(line), via),
+            None => (test_file, None, None),
         };
         let message = section.map(Section::message).filter(|m| !m.is_empty());
         let test = if label.is_empty() {
@@ -185,6 +200,8 @@ pub(crate) fn parse(text: &str, sink: &mut Sink) {
                 column: None,
                 code: None,
                 message: message.unwrap_or_else(|| (*short).to_owned()),
+                baseline: None,
+                via,
             },
         );
     }

@@ -48,6 +48,8 @@ pub(crate) fn parse(text: &str, sink: &mut Sink) {
                 column: None,
                 code: Some(name.to_owned()),
                 message: message.to_owned(),
+                baseline: None,
+                via: None,
             },
         );
     }

@@ -37,6 +37,8 @@ fn finding(file: &str, line: u32, column: u32, code: &str, message: &str) -> Fin
         column: Some(column),
         code: Some(code.to_owned()),
         message: message.to_owned(),
+        baseline: None,
+        via: None,
     }
 }
 

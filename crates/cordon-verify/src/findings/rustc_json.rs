@@ -1,7 +1,10 @@
 //! rustc's and clippy's diagnostics in cargo's `--message-format=json`: one JSON object per
-//! line, `reason: "compiler-message"`, with the primary span's `file:line:col`.
+//! line, `reason: "compiler-message"`, with the primary span's `file:line:col`. A lint (a code
+//! that is not an `E` error code) is a `lint` finding whatever its level; one the project's
+//! `-D warnings` (or `#![deny(warnings)]`) raised to an error keeps the tool's own level, a
+//! warning (see [`super::rustc::severity`]).
 
-use cordon_types::{Finding, FindingKind, Severity};
+use cordon_types::Finding;
 use serde::Deserialize;
 
 use super::{Sink, push};
@@ -19,6 +22,13 @@ struct Message {
     code: Option<Code>,
     #[serde(default)]
     spans: Vec<Span>,
+    #[serde(default)]
+    children: Vec<Child>,
+}
+
+#[derive(Deserialize)]
+struct Child {
+    message: String,
 }
 
 #[derive(Deserialize)]
@@ -46,21 +56,19 @@ pub(crate) fn parse(text: &str, sink: &mut Sink) {
         if reason != "compiler-message" {
             continue;
         }
-        let severity = match message.level.as_str() {
-            "error" | "error: internal compiler error" => Severity::Error,
-            "warning" => Severity::Warning,
-            _ => continue,
+        let raised = message
+            .children
+            .iter()
+            .any(|c| super::rustc::raised_by_deny_warnings(&c.message));
+        let Some(severity) = super::rustc::severity(&message.level, raised) else {
+            continue;
         };
         let Some(span) = message.spans.iter().find(|s| s.is_primary) else {
             continue;
         };
         let code = message.code.map(|c| c.code);
         let is_clippy = code.as_deref().is_some_and(|c| c.starts_with("clippy::"));
-        let kind = if is_clippy || severity == Severity::Warning {
-            FindingKind::Lint
-        } else {
-            FindingKind::Compile
-        };
+        let kind = super::rustc::kind(code.as_deref(), severity);
         push(
             sink,
             Finding {
@@ -73,6 +81,8 @@ pub(crate) fn parse(text: &str, sink: &mut Sink) {
                 column: (span.column_start > 0).then_some(span.column_start),
                 code,
                 message: message.message,
+                baseline: None,
+                via: None,
             },
         );
     }

@@ -32,6 +32,8 @@ pub(crate) fn parse(text: &str, sink: &mut Sink) {
                 column: None,
                 code: None,
                 message: "not formatted as rustfmt formats it (`cargo fmt` fixes it)".into(),
+                baseline: None,
+                via: None,
             },
         ) {
             return;

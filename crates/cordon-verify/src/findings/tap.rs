@@ -191,5 +191,7 @@ fn finding(
         column,
         code: None,
         message,
+        baseline: None,
+        via: None,
     })
 }

@@ -55,29 +55,45 @@ const MAX_MANIFEST: u64 = 1 << 20;
 
 impl Tool {
     /// The tool `argv` runs in `cwd` (whose `package.json` names the scripts a package
-    /// manager runs).
+    /// manager runs): for a script, its own command's (the first a known tool runs).
     pub fn identify(argv: &[String], cwd: &Dir) -> Tool {
-        Self::identify_at_depth(argv, cwd, 0)
+        Self::identify_all(argv, cwd)
+            .into_iter()
+            .find(|t| *t != Tool::Unknown)
+            .unwrap_or(Tool::Unknown)
+    }
+
+    /// Every tool whose output `argv` may print: the program's own, or for a package
+    /// manager's script every command of the script (`eslint . && node --test`), then of its
+    /// lifecycle hooks (`pretest`, `posttest`: `npm test` runs them in the same stage, so
+    /// that a lint run by `pretest` is parsed as lint there). Known tools only, each once;
+    /// empty when none is known.
+    pub fn identify_all(argv: &[String], cwd: &Dir) -> Vec<Tool> {
+        let mut tools = Vec::new();
+        for tool in Self::tools_at_depth(argv, cwd, 0) {
+            if tool != Tool::Unknown && !tools.contains(&tool) {
+                tools.push(tool);
+            }
+        }
+        tools
+    }
+
+    /// The tools of `argv`: one for a program, the script's for a package manager.
+    fn tools_at_depth(argv: &[String], cwd: &Dir, depth: u8) -> Vec<Tool> {
+        let args = unwrapped(argv);
+        match args.split_first() {
+            Some((first, rest))
+                if matches!(program(first), "npm" | "pnpm" | "yarn" | "bun")
+                    && depth < MAX_SCRIPT_DEPTH =>
+            {
+                script_tools(rest, cwd, depth)
+            }
+            _ => vec![Self::identify_at_depth(argv, cwd, depth)],
+        }
     }
 
     fn identify_at_depth(argv: &[String], cwd: &Dir, depth: u8) -> Tool {
-        // `env A=B prog`, `npx prog`, `A=B prog` (in a script): the program that runs.
-        let mut args: Vec<&str> = argv.iter().map(String::as_str).collect();
-        loop {
-            match args.first().map(|a| program(a)) {
-                // Wrappers that run the real tool: environment setters, runners, coverage.
-                Some("env" | "npx" | "exec" | "cross-env" | "nyc" | "c8") => {
-                    args.remove(0);
-                    while args.first().is_some_and(|a| a.starts_with('-')) {
-                        args.remove(0);
-                    }
-                }
-                Some(a) if a.contains('=') && !a.starts_with('-') => {
-                    args.remove(0);
-                }
-                _ => break,
-            }
-        }
+        let args = unwrapped(argv);
         let Some(first) = args.first() else {
             return Tool::Unknown;
         };
@@ -130,7 +146,10 @@ impl Tool {
             },
             // A script may run another (`"test": "npm run tests-only"`): followed twice.
             "npm" | "pnpm" | "yarn" | "bun" if depth < MAX_SCRIPT_DEPTH => {
-                script_tool(rest, cwd, depth)
+                script_tools(rest, cwd, depth)
+                    .into_iter()
+                    .find(|t| *t != Tool::Unknown)
+                    .unwrap_or(Tool::Unknown)
             }
             _ => Tool::Unknown,
         }
@@ -178,10 +197,32 @@ fn program(arg: &str) -> &str {
     arg.rsplit('/').next().unwrap_or(arg)
 }
 
-/// The tool behind `npm run NAME` / `npm test` / `pnpm NAME` / `yarn NAME`: the script's own
-/// command, from `package.json` in `cwd` — or, for a workspace-wide run, the tool every
-/// package's script agrees on.
-fn script_tool(rest: &[&str], cwd: &Dir, depth: u8) -> Tool {
+/// `argv` without the wrappers that run the real tool: `env A=B prog`, `npx prog`, `A=B prog`
+/// (in a script), coverage runners.
+fn unwrapped(argv: &[String]) -> Vec<&str> {
+    let mut args: Vec<&str> = argv.iter().map(String::as_str).collect();
+    loop {
+        match args.first().map(|a| program(a)) {
+            Some("env" | "npx" | "exec" | "cross-env" | "nyc" | "c8") => {
+                args.remove(0);
+                while args.first().is_some_and(|a| a.starts_with('-')) {
+                    args.remove(0);
+                }
+            }
+            Some(a) if a.contains('=') && !a.starts_with('-') => {
+                args.remove(0);
+            }
+            _ => break,
+        }
+    }
+    args
+}
+
+/// The tools behind `npm run NAME` / `npm test` / `pnpm NAME` / `yarn NAME`: the commands of
+/// the script in `package.json` in `cwd` (or, for a workspace-wide run, of every package's),
+/// then of its `preNAME` and `postNAME` hooks, which the package manager runs in the same
+/// stage.
+fn script_tools(rest: &[&str], cwd: &Dir, depth: u8) -> Vec<Tool> {
     let words: Vec<&str> = rest
         .iter()
         .copied()
@@ -191,29 +232,53 @@ fn script_tool(rest: &[&str], cwd: &Dir, depth: u8) -> Tool {
         ["run" | "run-script", name, ..] => *name,
         ["test" | "t", ..] => "test",
         [name, ..] if !matches!(*name, "install" | "ci" | "exec" | "dlx" | "x") => name,
-        _ => return Tool::Unknown,
+        _ => return Vec::new(),
     };
-    let own = script(cwd, name);
-    let scripts: Vec<String> = match own {
-        Some(s) => vec![s],
-        None => crate::target::node_packages(cwd)
+    let dirs: Vec<Dir> = if script(cwd, name).is_some() {
+        vec![cwd.clone()]
+    } else {
+        crate::target::node_packages(cwd)
             .unwrap_or_default()
             .iter()
-            .filter_map(|p| script(&cwd.join(&p.dir), name))
-            .collect(),
+            .map(|p| cwd.join(&p.dir))
+            .collect()
     };
-    let mut tools = scripts.iter().map(|s| {
-        let argv = shell_words::split(s).unwrap_or_default();
-        Tool::identify_at_depth(&argv, cwd, depth + 1)
-    });
-    let Some(first) = tools.next() else {
-        return Tool::Unknown;
-    };
-    if tools.all(|t| t == first) {
-        first
-    } else {
-        Tool::Unknown
+    let mut tools = Vec::new();
+    for names in [name.to_owned(), format!("pre{name}"), format!("post{name}")] {
+        for dir in &dirs {
+            let Some(text) = script(dir, &names) else {
+                continue;
+            };
+            let argv = shell_words::split(&text).unwrap_or_default();
+            for command in commands(&argv) {
+                tools.extend(Tool::tools_at_depth(&command, dir, depth + 1));
+            }
+        }
     }
+    tools
+}
+
+/// The commands of a script's words: split at `&&`, `||`, `;` and `|`.
+fn commands(words: &[String]) -> Vec<Vec<String>> {
+    let mut out = vec![Vec::new()];
+    for word in words {
+        match word.as_str() {
+            "&&" | "||" | ";" | "|" => out.push(Vec::new()),
+            w if w.ends_with(';') => {
+                if let Some(last) = out.last_mut() {
+                    last.push(w.trim_end_matches(';').to_owned());
+                }
+                out.push(Vec::new());
+            }
+            _ => {
+                if let Some(last) = out.last_mut() {
+                    last.push(word.clone());
+                }
+            }
+        }
+    }
+    out.retain(|c| !c.is_empty());
+    out
 }
 
 /// `scripts[name]` of `dir/package.json`.
@@ -292,5 +357,27 @@ mod tests {
         .unwrap();
         assert_eq!(at(&["npm", "test"]), Tool::Tap);
         assert_eq!(at(&["npm", "run", "loop"]), Tool::Unknown, "a loop ends");
+    }
+
+    #[test]
+    fn a_scripts_commands_and_lifecycle_hooks_name_their_tools_too() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("package.json"),
+            r#"{"scripts":{"pretest":"npm run lint","test":"node --test; tsc --noEmit","lint":"eslint .","posttest":"echo done"}}"#,
+        )
+        .unwrap();
+        let argv: Vec<String> = ["npm", "run", "--silent", "test"]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        let root = Dir::host(dir.path());
+        assert_eq!(
+            Tool::identify_all(&argv, &root),
+            [Tool::Tap, Tool::Tsc, Tool::Eslint]
+        );
+        assert_eq!(Tool::identify(&argv, &root), Tool::Tap, "the script's own");
+        let lint: Vec<String> = ["npm", "run", "lint"].iter().map(|s| (*s).to_owned()).collect();
+        assert_eq!(Tool::identify_all(&lint, &root), [Tool::Eslint]);
     }
 }

@@ -73,6 +73,8 @@ pub(crate) fn parse(text: &str, sink: &mut Sink) {
                 column: Some(column),
                 code: Some(code.to_owned()),
                 message,
+                baseline: None,
+                via: None,
             },
         ) {
             return;

@@ -1,6 +1,7 @@
 //! JUnit XML (quick-junit): one testsuite for the run, one testcase per stage, and one more
-//! per finding of a failed test stage, named after the failing test so that CI test reporters
-//! show it. A failed optional stage is `<skipped message="optional: …">`, never a failure.
+//! per finding of a failed test stage, named after the failing test (`nums`, then `nums #2` for
+//! its second failed assertion: names are unique) so that CI test reporters show it. A failed
+//! optional stage is `<skipped message="optional: …">`, never a failure.
 
 use std::time::Duration;
 
@@ -11,7 +12,12 @@ use super::text::{clean, finding_line, tail};
 
 /// A JUnit XML document of the report.
 pub fn junit(report: &RunReport) -> String {
-    let mut suite = TestSuite::new(format!("cordon verify {}@{}", report.repo, report.r#ref));
+    // The suite's name says what was verified (`HEAD 79b129f + 2 modified, 1 untracked`).
+    let mut suite = TestSuite::new(format!(
+        "cordon verify {}: {}",
+        report.repo,
+        super::subject_line(report)
+    ));
     suite.set_time(Duration::from_millis(report.duration_ms));
     if let Ok(at) = chrono::DateTime::parse_from_rfc3339(&report.started_at) {
         suite.set_timestamp(at);
@@ -19,13 +25,22 @@ pub fn junit(report: &RunReport) -> String {
     for stage in &report.stages {
         suite.add_test_case(stage_case(report, stage));
         if stage.required && matches!(stage.status, StageStatus::Fail | StageStatus::Timeout) {
-            suite.add_test_cases(
-                stage
-                    .findings
-                    .iter()
-                    .filter(|f| f.kind == FindingKind::Test)
-                    .map(|f| finding_case(stage, f)),
-            );
+            // One testcase per failed assertion, each name unique within the stage: a test
+            // that failed twice (two TAP assertions of `nums`) is `nums`, then `nums #2`.
+            let mut seen: std::collections::HashMap<String, usize> = Default::default();
+            for finding in stage.findings.iter().filter(|f| f.kind == FindingKind::Test) {
+                let name = finding
+                    .test
+                    .clone()
+                    .unwrap_or_else(|| "(unnamed test)".into());
+                let n = seen.entry(name.clone()).or_default();
+                *n += 1;
+                let name = match *n {
+                    1 => name,
+                    n => format!("{name} #{n}"),
+                };
+                suite.add_test_case(finding_case(stage, finding, name));
+            }
         }
     }
     let mut junit = Report::new("cordon verify");
@@ -102,8 +117,8 @@ fn stage_case(report: &RunReport, stage: &StageResult) -> TestCase {
     case
 }
 
-/// A failing test found in a stage's output.
-fn finding_case(stage: &StageResult, finding: &Finding) -> TestCase {
+/// A failing test found in a stage's output, as testcase `name`.
+fn finding_case(stage: &StageResult, finding: &Finding, name: String) -> TestCase {
     let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
     status.set_message(finding_line(finding));
     status.set_type(finding.kind.as_str());
@@ -115,10 +130,6 @@ fn finding_case(stage: &StageResult, finding: &Finding) -> TestCase {
             .unwrap_or_default(),
         clean(&finding.message)
     ));
-    let name = finding
-        .test
-        .clone()
-        .unwrap_or_else(|| "(unnamed test)".into());
     let mut case = TestCase::new(name, status);
     case.set_classname(format!("cordon.{}", stage.name));
     case

@@ -49,7 +49,10 @@ pub fn terminal_summary(report: &RunReport) -> String {
             );
         }
     }
-    for s in report.stages.iter().filter(|s| failed(s)) {
+    // What matters first: the stages that block, then the optional ones.
+    let (blocking, optional): (Vec<&StageResult>, Vec<&StageResult>) =
+        report.stages.iter().filter(|s| failed(s)).partition(|s| s.required);
+    for s in blocking.iter().chain(&optional) {
         stage_details(&mut out, report, s);
     }
     let verdict = match report.overall {
@@ -64,9 +67,10 @@ pub fn terminal_summary(report: &RunReport) -> String {
                 .unwrap_or("cordon could not complete the verification")
         ),
     };
+    let _ = writeln!(out, "\nverified: {}", super::subject_line(report));
     let _ = writeln!(
         out,
-        "\n{verdict} ({:.1}s, run {})",
+        "{verdict} ({:.1}s, run {})",
         report.duration_ms as f64 / 1000.0,
         report.run_id
     );
@@ -80,20 +84,34 @@ fn failed(s: &StageResult) -> bool {
     )
 }
 
-/// What a failed stage said: its findings, or the end of each stream that holds text.
+/// What a failed stage said: its new findings (all, when none was compared with the base)
+/// and how many the base has too, or the end of each stream that holds text.
 fn stage_details(out: &mut String, report: &RunReport, s: &StageResult) {
     let optional = if s.required { "" } else { ", optional" };
     if !s.findings.is_empty() {
-        let total = s.findings.len() as u64 + s.findings_omitted;
-        let _ = writeln!(out, "\n--- {} ({total} finding(s){optional}) ---", s.name);
-        for f in s.findings.iter().take(SHOWN_FINDINGS) {
+        let new = super::new_count(s);
+        let existing = super::existing_count(s);
+        let counts = if existing > 0 {
+            format!("{new} new finding(s), {existing} existing")
+        } else {
+            format!("{new} finding(s)")
+        };
+        let _ = writeln!(out, "\n--- {} ({counts}{optional}) ---", s.name);
+        let listed: Vec<_> = s.findings.iter().filter(|f| !super::existing(f)).collect();
+        for f in listed.iter().take(SHOWN_FINDINGS) {
             let _ = writeln!(out, "  {}", finding_line(f));
         }
-        if total > SHOWN_FINDINGS as u64 {
+        if new > SHOWN_FINDINGS as u64 {
             let _ = writeln!(
                 out,
                 "  … and {} more (`--json` has up to 50)",
-                total - SHOWN_FINDINGS as u64
+                new - SHOWN_FINDINGS as u64
+            );
+        }
+        if existing > 0 {
+            let _ = writeln!(
+                out,
+                "  ({existing} existing finding(s) the base has too: not listed)"
             );
         }
         return;

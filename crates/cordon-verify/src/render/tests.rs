@@ -90,16 +90,18 @@ fn markdown_lists_findings_cleanly() {
     assert_clean("markdown", &text);
     assert!(
         text.contains(
-            "- `` test `tests::adds` failed at src/lib.rs:9:9: assertion failed (left: 6, right: 5) ``\n"
+            "- ``test `tests::adds` failed at src/lib.rs:9:9: assertion failed (left: 6, right: 5)``\n"
         ),
         "{text}"
     );
     // A hostile test name is shown, not rendered.
     assert!(
-        text.contains("- `` test `tests::<odd> & \"name\"` failed at src/lib.rs:14: boom ``\n"),
+        text.contains("- ``test `tests::<odd> & \"name\"` failed at src/lib.rs:14: boom``\n"),
         "{text}"
     );
-    assert!(text.contains("| clippy | lint | no | ❌ fail |"), "{text}");
+    // An optional stage that failed is a warning, never a failure.
+    assert!(text.contains("| clippy | lint | no | ⚠️ warning |"), "{text}");
+    assert!(!text.contains("| clippy | lint | no | ❌"), "{text}");
     assert!(
         text.contains("panicked at /src/app/src/lib.rs:9:9"),
         "tails point at the repository:\n{text}"
@@ -144,4 +146,131 @@ fn cargo_json_messages_are_shown_as_cargo_would_print_them() {
         "error[E0308]: mismatched types\n --> src/lib.rs:2:22\nplain line\n"
     );
     assert_eq!(super::text::readable("no json\n"), "no json\n");
+}
+
+/// A report whose gate passed with an optional lint stage that failed on one new finding
+/// among sixteen, and a test stage that passed.
+fn passed_with_a_new_lint() -> RunReport {
+    let mut report = report();
+    let mut lint = stage("clippy", "lint", "fail", false);
+    lint["failure"] = json!({"category": "lint", "reason": "lint warning unused_variables at src/lib.rs:3:9: unused variable: `y`"});
+    let mut findings = vec![json!({"kind": "lint", "severity": "warning", "tool": "rustc",
+        "file": "src/lib.rs", "line": 3, "column": 9, "code": "unused_variables",
+        "message": "unused variable: `y`", "baseline": "new"})];
+    for i in 0..15 {
+        findings.push(json!({"kind": "lint", "severity": "warning", "tool": "clippy",
+            "file": "src/old.rs", "line": 10 + i, "code": "clippy::needless_return",
+            "message": "unneeded `return` statement", "baseline": "existing"}));
+    }
+    lint["findings"] = json!(findings);
+    lint["baseline"] = json!({"commit": "0123", "source": "recorded", "existing": 15, "new": 1,
+        "base_fails": true});
+    let mut test = stage("cargo-test", "test", "pass", true);
+    test["tests"] = json!({"passed": 95, "failed": 0, "ignored": 0});
+    report.stages = serde_json::from_value(json!([test, lint])).unwrap();
+    report.overall = cordon_types::Overall::Pass;
+    report.failure = None;
+    report.promotion = serde_json::from_value(json!({"allowed": true, "blocking": []})).unwrap();
+    report.subject = Some(
+        serde_json::from_value(json!({"kind": "working_tree",
+            "summary": "HEAD 0123456 + 2 modified, 1 untracked",
+            "changes": {"modified": 2, "added": 0, "deleted": 0, "renamed": 0, "untracked": 1}}))
+        .unwrap(),
+    );
+    report
+}
+
+#[test]
+fn every_rendering_starts_with_what_was_verified() {
+    let report = passed_with_a_new_lint();
+    let md = super::markdown(&report);
+    assert_eq!(
+        md.lines().next().unwrap(),
+        "**cordon verify** of `HEAD 0123456 + 2 modified, 1 untracked`: **✅ passed — promotion allowed**"
+    );
+    let text = super::terminal_summary(&report);
+    assert!(
+        text.contains("\nverified: HEAD 0123456 + 2 modified, 1 untracked\ngate: PASSED"),
+        "{text}"
+    );
+    let xml = super::junit(&report);
+    assert!(
+        xml.contains("name=\"cordon verify /src/app: HEAD 0123456 + 2 modified, 1 untracked\""),
+        "{xml}"
+    );
+}
+
+#[test]
+fn new_findings_come_first_and_existing_ones_are_counted() {
+    let report = passed_with_a_new_lint();
+    let md = super::markdown(&report);
+    assert!(
+        md.contains(concat!(
+            "**clippy** (optional: ⚠ does not block):\n\n",
+            "- `` lint warning unused_variables at src/lib.rs:3:9: unused variable: `y` ``\n",
+            "- 15 existing finding(s): the base has them too (not listed)\n"
+        )),
+        "{md}"
+    );
+    assert!(!md.contains("needless_return"), "{md}");
+    // Code spans are padded only where CommonMark needs it.
+    assert!(md.contains("`95 passed, 0 failed, 0 ignored`"), "{md}");
+    let text = super::terminal_summary(&report);
+    assert!(
+        text.contains(concat!(
+            "--- clippy (1 new finding(s), 15 existing, optional) ---\n",
+            "  lint warning unused_variables at src/lib.rs:3:9: unused variable: `y`\n",
+            "  (15 existing finding(s) the base has too: not listed)\n"
+        )),
+        "{text}"
+    );
+}
+
+#[test]
+fn blocking_findings_come_before_optional_ones() {
+    let mut report = report();
+    // The optional stage comes first in the plan; its findings come after the blocking ones.
+    let mut lint = stage("fmt", "lint", "fail", false);
+    lint["failure"] = json!({"category": "lint", "reason": "not formatted"});
+    lint["findings"] = json!([{"kind": "lint", "severity": "error", "tool": "rustfmt",
+        "file": "src/a.rs", "line": 1, "message": "not formatted"}]);
+    lint["stdout"]["head"] = json!("Diff in src/a.rs:1:\n");
+    let stages = serde_json::to_value(&report.stages).unwrap();
+    let mut all = vec![lint];
+    all.extend(stages.as_array().unwrap().iter().skip(1).cloned());
+    report.stages = serde_json::from_value(json!(all)).unwrap();
+    let md = super::markdown(&report);
+    let test = md.find("**cargo-test**").expect("blocking findings");
+    let fmt = md.find("**fmt** (optional").expect("optional findings");
+    assert!(test < fmt, "{md}");
+    let test_out = md.find("cargo-test output (end)").unwrap();
+    let fmt_out = md.find("fmt output (end), optional").unwrap();
+    assert!(test_out < fmt_out, "{md}");
+    let text = super::terminal_summary(&report);
+    assert!(
+        text.find("--- cargo-test").unwrap() < text.find("--- fmt").unwrap(),
+        "{text}"
+    );
+}
+
+#[test]
+fn junit_names_each_failed_assertion_once() {
+    let mut report = report();
+    let finding = json!({"kind": "test", "severity": "error", "tool": "tap", "test": "nums",
+        "file": "test/a.js", "line": 3, "message": "should be equal"});
+    let mut second = finding.clone();
+    second["line"] = json!(4);
+    let mut third = finding.clone();
+    third["line"] = json!(5);
+    let mut stages = serde_json::to_value(&report.stages).unwrap();
+    stages[1]["findings"] = json!([finding, second, third]);
+    report.stages = serde_json::from_value(stages).unwrap();
+    let xml = super::junit(&report);
+    for name in ["nums", "nums #2", "nums #3"] {
+        assert_eq!(
+            xml.matches(&format!("<testcase name=\"{name}\" ")).count(),
+            1,
+            "{name}:\n{xml}"
+        );
+    }
 }

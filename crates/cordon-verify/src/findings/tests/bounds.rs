@@ -37,7 +37,7 @@ fn at_most_50_findings_the_rest_counted_errors_first() {
         ));
     }
     let (found, omitted) = collect(
-        Tool::Rustc,
+        &[Tool::Rustc],
         &captured(&text),
         &CapturedOutput::default(),
         &at("rs"),
@@ -61,7 +61,7 @@ fn hostile_output_is_bounded_and_clean() {
         "test tests::evil ... FAILED\ntest \x1b[1mtests::lies\x1b[0m ... FAILED\n---- tests::evil stdout ----\nthread 'tests::evil' panicked at ../../../../etc/passwd:99999999999:1:\n{huge}\n\n"
     );
     let (found, _) = collect(
-        Tool::CargoTest,
+        &[Tool::CargoTest],
         &captured(&text),
         &CapturedOutput::default(),
         &at("rs"),
@@ -88,7 +88,7 @@ fn hostile_output_is_bounded_and_clean() {
     let lossy = String::from_utf8_lossy(b"error[E0001]: bad \xff\xfe bytes\n --> ../../x.rs:1:1\n")
         .into_owned();
     let (found, _) = collect(
-        Tool::Rustc,
+        &[Tool::Rustc],
         &captured(&lossy),
         &CapturedOutput::default(),
         &at("rs"),
@@ -120,7 +120,7 @@ fn truncated_captures_are_parsed_head_and_tail_apart() {
         undelivered_bytes: 0,
     };
     let (found, _) =
-        collect(Tool::CargoTest, &out, &CapturedOutput::default(), &at("rs")).into_parts();
+        collect(&[Tool::CargoTest], &out, &CapturedOutput::default(), &at("rs")).into_parts();
     let tests: Vec<_> = found.iter().map(|f| f.test.clone().unwrap()).collect();
     assert_eq!(
         tests,

@@ -113,7 +113,7 @@ fn mypy_errors_with_codes() {
 fn pytest_places_a_failure_in_the_project_not_in_the_standard_library() {
     // six 1.16.0 from PyPI, with a patch that breaks `six.b` (test_b), on a Python built
     // without `_dbm` (test_move_items[dbm_ndbm] fails inside the standard library, called from
-    // six.py:87: the deepest frame in the project is the place).
+    // six.py:87: the test's own line is the place, the deepest frame in the project the `via`).
     let found = findings(
         Tool::Pytest,
         include_str!("testdata/pytest-six.stdout"),
@@ -124,7 +124,7 @@ fn pytest_places_a_failure_in_the_project_not_in_the_standard_library() {
         vec![
             (
                 s("test_six.py::test_move_items[dbm_ndbm]"),
-                s("six.py:87"),
+                s("test_six.py:121"),
                 "ModuleNotFoundError: No module named '_dbm'".into()
             ),
             (
@@ -133,5 +133,39 @@ fn pytest_places_a_failure_in_the_project_not_in_the_standard_library() {
                 "AssertionError: assert 2 == 1".into()
             ),
         ]
+    );
+    assert_eq!(found[0].via.as_deref(), Some("six.py:87"));
+    assert_eq!(found[1].via, None);
+}
+
+#[test]
+fn pytest_names_the_tests_own_line_first_and_the_helper_it_asserted_through_second() {
+    let found = findings(
+        Tool::Pytest,
+        include_str!("testdata/pytest-helper.stdout"),
+        "py2",
+    );
+    let places: Vec<(Option<String>, Option<String>, Option<String>)> = found
+        .iter()
+        .map(|f| (f.test.clone(), f.location(), f.via.clone()))
+        .collect();
+    assert_eq!(
+        places,
+        vec![
+            (
+                s("test/test_output.py::test_render_two"),
+                s("test/test_output.py:14"),
+                s("test/common.py:2")
+            ),
+            (
+                s("test/test_output.py::test_direct"),
+                s("test/test_output.py:18"),
+                None
+            ),
+        ]
+    );
+    assert_eq!(
+        found[0].headline(),
+        "test `test/test_output.py::test_render_two` failed at test/test_output.py:14 (via test/common.py:2): AssertionError: 'xx' != 'xxx'"
     );
 }

@@ -129,6 +129,56 @@ fn clippy_lints_carry_their_code() {
             .iter()
             .all(|f| f.kind == FindingKind::Lint && f.tool == "clippy")
     );
+    // `-D warnings` raised them to errors: the tool's own level is kept.
+    assert!(found.iter().all(|f| f.severity == Severity::Warning));
+}
+
+#[test]
+fn a_rustc_warning_clippy_raised_to_an_error_is_a_lint_warning() {
+    // `cargo clippy -- -D warnings` on an unused variable and a needless return, in JSON and
+    // as cargo prints it.
+    for (text, what) in [
+        (
+            include_str!("testdata/cargo-clippy-raised-json.stdout"),
+            "json",
+        ),
+        (include_str!("testdata/cargo-clippy-raised.stderr"), "human"),
+    ] {
+        let found = findings(Tool::Rustc, text, "rs");
+        type Seen<'a> = (FindingKind, Severity, &'a str, Option<&'a str>, Option<String>);
+        let got: Vec<Seen<'_>> = found
+            .iter()
+            .map(|f| {
+                (
+                    f.kind,
+                    f.severity,
+                    f.tool.as_str(),
+                    f.code.as_deref(),
+                    f.location(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (
+                    FindingKind::Lint,
+                    Severity::Warning,
+                    "rustc",
+                    Some("unused_variables"),
+                    s("src/lib.rs:2:9")
+                ),
+                (
+                    FindingKind::Lint,
+                    Severity::Warning,
+                    "clippy",
+                    Some("clippy::needless_return"),
+                    s("src/lib.rs:3:5")
+                ),
+            ],
+            "{what}"
+        );
+    }
 }
 
 #[test]
