@@ -126,6 +126,7 @@ pub struct GitCommand {
     env: Vec<(String, OsString)>,
     read_only: bool,
     launcher: Option<Launcher>,
+    excludes_file: Option<PathBuf>,
 }
 
 /// When a [`GitCommand::run_bounded`] must end: at a deadline, or as soon as `stop` says so
@@ -173,7 +174,15 @@ impl GitCommand {
             env: Vec::new(),
             read_only: false,
             launcher: None,
+            excludes_file: None,
         }
+    }
+
+    /// Reads ignore patterns from `file` as the user's own ignore file (`core.excludesFile`,
+    /// otherwise `/dev/null` here): patterns only, nothing it holds runs.
+    pub fn excludes_file(mut self, file: &Path) -> Self {
+        self.excludes_file = Some(file.to_owned());
+        self
     }
 
     /// Starts git through `launcher` (see [`Launcher`]).
@@ -271,7 +280,14 @@ impl GitCommand {
         }
         cmd.arg("--no-pager");
         for (key, value) in HARDENING_CONFIG {
-            cmd.arg("-c").arg(format!("{key}={value}"));
+            match &self.excludes_file {
+                Some(file) if *key == "core.excludesFile" => {
+                    cmd.arg("-c").arg(prefixed("core.excludesFile=", file));
+                }
+                _ => {
+                    cmd.arg("-c").arg(format!("{key}={value}"));
+                }
+            }
         }
         match &self.context {
             GitContext::Discover { dir } => {

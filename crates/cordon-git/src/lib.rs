@@ -11,6 +11,8 @@
 //! - [`Repo`] is the user's repository: resolve a revision, find a merge base, add, remove,
 //!   list and prune detached worktrees — always through `--git-dir`, never touching the
 //!   user's checkout, index, `HEAD` or branches.
+//! - [`Checkout`] is the user's own checkout, read only: [`Checkout::changes`] snapshots what
+//!   it holds beyond `HEAD` (staged, unstaged, untracked) as a patch, through a scratch index.
 //! - [`Worktree`] is a worktree cordon created: [`Worktree::diff`] lists what changed since a
 //!   base commit (untracked files included, via a scratch index), and
 //!   [`Worktree::apply_patch`] applies a patch all or nothing, refusing paths outside the
@@ -37,6 +39,7 @@
 
 mod bundle;
 mod changes;
+mod checkout;
 mod command;
 mod error;
 mod layers;
@@ -49,6 +52,7 @@ mod worktree;
 
 pub use bundle::{BundleHeader, CheckoutSize, check_branch_name};
 pub use changes::{ChangeStatus, ChangedFile, RepoPath};
+pub use checkout::Checkout;
 pub use command::{
     GitCommand, GitContext, GitOutput, HARDENING_CONFIG, HARDENING_ENV, Launcher, RunBounds,
 };

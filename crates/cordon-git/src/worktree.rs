@@ -38,6 +38,8 @@ pub struct WorktreeDiff {
     /// Untracked directories that are git repositories themselves (`sub/.git`): left out of
     /// `files` and `patch`, since a patch cannot carry them.
     pub nested_repositories: Vec<RepoPath>,
+    /// The files among `files` that were untracked (new, not staged, not ignored).
+    pub untracked: Vec<RepoPath>,
 }
 
 impl Worktree {
@@ -149,7 +151,20 @@ impl Worktree {
     /// (the repository's objects serve as an alternate), so neither the worktree's index nor
     /// the repository's object store is written.
     pub fn diff(&self, base: &CommitId, with_patch: bool) -> Result<WorktreeDiff, GitError> {
-        let scratch = Scratch::new(&self.git_dir)?;
+        self.diff_with(base, with_patch, &self.git_dir, None)
+    }
+
+    /// Like [`Worktree::diff`], with the scratch index and objects in a directory made under
+    /// `scratch_parent` (removed afterwards) and the user's ignore file `excludes` read by every
+    /// git command; the patch only when something changed.
+    pub(crate) fn diff_with(
+        &self,
+        base: &CommitId,
+        with_patch: bool,
+        scratch_parent: &Path,
+        excludes: Option<&Path>,
+    ) -> Result<WorktreeDiff, GitError> {
+        let scratch = Scratch::new(scratch_parent)?;
         if let Ok(index) = std::fs::read(self.git_dir.join("index")) {
             std::fs::write(&scratch.index, index).map_err(|source| {
                 GitError::new(
@@ -162,24 +177,35 @@ impl Worktree {
             })?;
         }
         let staged = |args: &[&str]| {
-            self.on_files(args)
-                .index_file(&scratch.index)
-                .env("GIT_OBJECT_DIRECTORY", scratch.objects.as_os_str())
-                .env(
-                    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-                    self.common_dir.join("objects").as_os_str(),
-                )
+            let cmd = self.on_files(args);
+            match excludes {
+                Some(file) => cmd.excludes_file(file),
+                None => cmd,
+            }
+            .index_file(&scratch.index)
+            .env("GIT_OBJECT_DIRECTORY", scratch.objects.as_os_str())
+            .env(
+                "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+                self.common_dir.join("objects").as_os_str(),
+            )
         };
         // Nested repositories (git lists them as `dir/`) would be added as gitlinks, or fail
         // the whole `add` when they have no commit: they are excluded and reported.
-        let untracked = self
-            .on_files(["ls-files", "--others", "--exclude-standard", "-z"])
-            .read_only()
-            .index_file(&scratch.index)
-            .neutralize_drivers()?
-            .run()?;
+        let list = self.on_files(["ls-files", "--others", "--exclude-standard", "-z"]);
+        let untracked = match excludes {
+            Some(file) => list.excludes_file(file),
+            None => list,
+        }
+        .read_only()
+        .index_file(&scratch.index)
+        .neutralize_drivers()?
+        .run()?;
         let nested_repositories: Vec<RepoPath> = split_nul(&untracked.stdout)
             .filter_map(|p| p.strip_suffix(b"/"))
+            .map(|p| RepoPath::from_bytes(p.to_vec()))
+            .collect();
+        let untracked: Vec<RepoPath> = split_nul(&untracked.stdout)
+            .filter(|p| !p.ends_with(b"/"))
             .map(|p| RepoPath::from_bytes(p.to_vec()))
             .collect();
         let mut add = staged(&["add", "--all", "--", "."]);
@@ -203,7 +229,7 @@ impl Worktree {
         let files = parse_raw(&out.stdout).map_err(|detail| {
             GitError::new(&raw.display_args(), GitErrorKind::UnexpectedOutput(detail))
         })?;
-        let patch = if with_patch {
+        let patch = if with_patch && !files.is_empty() {
             Some(
                 staged(&DIFF)
                     .args(["--binary", "--full-index", base.as_str(), "--"])
@@ -213,10 +239,12 @@ impl Worktree {
         } else {
             None
         };
+        let patch = patch.or_else(|| with_patch.then(Vec::new));
         Ok(WorktreeDiff {
             files,
             patch,
             nested_repositories,
+            untracked,
         })
     }
 }

@@ -722,3 +722,103 @@ fn checkout_size_counts_what_a_checkout_writes() {
         Default::default()
     );
 }
+
+#[test]
+fn a_checkouts_changes_are_snapshotted_without_touching_its_files_index_or_stash() {
+    let fx = Fixture::new();
+    let repo = fx.repo();
+    std::fs::write(repo.join(".gitignore"), "*.log\n").unwrap();
+    fx.commit_all("ignore logs");
+    // Unstaged, staged, deleted, untracked, ignored; and a stash entry of the user's own.
+    std::fs::write(repo.join("a.txt"), "stashed\n").unwrap();
+    git(&repo, &["stash", "-q"]);
+    std::fs::write(repo.join("a.txt"), "one\nTWO\nthree\n").unwrap();
+    std::fs::write(repo.join("staged.txt"), "staged\n").unwrap();
+    git(&repo, &["add", "staged.txt"]);
+    std::fs::remove_file(repo.join("gone.txt")).unwrap();
+    std::fs::create_dir_all(repo.join("src/new")).unwrap();
+    std::fs::write(repo.join("src/new/mod.rs"), "// new\n").unwrap();
+    std::fs::write(repo.join("debug.log"), "ignored\n").unwrap();
+    let index = std::fs::read(repo.join(".git/index")).unwrap();
+    let index_mtime = std::fs::metadata(repo.join(".git/index"))
+        .unwrap()
+        .modified()
+        .unwrap();
+    let files_before = snapshot(&repo);
+    let stash_before = git(&repo, &["stash", "list"]);
+
+    let head = Repo::open(&repo).unwrap().resolve_commit("HEAD").unwrap();
+    // From a subdirectory, as `cordon verify` would be run.
+    let checkout = cordon_git::Checkout::open(&repo.join("src"))
+        .unwrap()
+        .expect("a checkout");
+    assert_eq!(checkout.top(), repo.canonicalize().unwrap());
+    let scratch = tempfile::tempdir().unwrap();
+    let diff = checkout.changes(&head, scratch.path()).unwrap();
+    let mut changed: Vec<(String, ChangeStatus)> = diff
+        .files
+        .iter()
+        .map(|f| (f.path.to_string(), f.status))
+        .collect();
+    changed.sort();
+    assert_eq!(
+        changed,
+        [
+            ("a.txt".to_owned(), ChangeStatus::Modified),
+            ("gone.txt".to_owned(), ChangeStatus::Deleted),
+            ("src/new/mod.rs".to_owned(), ChangeStatus::Added),
+            ("staged.txt".to_owned(), ChangeStatus::Added),
+        ]
+    );
+    assert_eq!(
+        diff.untracked,
+        [RepoPath::from_bytes(b"src/new/mod.rs".to_vec())]
+    );
+
+    // Nothing of the checkout changed: files, index (not even its stat data), stash.
+    assert_eq!(snapshot(&repo), files_before);
+    assert_eq!(std::fs::read(repo.join(".git/index")).unwrap(), index);
+    assert_eq!(
+        std::fs::metadata(repo.join(".git/index"))
+            .unwrap()
+            .modified()
+            .unwrap(),
+        index_mtime
+    );
+    assert_eq!(git(&repo, &["stash", "list"]), stash_before);
+    assert_eq!(std::fs::read_dir(scratch.path()).unwrap().count(), 0);
+
+    // The patch turns HEAD's files into the checkout's (the ignored log left out).
+    let clone = fx.dir.path().join("clone");
+    git(
+        fx.dir.path(),
+        &["clone", "-q", repo.to_str().unwrap(), "clone"],
+    );
+    let patch = fx.dir.path().join("snapshot.diff");
+    std::fs::write(&patch, diff.patch.unwrap()).unwrap();
+    git(&clone, &["apply", patch.to_str().unwrap()]);
+    assert_eq!(
+        std::fs::read_to_string(clone.join("a.txt")).unwrap(),
+        "one\nTWO\nthree\n"
+    );
+    assert!(clone.join("src/new/mod.rs").is_file());
+    assert!(clone.join("staged.txt").is_file());
+    assert!(!clone.join("gone.txt").exists());
+    assert!(!clone.join("debug.log").exists());
+
+    // A clean checkout: nothing, and an empty patch.
+    let clean = cordon_git::Checkout::open(&clone).unwrap().unwrap();
+    git(&clone, &["add", "-A"]);
+    git(&clone, &["commit", "-q", "-m", "same"]);
+    let clone_head = Repo::open(&clone).unwrap().resolve_commit("HEAD").unwrap();
+    let none = clean.changes(&clone_head, scratch.path()).unwrap();
+    assert!(none.files.is_empty() && none.untracked.is_empty());
+    assert_eq!(none.patch.as_deref(), Some(&b""[..]));
+    // A bare repository has no checkout.
+    let bare = fx.dir.path().join("bare.git");
+    git(
+        fx.dir.path(),
+        &["clone", "-q", "--bare", repo.to_str().unwrap(), "bare.git"],
+    );
+    assert_eq!(cordon_git::Checkout::open(&bare).unwrap(), None);
+}
