@@ -112,8 +112,7 @@ impl BaselineStore {
     pub(crate) fn load(&self, commit: &str, stage: &StageConfig) -> Option<BaselineRecord> {
         let bytes = std::fs::read(self.path(commit, stage)).ok()?;
         let record: BaselineRecord = serde_json::from_slice(&bytes).ok()?;
-        (record.complete && record.commit == commit && record.stage == stage.name)
-            .then_some(record)
+        (record.complete && record.commit == commit && record.stage == stage.name).then_some(record)
     }
 
     /// Records the findings of `stage` on `commit` (a verification of the commit itself,
@@ -146,7 +145,10 @@ impl BaselineStore {
         };
         let path = self.path(commit, stage);
         let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-        std::fs::write(&tmp, serde_json::to_vec(&record).map_err(std::io::Error::other)?)?;
+        std::fs::write(
+            &tmp,
+            serde_json::to_vec(&record).map_err(std::io::Error::other)?,
+        )?;
         std::fs::rename(&tmp, &path)
     }
 }
@@ -174,7 +176,13 @@ fn stage_digest(stage: &StageConfig) -> String {
 
 /// What must be equal for a base finding to be a candidate's: tool, code, file, message, and
 /// the text of the line it points at (when known).
-type Key = (String, Option<String>, Option<String>, String, Option<String>);
+type Key = (
+    String,
+    Option<String>,
+    Option<String>,
+    String,
+    Option<String>,
+);
 
 fn key(f: &Finding, text: Option<&String>) -> Key {
     (
@@ -243,7 +251,11 @@ pub(crate) fn line_text(
 ) -> Option<String> {
     let lines = cache.entry(file.to_owned()).or_insert_with(|| {
         let path = Path::new(file);
-        if path.is_absolute() || path.components().any(|c| c == std::path::Component::ParentDir) {
+        if path.is_absolute()
+            || path
+                .components()
+                .any(|c| c == std::path::Component::ParentDir)
+        {
             return None;
         }
         tree.join(path)
@@ -251,7 +263,10 @@ pub(crate) fn line_text(
             .ok()
             .map(|text| text.lines().map(|l| l.trim().to_owned()).collect())
     });
-    lines.as_ref()?.get(usize::try_from(line).ok()?.checked_sub(1)?).cloned()
+    lines
+        .as_ref()?
+        .get(usize::try_from(line).ok()?.checked_sub(1)?)
+        .cloned()
 }
 
 /// The texts of the lines `findings` point at, in `tree`.
@@ -309,9 +324,24 @@ mod tests {
         let ret = "return x;";
         let base = with_texts(
             &[
-                lint("src/lib.rs", 10, "clippy::needless_return", "unneeded `return` statement"),
-                lint("src/lib.rs", 20, "clippy::needless_return", "unneeded `return` statement"),
-                lint("src/other.rs", 3, "unused_variables", "unused variable: `x`"),
+                lint(
+                    "src/lib.rs",
+                    10,
+                    "clippy::needless_return",
+                    "unneeded `return` statement",
+                ),
+                lint(
+                    "src/lib.rs",
+                    20,
+                    "clippy::needless_return",
+                    "unneeded `return` statement",
+                ),
+                lint(
+                    "src/other.rs",
+                    3,
+                    "unused_variables",
+                    "unused variable: `x`",
+                ),
             ],
             &[ret, ret, "let x = 1;"],
         );
@@ -319,10 +349,30 @@ mod tests {
         // needless return between the two the base has.
         let mut now = vec![
             lint("src/lib.rs", 2, "unused_variables", "unused variable: `y`"),
-            lint("src/lib.rs", 12, "clippy::needless_return", "unneeded `return` statement"),
-            lint("src/lib.rs", 16, "clippy::needless_return", "unneeded `return` statement"),
-            lint("src/lib.rs", 22, "clippy::needless_return", "unneeded `return` statement"),
-            lint("src/other.rs", 3, "unused_variables", "unused variable: `x`"),
+            lint(
+                "src/lib.rs",
+                12,
+                "clippy::needless_return",
+                "unneeded `return` statement",
+            ),
+            lint(
+                "src/lib.rs",
+                16,
+                "clippy::needless_return",
+                "unneeded `return` statement",
+            ),
+            lint(
+                "src/lib.rs",
+                22,
+                "clippy::needless_return",
+                "unneeded `return` statement",
+            ),
+            lint(
+                "src/other.rs",
+                3,
+                "unused_variables",
+                "unused variable: `x`",
+            ),
         ];
         let texts: Vec<Option<String>> = ["let y = 2;", ret, ret, ret, "let x = 1;"]
             .iter()
@@ -342,8 +392,18 @@ mod tests {
         // Another file, another message, or another line of code at the same place: new.
         let mut moved = vec![
             lint("src/new.rs", 3, "unused_variables", "unused variable: `x`"),
-            lint("src/other.rs", 3, "unused_variables", "unused variable: `z`"),
-            lint("src/other.rs", 3, "unused_variables", "unused variable: `x`"),
+            lint(
+                "src/other.rs",
+                3,
+                "unused_variables",
+                "unused variable: `z`",
+            ),
+            lint(
+                "src/other.rs",
+                3,
+                "unused_variables",
+                "unused variable: `x`",
+            ),
         ];
         let texts = vec![
             Some("let x = 1;".to_owned()),
@@ -366,13 +426,17 @@ mod tests {
         );
         let found = [lint("src/lib.rs", 1, "c", "m")];
         assert!(store.load("c1", &stage).is_none());
-        store.record("c1", &stage, true, &found, &[None], true).unwrap();
+        store
+            .record("c1", &stage, true, &found, &[None], true)
+            .unwrap();
         let record = store.load("c1", &stage).expect("recorded");
         assert_eq!((record.fails, record.findings.len()), (true, 1));
         assert!(store.load("c2", &stage).is_none(), "another commit");
         let other = BaselineStore::new(home.path(), Path::new("/repo/.git"), "rustc 1.96");
         assert!(other.load("c1", &stage).is_none(), "another toolchain");
-        store.record("c1", &stage, true, &found, &[None], false).unwrap();
+        store
+            .record("c1", &stage, true, &found, &[None], false)
+            .unwrap();
         assert!(store.load("c1", &stage).is_none(), "incomplete");
     }
 }

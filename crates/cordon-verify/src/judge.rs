@@ -217,9 +217,11 @@ fn is_noise(line: &str) -> bool {
 /// "traceback" and the like when there are some, else the last lines that are not noise.
 pub(crate) fn last_error_lines(stderr: &CapturedOutput, stdout: &CapturedOutput) -> Vec<String> {
     for out in [stderr, stdout] {
-        let text = crate::render::text::clean(&crate::render::text::readable(
-            if out.truncated { &out.tail } else { &out.head },
-        ));
+        let text = crate::render::text::clean(&crate::render::text::readable(if out.truncated {
+            &out.tail
+        } else {
+            &out.head
+        }));
         let lines: Vec<&str> = text
             .lines()
             .map(str::trim_end)
@@ -228,14 +230,13 @@ pub(crate) fn last_error_lines(stderr: &CapturedOutput, stdout: &CapturedOutput)
         if lines.is_empty() {
             continue;
         }
-        let errors: Vec<&str> = lines
-            .iter()
-            .copied()
-            .filter(|l| is_error_line(l))
-            .collect();
+        let errors: Vec<&str> = lines.iter().copied().filter(|l| is_error_line(l)).collect();
         let chosen = if errors.is_empty() { &lines } else { &errors };
         let start = chosen.len().saturating_sub(REASON_LINES);
-        return chosen[start..].iter().map(|l| l.trim().to_owned()).collect();
+        return chosen[start..]
+            .iter()
+            .map(|l| l.trim().to_owned())
+            .collect();
     }
     Vec::new()
 }

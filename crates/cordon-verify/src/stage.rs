@@ -9,8 +9,8 @@ use cordon_runner::{
 };
 use cordon_sandbox::CacheLayer;
 use cordon_types::{
-    CapturedOutput, FailureCategory, LimitKind, ResourceUsage, RunResult, RunStatus,
-    StageCategory, StageFailure, StageFailureCategory, StageResult, StageStatus,
+    CapturedOutput, FailureCategory, LimitKind, ResourceUsage, RunResult, RunStatus, StageCategory,
+    StageFailure, StageFailureCategory, StageResult, StageStatus,
 };
 use cordon_workspace::CachePlace;
 

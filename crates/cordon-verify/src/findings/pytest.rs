@@ -40,8 +40,7 @@ impl Section<'_> {
 
     /// The `file.py:LINE: ...` frames of the traceback, outermost first.
     fn frames(&self) -> Vec<(String, u32)> {
-        self
-            .lines
+        self.lines
             .iter()
             .filter_map(|l| {
                 let (file, rest) = l.split_once(".py:")?;

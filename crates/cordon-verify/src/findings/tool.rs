@@ -377,7 +377,10 @@ mod tests {
             [Tool::Tap, Tool::Tsc, Tool::Eslint]
         );
         assert_eq!(Tool::identify(&argv, &root), Tool::Tap, "the script's own");
-        let lint: Vec<String> = ["npm", "run", "lint"].iter().map(|s| (*s).to_owned()).collect();
+        let lint: Vec<String> = ["npm", "run", "lint"]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
         assert_eq!(Tool::identify_all(&lint, &root), [Tool::Eslint]);
     }
 }

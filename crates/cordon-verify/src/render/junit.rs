@@ -28,7 +28,11 @@ pub fn junit(report: &RunReport) -> String {
             // One testcase per failed assertion, each name unique within the stage: a test
             // that failed twice (two TAP assertions of `nums`) is `nums`, then `nums #2`.
             let mut seen: std::collections::HashMap<String, usize> = Default::default();
-            for finding in stage.findings.iter().filter(|f| f.kind == FindingKind::Test) {
+            for finding in stage
+                .findings
+                .iter()
+                .filter(|f| f.kind == FindingKind::Test)
+            {
                 let name = finding
                     .test
                     .clone()

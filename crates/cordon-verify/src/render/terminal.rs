@@ -50,8 +50,11 @@ pub fn terminal_summary(report: &RunReport) -> String {
         }
     }
     // What matters first: the stages that block, then the optional ones.
-    let (blocking, optional): (Vec<&StageResult>, Vec<&StageResult>) =
-        report.stages.iter().filter(|s| failed(s)).partition(|s| s.required);
+    let (blocking, optional): (Vec<&StageResult>, Vec<&StageResult>) = report
+        .stages
+        .iter()
+        .filter(|s| failed(s))
+        .partition(|s| s.required);
     for s in blocking.iter().chain(&optional) {
         stage_details(&mut out, report, s);
     }

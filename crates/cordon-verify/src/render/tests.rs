@@ -100,7 +100,10 @@ fn markdown_lists_findings_cleanly() {
         "{text}"
     );
     // An optional stage that failed is a warning, never a failure.
-    assert!(text.contains("| clippy | lint | no | ⚠️ warning |"), "{text}");
+    assert!(
+        text.contains("| clippy | lint | no | ⚠️ warning |"),
+        "{text}"
+    );
     assert!(!text.contains("| clippy | lint | no | ❌"), "{text}");
     assert!(
         text.contains("panicked at /src/app/src/lib.rs:9:9"),
@@ -154,13 +157,17 @@ fn passed_with_a_new_lint() -> RunReport {
     let mut report = report();
     let mut lint = stage("clippy", "lint", "fail", false);
     lint["failure"] = json!({"category": "lint", "reason": "lint warning unused_variables at src/lib.rs:3:9: unused variable: `y`"});
-    let mut findings = vec![json!({"kind": "lint", "severity": "warning", "tool": "rustc",
+    let mut findings = vec![
+        json!({"kind": "lint", "severity": "warning", "tool": "rustc",
         "file": "src/lib.rs", "line": 3, "column": 9, "code": "unused_variables",
-        "message": "unused variable: `y`", "baseline": "new"})];
+        "message": "unused variable: `y`", "baseline": "new"}),
+    ];
     for i in 0..15 {
-        findings.push(json!({"kind": "lint", "severity": "warning", "tool": "clippy",
+        findings.push(
+            json!({"kind": "lint", "severity": "warning", "tool": "clippy",
             "file": "src/old.rs", "line": 10 + i, "code": "clippy::needless_return",
-            "message": "unneeded `return` statement", "baseline": "existing"}));
+            "message": "unneeded `return` statement", "baseline": "existing"}),
+        );
     }
     lint["findings"] = json!(findings);
     lint["baseline"] = json!({"commit": "0123", "source": "recorded", "existing": 15, "new": 1,

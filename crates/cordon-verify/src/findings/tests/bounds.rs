@@ -119,8 +119,13 @@ fn truncated_captures_are_parsed_head_and_tail_apart() {
         tail: " ... FAILED\ntest tests::c ... FAILED\n".into(),
         undelivered_bytes: 0,
     };
-    let (found, _) =
-        collect(&[Tool::CargoTest], &out, &CapturedOutput::default(), &at("rs")).into_parts();
+    let (found, _) = collect(
+        &[Tool::CargoTest],
+        &out,
+        &CapturedOutput::default(),
+        &at("rs"),
+    )
+    .into_parts();
     let tests: Vec<_> = found.iter().map(|f| f.test.clone().unwrap()).collect();
     assert_eq!(
         tests,

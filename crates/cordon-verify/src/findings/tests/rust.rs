@@ -145,7 +145,13 @@ fn a_rustc_warning_clippy_raised_to_an_error_is_a_lint_warning() {
         (include_str!("testdata/cargo-clippy-raised.stderr"), "human"),
     ] {
         let found = findings(Tool::Rustc, text, "rs");
-        type Seen<'a> = (FindingKind, Severity, &'a str, Option<&'a str>, Option<String>);
+        type Seen<'a> = (
+            FindingKind,
+            Severity,
+            &'a str,
+            Option<&'a str>,
+            Option<String>,
+        );
         let got: Vec<Seen<'_>> = found
             .iter()
             .map(|f| {
