@@ -79,6 +79,24 @@ impl Checkout {
         &self.top
     }
 
+    /// Resolves a revision as this checkout sees it: `HEAD` is the checkout's own (a linked
+    /// worktree's, not the main one's).
+    pub fn resolve_commit(&self, rev: &str) -> Result<CommitId, GitError> {
+        let spec = format!("{rev}^{{commit}}");
+        let cmd = GitCommand::new(
+            &GitContext::GitDir {
+                git_dir: self.git_dir.clone(),
+            },
+            ["rev-parse", "--verify", "--quiet", "--end-of-options"],
+        )
+        .arg(&spec)
+        .read_only();
+        let out = cmd.run()?;
+        let line = crate::command::one_line(&cmd.display_args(), &out.stdout)?;
+        CommitId::parse(&line)
+            .ok_or_else(|| GitError::new(&cmd.display_args(), GitErrorKind::UnexpectedOutput(line)))
+    }
+
     /// What the checkout holds beyond `head`: staged, unstaged and untracked (not ignored)
     /// changes, with the patch that makes `head`'s files into the checkout's. The files are
     /// staged into a scratch index and object directory under `scratch` (removed afterwards;

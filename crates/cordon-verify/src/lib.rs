@@ -20,6 +20,7 @@
 mod base_run;
 mod baseline;
 mod cache;
+mod checkout;
 pub mod config;
 mod counts;
 pub mod detect;
@@ -37,6 +38,7 @@ mod timeline;
 mod tree;
 
 pub use cache::CacheMode;
+pub use checkout::Uncommitted;
 pub use config::{Config, NetworkSetting, ReadyConfig, StageConfig};
 pub use error::{ConfigError, VerifyError};
 pub use pipeline::{

@@ -14,6 +14,7 @@ use sha2::{Digest, Sha256};
 use crate::base_run::BaselineContext;
 use crate::baseline::BaselineStore;
 use crate::cache::{CacheInput, CachePlan};
+use crate::checkout::{self, Uncommitted};
 use crate::config::StageConfig;
 use crate::error::VerifyError;
 use crate::plan::{self, Plan, PlannedSkip};
@@ -69,6 +70,8 @@ pub struct VerifyRequest {
     /// The most parallel stages running at once (`None`: [`default_parallel_stages`]; 1 runs
     /// a group's stages one after another, still each on layers of its own).
     pub max_parallel_stages: Option<usize>,
+    /// What to do with the checkout's uncommitted changes (default: not looked at).
+    pub uncommitted: Uncommitted,
 }
 
 /// Live progress of a verification, for a terminal view or a transcript.
@@ -144,6 +147,23 @@ struct Prepared {
     baseline: BaselineContext,
     /// Where the time goes.
     timeline: Timeline,
+    /// What is verified.
+    subject: cordon_types::Subject,
+    /// The digest of the patch applied (the checkout's changes or `--patch`).
+    patch_digest: Option<String>,
+}
+
+/// A refused patch; the checkout's own changes are refused as what they are, with what to do.
+fn refused(e: cordon_workspace::WorkspaceError, own_changes: bool) -> VerifyError {
+    if own_changes {
+        VerifyError::Usage(format!(
+            "the checkout's uncommitted changes cannot be verified as a patch ({e}); commit \
+             them, add what should not be verified to .gitignore, or pass --committed to verify \
+             HEAD alone"
+        ))
+    } else {
+        VerifyError::PatchRefused(e)
+    }
 }
 
 fn prepare(request: &VerifyRequest, timeline: Timeline) -> Result<Prepared, VerifyError> {
@@ -154,9 +174,44 @@ fn prepare(request: &VerifyRequest, timeline: Timeline) -> Result<Prepared, Veri
     } else {
         &request.rev
     };
-    let (commit, base) = resolve_commits(&git, rev, request.base.as_deref())?;
+    let checkout = match request.uncommitted {
+        Uncommitted::Ignored => None,
+        Uncommitted::Included | Uncommitted::Excluded => checkout::open(&repo)?,
+    };
+    if request.uncommitted == Uncommitted::Included && (rev != "HEAD" || request.patch.is_some()) {
+        return Err(VerifyError::Usage(
+            "the checkout's uncommitted changes are verified on HEAD alone, without a patch".into(),
+        ));
+    }
+    let (commit, base) = resolve_commits(&git, checkout.as_ref(), rev, request.base.as_deref())?;
     let project = relative_project(request.project.as_deref())?;
     resolving.end();
+    let snapshot = match &checkout {
+        Some(checkout) => {
+            Some(timeline.time("snapshot", || checkout::snapshot(checkout, &commit))?)
+        }
+        None => None,
+    };
+    // The patch applied: the checkout's changes (when they are verified), else `--patch`.
+    let patch: Option<Vec<u8>> = match &snapshot {
+        Some(s) if request.uncommitted == Uncommitted::Included && !s.patch.is_empty() => {
+            Some(s.patch.clone())
+        }
+        _ => request.patch.clone(),
+    };
+    let patch_digest = patch.as_deref().map(|p| {
+        Sha256::digest(p)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    });
+    let subject = checkout::subject(
+        rev,
+        &commit,
+        patch_digest.as_deref(),
+        request.uncommitted,
+        snapshot.as_ref(),
+    );
     let creating = timeline.span("workspace", None);
     let workspaces = Workspaces::from_env()
         .map_err(|e| VerifyError::infra("cannot open the workspace store", e))?;
@@ -197,23 +252,17 @@ fn prepare(request: &VerifyRequest, timeline: Timeline) -> Result<Prepared, Veri
         crate::cache::ToolchainProbe::unused()
     };
     planning.end();
-    let patched = match &request.patch {
-        Some(patch) => timeline.time("patch", || {
+    let patched = match &patch {
+        Some(bytes) => timeline.time("patch", || {
             workspaces
-                .apply(workspace.id(), patch)
-                .map_err(VerifyError::PatchRefused)
+                .apply(workspace.id(), bytes)
+                .map_err(|e| refused(e, request.uncommitted == Uncommitted::Included))
                 .map(|report| report.files)
         })?,
         None => Vec::new(),
     };
     let record = workspace.record().clone();
-    let changed = changed_files(
-        &git,
-        &commit,
-        base.as_ref(),
-        request.patch.is_some(),
-        patched,
-    )?;
+    let changed = changed_files(&git, &commit, base.as_ref(), patch.is_some(), patched)?;
     let in_project = changes_in_project(&changed, &project);
     let declared_stages = declared.stages.clone();
     let mut plan = plan::build(declared, request.only.as_deref(), &in_project)?;
@@ -224,7 +273,7 @@ fn prepare(request: &VerifyRequest, timeline: Timeline) -> Result<Prepared, Veri
         common_dir: &record.git_common_dir,
         commit: &commit,
         base: base.as_ref(),
-        patched: request.patch.is_some(),
+        patched: patch.is_some(),
         overlay: overlay.as_ref(),
         tree: &tree,
         project: &project,
@@ -240,9 +289,10 @@ fn prepare(request: &VerifyRequest, timeline: Timeline) -> Result<Prepared, Veri
     plan.cache = cache.lines();
     plan.cache_reasons = cache.reasons.clone();
     plan.cache_reasons.extend(cache.seed_lockfile(&changed));
+    plan.subject = Some(subject.clone());
     deciding.end();
     let baseline = BaselineContext {
-        pristine: request.patch.is_none() && base.as_ref() == Some(&commit),
+        pristine: patch.is_none() && base.as_ref() == Some(&commit),
         store: cache.toolchain.as_deref().map(|toolchain| {
             BaselineStore::new(workspaces.home(), &record.git_common_dir, toolchain)
         }),
@@ -254,6 +304,8 @@ fn prepare(request: &VerifyRequest, timeline: Timeline) -> Result<Prepared, Veri
     Ok(Prepared {
         baseline,
         timeline,
+        subject,
+        patch_digest,
         cache,
         workspaces,
         repo: record.repo.clone(),
@@ -285,16 +337,21 @@ fn open_repo(repo: &Path) -> Result<(PathBuf, cordon_git::Repo), VerifyError> {
     Ok((repo, git))
 }
 
-/// The commit to verify (`rev`) and the base its changes are counted from: `--base`, else
-/// the merge-base with the default branch (`None` when there is none).
+/// The commit to verify (`rev`, as `checkout` sees it when there is one) and the base its
+/// changes are counted from: `--base`, else the merge-base with the default branch (`None`
+/// when there is none).
 fn resolve_commits(
     git: &cordon_git::Repo,
+    checkout: Option<&cordon_git::Checkout>,
     rev: &str,
     base: Option<&str>,
 ) -> Result<(cordon_git::CommitId, Option<cordon_git::CommitId>), VerifyError> {
-    let commit = git
-        .resolve_commit(rev)
-        .map_err(|e| VerifyError::Usage(format!("cannot resolve --ref {rev}: {e}")))?;
+    // In a checkout, `HEAD` is the checkout's own (a linked worktree's).
+    let commit = match checkout {
+        Some(checkout) => checkout.resolve_commit(rev),
+        None => git.resolve_commit(rev),
+    }
+    .map_err(|e| VerifyError::Usage(format!("cannot resolve --ref {rev}: {e}")))?;
     let base = match base {
         Some(base) => Some(
             git.resolve_commit(base)
@@ -719,6 +776,8 @@ fn conclude(
         changed,
         cache,
         timeline,
+        subject,
+        patch_digest,
         ..
     } = prepared;
     let ws_path = workspace.path().to_owned();
@@ -733,7 +792,7 @@ fn conclude(
                 request.rev.clone()
             },
             commit,
-            patch: request.patch.as_deref(),
+            patch: patch_digest,
             ws_path,
             strategy,
             started_at: timing.started_at,
@@ -746,6 +805,7 @@ fn conclude(
         results,
     );
     report.workspace.strategy_note = strategy_note;
+    report.subject = Some(subject);
     // A trusted build whose gate passed becomes the cache of its commit: before its
     // workspace (where its layers are) goes.
     let mut promoted = None;
@@ -1001,11 +1061,12 @@ impl Progress<'_, '_, '_> {
     }
 }
 
-struct AssembleInput<'a> {
+struct AssembleInput {
     repo: PathBuf,
     rev: String,
     commit: String,
-    patch: Option<&'a [u8]>,
+    /// The digest of the patch applied.
+    patch: Option<String>,
     ws_path: PathBuf,
     strategy: String,
     started_at: SystemTime,
@@ -1017,7 +1078,7 @@ struct AssembleInput<'a> {
 
 /// The gate: fail-closed. A required stage blocks unless it passed, or targeting decided it
 /// does not apply to this change.
-fn assemble(input: AssembleInput<'_>, plan: &Plan, stages: Vec<StageResult>) -> RunReport {
+fn assemble(input: AssembleInput, plan: &Plan, stages: Vec<StageResult>) -> RunReport {
     let isolation = stages.iter().find_map(|s| s.isolation.clone());
     let targeted_out = |s: &StageResult| {
         s.status == StageStatus::Skipped
@@ -1087,10 +1148,7 @@ fn assemble(input: AssembleInput<'_>, plan: &Plan, stages: Vec<StageResult>) -> 
         r#ref: input.rev,
         commit: input.commit,
         subject: None,
-        patch: input.patch.map(|p| {
-            let digest = Sha256::digest(p);
-            digest.iter().map(|b| format!("{b:02x}")).collect()
-        }),
+        patch: input.patch,
         workspace: WorkspaceInfo {
             path: input.ws_path.display().to_string(),
             strategy: input.strategy,

@@ -78,6 +78,8 @@ pub struct Plan {
     pub cache: Vec<String>,
     /// Why those caches: one line per decision.
     pub cache_reasons: Vec<String>,
+    /// What is verified (`HEAD 79b129f + 2 modified, 1 untracked`).
+    pub subject: Option<cordon_types::Subject>,
 }
 
 cordon_types::schema_tag!(
@@ -110,6 +112,9 @@ pub struct PlanDocument {
     /// Why those caches.
     #[serde(default)]
     pub cache_reasons: Vec<String>,
+    /// What would be verified: the ref, a patch, the checkout's uncommitted changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<cordon_types::Subject>,
 }
 
 /// One stage of a [`PlanDocument`].
@@ -148,6 +153,7 @@ impl Plan {
             changed_files: changed.to_vec(),
             cache: self.cache.clone(),
             cache_reasons: self.cache_reasons.clone(),
+            subject: self.subject.clone(),
             stages: self
                 .stages
                 .iter()
@@ -380,6 +386,7 @@ pub fn build(
         redact,
         cache: Vec::new(),
         cache_reasons: Vec::new(),
+        subject: None,
     })
 }
 

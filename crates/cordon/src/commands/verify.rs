@@ -25,7 +25,9 @@ interrupted. With --json, stdout holds the report, or a cordon.error/v1 document
 verdict was reached.
 
 Examples:
-  cordon verify                                   the current repository at HEAD
+  cordon verify                                   this checkout as it is: HEAD and its
+                                                  uncommitted changes
+  cordon verify --committed                       HEAD as committed
   cordon verify --repo ../app --patch agent.diff --junit report.xml
   git diff main | cordon verify --patch - --json > report.json
   cordon verify --project examples/rust-hello      a project inside the repository
@@ -34,9 +36,16 @@ pub struct VerifyArgs {
     /// The repository to verify (any directory of its checkout).
     #[arg(long, value_name = "DIR", default_value = ".")]
     pub repo: PathBuf,
-    /// The ref whose committed content is verified (never the live checkout's edits).
-    #[arg(long = "ref", value_name = "REF", default_value = "HEAD")]
-    pub rev: String,
+    /// The ref whose committed content is verified, without the checkout's uncommitted
+    /// changes. Without --ref, --patch or --committed, the checkout is verified as it is:
+    /// HEAD plus its staged, unstaged and untracked (not ignored) changes, snapshotted without
+    /// touching its files, index or stash.
+    #[arg(long = "ref", value_name = "REF")]
+    pub rev: Option<String>,
+    /// Verify HEAD as committed, leaving the checkout's uncommitted changes out (the report
+    /// says which it left out).
+    #[arg(long, conflicts_with = "rev")]
+    pub committed: bool,
     /// The base for changed files (targeting); default: the merge-base with the default branch.
     #[arg(long, value_name = "REF")]
     pub base: Option<String>,
@@ -115,9 +124,17 @@ pub(crate) fn run(args: VerifyArgs) -> Result<Exit, CliError> {
             }
         },
     };
+    // The checkout as it is, unless a committed state (a ref, a patch on HEAD, HEAD alone)
+    // is asked for: then what it leaves out is named.
+    let uncommitted = if args.rev.is_some() || args.patch.is_some() || args.committed {
+        cordon_verify::Uncommitted::Excluded
+    } else {
+        cordon_verify::Uncommitted::Included
+    };
     let request = VerifyRequest {
         repo: args.repo.clone(),
-        rev: args.rev.clone(),
+        rev: args.rev.clone().unwrap_or_else(|| "HEAD".to_owned()),
+        uncommitted,
         base: args.base.clone(),
         patch,
         config: args.config.clone(),
@@ -253,6 +270,9 @@ fn print_explain(plan: &Plan, changed: &[String], json: bool) -> anyhow::Result<
         return Ok(());
     }
     let mut out = std::io::stdout().lock();
+    if let Some(subject) = &plan.subject {
+        writeln!(out, "Verifies: {}", shown(&subject.summary))?;
+    }
     writeln!(
         out,
         "Plan ({}):",
@@ -363,8 +383,19 @@ fn mark(status: StageStatus) -> &'static str {
 impl VerifyObserver for TerminalView {
     fn planned(&mut self, plan: &Plan) {
         self.bars = vec![None; plan.stages.len()];
-        if self.multi.is_none() {
-            eprintln!("cordon verify: {} stage(s)", plan.stages.len());
+        // The first line says what is verified.
+        let line = format!(
+            "cordon verify: {} — {} stage(s)",
+            plan.subject
+                .as_ref()
+                .map_or_else(|| "?".to_owned(), |s| shown(&s.summary)),
+            plan.stages.len()
+        );
+        match &self.multi {
+            Some(multi) => {
+                let _ = multi.println(line);
+            }
+            None => eprintln!("{line}"),
         }
     }
 
