@@ -12,6 +12,10 @@
 //!
 //! Keyed by the repository, the commit, the toolchains' versions and the stages; the
 //! dependency manifests' digests are kept to decide whether an install can be skipped.
+//! Re-verifying a commit whose trusted build was kept uses that cache instead of building
+//! again. `node_modules/` depends on the Node manifests alone (`package.json` and the
+//! lockfile, `package.json` alone without one): any verification, of any commit, uses the
+//! newest trusted cache installed from the manifests it has, and skips the install.
 //!
 //! Declared stages add their `outputs` (a Python `.venv`, say) to the build directories; a
 //! candidate skips such a setup stage when no changed file matches its `inputs`
@@ -77,6 +81,9 @@ pub struct CachePlan {
     workspace_upper: Option<PathBuf>,
     /// The toolchains' versions, when they were asked (caching on, an overlay workspace).
     pub(crate) toolchain: Option<String>,
+    /// The trusted cache whose `node_modules/` layers the stages see, with the Node manifests
+    /// it was installed from.
+    node_source: Option<(CacheEntry, BTreeMap<String, String>)>,
 }
 
 /// One place under a cache.
@@ -220,6 +227,25 @@ fn manifest_digests(tree: &Dir, project: &Path) -> BTreeMap<String, String> {
         }
     }
     out
+}
+
+/// The Node manifests among `digests` (`package.json` and the lockfiles): what an install's
+/// `node_modules/` is made from. Empty when the project has none.
+fn node_manifests(digests: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    const NODE: &[&str] = &[
+        "package.json",
+        "package-lock.json",
+        "npm-shrinkwrap.json",
+        "yarn.lock",
+        "pnpm-lock.yaml",
+        "bun.lock",
+        "bun.lockb",
+    ];
+    digests
+        .iter()
+        .filter(|(k, _)| NODE.contains(&k.rsplit('/').next().unwrap_or(k)))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -438,12 +464,49 @@ impl CachePlan {
             });
         let trusted_build =
             input.mode == CacheMode::Warm && !input.patched && input.base == Some(input.commit);
-        if trusted_build {
+        // Re-verifying a commit whose trusted build was kept: its cache serves, as a
+        // candidate's would (private layers, nothing promoted), instead of a cold rebuild.
+        let kept = trusted_build && basis.caches.open(&basis.own_key).ok().flatten().is_some();
+        if trusted_build && !kept {
             plan.trusted_build(input, &host, basis);
         } else {
+            if kept {
+                plan.reasons.push(format!(
+                    "the trusted build of {} was kept: re-verifying it uses that cache (writes go to private layers, deleted afterwards)",
+                    short(input.commit)
+                ));
+            }
             plan.candidate(input, &host, basis);
         }
         plan
+    }
+
+    /// The newest trusted cache of this repository, toolchains and stages whose
+    /// `node_modules/` (at `dir`) was installed from the Node manifests the tree has now: an
+    /// install's output depends on those alone, so any commit's serves. Held while used.
+    fn node_modules(
+        input: &CacheInput<'_>,
+        basis: &Basis,
+        dir: &Path,
+    ) -> Option<(CacheInUse, BTreeMap<String, String>)> {
+        let now = node_manifests(&manifest_digests(input.tree, input.project));
+        if now.is_empty() {
+            return None;
+        }
+        let place = CachePlace::Tree(dir.to_owned());
+        basis
+            .caches
+            .list()
+            .into_iter()
+            .filter(|e| {
+                e.repo == input.common_dir
+                    && e.toolchain == basis.toolchain
+                    && e.plan == basis.plan_fp
+                    && node_manifests(&e.lockfiles) == now
+                    && e.layers_of(&place).is_some_and(|l| !l.is_empty())
+            })
+            .find_map(|e| basis.caches.open(&e.key).ok().flatten())
+            .map(|held| (held, now))
     }
 
     /// Host cache `i` (`dir`) under a private layer, over the `trusted` layers (`ids`).
@@ -515,7 +578,33 @@ impl CachePlan {
                 .map(<[String]>::to_vec)
                 .unwrap_or_default()
         };
+        let node_dir = input.project.join("node_modules");
         for (i, dir) in basis.dirs.iter().enumerate() {
+            // `node_modules/` installed from the same manifests, by whichever trusted build:
+            // the install is then skipped and the layers carry over into this cache.
+            if *dir == node_dir
+                && let Some((held, manifests)) = CachePlan::node_modules(input, &basis, dir)
+            {
+                let ids = held
+                    .entry
+                    .layers_of(&CachePlace::Tree(dir.clone()))
+                    .unwrap_or_default()
+                    .to_vec();
+                self.places.push(PlannedPlace {
+                    place: CachePlace::Tree(dir.clone()),
+                    lowers: ids.iter().map(|id| caches.layer(id)).collect(),
+                    layer: input.scratch.join(format!("tree-{i}")),
+                    note: format!(
+                        "{} layer(s) of the trusted cache of {} (same Node manifests), a private layer to promote",
+                        ids.len(),
+                        short(&held.entry.commit)
+                    ),
+                    trusted: ids,
+                });
+                self.node_source = Some((held.entry.clone(), manifests));
+                self.held.push(held);
+                continue;
+            }
             let ids = parent_layers(CachePlace::Tree(dir.clone()));
             let mut lowers: Vec<PathBuf> = ids.iter().map(|id| caches.layer(id)).collect();
             if lowers.is_empty() {
@@ -587,6 +676,7 @@ impl CachePlan {
                 }
             ));
             self.plain_host(input, host);
+            self.node_modules_by_manifest(input, &basis, &input.project.join("node_modules"));
             return;
         };
         let entry = found.entry.clone();
@@ -608,15 +698,19 @@ impl CachePlan {
             ));
         } else {
             self.reasons.push(format!(
-                "the ref is not its base ({}): only the host caches' trusted layers are used (files that differ from the base would look older than its build cache)",
+                "the ref is not its base ({}): its build directories are not used, only its host caches' trusted layers (files that differ from the base would look older than its build directories)",
                 short(&cache_commit)
             ));
         }
+        let node_dir = input.project.join("node_modules");
         if tree_ok {
             for (i, dir) in basis.dirs.iter().enumerate() {
                 let Some(ids) = entry.layers_of(&CachePlace::Tree(dir.clone())) else {
                     continue;
                 };
+                if *dir == node_dir {
+                    self.node_source = Some((entry.clone(), node_manifests(&entry.lockfiles)));
+                }
                 self.places.push(PlannedPlace {
                     place: CachePlace::Tree(dir.clone()),
                     lowers: ids.iter().map(|id| caches.layer(id)).collect(),
@@ -640,29 +734,71 @@ impl CachePlan {
         }
         self.template = Some(entry);
         self.held.push(found);
+        if !tree_ok {
+            self.node_modules_by_manifest(input, &basis, &node_dir);
+        }
     }
 
-    /// The install stage a candidate may skip: its `node_modules/` comes from the trusted
-    /// cache and its manifests (`package.json`, the lockfile) are the cache's. Returns the
-    /// reason, or `None` when it must run.
+    /// Mounts the `node_modules/` (at `dir`) of a trusted cache installed from the tree's own
+    /// Node manifests (see [`CachePlan::node_modules`]), when the plan has that place and
+    /// does not mount one yet.
+    fn node_modules_by_manifest(&mut self, input: &CacheInput<'_>, basis: &Basis, dir: &Path) {
+        let Some(i) = basis.dirs.iter().position(|d| d == dir) else {
+            return;
+        };
+        if self
+            .places
+            .iter()
+            .any(|p| p.place == CachePlace::Tree(dir.to_owned()))
+        {
+            return;
+        }
+        let Some((held, manifests)) = CachePlan::node_modules(input, basis, dir) else {
+            return;
+        };
+        let place = CachePlace::Tree(dir.to_owned());
+        let ids = held.entry.layers_of(&place).unwrap_or_default().to_vec();
+        self.reasons.push(format!(
+            "{}/ comes from the trusted cache of {} (run {}), installed from the same package.json and lockfile",
+            dir.display(),
+            short(&held.entry.commit),
+            held.entry.run_id.as_deref().unwrap_or("?"),
+        ));
+        self.places.push(PlannedPlace {
+            place,
+            lowers: ids.iter().map(|id| basis.caches.layer(id)).collect(),
+            layer: input.scratch.join(format!("tree-{i}")),
+            note: format!(
+                "trusted cache {} ({} layer(s), same Node manifests) under a private layer",
+                &held.entry.key[..12],
+                ids.len()
+            ),
+            trusted: ids,
+        });
+        self.node_source = Some((held.entry.clone(), manifests));
+        self.held.push(held);
+    }
+
+    /// The install stage a verification may skip: its `node_modules/` comes from a trusted
+    /// cache made from the same `package.json` and lockfile (the tree's own commit's, its
+    /// base's, or any of the repository's caches with the same manifests: see
+    /// [`CachePlan::node_modules`]). Returns the reason, or `None` when it must run.
     pub(crate) fn skips_install(&self, tree: &Dir, project: &Path) -> Option<String> {
-        let entry = self.template.as_ref().filter(|_| !self.trusted_build)?;
+        let (entry, manifests) = self.node_source.as_ref()?;
         let modules = project.join("node_modules");
         self.places
             .iter()
             .find(|p| p.place == CachePlace::Tree(modules.clone()) && !p.trusted.is_empty())?;
-        let now = manifest_digests(tree, project);
-        let node = |m: &BTreeMap<String, String>| -> BTreeMap<String, String> {
-            m.iter()
-                .filter(|(k, _)| !k.ends_with("Cargo.lock") && !k.ends_with(".txt"))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect()
-        };
-        let same = node(&now) == node(&entry.lockfiles) && !node(&now).is_empty();
-        same.then(|| {
+        let now = node_manifests(&manifest_digests(tree, project));
+        (!now.is_empty() && now == *manifests).then(|| {
             format!(
-                "node_modules/ comes from the trusted cache of {}: package.json and the lockfile are unchanged",
-                short(&entry.commit)
+                "node_modules/ comes from the trusted cache of {}: package.json and the lockfile are the same{}",
+                short(&entry.commit),
+                if now.len() == 1 {
+                    " (no lockfile: keyed by package.json)"
+                } else {
+                    ""
+                }
             )
         })
     }
