@@ -12,6 +12,7 @@ pub(crate) mod serve;
 pub(crate) mod session;
 mod session_watch;
 pub(crate) mod verify;
+mod verify_view;
 pub(crate) mod workspace;
 
 use crate::args::{Cli, Command};

@@ -1,16 +1,16 @@
 //! `cordon verify`: staged verification of a candidate change, with a fail-closed gate.
 
-use std::io::{IsTerminal, Read, Write};
+use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
 use cordon_types::units::parse_size;
-use cordon_types::{Overall, RunReport, StageResult, StageStatus};
-use cordon_verify::{Plan, StageConfig, VerifyError, VerifyHooks, VerifyObserver, VerifyRequest};
-use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+use cordon_types::{Overall, RunReport};
+use cordon_verify::{Plan, VerifyError, VerifyHooks, VerifyRequest};
 
+use super::verify_view::{VerifyView, ViewSettings};
 use crate::documents::ErrorKind;
 use crate::exit::{CliError, Exit};
 use crate::signals;
@@ -101,6 +101,13 @@ pub struct VerifyArgs {
     /// Bytes of each stage's output kept in the report (head and tail together).
     #[arg(long, value_name = "SIZE", default_value = "256KiB", value_parser = crate::args::parse_size_usize)]
     pub output_limit: usize,
+    /// Stream each stage's output live on stderr, each line prefixed with the stage's name.
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
+    /// Without a terminal, how often a running stage says it is still running (its elapsed
+    /// time and last output line).
+    #[arg(long, value_name = "DUR", default_value = "30s", value_parser = cordon_types::units::parse_duration)]
+    pub heartbeat: Duration,
 }
 
 /// Runs `cordon verify` (with `--json`, a failure is a `cordon.error/v1` document, printed at
@@ -177,7 +184,10 @@ pub(crate) fn run(args: VerifyArgs) -> Result<Exit, CliError> {
     };
     let mut request = request;
     request.run_id = recorder.as_ref().map(|r| r.id().to_owned());
-    let mut view = TerminalView::new();
+    let mut view = VerifyView::new(ViewSettings {
+        verbose: args.verbose,
+        heartbeat: args.heartbeat,
+    });
     let hooks = VerifyHooks {
         observer: &mut view,
         cancel: Some(&cancel),
@@ -186,6 +196,7 @@ pub(crate) fn run(args: VerifyArgs) -> Result<Exit, CliError> {
     let verified = match cordon_verify::verify(&request, hooks) {
         Ok(v) => v,
         Err(e) => {
+            view.finish();
             let error = verify_error(e);
             if let Some(recorder) = recorder {
                 let _ = recorder.finish(cordon_store::RunState::Error, &error.document());
@@ -346,122 +357,6 @@ fn print_explain(plan: &Plan, changed: &[String], json: bool) -> anyhow::Result<
         }
     }
     Ok(())
-}
-
-/// A live line per stage on stderr: spinners on a terminal, plain lines otherwise.
-struct TerminalView {
-    multi: Option<MultiProgress>,
-    bars: Vec<Option<ProgressBar>>,
-}
-
-impl TerminalView {
-    fn new() -> Self {
-        let tty = std::io::stderr().is_terminal() && std::env::var_os("CI").is_none();
-        TerminalView {
-            multi: tty.then(MultiProgress::new),
-            bars: Vec::new(),
-        }
-    }
-
-    fn finish(&mut self) {
-        if let Some(multi) = &self.multi {
-            let _ = multi.clear();
-        }
-    }
-}
-
-fn mark(status: StageStatus) -> &'static str {
-    match status {
-        StageStatus::Pass => "✓ pass",
-        StageStatus::Fail => "✗ fail",
-        StageStatus::Timeout => "✗ timeout",
-        StageStatus::Error => "! error",
-        StageStatus::Skipped => "- skipped",
-    }
-}
-
-impl VerifyObserver for TerminalView {
-    fn planned(&mut self, plan: &Plan) {
-        self.bars = vec![None; plan.stages.len()];
-        // The first line says what is verified.
-        let line = format!(
-            "cordon verify: {} — {} stage(s)",
-            plan.subject
-                .as_ref()
-                .map_or_else(|| "?".to_owned(), |s| shown(&s.summary)),
-            plan.stages.len()
-        );
-        match &self.multi {
-            Some(multi) => {
-                let _ = multi.println(line);
-            }
-            None => eprintln!("{line}"),
-        }
-    }
-
-    fn stage_started(&mut self, index: usize, stage: &StageConfig) {
-        match &self.multi {
-            Some(multi) => {
-                let bar = multi.add(ProgressBar::new_spinner());
-                bar.set_style(
-                    ProgressStyle::with_template("{spinner} {msg} {elapsed}")
-                        .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-                );
-                bar.set_message(format!(
-                    "{} ({})",
-                    shown(&stage.name),
-                    stage.category.as_str()
-                ));
-                bar.enable_steady_tick(Duration::from_millis(100));
-                if let Some(slot) = self.bars.get_mut(index) {
-                    *slot = Some(bar);
-                }
-            }
-            None => eprintln!("▶ {} ({}) ...", shown(&stage.name), stage.category.as_str()),
-        }
-    }
-
-    fn stage_finished(&mut self, index: usize, result: &StageResult) {
-        let line = format!(
-            "{} {} ({:.1}s){}",
-            mark(result.status),
-            shown(&result.name),
-            result.duration_ms as f64 / 1000.0,
-            result
-                .failure
-                .as_ref()
-                .map(|f| format!(": {}", shown(&f.reason)))
-                .or_else(|| result
-                    .skip_reason
-                    .as_ref()
-                    .map(|r| format!(": {}", shown(r))))
-                .unwrap_or_default()
-        );
-        match self.bars.get_mut(index).and_then(Option::take) {
-            Some(bar) => bar.finish_with_message(line),
-            None => match &self.multi {
-                Some(multi) => {
-                    let _ = multi.println(line);
-                }
-                None => eprintln!("{line}"),
-            },
-        }
-        // One line per connection the stage's network proxy refused (the report lists them).
-        let denied = result.network.iter().flat_map(|n| &n.denied);
-        for d in denied {
-            let notice = format!(
-                "  network: denied {} — {}",
-                shown(&cordon_proxy::describe(d)),
-                shown(&d.reason)
-            );
-            match &self.multi {
-                Some(multi) => {
-                    let _ = multi.println(notice);
-                }
-                None => eprintln!("{notice}"),
-            }
-        }
-    }
 }
 
 fn print_summary(report: &RunReport) {
