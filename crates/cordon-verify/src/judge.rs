@@ -4,8 +4,8 @@
 //! or, when no finding explains it, by the last lines of its output that say what went wrong.
 
 use cordon_types::{
-    Baseline, CapturedOutput, Finding, MAX_FINDINGS, Severity, StageBaseline, StageFailureCategory,
-    StageResult, StageStatus,
+    Baseline, CapturedOutput, Finding, FindingKind, MAX_FINDINGS, Severity, StageBaseline,
+    StageFailureCategory, StageResult, StageStatus,
 };
 
 use crate::baseline::BaseFindings;
@@ -147,6 +147,11 @@ fn explain_failure(result: &mut StageResult, omitted: u64, paths: &PathContext) 
             n => format!(" (and {} more)", n - 1),
         };
         failure.reason = format!("{}{more}", first.headline());
+        // A test stage that builds what it tests (`cargo test`) fails to compile: a compile
+        // failure, as a build stage's would be.
+        if failure.category == StageFailureCategory::Test && first.kind == FindingKind::Compile {
+            failure.category = StageFailureCategory::Compile;
+        }
         return;
     }
     let lines = last_error_lines(&result.stderr, &result.stdout);

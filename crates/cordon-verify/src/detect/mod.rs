@@ -195,11 +195,10 @@ fn chooses_debug_info(root: &Dir, owner: &Path) -> bool {
 }
 
 fn cargo(root: &Dir, found: &mut Detected) {
-    // No incremental compilation: a verification builds once, and rustc starts each
-    // incremental session by hard-linking the previous one's files, which in a copy-on-write
-    // build cache copies them whole out of the trusted layer (measured on semver: a warm
-    // verification took 5-7 s with it, 2.4-2.6 s without; BENCHMARKS.md).
-    let mut off = vec![("CARGO_NET_OFFLINE", "true"), ("CARGO_INCREMENTAL", "0")];
+    // Incremental compilation as Cargo does it by default (the project's profile decides):
+    // a candidate's build starts from the trusted build's incremental state. (Measured with
+    // the stages below: less CPU than without, on semver as on a small crate; BENCHMARKS.md.)
+    let mut off = vec![("CARGO_NET_OFFLINE", "true")];
     // Line tables, not full debug info: panics' backtraces keep their files and lines, and
     // no debugger reads a verification's binaries (semver's warm build: about 15 % faster;
     // BENCHMARKS.md). A project that sets `debug` itself keeps its choice.
@@ -228,16 +227,16 @@ fn cargo(root: &Dir, found: &mut Detected) {
         "Cargo.toml: clippy builds in {clippy_dir}, so that its compiler probe and the build's do not replace each other in one target directory"
     ));
     found.reasons.push(
-        "Cargo.toml: cargo fetch (network), then offline fmt (optional), build (gating), then test (gating) and clippy (optional: it compiles the dependencies again in check mode) in parallel once build passed"
+        "Cargo.toml: cargo fetch (network), then offline and side by side fmt (optional), test (gating: it builds what `cargo test` builds, and a compile error fails it as a compile failure) and clippy (optional)"
             .into(),
     );
     found.reasons.push(
-        "Cargo.toml: build and clippy take the targets `cargo test` builds (libraries, binaries, tests, examples; benches only those the project marks `test = true`), so nightly-only benches the project never runs on stable do not block"
+        "Cargo.toml: test and clippy take the targets `cargo test` builds (libraries, binaries, tests, examples; benches only those the project marks `test = true`), so nightly-only benches the project never runs on stable do not block"
             .into(),
     );
     found.stages.extend([
         setup("cargo-fetch", &["cargo", "fetch"]),
-        offline(
+        parallel(offline(
             stage(
                 "cargo-fmt",
                 StageCategory::Lint,
@@ -245,16 +244,7 @@ fn cargo(root: &Dir, found: &mut Detected) {
                 false,
             ),
             &off,
-        ),
-        offline(
-            stage(
-                "cargo-build",
-                StageCategory::Compile,
-                &["cargo", "test", "--offline", "--no-run", CARGO_JSON],
-                true,
-            ),
-            &off,
-        ),
+        )),
         parallel(offline(
             stage(
                 "cargo-test",
@@ -467,17 +457,21 @@ mod tests {
             vec![
                 ("cargo-fetch", true),
                 ("cargo-fmt", false),
-                ("cargo-build", true),
                 ("cargo-test", true),
                 ("cargo-clippy", false)
             ]
         );
         assert_eq!(d.stages[0].network, Some(NetworkSetting::Registry));
-        assert_eq!(d.stages[3].network, None);
-        // Test and clippy run in parallel after the build; builds keep line tables only;
-        // clippy builds in a directory of its own under target/.
+        assert_eq!(d.stages[2].network, None);
+        // Fmt, test and clippy run side by side after the fetch; builds keep line tables only;
+        // clippy builds in a directory of its own under target/; no bench is built.
         let parallel: Vec<bool> = d.stages.iter().map(|s| s.parallel).collect();
-        assert_eq!(parallel, [false, false, false, true, true]);
+        assert_eq!(parallel, [false, true, true, true]);
+        assert!(d.stages.iter().all(|s| {
+            !s.run
+                .iter()
+                .any(|a| a == "--all-targets" || a == "--benches")
+        }));
         for s in &d.stages[1..] {
             assert_eq!(
                 s.env.get("CARGO_PROFILE_DEV_DEBUG").map(String::as_str),
@@ -487,7 +481,7 @@ mod tests {
             );
         }
         assert_eq!(
-            d.stages[4].env.get("CARGO_TARGET_DIR").map(String::as_str),
+            d.stages[3].env.get("CARGO_TARGET_DIR").map(String::as_str),
             Some("target/cordon-clippy")
         );
         assert_eq!(d.stages[2].env.get("CARGO_TARGET_DIR"), None);

@@ -306,7 +306,7 @@ fn rust_type_error_is_a_compile_finding_at_its_column() {
     ]);
     let outcome = repo.verify(&[]);
     let finding = outcome.names(&Want {
-        stage: "cargo-build",
+        stage: "cargo-test",
         kind: FindingKind::Compile,
         test: None,
         place: "src/lib.rs:2:22",
