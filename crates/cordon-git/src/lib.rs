@@ -42,6 +42,7 @@ mod changes;
 mod checkout;
 mod command;
 mod error;
+mod files;
 mod layers;
 mod neutralize;
 mod patch;
@@ -52,11 +53,12 @@ mod worktree;
 
 pub use bundle::{BundleHeader, CheckoutSize, check_branch_name};
 pub use changes::{ChangeStatus, ChangedFile, RepoPath};
-pub use checkout::Checkout;
+pub use checkout::{Checkout, StatusEntry, StatusKind};
 pub use command::{
     GitCommand, GitContext, GitOutput, HARDENING_CONFIG, HARDENING_ENV, Launcher, RunBounds,
 };
 pub use error::{GitError, GitErrorKind};
+pub use files::NewFile;
 pub use layers::{Entry, EntryKind, Layers};
 pub use patch::{MAX_PATCH_BYTES, RefusalReason};
 pub use repo::{CommitId, Repo, WorktreeEntry};

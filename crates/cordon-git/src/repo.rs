@@ -253,6 +253,35 @@ impl Repo {
         })
     }
 
+    /// The commit of the first of `refs` (full names, in order of preference) that exists,
+    /// from one `git for-each-ref` (a symbolic ref such as `refs/remotes/origin/HEAD` names its
+    /// target's commit); `None` when none does.
+    pub fn first_ref(&self, refs: &[&str]) -> Result<Option<CommitId>, GitError> {
+        let cmd = GitCommand::new(
+            &self.context(),
+            [
+                "for-each-ref",
+                "--format=%(refname) %(objectname) %(objecttype)",
+            ],
+        )
+        .args(refs)
+        .read_only();
+        let out = cmd.run()?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let found: Vec<(&str, &str)> = text
+            .lines()
+            .filter_map(|l| {
+                let mut parts = l.split(' ');
+                let (name, id, kind) = (parts.next()?, parts.next()?, parts.next()?);
+                (kind == "commit").then_some((name, id))
+            })
+            .collect();
+        Ok(refs
+            .iter()
+            .find_map(|wanted| found.iter().find(|(name, _)| name == wanted))
+            .and_then(|(_, id)| CommitId::parse(id)))
+    }
+
     /// The best common ancestor of two commits, `None` when they share no history.
     pub fn merge_base(&self, a: &CommitId, b: &CommitId) -> Result<Option<CommitId>, GitError> {
         let cmd =

@@ -9,12 +9,11 @@ use cordon_types::{
     StageResult, StageStatus, WorkspaceInfo,
 };
 use cordon_workspace::Workspaces;
-use sha2::{Digest, Sha256};
 
 use crate::base_run::BaselineContext;
 use crate::baseline::BaselineStore;
 use crate::cache::{CacheInput, CachePlan};
-use crate::checkout::{self, Uncommitted};
+use crate::checkout::{self, Changes, Uncommitted};
 use crate::config::StageConfig;
 use crate::error::VerifyError;
 use crate::plan::{self, Plan, PlannedSkip};
@@ -168,15 +167,12 @@ fn refused(e: cordon_workspace::WorkspaceError, own_changes: bool) -> VerifyErro
 
 fn prepare(request: &VerifyRequest, timeline: Timeline) -> Result<Prepared, VerifyError> {
     let resolving = timeline.span("resolve", None);
-    let (repo, git) = open_repo(&request.repo)?;
+    let (repo, git, checkout) =
+        open_repo(&request.repo, request.uncommitted != Uncommitted::Ignored)?;
     let rev = if request.rev.is_empty() {
         "HEAD"
     } else {
         &request.rev
-    };
-    let checkout = match request.uncommitted {
-        Uncommitted::Ignored => None,
-        Uncommitted::Included | Uncommitted::Excluded => checkout::open(&repo)?,
     };
     if request.uncommitted == Uncommitted::Included && (rev != "HEAD" || request.patch.is_some()) {
         return Err(VerifyError::Usage(
@@ -186,25 +182,20 @@ fn prepare(request: &VerifyRequest, timeline: Timeline) -> Result<Prepared, Veri
     let (commit, base) = resolve_commits(&git, checkout.as_ref(), rev, request.base.as_deref())?;
     let project = relative_project(request.project.as_deref())?;
     resolving.end();
-    let snapshot = match &checkout {
-        Some(checkout) => {
-            Some(timeline.time("snapshot", || checkout::snapshot(checkout, &commit))?)
-        }
+    let included = request.uncommitted == Uncommitted::Included;
+    let mut snapshot = match &checkout {
+        Some(checkout) => Some(timeline.time("snapshot", || {
+            checkout::snapshot(checkout, &commit, included)
+        })?),
         None => None,
     };
-    // The patch applied: the checkout's changes (when they are verified), else `--patch`.
-    let patch: Option<Vec<u8>> = match &snapshot {
-        Some(s) if request.uncommitted == Uncommitted::Included && !s.patch.is_empty() => {
-            Some(s.patch.clone())
-        }
-        _ => request.patch.clone(),
+    // What the workspace gets on top of the commit: the checkout's changes (when they are
+    // verified), else `--patch`.
+    let changes = match snapshot.as_mut() {
+        Some(s) if included => std::mem::take(&mut s.changes),
+        _ => request.patch.clone().map_or(Changes::None, Changes::Patch),
     };
-    let patch_digest = patch.as_deref().map(|p| {
-        Sha256::digest(p)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect::<String>()
-    });
+    let patch_digest = changes.digest();
     let subject = checkout::subject(
         rev,
         &commit,
@@ -252,17 +243,23 @@ fn prepare(request: &VerifyRequest, timeline: Timeline) -> Result<Prepared, Veri
         crate::cache::ToolchainProbe::unused()
     };
     planning.end();
-    let patched = match &patch {
-        Some(bytes) => timeline.time("patch", || {
+    let patched = match &changes {
+        Changes::Patch(bytes) => timeline.time("patch", || {
             workspaces
                 .apply(workspace.id(), bytes)
-                .map_err(|e| refused(e, request.uncommitted == Uncommitted::Included))
+                .map_err(|e| refused(e, included))
                 .map(|report| report.files)
         })?,
-        None => Vec::new(),
+        Changes::Files(files) => timeline.time("patch", || {
+            workspaces
+                .write_files(workspace.id(), files)
+                .map_err(|e| refused(e, included))
+                .map(|report| report.files)
+        })?,
+        Changes::None => Vec::new(),
     };
     let record = workspace.record().clone();
-    let changed = changed_files(&git, &commit, base.as_ref(), patch.is_some(), patched)?;
+    let changed = changed_files(&git, &commit, base.as_ref(), changes.is_some(), patched)?;
     let in_project = changes_in_project(&changed, &project);
     let declared_stages = declared.stages.clone();
     let mut plan = plan::build(declared, request.only.as_deref(), &in_project)?;
@@ -273,7 +270,7 @@ fn prepare(request: &VerifyRequest, timeline: Timeline) -> Result<Prepared, Veri
         common_dir: &record.git_common_dir,
         commit: &commit,
         base: base.as_ref(),
-        patched: patch.is_some(),
+        patched: changes.is_some(),
         overlay: overlay.as_ref(),
         tree: &tree,
         project: &project,
@@ -292,7 +289,7 @@ fn prepare(request: &VerifyRequest, timeline: Timeline) -> Result<Prepared, Veri
     plan.subject = Some(subject.clone());
     deciding.end();
     let baseline = BaselineContext {
-        pristine: patch.is_none() && base.as_ref() == Some(&commit),
+        pristine: !changes.is_some() && base.as_ref() == Some(&commit),
         store: cache.toolchain.as_deref().map(|toolchain| {
             BaselineStore::new(workspaces.home(), &record.git_common_dir, toolchain)
         }),
@@ -322,7 +319,10 @@ fn prepare(request: &VerifyRequest, timeline: Timeline) -> Result<Prepared, Veri
 
 /// The repository to verify (`--repo`): an existing directory of a git checkout, made
 /// absolute.
-fn open_repo(repo: &Path) -> Result<(PathBuf, cordon_git::Repo), VerifyError> {
+fn open_repo(
+    repo: &Path,
+    checkout: bool,
+) -> Result<(PathBuf, cordon_git::Repo, Option<cordon_git::Checkout>), VerifyError> {
     let repo = std::path::absolute(repo)
         .map_err(|e| VerifyError::Usage(format!("--repo {}: {e}", repo.display())))?;
     if !repo.is_dir() {
@@ -331,10 +331,19 @@ fn open_repo(repo: &Path) -> Result<(PathBuf, cordon_git::Repo), VerifyError> {
             repo.display()
         )));
     }
-    let git = cordon_git::Repo::open(&repo).map_err(|e| {
-        VerifyError::Usage(format!("{} is not a git repository: {e}", repo.display()))
-    })?;
-    Ok((repo, git))
+    // The checkout, when its changes matter, tells the repository too (one git process).
+    let checkout = if checkout {
+        cordon_git::Checkout::open(&repo).ok().flatten()
+    } else {
+        None
+    };
+    let git = match &checkout {
+        Some(checkout) => checkout.repo(),
+        None => cordon_git::Repo::open(&repo).map_err(|e| {
+            VerifyError::Usage(format!("{} is not a git repository: {e}", repo.display()))
+        })?,
+    };
+    Ok((repo, git, checkout))
 }
 
 /// The commit to verify (`rev`, as `checkout` sees it when there is one) and the base its
@@ -614,19 +623,24 @@ fn trusted_plan(
     })
 }
 
-/// The merge-base of `commit` with the default branch (`origin/HEAD`, `main`, `master`).
+/// The merge-base of `commit` with the default branch (`origin/HEAD`, `main`, `master`, the
+/// first that exists), found with one git process when the commit is the branch's tip.
 fn default_base(
     git: &cordon_git::Repo,
     commit: &cordon_git::CommitId,
 ) -> Option<cordon_git::CommitId> {
-    [
-        "refs/remotes/origin/HEAD",
-        "refs/heads/main",
-        "refs/heads/master",
-    ]
-    .iter()
-    .find_map(|r| git.resolve_commit(r).ok())
-    .and_then(|branch| git.merge_base(&branch, commit).ok().flatten())
+    let branch = git
+        .first_ref(&[
+            "refs/remotes/origin/HEAD",
+            "refs/heads/main",
+            "refs/heads/master",
+        ])
+        .ok()
+        .flatten()?;
+    if branch == *commit {
+        return Some(branch);
+    }
+    git.merge_base(&branch, commit).ok().flatten()
 }
 
 /// Runs a verification to its verdict.
@@ -658,7 +672,7 @@ pub fn verify(
         results,
         Timing {
             started_at,
-            duration: t0.elapsed(),
+            started: t0,
         },
         cancel,
         &mut warnings,
@@ -750,10 +764,10 @@ fn run_stages(
         .collect()
 }
 
-/// When a verification started and how long it took.
+/// When a verification started (its report's duration runs until its workspace is gone).
 struct Timing {
     started_at: SystemTime,
-    duration: Duration,
+    started: Instant,
 }
 
 /// Turns the stages' results into the report, keeps a passing trusted build as the build
@@ -796,7 +810,7 @@ fn conclude(
             ws_path,
             strategy,
             started_at: timing.started_at,
-            duration: timing.duration,
+            duration: timing.started.elapsed(),
             changed,
             cancelled: cancel.is_some_and(|c| c.is_cancelled()),
             run_id: request.run_id.clone(),
@@ -833,6 +847,7 @@ fn conclude(
     }
     cleanup.end();
     report.timeline = timeline.phases();
+    report.duration_ms = timing.started.elapsed().as_millis() as u64;
     (report, plan)
 }
 

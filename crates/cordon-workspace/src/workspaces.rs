@@ -297,6 +297,31 @@ impl Workspaces {
         })
     }
 
+    /// Writes whole files into a workspace (see [`cordon_git::Worktree::write_files`]: paths
+    /// checked as a patch's, nothing written unless all pass): cheaper than a patch for files
+    /// read from a checkout, since no git runs.
+    pub fn write_files(
+        &self,
+        id: &WorkspaceId,
+        files: &[cordon_git::NewFile],
+    ) -> Result<ApplyReport, WorkspaceError> {
+        let (record, _lock) = self.lock_ready(id)?;
+        self.check_location(&record)?;
+        let _mounted = self.mount_guard(&record, true)?;
+        let worktree = strategy::worktree(self, &record, true)
+            .map_err(|e| e.with_id(id))?
+            .ok_or_else(|| not_ready(&record))?;
+        let files = worktree
+            .write_files(files)
+            .map_err(|e| WorkspaceError::from(e).with_id(id))?;
+        record::touch(&self.layout.record(id));
+        Ok(ApplyReport {
+            schema: ApplyReportTag,
+            id: id.clone(),
+            files,
+        })
+    }
+
     /// What changed in a workspace since its commit; with the patch unless `name_only`.
     pub fn diff(&self, id: &WorkspaceId, name_only: bool) -> Result<WorkspaceDiff, WorkspaceError> {
         let (record, _lock) = self.lock_ready(id)?;

@@ -9,7 +9,7 @@
 //!    unless every hunk applies), with every configured filter blanked.
 
 mod parse;
-mod safety;
+pub(crate) mod safety;
 
 use std::collections::HashSet;
 
