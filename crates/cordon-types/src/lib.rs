@@ -42,10 +42,9 @@ pub use network::{
 };
 pub use run_report::{
     BaselineSource, CacheInfo, ChangeCounts, Isolation, Overall, Phase, PlanInfo, PlanOrigin,
-    PlanSource,
-    Promotion, RUN_REPORT_REVISION, ReportFailure, RunReport, RunReportTag, StageBaseline,
-    StageCategory, StageFailure, StageFailureCategory, StageResult, StageStatus, Subject,
-    SubjectKind, TestCounts, WorkspaceInfo,
+    PlanSource, Promotion, RUN_REPORT_REVISION, ReportFailure, RunReport, RunReportTag,
+    StageBaseline, StageCategory, StageFailure, StageFailureCategory, StageResult, StageStatus,
+    Subject, SubjectKind, TestCounts, WorkspaceInfo,
 };
 pub use run_result::{
     CapturedOutput, Failure, FailureCategory, LeakReport, LimitKind, RUN_RESULT_SCHEMA,
