@@ -33,5 +33,6 @@ mod state_home;
 mod store_postgres;
 mod terminal;
 mod verify;
+mod verify_real_projects;
 mod warm_cache;
 mod workspace_cli;
