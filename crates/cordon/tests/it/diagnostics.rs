@@ -556,7 +556,7 @@ run = ["sh", "-c", "echo 'only stdout says why'; exit 3"]
     assert!(
         outcome
             .junit
-            .contains("<skipped message=\"optional: exited with code 1\""),
+            .contains("<skipped message=\"optional: exited with code 1: style: bad\""),
         "{}",
         outcome.junit
     );
@@ -567,6 +567,11 @@ run = ["sh", "-c", "echo 'only stdout says why'; exit 3"]
         outcome.junit
     );
     assert!(!outcome.junit.contains('\u{1b}') && !outcome.markdown.contains('\u{1b}'));
+    // A failure without findings is explained by its last lines of output.
+    assert_eq!(
+        outcome.report.failure.as_ref().unwrap().reason,
+        "exited with code 3: only stdout says why"
+    );
     let t = &outcome.terminal;
     assert!(
         t.contains("--- check (last lines of stdout) ---\nonly stdout says why"),
