@@ -263,8 +263,12 @@ impl ToolchainProbe {
         ToolchainProbe(std::cell::Cell::new(None))
     }
 
-    /// Starts asking for the versions of the toolchains `stages` use.
-    pub(crate) fn start(stages: &[StageConfig]) -> ToolchainProbe {
+    /// Starts asking for the versions of the toolchains `stages` use (`python`'s answer, when
+    /// it asks, stands for `python3 --version`).
+    pub(crate) fn start(
+        stages: &[StageConfig],
+        python: &crate::detect::PythonProbe,
+    ) -> ToolchainProbe {
         let uses = |p: &[&str]| {
             stages.iter().any(|s| {
                 s.run
@@ -285,8 +289,9 @@ impl ToolchainProbe {
         if uses(&["go"]) {
             probes.push(&["go", "version"]);
         }
+        let python = python.clone();
         ToolchainProbe(std::cell::Cell::new(Some(std::thread::spawn(move || {
-            versions(&probes)
+            versions(&probes, &python)
         }))))
     }
 
@@ -299,9 +304,15 @@ impl ToolchainProbe {
     }
 }
 
-fn versions(probes: &[&[&str]]) -> String {
+fn versions(probes: &[&[&str]], python: &crate::detect::PythonProbe) -> String {
     let mut out = String::new();
     for argv in probes {
+        if argv[0] == "python3"
+            && let Some(facts) = python.facts()
+        {
+            out.push_str(&format!("python3: {}\n", facts.version));
+            continue;
+        }
         let version = std::process::Command::new(argv[0])
             .args(&argv[1..])
             .current_dir("/")

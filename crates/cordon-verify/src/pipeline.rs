@@ -166,6 +166,12 @@ fn refused(e: cordon_workspace::WorkspaceError, own_changes: bool) -> VerifyErro
 }
 
 fn prepare(request: &VerifyRequest, timeline: Timeline) -> Result<Prepared, VerifyError> {
+    // Python projects ask `python3` what it has: asked now, answered during the git work.
+    let python = if looks_python(&request.repo, request.project.as_deref()) {
+        crate::detect::PythonProbe::start()
+    } else {
+        crate::detect::PythonProbe::default()
+    };
     let resolving = timeline.span("resolve", None);
     let (repo, git, checkout) =
         open_repo(&request.repo, request.uncommitted != Uncommitted::Ignored)?;
@@ -227,18 +233,19 @@ fn prepare(request: &VerifyRequest, timeline: Timeline) -> Result<Prepared, Veri
     let project = project_in_tree(&tree, &project, rev)?;
     let project_dir = tree.join(&project);
     let project_root = workspace.path().join(&project);
+    let host = crate::detect::Installed::from_host_probed(&python);
     let declared = trusted_plan(
         &git,
         &commit,
         base.as_ref(),
-        &project,
-        &project_dir,
+        (&project, &project_dir),
         request,
+        &host,
     )?;
     // Only a cache needs the toolchains' versions (an overlay workspace, caching on): asked
     // while the patch applies.
     let toolchain = if overlay.is_some() && request.cache != crate::cache::CacheMode::Off {
-        crate::cache::ToolchainProbe::start(&declared.stages)
+        crate::cache::ToolchainProbe::start(&declared.stages, &python)
     } else {
         crate::cache::ToolchainProbe::unused()
     };
@@ -315,6 +322,34 @@ fn prepare(request: &VerifyRequest, timeline: Timeline) -> Result<Prepared, Veri
         plan,
         changed,
     })
+}
+
+/// Whether the checkout at `repo` (its `project`) looks like a Python project, or its
+/// `cordon.toml` runs Python: a guess on the checkout's files, made before the commit's are
+/// at hand, only to start asking `python3` early (detection asks anyway when it is wrong).
+fn looks_python(repo: &Path, project: Option<&Path>) -> bool {
+    let dir = project.map_or_else(|| repo.to_owned(), |p| repo.join(p));
+    let marker = [
+        "pyproject.toml",
+        "setup.py",
+        "setup.cfg",
+        "pytest.ini",
+        "tox.ini",
+    ]
+    .iter()
+    .any(|m| dir.join(m).exists());
+    let test_files = ["tests", "test"].iter().any(|d| {
+        std::fs::read_dir(dir.join(d)).is_ok_and(|entries| {
+            entries
+                .take(1000)
+                .flatten()
+                .any(|e| e.file_name().to_string_lossy().ends_with(".py"))
+        })
+    });
+    marker
+        || test_files
+        || std::fs::read_to_string(dir.join("cordon.toml"))
+            .is_ok_and(|text| text.contains("python") || text.contains("pytest"))
 }
 
 /// The repository to verify (`--repo`): an existing directory of a git checkout, made
@@ -550,15 +585,15 @@ fn trusted_plan(
     git: &cordon_git::Repo,
     commit: &cordon_git::CommitId,
     base: Option<&cordon_git::CommitId>,
-    project: &Path,
-    project_root: &Dir,
+    (project, project_root): (&Path, &Dir),
     request: &VerifyRequest,
+    host: &crate::detect::Installed,
 ) -> Result<plan::Declared, VerifyError> {
     if request.config.is_some() {
-        return plan::declared(project_root, request.config.as_deref());
+        return plan::declared_on(project_root, request.config.as_deref(), host);
     }
     let from_ref = |reason: Option<String>| {
-        let mut declared = plan::declared(project_root, None)?;
+        let mut declared = plan::declared_on(project_root, None, host)?;
         declared.reasons.extend(reason);
         Ok(declared)
     };

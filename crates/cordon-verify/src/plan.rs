@@ -199,6 +199,15 @@ pub struct Declared {
 /// detection. Call it before the patch is applied, so that the candidate change cannot
 /// rewrite the plan that judges it.
 pub fn declared(root: &Dir, config: Option<&Path>) -> Result<Declared, VerifyError> {
+    declared_on(root, config, &detect::Installed::from_host())
+}
+
+/// [`declared`] for a host with the tools `host` finds.
+pub fn declared_on(
+    root: &Dir,
+    config: Option<&Path>,
+    host: &detect::Installed,
+) -> Result<Declared, VerifyError> {
     let committed = root.join("cordon.toml");
     if config.is_some() || committed.is_file() {
         // An error in the committed cordon.toml names it as the repository does, not by its
@@ -236,7 +245,7 @@ pub fn declared(root: &Dir, config: Option<&Path>) -> Result<Declared, VerifyErr
             missing: Vec::new(),
         });
     }
-    let found = detect::detect(root);
+    let found = detect::detect_on(root, host);
     if found.stages.is_empty() {
         return Err(VerifyError::Usage(format!(
             "nothing to verify: {}; write a cordon.toml (see `cordon schema cordon-toml`)",

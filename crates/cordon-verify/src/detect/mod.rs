@@ -16,7 +16,7 @@ use crate::config::{NetworkSetting, StageConfig};
 mod installed;
 mod python;
 
-pub use installed::{Installed, Missing};
+pub use installed::{Installed, Missing, PythonFacts, PythonProbe};
 
 /// A detected plan: the stages and why each is there.
 #[derive(Debug, Clone, Default, PartialEq)]
