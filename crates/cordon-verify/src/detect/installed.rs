@@ -41,12 +41,10 @@ pub struct PythonFacts {
 /// work: an interpreter start costs 50-200 ms (more through a version manager's shim), once
 /// per verification instead of once per question.
 #[derive(Debug, Clone, Default)]
-pub struct PythonProbe(
-    std::sync::Arc<(
-        std::sync::Mutex<Option<std::thread::JoinHandle<Option<PythonFacts>>>>,
-        std::sync::OnceLock<Option<PythonFacts>>,
-    )>,
-);
+pub struct PythonProbe(std::sync::Arc<(Asking, std::sync::OnceLock<Option<PythonFacts>>)>);
+
+/// The probe's thread, until its answer is taken.
+type Asking = std::sync::Mutex<Option<std::thread::JoinHandle<Option<PythonFacts>>>>;
 
 impl PythonProbe {
     /// Starts asking the `python3` on `PATH` (nothing when there is none).
