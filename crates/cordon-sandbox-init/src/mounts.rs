@@ -10,6 +10,10 @@ use crate::sys::{self, ATTR_NODEV, ATTR_NOEXEC, ATTR_NOSUID, ATTR_RDONLY};
 /// Where the host root is reachable while the new root is built.
 const OLD_ROOT: &str = "/.oldroot";
 
+/// The empty regular file bound over masked files, made in the new root while it is built
+/// and unlinked before the program starts (the binds keep it; nothing shows its name).
+const EMPTY_FILE: &str = "/.cordon-empty";
+
 /// The host name inside the sandbox (its own UTS namespace).
 pub const HOSTNAME: &str = "cordon";
 
@@ -86,6 +90,11 @@ pub fn build(ops: &[MountOp], noexec: &[PathBuf]) -> Setup<()> {
 
     for op in ops {
         apply(op)?;
+    }
+    match std::fs::remove_file(EMPTY_FILE) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(format!("remove {EMPTY_FILE}: {e}").into()),
     }
     for dst in noexec {
         // The mount whose root `dst` is (opened without following symlinks), alone: mounts
@@ -190,8 +199,10 @@ fn apply(op: &MountOp) -> Setup<()> {
         }
         MountOp::MaskFile { dst } => {
             let target = pinned::open(dst)?;
-            let null = pinned::open(&host(Path::new("/dev/null")))?;
-            let tree = pinned::clone_tree(&null, false)?;
+            // An empty regular file, not `/dev/null`: a device node on a `nodev` mount cannot
+            // be opened at all (EACCES), and a masked file must read as empty.
+            let empty = empty_file()?;
+            let tree = pinned::clone_tree(&empty, false)?;
             pinned::set_attributes(
                 &tree,
                 ATTR_RDONLY | ATTR_NOSUID | ATTR_NODEV | ATTR_NOEXEC,
@@ -220,6 +231,24 @@ fn apply(op: &MountOp) -> Setup<()> {
         MountOp::Dev { shm_size_bytes } => dev(*shm_size_bytes),
         MountOp::Proc => proc(),
     }
+}
+
+/// The empty, read-only regular file masks are bound from ([`EMPTY_FILE`] in the new root),
+/// made on first use.
+fn empty_file() -> Setup<std::os::fd::OwnedFd> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o444)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(EMPTY_FILE)
+    {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(format!("create {EMPTY_FILE}: {e}").into()),
+    }
+    pinned::open(Path::new(EMPTY_FILE))
 }
 
 /// A copy-on-write tree; fails closed (no weaker fallback).

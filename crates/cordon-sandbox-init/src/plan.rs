@@ -134,7 +134,8 @@ pub enum MountOp {
         #[serde(default)]
         inodes: Option<u64>,
     },
-    /// Hide a file by binding `/dev/null` read-only over it.
+    /// Hide a file by binding an empty regular file read-only over it (reads as empty, never
+    /// as "permission denied").
     MaskFile {
         /// Path inside.
         dst: PathBuf,
@@ -214,7 +215,7 @@ impl MountOp {
         }
     }
 
-    /// Whether this step hides something (a read-only empty tmpfs, `/dev/null` over a file):
+    /// Whether this step hides something (a read-only empty tmpfs, an empty file over a file):
     /// at the same path, masks come after what they mask.
     pub fn is_mask(&self) -> bool {
         matches!(self, Self::MaskFile { .. } | Self::Tmpfs { ro: true, .. })

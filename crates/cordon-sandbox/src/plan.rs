@@ -344,7 +344,9 @@ fn policy_mounts(policy: &SandboxPolicy, toolchains: &[PathBuf]) -> Vec<MountOp>
 }
 
 /// Masks for every secret that something visible in `ops` would expose: an empty read-only
-/// tmpfs over a directory, an empty file over a file. The secrets are the known credential
+/// tmpfs over a directory, an empty read-only file over a file. Hidden means absent or empty,
+/// never unreadable: a mask reads as an empty directory (mode 0555) or an empty regular file,
+/// so tools that walk the tree (test runners, `find`, `rg`) pass over it. The secrets are the known credential
 /// files of the home directory, the policy's hidden paths and cordon's cache (unless a
 /// hidden directory holds it), and where any of them that is a symlink points.
 fn secret_masks(policy: &SandboxPolicy, ops: &[MountOp]) -> Vec<MountOp> {
@@ -398,7 +400,7 @@ fn secret_masks(policy: &SandboxPolicy, ops: &[MountOp]) -> Vec<MountOp> {
         match meta.ok_or(()) {
             Ok(m) if m.is_dir() => masks.push(MountOp::Tmpfs {
                 dst: secret.clone(),
-                mode: 0o000,
+                mode: MASK_MODE,
                 ro: true,
                 size_bytes: Some(MASK_BYTES),
                 inodes: Some(MASK_INODES),
@@ -539,6 +541,8 @@ pub fn protected_git_data(policy: &SandboxPolicy) -> Vec<PathBuf> {
     out
 }
 
+/// A masked directory: empty, readable, read-only (its mount is read-only too).
+const MASK_MODE: u32 = 0o555;
 /// A read-only empty mask needs no room.
 const MASK_BYTES: u64 = 4096;
 /// ... and almost no inodes.
@@ -810,7 +814,7 @@ mod tests {
             .position(|o| {
                 *o == MountOp::Tmpfs {
                     dst: home.join(".ssh"),
-                    mode: 0,
+                    mode: MASK_MODE,
                     ro: true,
                     size_bytes: Some(MASK_BYTES),
                     inodes: Some(MASK_INODES),
@@ -849,7 +853,7 @@ mod tests {
         let ops = mount_ops(&p, &[]);
         let masked: Vec<&Path> = ops
             .iter()
-            .filter(|o| matches!(o, MountOp::Tmpfs { mode: 0, .. } | MountOp::MaskFile { .. }))
+            .filter(|o| matches!(o, MountOp::Tmpfs { mode: MASK_MODE, .. } | MountOp::MaskFile { .. }))
             .map(MountOp::dst)
             .filter(|d| d.starts_with(&root))
             .collect();
