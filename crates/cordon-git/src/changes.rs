@@ -91,6 +91,21 @@ pub enum ChangeStatus {
     TypeChanged,
 }
 
+impl std::fmt::Display for ChangeStatus {
+    /// The status as a word for people (`added`, `mode changed`), not its Rust name.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ChangeStatus::Added => "added",
+            ChangeStatus::Modified => "modified",
+            ChangeStatus::Deleted => "deleted",
+            ChangeStatus::Renamed => "renamed",
+            ChangeStatus::Copied => "copied",
+            ChangeStatus::ModeChanged => "mode changed",
+            ChangeStatus::TypeChanged => "type changed",
+        })
+    }
+}
+
 /// One changed path.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ChangedFile {

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 /// `args` are the git arguments cordon chose (without the hardening options it always adds),
 /// so the message says which operation failed; `kind` says how.
 #[derive(Debug, thiserror::Error)]
-#[error("git {}: {kind}", args.join(" "))]
+#[error("{}", shown(args, kind))]
 pub struct GitError {
     /// The arguments of the git invocation (after the hardening options).
     pub args: Vec<String>,
@@ -16,7 +16,29 @@ pub struct GitError {
     pub kind: GitErrorKind,
 }
 
+/// `git ARGS: KIND`, or the kind alone when it says all (a repository without commits, a
+/// revision that names none): the command line would only hide the point.
+fn shown(args: &[String], kind: &GitErrorKind) -> String {
+    match kind {
+        GitErrorKind::NoCommits | GitErrorKind::UnknownRevision { .. } => kind.to_string(),
+        _ => format!("git {}: {kind}", args.join(" ")),
+    }
+}
+
 impl GitError {
+    /// What the user can do about the error, when there is something to say.
+    pub fn hint(&self) -> Option<&'static str> {
+        match self.kind {
+            GitErrorKind::NoCommits => {
+                Some("commit something first (`git commit`), then try again")
+            }
+            GitErrorKind::UnknownRevision { .. } => Some(
+                "`git log --oneline` and `git branch -a` show the commits and branches there are",
+            ),
+            _ => None,
+        }
+    }
+
     pub(crate) fn new(args: &[String], kind: GitErrorKind) -> Self {
         GitError {
             args: args.to_vec(),
@@ -96,6 +118,15 @@ pub enum GitErrorKind {
     /// git was stopped on request (a cancel) and killed (with every process of its group).
     #[error("was stopped (cancelled) and killed")]
     Stopped,
+    /// The repository has no commit yet (a fresh `git init`): there is nothing to check out.
+    #[error("the repository has no commits yet")]
+    NoCommits,
+    /// The revision names no commit of the repository.
+    #[error("{rev:?} names no commit of the repository")]
+    UnknownRevision {
+        /// The revision as given.
+        rev: String,
+    },
     /// The patch does not apply to the workspace as it is; nothing was changed.
     #[error("the patch does not apply: {}", stderr.trim_end())]
     PatchDoesNotApply {

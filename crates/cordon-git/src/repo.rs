@@ -190,10 +190,45 @@ impl Repo {
         )
         .arg(&spec)
         .read_only();
-        let out = cmd.run()?;
+        let out = match cmd.run() {
+            Ok(out) => out,
+            // `--quiet` says nothing: say what it means.
+            Err(GitError {
+                kind: GitErrorKind::Failed { code: Some(1), .. },
+                args,
+            }) => {
+                let kind = if self.has_commits() {
+                    GitErrorKind::UnknownRevision {
+                        rev: rev.to_owned(),
+                    }
+                } else {
+                    GitErrorKind::NoCommits
+                };
+                return Err(GitError { args, kind });
+            }
+            Err(e) => return Err(e),
+        };
         let line = one_line(&cmd.display_args(), &out.stdout)?;
         CommitId::parse(&line)
             .ok_or_else(|| GitError::new(&cmd.display_args(), GitErrorKind::UnexpectedOutput(line)))
+    }
+
+    /// Whether the repository has any commit at all (any ref, or a HEAD that resolves).
+    fn has_commits(&self) -> bool {
+        GitCommand::new(
+            &self.context(),
+            ["for-each-ref", "--count=1", "--format=%(objectname)"],
+        )
+        .read_only()
+        .run()
+        .is_ok_and(|out| !out.stdout.is_empty())
+            || GitCommand::new(
+                &self.context(),
+                ["rev-parse", "--verify", "--quiet", "HEAD^{commit}"],
+            )
+            .read_only()
+            .run()
+            .is_ok()
     }
 
     /// The blob id of the regular file (or symlink) at `path` in `commit`, `None` when there is

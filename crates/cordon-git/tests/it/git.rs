@@ -153,10 +153,19 @@ fn refs_resolve_to_commits_and_options_are_not_refs() {
     for bad in ["no-such-branch", "--output=/tmp/x", "HEAD^{tree}", ""] {
         let err = repo.resolve_commit(bad).unwrap_err();
         assert!(
-            matches!(err.kind, GitErrorKind::Failed { .. }),
+            matches!(
+                err.kind,
+                GitErrorKind::Failed { .. } | GitErrorKind::UnknownRevision { .. }
+            ),
             "{bad}: {err}"
         );
     }
+    // A revision that names nothing says so (git's `--quiet` said nothing at all).
+    let err = repo.resolve_commit("no-such-branch").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "\"no-such-branch\" names no commit of the repository"
+    );
 
     // Opening and resolving in one go agrees with doing both, and refuses what they refuse.
     let (at, commit) = Repo::open_at(&fx.repo().join("src"), "main").unwrap();
@@ -166,10 +175,19 @@ fn refs_resolve_to_commits_and_options_are_not_refs() {
     for bad in ["no-such-branch", "--output=/tmp/x", "HEAD^{tree}", ""] {
         let err = Repo::open_at(&fx.repo(), bad).unwrap_err();
         assert!(
-            matches!(err.kind, GitErrorKind::Failed { .. }),
+            matches!(
+                err.kind,
+                GitErrorKind::Failed { .. } | GitErrorKind::UnknownRevision { .. }
+            ),
             "{bad}: {err}"
         );
     }
+    // A revision that names nothing says so (git's `--quiet` said nothing at all).
+    let err = repo.resolve_commit("no-such-branch").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "\"no-such-branch\" names no commit of the repository"
+    );
 
     // A bare repository has no top level; worktrees of it work the same.
     let bare = fx.dir.path().join("bare.git");
