@@ -853,7 +853,15 @@ mod tests {
         let ops = mount_ops(&p, &[]);
         let masked: Vec<&Path> = ops
             .iter()
-            .filter(|o| matches!(o, MountOp::Tmpfs { mode: MASK_MODE, .. } | MountOp::MaskFile { .. }))
+            .filter(|o| {
+                matches!(
+                    o,
+                    MountOp::Tmpfs {
+                        mode: MASK_MODE,
+                        ..
+                    } | MountOp::MaskFile { .. }
+                )
+            })
             .map(MountOp::dst)
             .filter(|d| d.starts_with(&root))
             .collect();

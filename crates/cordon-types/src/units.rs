@@ -17,6 +17,23 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         .map_err(|e| format!("invalid duration {text:?}: {e} (examples: 500ms, 2s, 10m)"))
 }
 
+/// A duration as a person writes it, in the units [`parse_duration`] reads: `24h`,
+/// `1h30m`, `45s`, `250ms` (parts below a second dropped once there are seconds or more).
+pub fn format_duration(duration: Duration) -> String {
+    let secs = duration.as_secs();
+    if secs == 0 {
+        return format!("{}ms", duration.as_millis());
+    }
+    let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
+    let mut text = String::new();
+    for (value, unit) in [(h, "h"), (m, "m"), (s, "s")] {
+        if value > 0 {
+            text.push_str(&format!("{value}{unit}"));
+        }
+    }
+    text
+}
+
 /// Parses a size: plain bytes (`1024`), binary units (`64KiB`, `256MiB`, `2GiB`, also
 /// `K`/`M`/`G`), or decimal units (`64KB`, `1MB`, `2GB`). Case-insensitive, spaces allowed.
 pub fn parse_size(text: &str) -> Result<u64, String> {
@@ -55,6 +72,20 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_are_formatted_as_they_are_written() {
+        for (secs, text) in [
+            (86_400, "24h"),
+            (5_400, "1h30m"),
+            (45, "45s"),
+            (3_601, "1h1s"),
+        ] {
+            assert_eq!(format_duration(Duration::from_secs(secs)), text);
+            assert_eq!(parse_duration(text), Ok(Duration::from_secs(secs)));
+        }
+        assert_eq!(format_duration(Duration::from_millis(250)), "250ms");
+    }
 
     #[test]
     fn parses_sizes_in_every_unit() {

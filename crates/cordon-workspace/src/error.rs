@@ -81,9 +81,21 @@ impl WorkspaceError {
     /// CLI as a `hint:` line).
     pub fn hint(&self) -> Option<&'static str> {
         match &self.kind {
-            WorkspaceErrorKind::NotFound => {
-                Some("`cordon workspace list` shows the workspaces there are")
-            }
+            WorkspaceErrorKind::NotFound => Some(
+                "`cordon workspace list` shows the workspaces there are (workspaces of another CORDON_HOME are not seen)",
+            ),
+            WorkspaceErrorKind::Ended(end) => Some(match end.reason {
+                crate::ended::WorkspaceEndReason::Expired => {
+                    "`cordon workspace create` makes another; `--idle-timeout` sets how long one may stay unused"
+                }
+                crate::ended::WorkspaceEndReason::OwnerGone => {
+                    "without --transient a workspace stays until it is removed or unused for its --idle-timeout"
+                }
+                crate::ended::WorkspaceEndReason::Removed
+                | crate::ended::WorkspaceEndReason::Collected => {
+                    "`cordon workspace create` makes another"
+                }
+            }),
             WorkspaceErrorKind::InvalidId(_) => {
                 Some("workspace ids are 8 characters of a-z and 2-7")
             }
@@ -114,9 +126,13 @@ impl WorkspaceError {
         }
     }
 
-    /// Whether the error is an unknown workspace id (the CLI exits with 2 for it).
+    /// Whether the error is an unknown workspace id, or one of a workspace that is gone (the
+    /// CLI exits with 2 for it).
     pub fn is_not_found(&self) -> bool {
-        matches!(self.kind, WorkspaceErrorKind::NotFound)
+        matches!(
+            self.kind,
+            WorkspaceErrorKind::NotFound | WorkspaceErrorKind::Ended(_)
+        )
     }
 }
 
@@ -130,9 +146,13 @@ impl From<cordon_git::GitError> for WorkspaceError {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum WorkspaceErrorKind {
-    /// No workspace has this id.
-    #[error("no such workspace")]
+    /// No workspace has this id, and none had it (as far as cordon remembers: the ends of
+    /// removed workspaces are forgotten by `gc --older-than`).
+    #[error("no such workspace: it never existed here")]
     NotFound,
+    /// The workspace was there and is gone: removed, expired, or collected by gc.
+    #[error("no such workspace any more: {0}")]
+    Ended(crate::ended::WorkspaceEnd),
     /// The text is not a workspace id (8 characters of `a-z` and `2-7`).
     #[error("{0:?} is not a workspace id")]
     InvalidId(String),

@@ -9,6 +9,7 @@
 //! | `removing` (lock free: the remover died)               | `removal_interrupted` |
 //! | `ready`, directory gone                                | `missing_directory`   |
 //! | `ready`, transient, owner gone                         | `owner_gone`          |
+//! | `ready`, unused longer than its own `idle_timeout_s`   | `idle`                |
 //! | `ready`, idle longer than `older_than`, see below      | `idle`                |
 //! | directory without a record (full gc only)              | `orphan_directory`    |
 //! | record that is not JSON, older than a minute (full gc) | `unreadable_record`   |
@@ -24,6 +25,9 @@
 //! A full gc then removes the base trees (`bases/<commit>`) that no live holder holds: a hold
 //! whose holder's record is gone is stale and dropped; a base being created or taken hold of
 //! right now (its lock is held) is left for the next gc.
+//!
+//! Each removal is remembered (`workspaces/.ended/<id>.json`: removed, expired, owner gone),
+//! so an error about the id says what became of it; `older_than` forgets older ends.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -31,6 +35,7 @@ use std::time::{Duration, SystemTime};
 
 use cordon_git::Repo;
 
+use crate::ended::WorkspaceEndReason;
 use crate::error::WorkspaceError;
 use crate::id::WorkspaceId;
 use crate::record::{self, Stored, WorkspaceRecord, WorkspaceState};
@@ -74,6 +79,9 @@ impl Workspaces {
         // After the workspaces and the caches: the ones just removed no longer hold their bases.
         (report.caches_removed, report.cache_failures) = self.caches().gc(older_than);
         (report.bases_removed, report.base_failures) = self.gc_bases();
+        if let Some(age) = older_than {
+            crate::ended::forget_older_than(&self.layout().ended(), age);
+        }
         Ok(report)
     }
 
@@ -163,6 +171,7 @@ impl Workspaces {
                     return Ok(Outcome::Kept);
                 };
                 self.destroy_locked(&record)?;
+                self.remember_end(&record, WorkspaceEndReason::of_gc(reason));
                 drop(lock);
                 let removal = GcRemoval {
                     id: id.clone(),
@@ -224,8 +233,12 @@ fn verdict(
                 Some(GcReason::OwnerGone)
             } else {
                 let live_transient = !record.persistent && owner != Liveness::Gone;
-                let idle =
-                    older_than.is_some_and(|limit| age(record_path).is_some_and(|age| age > limit));
+                let unused = age(record_path);
+                let past = |limit: Duration| unused.is_some_and(|age| age > limit);
+                let expired = record
+                    .idle_timeout_s
+                    .is_some_and(|s| past(Duration::from_secs(s)));
+                let idle = expired || older_than.is_some_and(past);
                 (idle && !live_transient).then_some(GcReason::Idle)
             }
         }

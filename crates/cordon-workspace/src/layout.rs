@@ -11,6 +11,8 @@
 //!     <id>/git/      overlay: the workspace's git directory (`HEAD`, `commondir`, `index`)
 //!     <id>/dot-git   overlay: the `.git` file shown at the top of the tree (read-only)
 //!     <id>/mount.lock  overlay: flock, exclusive while the tree is mounted writable
+//!     .ended/<id>.json  how a removed workspace ended (removed, expired, ...), for errors
+//!                    about it; deleted by `gc --older-than`
 //!     <id>/scratch/  cordon's private data for the workspace (cache layers of a
 //!                    verification); never visible to programs, removed with the workspace
 //!   bases/
@@ -66,6 +68,11 @@ impl Layout {
 
     pub(crate) fn lock(&self, id: &WorkspaceId) -> PathBuf {
         self.workspaces().join(format!("{id}.lock"))
+    }
+
+    /// Where the ends of removed workspaces are remembered.
+    pub(crate) fn ended(&self) -> PathBuf {
+        self.workspaces().join(".ended")
     }
 
     pub(crate) fn scratch(&self, id: &WorkspaceId) -> PathBuf {

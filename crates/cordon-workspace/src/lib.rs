@@ -7,7 +7,8 @@
 //!   [`create`](Workspaces::create), [`list`](Workspaces::list),
 //!   [`show`](Workspaces::show), [`remove`](Workspaces::remove),
 //!   [`apply`](Workspaces::apply) a patch (all or nothing, paths confined),
-//!   [`diff`](Workspaces::diff) against the base commit, [`gc`](Workspaces::gc) and the
+//!   [`diff`](Workspaces::diff) against the base commit, [`export`](Workspaces::export) a
+//!   plain copy of its files, [`gc`](Workspaces::gc) and the
 //!   cheap [`reconcile_on_start`](Workspaces::reconcile_on_start).
 //! - [`WorkspaceRecord`] (`cordon.workspace/v1`) is what is kept on disk per workspace,
 //!   written atomically; its `owner_pid` and `owner_start_time` let gc tell a crashed owner
@@ -21,7 +22,8 @@
 //!
 //! Every operation returns serde data (snake_case JSON with a `schema` tag) and fails with a
 //! [`WorkspaceError`] naming the workspace, repository or path concerned; an unknown id is
-//! [`WorkspaceErrorKind::NotFound`].
+//! [`WorkspaceErrorKind::NotFound`], the id of a workspace that is gone
+//! [`WorkspaceErrorKind::Ended`] (removed, expired, collected: [`WorkspaceEnd`]).
 //!
 //! ```no_run
 //! use cordon_workspace::{CreateRequest, Workspaces};
@@ -42,7 +44,9 @@
 
 mod bases;
 mod caches;
+mod ended;
 mod error;
+mod export;
 mod gc;
 mod id;
 mod layout;
@@ -62,6 +66,7 @@ pub use caches::{
     CacheRemoval, CachedPlace, PromotedPlace,
 };
 pub use cordon_types::{HomeError, cordon_home};
+pub use ended::{WorkspaceEnd, WorkspaceEndReason};
 pub use error::{WorkspaceError, WorkspaceErrorKind};
 pub use id::WorkspaceId;
 pub use record::{Strategy, WorkspaceRecord, WorkspaceRecordTag, WorkspaceState};

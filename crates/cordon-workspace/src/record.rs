@@ -84,13 +84,24 @@ impl std::fmt::Display for WorkspaceState {
 
 /// The record of one workspace (`$CORDON_HOME/workspaces/<id>.json`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[schemars(extend("x-revision" = 2))]
+#[schemars(extend("x-revision" = 3))]
 pub struct WorkspaceRecord {
     /// Always `cordon.workspace/v1`.
     pub schema: WorkspaceRecordTag,
     /// The workspace's id.
     pub id: WorkspaceId,
-    /// The directory holding the workspace's files.
+    /// The host directory holding the workspace's files: a git worktree's full checkout.
+    /// Absent for an overlay workspace, whose files exist only inside the sandbox (`cordon
+    /// run --workspace ID`, `cordon workspace shell ID`) and to cordon's own commands
+    /// (`workspace diff`, `apply`, `export`): its directory on the host stays empty.
+    #[serde(rename = "path", default, skip_serializing_if = "Option::is_none")]
+    pub checkout: Option<PathBuf>,
+    /// The directory cordon addresses the workspace's tree by: a git worktree's checkout, an
+    /// overlay's mount point (empty on the host). Not part of the document: it is where
+    /// cordon keeps the workspace (`<home>/workspaces/<id>/tree`), filled in when the record
+    /// is read.
+    #[serde(skip)]
+    #[schemars(skip)]
     pub path: PathBuf,
     /// The source repository (the top of its checkout, or its git directory when bare).
     pub repo: PathBuf,
@@ -114,6 +125,11 @@ pub struct WorkspaceRecord {
     pub created_at: String,
     /// Whether the workspace outlives its owner (`false`: removed when the owner is gone).
     pub persistent: bool,
+    /// A workspace not used for longer than this many seconds is removed by `cordon gc` (and
+    /// the next cordon command): `cordon workspace create --idle-timeout`, 24 hours by
+    /// default. Absent: no idle limit (a transient workspace, or a library caller's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_timeout_s: Option<u64>,
     /// The process that created the workspace.
     pub owner_pid: u32,
     /// That process's start time (`/proc/<pid>/stat` field 22), against pid reuse.
@@ -134,7 +150,19 @@ impl WorkspaceRecord {
 
 /// Reads a record; `Ok(None)` when there is none.
 pub(crate) fn read(path: &Path) -> Result<Option<WorkspaceRecord>, WorkspaceError> {
-    Ok(crate::state::read_json(path)?)
+    let record: Option<WorkspaceRecord> = crate::state::read_json(path)?;
+    Ok(record.map(|r| placed(r, path)))
+}
+
+/// A record as read from `file` (`<home>/workspaces/<id>.json`): its tree is
+/// `<home>/workspaces/<id>/tree`, whatever the file says. An overlay's record written before
+/// the document left the empty mount point out names it as `path`: forgotten here.
+fn placed(mut record: WorkspaceRecord, file: &Path) -> WorkspaceRecord {
+    record.path = file.with_extension("").join("tree");
+    if record.strategy == Strategy::Overlay && record.checkout.as_ref() == Some(&record.path) {
+        record.checkout = None;
+    }
+    record
 }
 
 /// A record file as gc sees it.
@@ -159,7 +187,7 @@ pub(crate) fn read_stored(path: &Path) -> Result<Stored, WorkspaceError> {
         return Ok(Stored::Corrupt);
     }
     serde_json::from_slice(&bytes)
-        .map(|r| Stored::Found(Box::new(r)))
+        .map(|r| Stored::Found(Box::new(placed(r, path))))
         .map_err(|e| WorkspaceError::new(WorkspaceErrorKind::Record(e)).with_path(path))
 }
 

@@ -118,6 +118,21 @@ pub enum GcReason {
     UnreadableRecord,
 }
 
+impl std::fmt::Display for GcReason {
+    /// Why, in words (for `cordon gc`'s lines).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            GcReason::OwnerGone => "transient, its creator ended",
+            GcReason::CreationAbandoned => "its creation was interrupted",
+            GcReason::RemovalInterrupted => "its removal was interrupted",
+            GcReason::Idle => "unused for longer than its idle timeout",
+            GcReason::MissingDirectory => "its directory was gone",
+            GcReason::OrphanDirectory => "a directory without a record",
+            GcReason::UnreadableRecord => "an unreadable record",
+        })
+    }
+}
+
 /// One thing gc removed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct GcRemoval {

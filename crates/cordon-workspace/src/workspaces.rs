@@ -5,6 +5,7 @@ use std::time::SystemTime;
 
 use cordon_git::Repo;
 
+use crate::ended::WorkspaceEndReason;
 use crate::error::{WorkspaceError, WorkspaceErrorKind};
 use crate::id::WorkspaceId;
 use crate::layout::Layout;
@@ -38,6 +39,9 @@ pub struct CreateRequest {
     pub rev: String,
     /// Whether the workspace outlives the creating process.
     pub persistent: bool,
+    /// A persistent workspace not used for this long is removed by gc (`None`: never for
+    /// being idle; `gc --older-than` still applies).
+    pub idle_timeout: Option<std::time::Duration>,
     /// How to make the files; `None` picks one: overlay where this host supports it, else a
     /// git worktree (the record's `strategy_note` says why), unless [`STRATEGY_ENV`] names
     /// one. An explicit choice this host cannot honour is an error, never a fallback.
@@ -61,6 +65,7 @@ impl CreateRequest {
             repo: repo.into(),
             rev: rev.into(),
             persistent,
+            idle_timeout: None,
             strategy: None,
             owner: None,
         }
@@ -128,6 +133,7 @@ impl Workspaces {
         let mut record = WorkspaceRecord {
             schema: WorkspaceRecordTag,
             id: id.clone(),
+            checkout: (strategy == Strategy::GitWorktree).then(|| self.layout.tree(&id)),
             path: self.layout.tree(&id),
             repo: repo.toplevel().unwrap_or(repo.common_dir()).to_owned(),
             git_common_dir: repo.common_dir().to_owned(),
@@ -138,6 +144,10 @@ impl Workspaces {
             strategy_note,
             created_at: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
             persistent: request.persistent,
+            idle_timeout_s: request
+                .idle_timeout
+                .filter(|_| request.persistent)
+                .map(|t| t.as_secs().max(1)),
             owner_pid: owner.pid,
             owner_start_time: owner.start_time,
             state: WorkspaceState::Creating,
@@ -271,6 +281,9 @@ impl Workspaces {
     pub fn remove(&self, id: &WorkspaceId) -> Result<WorkspaceRecord, WorkspaceError> {
         let (record, lock) = self.lock_existing(id)?;
         let result = self.destroy_locked(&record);
+        if result.is_ok() {
+            self.remember_end(&record, WorkspaceEndReason::Removed);
+        }
         drop(lock);
         match result {
             Ok(()) => Ok(record),
@@ -402,8 +415,29 @@ impl Workspaces {
 
     pub(crate) fn read_record(&self, id: &WorkspaceId) -> Result<WorkspaceRecord, WorkspaceError> {
         record::read(&self.layout.record(id))
-            .and_then(|r| r.ok_or_else(|| WorkspaceError::new(WorkspaceErrorKind::NotFound)))
+            .and_then(|r| {
+                r.ok_or_else(|| {
+                    WorkspaceError::new(match crate::ended::recall(&self.layout.ended(), id) {
+                        Some(end) => WorkspaceErrorKind::Ended(end),
+                        None => WorkspaceErrorKind::NotFound,
+                    })
+                })
+            })
             .map_err(|e| e.with_id(id))
+    }
+
+    /// Remembers how a workspace whose files are gone ended (for errors about it).
+    pub(crate) fn remember_end(&self, record: &WorkspaceRecord, reason: WorkspaceEndReason) {
+        crate::ended::remember(
+            &self.layout.ended(),
+            &crate::ended::WorkspaceEnd::of(record, reason),
+        );
+    }
+
+    /// Marks a workspace as just used (`cordon run --workspace`, a verification): its idle
+    /// time starts again.
+    pub fn touch(&self, id: &WorkspaceId) {
+        record::touch(&self.layout.record(id));
     }
 
     /// Locks a workspace that has a record (the record is read again under the lock).
@@ -418,7 +452,10 @@ impl Workspaces {
         Ok((self.read_record(id)?, lock))
     }
 
-    fn lock_ready(&self, id: &WorkspaceId) -> Result<(WorkspaceRecord, FileLock), WorkspaceError> {
+    pub(crate) fn lock_ready(
+        &self,
+        id: &WorkspaceId,
+    ) -> Result<(WorkspaceRecord, FileLock), WorkspaceError> {
         let (record, lock) = self.lock_existing(id)?;
         if record.state != WorkspaceState::Ready {
             return Err(not_ready(&record));
@@ -426,15 +463,24 @@ impl Workspaces {
         Ok((record, lock))
     }
 
-    /// A record's files must be where cordon puts them: `<home>/workspaces/<id>/tree`.
-    fn check_location(&self, record: &WorkspaceRecord) -> Result<(), WorkspaceError> {
-        if record.path == self.layout.tree(&record.id) {
-            Ok(())
-        } else {
-            Err(WorkspaceError::new(WorkspaceErrorKind::Tampered {
-                path: record.path.clone(),
-            })
-            .with_id(&record.id))
+    /// A record's files must be where cordon puts them: `<home>/workspaces/<id>/tree` (a git
+    /// worktree's checkout there, an overlay's on no host directory at all).
+    pub(crate) fn check_location(&self, record: &WorkspaceRecord) -> Result<(), WorkspaceError> {
+        let tree = self.layout.tree(&record.id);
+        let named = match (record.strategy, &record.checkout) {
+            _ if record.path != tree => Some(&record.path),
+            (Strategy::GitWorktree, Some(checkout)) if *checkout == tree => None,
+            (Strategy::Overlay, None) => None,
+            (_, checkout) => Some(checkout.as_ref().unwrap_or(&record.path)),
+        };
+        match named {
+            None => Ok(()),
+            Some(path) => {
+                Err(
+                    WorkspaceError::new(WorkspaceErrorKind::Tampered { path: path.clone() })
+                        .with_id(&record.id),
+                )
+            }
         }
     }
 

@@ -39,8 +39,9 @@ pub enum Command {
     /// Verify a candidate change stage by stage in an isolated, sandboxed workspace, and
     /// decide whether it may be promoted (fail-closed gate).
     Verify(crate::commands::verify::VerifyArgs),
-    /// Isolated workspaces: copies of a repository at a ref (git worktrees), never touching
-    /// the live checkout.
+    /// Isolated workspaces: copy-on-write copies of a repository at a ref (overlays, or git
+    /// worktrees where overlays are unavailable), never touching the live checkout; they stay
+    /// until removed or unused for their --idle-timeout.
     Workspace(crate::commands::workspace::WorkspaceArgs),
     /// Sessions: persistent sandboxes of a repository that agents share, with their own git
     /// history; commits go in as a verified bundle and come back as a fast-forward.

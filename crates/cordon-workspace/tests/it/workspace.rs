@@ -7,8 +7,8 @@ use std::time::{Duration, SystemTime};
 
 use cordon_test_support::{git, git_bytes, repo_with};
 use cordon_workspace::{
-    CreateRequest, GcReason, Liveness, Strategy, WorkspaceErrorKind, WorkspaceId, WorkspaceRecord,
-    WorkspaceState, Workspaces,
+    CreateRequest, GcReason, Liveness, Strategy, WorkspaceEndReason, WorkspaceErrorKind,
+    WorkspaceId, WorkspaceRecord, WorkspaceState, Workspaces,
 };
 use pretty_assertions::assert_eq;
 
@@ -178,10 +178,18 @@ fn workspace_life_cycle_leaves_the_live_checkout_untouched() {
     assert_eq!(fx.our_worktrees(), 0);
     assert!(fx.workspaces.list().unwrap().is_empty());
     assert_eq!(live_state(&fx), before);
+    // Nothing is left but the memory of how it ended, which errors about it tell.
     let left: Vec<_> = std::fs::read_dir(fx.workspaces.home().join("workspaces"))
         .unwrap()
+        .map(|e| e.unwrap().file_name())
         .collect();
-    assert_eq!(left.len(), 0, "{left:?}");
+    assert_eq!(left, [".ended"], "{left:?}");
+    let gone = fx.workspaces.show(&record.id).unwrap_err();
+    assert!(gone.is_not_found());
+    assert!(
+        matches!(&gone.kind, WorkspaceErrorKind::Ended(end) if end.reason == WorkspaceEndReason::Removed),
+        "{gone}"
+    );
 }
 
 #[test]

@@ -53,6 +53,7 @@ pub(crate) fn wants_json(command: &Command) -> bool {
             | WorkspaceCommand::Remove { json, .. }
             | WorkspaceCommand::Apply { json, .. }
             | WorkspaceCommand::Diff { json, .. } => *json,
+            WorkspaceCommand::Shell { .. } | WorkspaceCommand::Export { .. } => false,
         },
         Command::Session(args) => match &args.command {
             SessionCommand::Create { json, .. }

@@ -445,7 +445,12 @@ fn find_workspace(
     let lookup = |id: &str| -> Result<cordon_workspace::WorkspaceRecord, CliError> {
         let workspaces = cordon_workspace::Workspaces::from_env().map_err(workspace_error)?;
         id.parse::<cordon_workspace::WorkspaceId>()
-            .and_then(|parsed| workspaces.show(&parsed))
+            .and_then(|parsed| {
+                let info = workspaces.show(&parsed)?;
+                // A run is a use: the workspace's idle time starts again.
+                workspaces.touch(&parsed);
+                Ok(info)
+            })
             .map(|info| info.record)
             .map_err(|e| workspace_error(e).context(format!("--workspace {id}")))
     };

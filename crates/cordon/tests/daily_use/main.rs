@@ -7,6 +7,7 @@
 mod support;
 
 mod masking;
+mod workspaces;
 
 use std::path::Path;
 use std::process::{Command, Output};

@@ -54,10 +54,32 @@ impl Fixture {
         args.extend_from_slice(extra);
         let record = self.json(&args);
         assert_eq!(record["strategy"], self.strategy, "{record:#}");
-        (
-            record["id"].as_str().unwrap().to_owned(),
-            record["path"].as_str().unwrap().to_owned(),
-        )
+        let id = record["id"].as_str().unwrap().to_owned();
+        (id.clone(), self.tree_of(&record))
+    }
+
+    /// Where cordon keeps a workspace's tree: a git worktree's checkout (the record's
+    /// `path`), an overlay's mount point (no `path`: empty on the host).
+    fn tree_of(&self, record: &serde_json::Value) -> String {
+        let tree = self
+            .home
+            .path()
+            .join("workspaces")
+            .join(record["id"].as_str().unwrap())
+            .join("tree");
+        match record["path"].as_str() {
+            Some(path) => {
+                assert!(!self.overlay(), "an overlay names no host path: {record:#}");
+                path.to_owned()
+            }
+            None => {
+                assert!(
+                    self.overlay(),
+                    "a git worktree names its checkout: {record:#}"
+                );
+                tree.to_str().unwrap().to_owned()
+            }
+        }
     }
 
     fn overlay(&self) -> bool {
@@ -190,12 +212,12 @@ fn transient_overlays_live_as_long_as_the_process_that_asked() {
 
 fn transient_workspaces(f: Fixture) {
     // Created from this test process: it is alive, so gc keeps the workspace.
-    let (kept, kept_path) = f.create(&[]);
+    let (kept, kept_path) = f.create(&["--transient"]);
     // Created from a shell that exits right away: gc collects it.
     let out = Command::new("sh")
         .arg("-c")
         .arg(format!(
-            "{} workspace create --json --strategy {} --repo {}",
+            "{} workspace create --transient --json --strategy {} --repo {}",
             env!("CARGO_BIN_EXE_cordon"),
             f.strategy,
             f.repo.path().display()
@@ -204,7 +226,7 @@ fn transient_workspaces(f: Fixture) {
         .output()
         .unwrap();
     let gone: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let gone_path = gone["path"].as_str().unwrap().to_owned();
+    let gone_path = f.tree_of(&gone);
     assert!(Path::new(&gone_path).exists());
     let report = f.json(&["gc", "--json"]);
     let removed: Vec<&str> = report["workspaces"]["removed"]
