@@ -163,6 +163,27 @@ pub enum SessionErrorKind {
         /// Its (redacted) standard error or failure reason.
         detail: String,
     },
+    /// The session was not ended: the commits its host branch lacks could not be kept in
+    /// the host repository first.
+    #[error("the session was not ended: its unpulled commits could not be kept on the host")]
+    NotKept(#[source] Box<SessionError>),
+    /// An ended session's kept commits are no longer in the host repository (its
+    /// `refs/cordon/sessions/<id>` was deleted and git collected the objects).
+    #[error("its kept commits are gone from the host repository ({session_ref} at {commit})")]
+    KeptCommitsGone {
+        /// The ref that held them.
+        session_ref: String,
+        /// The last of them.
+        commit: cordon_git::CommitId,
+    },
+    /// A variable the watch passes as a secret is not set in cordon's environment.
+    #[error("{option} {name}: the variable {name} is not set in cordon's environment")]
+    MissingSecret {
+        /// The option that names it (`--secret`, `--agent-secret`).
+        option: &'static str,
+        /// The variable.
+        name: String,
+    },
     /// The state file cannot be read or written as JSON.
     #[error("bad state file")]
     State(#[source] serde_json::Error),
@@ -198,9 +219,13 @@ impl SessionError {
     pub fn class(&self) -> SessionErrorClass {
         use SessionErrorKind as K;
         match &self.kind {
-            K::InvalidId(_) | K::NotFound | K::Ended | K::NotReady | K::NotABranch(_) => {
-                SessionErrorClass::Usage
-            }
+            K::InvalidId(_)
+            | K::NotFound
+            | K::Ended
+            | K::NotReady
+            | K::NotABranch(_)
+            | K::MissingSecret { .. }
+            | K::KeptCommitsGone { .. } => SessionErrorClass::Usage,
             K::Git(e) if matches!(e.kind, cordon_git::GitErrorKind::BadRefName { .. }) => {
                 SessionErrorClass::Usage
             }
@@ -222,6 +247,7 @@ impl SessionError {
             | K::Run(_)
             | K::Record(_)
             | K::SandboxedGit { .. }
+            | K::NotKept(_)
             | K::State(_)
             | K::Io(_) => SessionErrorClass::Infra,
         }
@@ -265,6 +291,17 @@ impl SessionError {
                     .to_owned(),
             ),
             K::Record(e) => Some(e.hint()),
+            K::MissingSecret { name, .. } => Some(format!(
+                "export {name} before starting the watch (its value is passed redacted), or leave the option out"
+            )),
+            K::NotKept(_) => Some(
+                "pull them first (`cordon session pull ID`), or end it without keeping them: `cordon session remove --discard ID`"
+                    .to_owned(),
+            ),
+            K::Ended => Some(
+                "`cordon session list --all` shows ended sessions; `cordon session show ID` what became of it"
+                    .to_owned(),
+            ),
             K::Run(e) => e.hint(),
             _ => None,
         }

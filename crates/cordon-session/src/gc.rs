@@ -9,6 +9,8 @@
 //! | directory without a record, older than a minute (full) | deleted                |
 //!
 //! Ending takes the writer lock without waiting: a session with a writer running is kept.
+//! Ending keeps the commits the host branch lacks (`refs/cordon/sessions/<id>`); a session
+//! whose commits cannot be kept is not ended (a failure of this gc, tried again by the next).
 
 use std::time::{Duration, SystemTime};
 
@@ -16,7 +18,7 @@ use cordon_workspace::Liveness;
 
 use crate::error::SessionError;
 use crate::id::SessionId;
-use crate::record::{self, EndReason, SessionRecord, SessionStatus};
+use crate::record::{self, EndReason, KeptCommits, SessionRecord, SessionStatus};
 use crate::reports::{SessionGcEntry, SessionGcFailure, SessionGcReport};
 use crate::sessions::{Session, Sessions};
 use cordon_workspace::state::FileLock;
@@ -26,7 +28,7 @@ const ORPHAN_GRACE: Duration = Duration::from_secs(60);
 
 enum Outcome {
     Kept,
-    Ended(EndReason),
+    Ended(EndReason, Option<KeptCommits>),
     Deleted,
 }
 
@@ -52,9 +54,10 @@ impl Sessions {
         for id in self.ids()? {
             match self.examine(&id, older_than, full) {
                 Ok(Outcome::Kept) => report.kept += 1,
-                Ok(Outcome::Ended(reason)) => report.ended.push(SessionGcEntry {
+                Ok(Outcome::Ended(reason, kept)) => report.ended.push(SessionGcEntry {
                     id,
                     reason: Some(reason),
+                    kept,
                 }),
                 Ok(Outcome::Deleted) => report.deleted.push(id),
                 Err(e) => report.failures.push(SessionGcFailure {
@@ -112,8 +115,8 @@ impl Sessions {
         // Decided again under the lock: an exec may have started meanwhile.
         match verdict(&session.record()?) {
             Some(reason) => {
-                session.end(reason)?;
-                Ok(Outcome::Ended(reason))
+                let ended = session.end(reason, true)?;
+                Ok(Outcome::Ended(reason, ended.kept))
             }
             None => {
                 let _ = reason;

@@ -73,9 +73,9 @@ pub use pull::{
 };
 pub use push::PushRequest;
 pub use record::{
-    DEFAULT_IDLE_TIMEOUT_S, EndReason, ItemOrigin, MAX_ITEM_TRIES, ReviewItem, ReviewPhase,
-    ReviewRound, ReviewState, SessionRecord, SessionRecordTag, SessionRun, SessionStatus,
-    WatcherInfo, WriterActivity, WriterInfo,
+    DEFAULT_IDLE_TIMEOUT_S, EndReason, ItemOrigin, KeptCommits, MAX_ITEM_TRIES, ReviewItem,
+    ReviewPhase, ReviewRound, ReviewState, SessionRecord, SessionRecordTag, SessionRun,
+    SessionStatus, WatcherInfo, WriterActivity, WriterInfo,
 };
 pub use reports::{
     PullOutcome, PullReport, PullReportTag, PushReport, PushReportTag, SessionGcEntry,

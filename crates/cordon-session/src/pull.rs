@@ -7,7 +7,7 @@ use cordon_git::{CommitId, Repo};
 use cordon_workspace::ProcessIdentity;
 
 use crate::error::{SessionError, SessionErrorKind};
-use crate::record::{self, SessionRecord, WriterActivity, WriterInfo};
+use crate::record::{self, KeptCommits, SessionRecord, SessionStatus, WriterActivity, WriterInfo};
 use crate::reports::{PullOutcome, PullReport, PullReportTag};
 use crate::sandboxed::{EXPORT_SCRIPT, SandboxedGit};
 use crate::sessions::{DEFAULT_MAX_BUNDLE_BYTES, Session, check_bundle_file, refused};
@@ -72,6 +72,12 @@ impl Session {
         request: &PullRequest,
         stop: &dyn Fn() -> bool,
     ) -> Result<PullReport, SessionError> {
+        let rec = self.record()?;
+        if rec.state == SessionStatus::Ended {
+            return self
+                .pull_kept(&rec, request)
+                .map_err(|e| e.with_id(&self.id));
+        }
         let rec = self.active_record()?;
         self.check_home_masked()?;
         let host = Repo::open(request.repo.as_deref().unwrap_or(&rec.repo))?;
@@ -114,7 +120,7 @@ impl Session {
     ) -> Result<PullReport, SessionError> {
         let into_ref = format!("refs/heads/{into}");
         let old = host.ref_commit(&into_ref)?;
-        let mut report = PullReport {
+        let report = PullReport {
             schema: PullReportTag,
             id: self.id.clone(),
             outcome: PullOutcome::UpToDate,
@@ -142,10 +148,112 @@ impl Session {
                 None => return Ok(report),
             },
         };
+        self.fast_forward(host, into, &rec.base_commit, new, request, report)
+    }
+
+    /// The pull of an ended session: its kept commits (`refs/cordon/sessions/<id>`, already
+    /// in the host repository) fast-forward the host branch as a live session's would.
+    fn pull_kept(
+        &self,
+        rec: &SessionRecord,
+        request: &PullRequest,
+    ) -> Result<PullReport, SessionError> {
+        let Some(kept) = &rec.kept else {
+            return Err(SessionError::new(SessionErrorKind::Ended));
+        };
+        let host = Repo::open(request.repo.as_deref().unwrap_or(&rec.repo))?;
+        let into = request
+            .into
+            .clone()
+            .unwrap_or_else(|| rec.host_branch.clone());
+        cordon_git::check_branch_name(&into)?;
+        // The ref names the commits; a ref deleted by hand leaves the objects until git's gc.
+        let new = match host.ref_commit(&kept.session_ref)? {
+            Some(at) if at == kept.commit => at,
+            _ => match host.ref_commit(kept.commit.as_str())? {
+                Some(commit) => {
+                    host.set_ref(
+                        &kept.session_ref,
+                        &commit,
+                        &format!("cordon session {}", self.id),
+                    )?;
+                    commit
+                }
+                None => {
+                    return Err(SessionError::new(SessionErrorKind::KeptCommitsGone {
+                        session_ref: kept.session_ref.clone(),
+                        commit: kept.commit.clone(),
+                    }));
+                }
+            },
+        };
+        let old = host.ref_commit(&format!("refs/heads/{into}"))?;
+        let report = PullReport {
+            schema: PullReportTag,
+            id: self.id.clone(),
+            outcome: PullOutcome::UpToDate,
+            into: into.clone(),
+            from: old.clone(),
+            to: old,
+            commits: 0,
+            session_ref: None,
+            checked_out: false,
+        };
+        self.fast_forward(&host, &into, &rec.base_commit, new, request, report)
+    }
+
+    /// Keeps the session's commits its host branch lacks in the host repository, in
+    /// `refs/cordon/sessions/<id>` (bundled in the session's sandbox and checked as a pull's
+    /// are), before the session's tree goes: what was kept, `None` when nothing was unpulled
+    /// (or the host repository is gone, so there is nowhere to keep them).
+    pub(crate) fn keep_unpulled(&self) -> Result<Option<KeptCommits>, SessionError> {
+        let rec = self.record()?;
+        if rec.state != SessionStatus::Active {
+            return Ok(None);
+        }
+        let Ok(host) = Repo::open(&rec.repo) else {
+            return Ok(None);
+        };
+        self.check_home_masked()?;
+        let transfer = self.sessions.layout.transfer(&self.id, "keep");
+        std::fs::create_dir(&transfer).map_err(|e| SessionError::io(&transfer, e))?;
+        let fetched = self.fetch_session_branch(&host, &rec, &transfer, &PullRequest::default());
+        let _ = cordon_workspace::remove_tree(&transfer);
+        let Some(tip) = fetched? else {
+            return Ok(None);
+        };
+        let commits = match host.ref_commit(&format!("refs/heads/{}", rec.host_branch))? {
+            Some(head) if head == tip || host.is_ancestor(&tip, &head)? => return Ok(None),
+            Some(head) => host.ahead_behind(&head, &tip)?.1,
+            None => host.commit_count(&tip)?,
+        };
+        Ok(Some(KeptCommits {
+            session_ref: self.id.host_ref(),
+            commit: tip,
+            commits,
+            branch: rec.host_branch.clone(),
+        }))
+    }
+
+    /// Fast-forwards the host branch `into` (at `report.from`) to `new`, the session's
+    /// commits in `refs/cordon/sessions/<id>`; `base` is where the session started; `request` bounds
+    /// what the pull may write into the checkout.
+    fn fast_forward(
+        &self,
+        host: &Repo,
+        into: &str,
+        base: &CommitId,
+        new: CommitId,
+        request: &PullRequest,
+        mut report: PullReport,
+    ) -> Result<PullReport, SessionError> {
+        let into_ref = format!("refs/heads/{into}");
+        let session_ref = self.id.host_ref();
+        let old = report.from.clone();
         report.session_ref = Some(session_ref.clone());
         let Some(old) = old else {
-            self.check_submodules(host, &session_ref, Some(&rec.base_commit), &new)?;
-            let base = host.ref_commit(rec.base_commit.as_str())?;
+            self.check_submodules(host, &session_ref, Some(base), &new)?;
+            let base = host.ref_commit(base.as_str())?;
             self.check_checkout_size(host, &session_ref, base.as_ref(), &new, request)?;
             host.update_ref(
                 &into_ref,

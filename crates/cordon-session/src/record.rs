@@ -41,12 +41,56 @@ pub enum SessionStatus {
 pub enum EndReason {
     /// `cordon session remove`.
     Removed,
+    /// Its review watcher's source reported the change merged.
+    Merged,
+    /// Its review watcher's source reported the change closed.
+    Closed,
     /// Nothing happened in it for longer than its idle timeout (`cordon gc`).
     Idle,
     /// A transient session whose owner process is gone.
     OwnerGone,
     /// Its creator died while creating it.
     CreationAbandoned,
+}
+
+impl std::fmt::Display for EndReason {
+    /// Why, in words (for the lines `session list`, `gc` and the watcher print).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            EndReason::Removed => "removed",
+            EndReason::Merged => "the change was merged",
+            EndReason::Closed => "the change was closed",
+            EndReason::Idle => "idle past its idle timeout",
+            EndReason::OwnerGone => "transient, its creator ended",
+            EndReason::CreationAbandoned => "its creation was interrupted",
+        })
+    }
+}
+
+/// The session's commits the host branch lacked when the session ended, kept in the host
+/// repository (`refs/cordon/sessions/<id>`) so that nothing is lost: `cordon session pull`
+/// still brings them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct KeptCommits {
+    /// The host ref holding them: `refs/cordon/sessions/<id>`.
+    pub session_ref: String,
+    /// The session branch's last commit.
+    pub commit: cordon_git::CommitId,
+    /// How many commits the host branch lacked.
+    pub commits: u64,
+    /// The host branch they were counted against (what `session pull` fast-forwards).
+    pub branch: String,
+}
+
+impl KeptCommits {
+    /// What an ending says about them: how many, where, and the command that gets them.
+    pub fn describe(&self) -> String {
+        let id = self.session_ref.rsplit('/').next().unwrap_or_default();
+        format!(
+            "its {} unpulled commit(s) are kept in {}: `cordon session pull {id}` brings them to {}",
+            self.commits, self.session_ref, self.branch
+        )
+    }
 }
 
 /// What a writer does in the session.
@@ -126,6 +170,9 @@ pub struct ReviewState {
     pub failed: Vec<String>,
     /// The last polling interval, in milliseconds (`None`: the next wait is the minimum).
     pub backoff_ms: Option<u64>,
+    /// How the fixer failed in the last round, when it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_fixer_failure: Option<FixerFailure>,
     /// The round that runs (or ran when the watcher died: it is run again with the same
     /// items).
     #[serde(default)]
@@ -187,6 +234,30 @@ pub enum ItemOrigin {
     Poke,
 }
 
+impl std::fmt::Display for ItemOrigin {
+    /// Where from, in words.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ItemOrigin::Source => "the source",
+            ItemOrigin::Reviewer => "a reviewer",
+            ItemOrigin::Poke => "a poke",
+        })
+    }
+}
+
+/// How the fixer failed last (exit code, last lines of its standard error, how fast): two
+/// failures alike, each within a second, are a configuration error, not something a retry
+/// fixes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct FixerFailure {
+    /// Its exit code.
+    pub exit_code: u8,
+    /// The last lines of its standard error (redacted).
+    pub stderr_tail: Vec<String>,
+    /// How long it ran, in milliseconds.
+    pub duration_ms: u64,
+}
+
 /// One round: the fixer run on the pending items.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ReviewRound {
@@ -239,10 +310,23 @@ pub enum ReviewPhase {
     Done,
 }
 
+impl std::fmt::Display for ReviewPhase {
+    /// The phase, in words.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ReviewPhase::Idle => "idle",
+            ReviewPhase::Polling => "polling",
+            ReviewPhase::Reviewing => "reviewing",
+            ReviewPhase::Round => "in a round",
+            ReviewPhase::Done => "done",
+        })
+    }
+}
+
 /// The state of one session (`$CORDON_HOME/sessions/<id>/state.json`), printed by
 /// `cordon session create|show --json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[schemars(extend("x-revision" = 2))]
+#[schemars(extend("x-revision" = 3))]
 pub struct SessionRecord {
     /// Always `cordon.session/v1`.
     pub schema: SessionRecordTag,
@@ -293,6 +377,10 @@ pub struct SessionRecord {
     pub ended_at: Option<String>,
     /// Why it ended.
     pub end_reason: Option<EndReason>,
+    /// The commits the host branch lacked when it ended, kept in the host repository
+    /// (`cordon session pull` brings them); absent when there were none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept: Option<KeptCommits>,
     /// The review watcher's state.
     pub review: ReviewState,
 }

@@ -5,7 +5,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::id::SessionId;
-use crate::record::{EndReason, SessionRecord};
+use crate::record::{EndReason, KeptCommits, SessionRecord};
 
 cordon_types::schema_tag!(
     /// The `schema` tag of `cordon session list --json`: `"cordon.session-list/v1"`.
@@ -88,6 +88,9 @@ pub struct SessionGcEntry {
     pub id: SessionId,
     /// Why it ended (`None`: it had ended before; its record was deleted).
     pub reason: Option<EndReason>,
+    /// The commits the host branch lacked, kept in the host repository.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept: Option<KeptCommits>,
 }
 
 /// One session gc could not collect.

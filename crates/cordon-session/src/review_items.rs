@@ -28,6 +28,17 @@ pub enum SourceState {
     Closed,
 }
 
+impl std::fmt::Display for SourceState {
+    /// The state, in words.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SourceState::Open => "open",
+            SourceState::Merged => "merged",
+            SourceState::Closed => "closed",
+        })
+    }
+}
+
 /// What one line said.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Line {

@@ -184,6 +184,7 @@ impl Sessions {
             runs: Vec::new(),
             ended_at: None,
             end_reason: None,
+            kept: None,
             review: ReviewState::default(),
         };
         let result = (|| {
@@ -441,8 +442,10 @@ impl Session {
 
     /// Ends the session (`cordon session remove`): asks whatever runs in it to stop (SIGTERM
     /// to the cordon processes running its programs, which end their sandboxes), waits for
-    /// the writer lock (at most `wait`), deletes its tree and marks it ended. Its record and
-    /// its runs in the history stay.
+    /// the writer lock (at most `wait`), keeps the commits the host branch lacks in the host
+    /// repository (`refs/cordon/sessions/<id>`, the record's `kept`), deletes its tree and
+    /// marks it ended. Its record and its runs in the history stay. When its commits cannot
+    /// be kept, it is not ended (see [`Session::discard`]).
     pub fn remove(&self, wait: Duration) -> Result<SessionRecord, SessionError> {
         self.remove_or_stop(wait, &|| false)
     }
@@ -451,6 +454,24 @@ impl Session {
     /// cancel): [`SessionErrorKind::WaitCancelled`], the session left as it was.
     pub fn remove_or_stop(
         &self,
+        wait: Duration,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<SessionRecord, SessionError> {
+        self.end_after_stopping(EndReason::Removed, true, wait, stop)
+    }
+
+    /// Like [`Session::remove`], without keeping its commits: for a session whose commits
+    /// cannot be bundled (its branch deleted, its repository broken).
+    pub fn discard(&self, wait: Duration) -> Result<SessionRecord, SessionError> {
+        self.end_after_stopping(EndReason::Removed, false, wait, &|| false)
+    }
+
+    /// Ends the session for `reason` as [`Session::remove`] does (keeping its commits when
+    /// `keep`): the review watcher's endings (merged, closed, idle).
+    pub(crate) fn end_after_stopping(
+        &self,
+        reason: EndReason,
+        keep: bool,
         wait: Duration,
         stop: &dyn Fn() -> bool,
     ) -> Result<SessionRecord, SessionError> {
@@ -469,11 +490,19 @@ impl Session {
             };
             return Err(SessionError::new(kind).with_id(&self.id));
         };
-        self.end(EndReason::Removed)
+        self.end(reason, keep)
     }
 
-    /// Deletes the tree and marks the record ended; the caller holds the writer lock.
-    pub(crate) fn end(&self, reason: EndReason) -> Result<SessionRecord, SessionError> {
+    /// Keeps the unpulled commits (when `keep`), deletes the tree and marks the record ended;
+    /// the caller holds the writer lock. When the commits cannot be kept, nothing is ended.
+    pub(crate) fn end(&self, reason: EndReason, keep: bool) -> Result<SessionRecord, SessionError> {
+        let kept = if keep && reason != EndReason::CreationAbandoned {
+            self.keep_unpulled().map_err(|e| {
+                SessionError::new(SessionErrorKind::NotKept(Box::new(e))).with_id(&self.id)
+            })?
+        } else {
+            None
+        };
         let layout = &self.sessions.layout;
         let tree = layout.tree(&self.id);
         cordon_workspace::remove_tree(&tree).map_err(|e| SessionError::io(&tree, e))?;
@@ -497,6 +526,7 @@ impl Session {
             rec.ended_at = Some(record::now_text());
             rec.end_reason = Some(reason);
             rec.writer = None;
+            rec.kept = kept;
         })
     }
 

@@ -34,13 +34,15 @@ use cordon_workspace::ProcessIdentity;
 use crate::error::{SessionError, SessionErrorKind};
 use crate::exec::Access;
 use crate::record::{
-    self, ItemOrigin, MAX_ITEM_TRIES, ReviewItem, ReviewPhase, ReviewRound, ReviewState,
-    SessionStatus, WatcherInfo,
+    self, EndReason, FixerFailure, ItemOrigin, MAX_ITEM_TRIES, ReviewItem, ReviewPhase,
+    ReviewRound, ReviewState, SessionStatus, WatcherInfo,
 };
 use crate::review_items::{Line, LineSink, MAX_BODY_BYTES, SourceState, cut};
 use crate::sessions::Session;
 use crate::watch_events::{ReviewEvent, ReviewEventKind, ReviewEventTag, WatchEndReason};
-use crate::watch_runs::{Discard, Launched, MAX_LINE_WARNINGS, in_session, launch, review_once};
+use crate::watch_runs::{
+    Discard, Launched, MAX_LINE_WARNINGS, in_session, launch, review_once, stderr_tail,
+};
 use crate::watch_settings::WatchSettings;
 use cordon_workspace::state::FileLock;
 
@@ -86,6 +88,19 @@ impl Session {
         on_event: &mut dyn FnMut(&ReviewEvent),
     ) -> Result<WatchEndReason, SessionError> {
         self.active_record()?;
+        // A secret that is not there would only fail later, run after run: refused now.
+        for (option, names) in [
+            ("--secret", &settings.secrets),
+            ("--agent-secret", &settings.agent_secrets),
+        ] {
+            if let Some(name) = names.iter().find(|n| std::env::var_os(n).is_none()) {
+                return Err(SessionError::new(SessionErrorKind::MissingSecret {
+                    option,
+                    name: name.clone(),
+                })
+                .with_id(&self.id));
+            }
+        }
         let path = self.sessions.layout.watcher_lock(&self.id);
         let Some(_lock) = FileLock::try_acquire(&path)? else {
             let pid = self.record()?.review.watcher.map_or(0, |w| w.pid);
@@ -226,7 +241,9 @@ impl Watcher<'_> {
             }
             let review = &rec.review;
             if review.current_round.is_some() {
-                self.round()?;
+                if self.round()? == RoundOutcome::Misconfigured {
+                    return self.end(WatchEndReason::FixerMisconfigured);
+                }
                 continue;
             }
             if review.reviews_due {
@@ -240,7 +257,9 @@ impl Watcher<'_> {
                 if rec.rounds >= self.settings.max_rounds {
                     return self.end(WatchEndReason::MaxRounds);
                 }
-                self.round()?;
+                if self.round()? == RoundOutcome::Misconfigured {
+                    return self.end(WatchEndReason::FixerMisconfigured);
+                }
                 continue;
             }
             let (state, new) = self.poll()?;
@@ -321,15 +340,27 @@ impl Watcher<'_> {
                 r.watcher = None;
             })?;
         }
-        if matches!(
-            reason,
-            WatchEndReason::Merged | WatchEndReason::Closed | WatchEndReason::IdleTimeout
-        ) {
-            self.session.remove(REMOVE_WAIT)?;
-        }
+        let ending = match reason {
+            WatchEndReason::Merged => Some(EndReason::Merged),
+            WatchEndReason::Closed => Some(EndReason::Closed),
+            WatchEndReason::IdleTimeout => Some(EndReason::Idle),
+            WatchEndReason::MaxRounds
+            | WatchEndReason::SessionEnded
+            | WatchEndReason::FixerMisconfigured => None,
+        };
+        // The session's commits not yet pulled are kept on the host before it ends.
+        let kept = match ending {
+            Some(ending) => {
+                self.session
+                    .end_after_stopping(ending, true, REMOVE_WAIT, &|| false)?
+                    .kept
+            }
+            None => None,
+        };
         self.emit(ReviewEventKind::Ended {
             reason,
             exit_code: reason.exit_code(),
+            kept,
         });
         Ok(reason)
     }
@@ -368,6 +399,7 @@ impl Watcher<'_> {
                     exit_code: 125,
                     new_items: 0,
                     state: None,
+                    stderr_tail: vec![e.to_string()],
                 });
                 return Ok((None, 0));
             }
@@ -376,11 +408,14 @@ impl Watcher<'_> {
         let (items, state) = self.sort_lines(lines, "the source");
         // A state from a source that failed is not trusted (merged/closed remove the session).
         let state = if exit_code == 0 { state } else { None };
-        if exit_code != 0 {
+        let failure = if exit_code == 0 {
+            Vec::new()
+        } else {
             self.warn(format!(
                 "the source exited {exit_code}; its items are taken, its state is not"
             ));
-        }
+            stderr_tail(&launched.ran.result)
+        };
         let (new, full) = self.session.add_items(items)?;
         if full > 0 {
             self.warn(format!(
@@ -392,6 +427,7 @@ impl Watcher<'_> {
             exit_code,
             new_items: new.len(),
             state,
+            stderr_tail: failure,
         });
         let count = new.len();
         if !new.is_empty() {
@@ -517,7 +553,7 @@ impl Watcher<'_> {
     }
 
     /// Runs the round that is recorded as running, or starts one with every pending item.
-    fn round(&mut self) -> Result<(), SessionError> {
+    fn round(&mut self) -> Result<RoundOutcome, SessionError> {
         let mut current = None;
         let mut resumed = false;
         let rec = self.session.update_review(|review, rounds| {
@@ -544,7 +580,7 @@ impl Watcher<'_> {
             review.last_progress = Some(record::now_text());
         })?;
         let Some(round) = current else {
-            return Ok(());
+            return Ok(RoundOutcome::Done);
         };
         let items: Vec<&ReviewItem> = rec
             .review
@@ -558,13 +594,35 @@ impl Watcher<'_> {
             resumed,
         });
         let launched = self.fix(&round, &items);
-        let (exit_code, run_id) = match &launched {
-            Ok(l) => (l.ran.exit_code, l.run_id.clone()),
+        let (exit_code, run_id, failure) = match &launched {
+            Ok(l) if l.ran.exit_code == 0 => (0, l.run_id.clone(), None),
+            Ok(l) => (
+                l.ran.exit_code,
+                l.run_id.clone(),
+                Some(FixerFailure {
+                    exit_code: l.ran.exit_code,
+                    stderr_tail: stderr_tail(&l.ran.result),
+                    duration_ms: l.ran.result.duration_ms,
+                }),
+            ),
             Err(e) => {
                 self.warn(format!("the fixer could not run: {e}"));
-                (125, None)
+                let failure = FixerFailure {
+                    exit_code: 125,
+                    stderr_tail: vec![e.to_string()],
+                    duration_ms: 0,
+                };
+                (125, None, Some(failure))
             }
         };
+        let misconfigured = failure.as_ref().is_some_and(|f| {
+            f.duration_ms < FAST_FAILURE_MS
+                && rec.review.last_fixer_failure.as_ref().is_some_and(|last| {
+                    last.duration_ms < FAST_FAILURE_MS
+                        && last.exit_code == f.exit_code
+                        && last.stderr_tail == f.stderr_tail
+                })
+        });
         let mut finished = round.clone();
         let mut retry = Vec::new();
         self.session.update_review(|review, _| {
@@ -590,6 +648,7 @@ impl Watcher<'_> {
             finished.fixer_run_id = run_id.clone();
             finished.exit_code = Some(exit_code);
             review.history.push(finished.clone());
+            review.last_fixer_failure = failure.clone();
             review.current_round = None;
             review.phase = ReviewPhase::Polling;
             review.reviews_due = true;
@@ -602,8 +661,13 @@ impl Watcher<'_> {
             handled: finished.handled,
             retry,
             dropped: finished.dropped,
+            stderr_tail: failure.map(|f| f.stderr_tail).unwrap_or_default(),
         });
-        Ok(())
+        Ok(if misconfigured {
+            RoundOutcome::Misconfigured
+        } else {
+            RoundOutcome::Done
+        })
     }
 
     /// Runs the fixer on `items`: writable, the items as a JSON array in the file named by
@@ -639,6 +703,18 @@ impl Watcher<'_> {
             None,
         )
     }
+}
+
+/// A fixer that fails faster than this twice alike is misconfigured, in milliseconds.
+const FAST_FAILURE_MS: u64 = 1000;
+
+/// How a round ended for the watch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RoundOutcome {
+    /// It ran (the fixer's outcome is in the state).
+    Done,
+    /// The fixer failed the same way at once as in the round before: end the watch.
+    Misconfigured,
 }
 
 /// How long the watch has seen no progress (no new item, no round).

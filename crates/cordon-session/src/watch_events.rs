@@ -16,6 +16,7 @@ cordon_types::schema_tag!(
 
 /// One thing the review watcher did or saw.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[schemars(extend("x-revision" = 2))]
 pub struct ReviewEvent {
     /// Always `cordon.review-event/v1`.
     pub schema: ReviewEventTag,
@@ -52,6 +53,9 @@ pub enum ReviewEventKind {
         new_items: usize,
         /// The state of the change it reported, if any.
         state: Option<SourceState>,
+        /// When it failed: the last lines of its standard error (redacted).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        stderr_tail: Vec<String>,
     },
     /// New items went to the pending queue.
     Items {
@@ -70,6 +74,9 @@ pub enum ReviewEventKind {
         exit_code: u8,
         /// How its review ended.
         completion: ReviewerCompletion,
+        /// When it failed or timed out: the last lines of its standard error (redacted).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        stderr_tail: Vec<String>,
     },
     /// A round started: the fixer runs on these items.
     RoundStarted {
@@ -94,6 +101,9 @@ pub enum ReviewEventKind {
         retry: Vec<String>,
         /// Items dropped after their last try.
         dropped: Vec<String>,
+        /// When the fixer failed: the last lines of its standard error (redacted).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        stderr_tail: Vec<String>,
     },
     /// The watcher waits this long before the next poll.
     Backoff {
@@ -114,6 +124,10 @@ pub enum ReviewEventKind {
         reason: WatchEndReason,
         /// The exit code of `cordon session watch`.
         exit_code: u8,
+        /// When the ending ended the session: its commits the host branch lacked, kept in
+        /// the host repository (`cordon session pull` brings them).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kept: Option<crate::record::KeptCommits>,
     },
 }
 
@@ -145,14 +159,51 @@ pub enum WatchEndReason {
     IdleTimeout,
     /// The session ended under the watcher (`cordon session remove`, gc).
     SessionEnded,
+    /// The fixer failed the same way twice in a row, each time within a second (the same
+    /// exit code and error output): a configuration error (a wrong path, a missing
+    /// program), not retried to the limit. The session and its pending items are kept.
+    FixerMisconfigured,
+}
+
+impl std::fmt::Display for WatchEndReason {
+    /// Why, in words.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            WatchEndReason::Merged => "the change was merged; the session was removed",
+            WatchEndReason::Closed => "the change was closed; the session was removed",
+            WatchEndReason::MaxRounds => {
+                "items were still pending after --max-rounds rounds; the session is kept"
+            }
+            WatchEndReason::IdleTimeout => {
+                "nothing happened for --idle-timeout; the session was removed"
+            }
+            WatchEndReason::SessionEnded => "the session ended",
+            WatchEndReason::FixerMisconfigured => {
+                "the fixer fails the same way at once on every try: a configuration error, not retried (the session and its pending items are kept)"
+            }
+        })
+    }
+}
+
+impl std::fmt::Display for ReviewerCompletion {
+    /// How, in words.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ReviewerCompletion::Exited => "finished",
+            ReviewerCompletion::Marker => "finished (review complete)",
+            ReviewerCompletion::TimedOut => "timed out",
+            ReviewerCompletion::Crashed => "failed",
+        })
+    }
 }
 
 impl WatchEndReason {
-    /// The exit code of `cordon session watch` for this ending: 1 for the round limit, 0
-    /// otherwise.
+    /// The exit code of `cordon session watch` for this ending: 1 for the round limit, 2 for
+    /// a misconfigured fixer, 0 otherwise.
     pub fn exit_code(self) -> u8 {
         match self {
             WatchEndReason::MaxRounds => 1,
+            WatchEndReason::FixerMisconfigured => 2,
             WatchEndReason::Merged
             | WatchEndReason::Closed
             | WatchEndReason::IdleTimeout

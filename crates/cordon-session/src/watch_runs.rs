@@ -22,6 +22,35 @@ const TRANSCRIPT_LIMIT: u64 = 64 << 20;
 /// Bad lines reported one by one per run; the rest are counted.
 pub(crate) const MAX_LINE_WARNINGS: usize = 10;
 
+/// Lines of a failed run's standard error kept in its events.
+const STDERR_LINES: usize = 5;
+/// The most characters of one such line.
+const STDERR_LINE_CHARS: usize = 300;
+
+/// The last lines of a run's standard error (redacted, as everything in its result is), for
+/// the events that say why it failed.
+pub(crate) fn stderr_tail(result: &cordon_types::RunResult) -> Vec<String> {
+    let text = format!("{}{}", result.stderr.head, result.stderr.tail);
+    let mut lines: Vec<String> = text
+        .lines()
+        .map(str::trim_end)
+        .filter(|l| !l.is_empty())
+        .rev()
+        .take(STDERR_LINES)
+        .map(|l| match l.char_indices().nth(STDERR_LINE_CHARS) {
+            Some((at, _)) => format!("{}…", &l[..at]),
+            None => l.to_owned(),
+        })
+        .collect();
+    lines.reverse();
+    if lines.is_empty()
+        && let Some(failure) = &result.failure
+    {
+        lines.push(failure.reason.clone());
+    }
+    lines
+}
+
 /// What one program run did.
 pub(crate) struct Launched {
     /// Its result.
@@ -127,18 +156,15 @@ pub(crate) fn review_once(
             } else {
                 ReviewerCompletion::Crashed
             };
-            if matches!(
+            let failed = matches!(
                 completion,
                 ReviewerCompletion::TimedOut | ReviewerCompletion::Crashed
-            ) {
+            );
+            if failed {
                 warn(format!(
                     "reviewer {} {} (exit {exit_code}); the round goes on with what it posted",
                     index + 1,
-                    if completion == ReviewerCompletion::TimedOut {
-                        "timed out"
-                    } else {
-                        "failed"
-                    }
+                    completion
                 ));
             }
             let _ = events.send(ReviewEventKind::Reviewer {
@@ -146,6 +172,11 @@ pub(crate) fn review_once(
                 run_id: l.run_id.clone(),
                 exit_code,
                 completion,
+                stderr_tail: if failed {
+                    stderr_tail(&l.ran.result)
+                } else {
+                    Vec::new()
+                },
             });
             l.run_id
         }
@@ -156,6 +187,7 @@ pub(crate) fn review_once(
                 run_id: None,
                 exit_code: 125,
                 completion: ReviewerCompletion::Crashed,
+                stderr_tail: vec![e.to_string()],
             });
             None
         }

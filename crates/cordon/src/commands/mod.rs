@@ -59,7 +59,7 @@ pub(crate) fn wants_json(command: &Command) -> bool {
             SessionCommand::Create { json, .. }
             | SessionCommand::Push { json, .. }
             | SessionCommand::Pull { json, .. }
-            | SessionCommand::List { json }
+            | SessionCommand::List { json, .. }
             | SessionCommand::Poke { json, .. }
             | SessionCommand::Show { json, .. }
             | SessionCommand::Remove { json, .. } => *json,

@@ -144,8 +144,12 @@ pub enum SessionCommand {
         #[arg(long)]
         json: bool,
     },
-    /// List the sessions (ended ones too, until `cordon gc --older-than`).
+    /// List the live sessions (with --all, ended ones too, until `cordon gc --older-than`
+    /// deletes their records).
     List {
+        /// Ended sessions too.
+        #[arg(long)]
+        all: bool,
         /// Print JSON (cordon.session-list/v1).
         #[arg(long)]
         json: bool,
@@ -184,14 +188,19 @@ pub enum SessionCommand {
         #[arg(long)]
         json: bool,
     },
-    /// End a session: stop whatever runs in it, delete its tree; its record and its runs in
-    /// the history stay.
+    /// End a session: stop whatever runs in it, keep its commits the host branch lacks in
+    /// the host repository (refs/cordon/sessions/ID: `cordon session pull ID` still brings
+    /// them), delete its tree; its record and its runs in the history stay.
     Remove {
         /// The session id.
         id: String,
         /// How long to wait for what runs in it to stop.
         #[arg(long, value_name = "DUR", default_value = "30s", value_parser = parse_duration)]
         wait: Duration,
+        /// End it without keeping its commits (when they cannot be bundled: its branch was
+        /// deleted, its repository broken).
+        #[arg(long)]
+        discard: bool,
         /// Print the ended session as JSON.
         #[arg(long)]
         json: bool,
@@ -246,11 +255,20 @@ fn classify(error: &SessionError) -> (Exit, ErrorKind) {
     }
 }
 
+/// A session's state as a word.
+fn state_word(rec: &SessionRecord) -> &'static str {
+    match rec.state {
+        cordon_session::SessionStatus::Creating => "creating",
+        cordon_session::SessionStatus::Active => "active",
+        cordon_session::SessionStatus::Ended => "ended",
+    }
+}
+
 fn describe(rec: &SessionRecord) -> String {
     format!(
         "{}  {:<8}  {}  {}@{}  {} -> {}  {}",
         rec.id,
-        format!("{:?}", rec.state).to_lowercase(),
+        state_word(rec),
         if rec.transient {
             "transient "
         } else {
@@ -341,9 +359,14 @@ pub(crate) fn run(args: SessionArgs) -> Result<Exit, CliError> {
             };
             pull(&sessions, &id, &request, json)
         }
-        SessionCommand::List { json } => list(&sessions, json),
+        SessionCommand::List { all, json } => list(&sessions, all, json),
         SessionCommand::Show { id, json } => show(&sessions, &id, json),
-        SessionCommand::Remove { id, wait, json } => remove(&sessions, &id, wait, json),
+        SessionCommand::Remove {
+            id,
+            wait,
+            discard,
+            json,
+        } => remove(&sessions, &id, wait, discard, json),
     }
 }
 
@@ -398,16 +421,19 @@ fn pull(
     Ok(Exit::Success)
 }
 
-/// `cordon session list`.
-fn list(sessions: &Sessions, json: bool) -> Result<Exit, CliError> {
-    let records = sessions.list().map_err(fail)?;
+/// `cordon session list [--all]`.
+fn list(sessions: &Sessions, all: bool, json: bool) -> Result<Exit, CliError> {
+    let mut records = sessions.list().map_err(fail)?;
+    if !all {
+        records.retain(|r| r.state != cordon_session::SessionStatus::Ended);
+    }
     if json {
         print_json(&SessionList {
             schema: SessionListTag,
             sessions: records,
         })?;
     } else if records.is_empty() {
-        eprintln!("no sessions");
+        eprintln!("no {}sessions", if all { "" } else { "live " });
     } else {
         for rec in &records {
             println!("{}", describe(rec));
@@ -445,18 +471,41 @@ fn show(sessions: &Sessions, id: &str, json: bool) -> Result<Exit, CliError> {
     Ok(Exit::Success)
 }
 
-/// `cordon session remove`.
-fn remove(sessions: &Sessions, id: &str, wait: Duration, json: bool) -> Result<Exit, CliError> {
+/// `cordon session remove [--discard]`.
+fn remove(
+    sessions: &Sessions,
+    id: &str,
+    wait: Duration,
+    discard: bool,
+    json: bool,
+) -> Result<Exit, CliError> {
     let rec = sessions
         .open_str(id)
-        .and_then(|s| s.remove(wait))
+        .and_then(|s| {
+            if discard {
+                s.discard(wait)
+            } else {
+                s.remove(wait)
+            }
+        })
         .map_err(fail)?;
     if json {
         print_json(&rec)?;
     } else {
-        eprintln!("ended session {} (its runs stay in `cordon runs`)", rec.id);
+        eprintln!("{}", ending(&rec));
     }
     Ok(Exit::Success)
+}
+
+/// What the end of a session says: that it ended, and where its unpulled commits are.
+pub(crate) fn ending(rec: &SessionRecord) -> String {
+    match &rec.kept {
+        Some(kept) => format!("ended session {}; {}", rec.id, kept.describe()),
+        None => format!(
+            "ended session {} (nothing unpulled; its runs stay in `cordon runs`)",
+            rec.id
+        ),
+    }
 }
 
 fn create_request(

@@ -3,7 +3,10 @@
 //! Exit codes of `watch` and `resume`: 0 the change was merged or closed, or the idle timeout
 //! ended the watch (the session is removed); 1 items were still pending after
 //! `--max-rounds` rounds (the session is kept), or another watcher watches the session; 2
-//! usage; 125 cordon failed (the state is kept: run `resume` to continue).
+//! usage (a `--secret`/`--agent-secret` variable that is not set is refused at the start), or
+//! the fixer failed the same way within a second on two tries in a row (a configuration
+//! error: the session and its items are kept); 125 cordon failed (the state is kept: run
+//! `resume` to continue).
 
 use std::io::Write;
 use std::time::Duration;
@@ -27,7 +30,9 @@ pub struct WatchArgs {
     pub source: String,
     /// The fixer: a shell command run in the session, writable, with the pending items as a
     /// JSON array in the file named by $CORDON_REVIEW_ITEMS and on standard input. Exit 0:
-    /// its items are handled; otherwise they stay pending (3 tries per item).
+    /// its items are handled; otherwise they stay pending (3 tries per item). Failing the
+    /// same way within a second twice in a row ends the watch as a configuration error
+    /// (exit 2).
     #[arg(long, value_name = "CMD")]
     pub fixer: String,
     /// A reviewer (repeatable): a shell command run in the session read-only before each
@@ -53,11 +58,12 @@ pub struct WatchArgs {
     #[arg(long, value_name = "CMD")]
     pub on_timeout: Option<String>,
     /// Pass the variable NAME of cordon's environment to the source and --on-timeout, as a
-    /// secret (redacted everywhere; repeatable).
+    /// secret (redacted everywhere; repeatable). Refused at the start when NAME is not set.
     #[arg(long = "secret", value_name = "NAME")]
     pub secrets: Vec<String>,
     /// Pass the variable NAME of cordon's environment to the reviewers and the fixer (e.g.
-    /// their model's API key), as a secret (redacted everywhere; repeatable).
+    /// their model's API key), as a secret (redacted everywhere; repeatable). Refused at the
+    /// start when NAME is not set.
     #[arg(long = "agent-secret", value_name = "NAME")]
     pub agent_secrets: Vec<String>,
     /// The source's (and --on-timeout's) time limit.
@@ -129,7 +135,9 @@ pub(crate) fn watch(
                 let _ = out.flush();
             }
         } else {
-            eprintln!("cordon: {}", describe(&event.event));
+            for line in describe(&event.event).lines() {
+                eprintln!("cordon: {}", cordon_types::text::for_terminal(line));
+            }
         }
     };
     let reason = session
@@ -137,6 +145,7 @@ pub(crate) fn watch(
         .map_err(fail)?;
     Ok(match reason.exit_code() {
         0 => Exit::Success,
+        2 => Exit::Usage,
         _ => Exit::Failed,
     })
 }
@@ -232,43 +241,59 @@ pub(crate) fn poke(
     Ok(Exit::Success)
 }
 
-/// One event as a line for people.
+/// One event as lines for people (no Rust names: every value is said in words). A failure
+/// says its exit code and the last lines of its standard error, indented under it.
 fn describe(event: &ReviewEventKind) -> String {
-    match event {
+    let (head, stderr) = match event {
         ReviewEventKind::Started {
             resumed,
             rounds,
             pending,
-        } => format!(
-            "watching{} ({rounds} round(s) so far, {pending} item(s) pending)",
-            if *resumed { ", resuming" } else { "" }
+        } => (
+            format!(
+                "watching{} ({rounds} round(s) so far, {pending} item(s) pending)",
+                if *resumed { ", resuming" } else { "" }
+            ),
+            &[][..],
         ),
         ReviewEventKind::Poll {
             exit_code,
             new_items,
             state,
+            stderr_tail,
             ..
-        } => format!(
-            "polled the source: exit {exit_code}, {new_items} new item(s){}",
-            state.map_or(String::new(), |s| format!(", state {s:?}").to_lowercase())
+        } => (
+            format!(
+                "polled the source: exit {exit_code}, {new_items} new item(s){}",
+                state.map_or(String::new(), |s| format!(", the change is {s}"))
+            ),
+            stderr_tail.as_slice(),
         ),
-        ReviewEventKind::Items { origin, ids } => {
-            format!("new items from the {origin:?}: {}", ids.join(", ")).to_lowercase()
-        }
+        ReviewEventKind::Items { origin, ids } => (
+            format!("new items from {origin}: {}", ids.join(", ")),
+            &[][..],
+        ),
         ReviewEventKind::Reviewer {
             command,
             exit_code,
             completion,
+            stderr_tail,
             ..
-        } => format!("reviewer `{command}` done ({completion:?}, exit {exit_code})"),
+        } => (
+            format!("reviewer `{command}` {completion} (exit {exit_code})"),
+            stderr_tail.as_slice(),
+        ),
         ReviewEventKind::RoundStarted {
             round,
             items,
             resumed,
-        } => format!(
-            "round {round}{}: the fixer on {}",
-            if *resumed { " (again)" } else { "" },
-            items.join(", ")
+        } => (
+            format!(
+                "round {round}{}: the fixer on {}",
+                if *resumed { " (again)" } else { "" },
+                items.join(", ")
+            ),
+            &[][..],
         ),
         ReviewEventKind::RoundFinished {
             round,
@@ -276,25 +301,46 @@ fn describe(event: &ReviewEventKind) -> String {
             handled,
             retry,
             dropped,
+            stderr_tail,
             ..
-        } => format!(
-            "round {round} finished: exit {exit_code}, {} handled, {} to retry, {} dropped{}",
-            handled.len(),
-            retry.len(),
-            dropped.len(),
-            if dropped.is_empty() {
-                String::new()
-            } else {
-                format!(" (failed: {})", dropped.join(", "))
-            }
+        } => (
+            format!(
+                "round {round} finished: the fixer exited {exit_code}, {} handled, {} to retry, {} dropped{}",
+                handled.len(),
+                retry.len(),
+                dropped.len(),
+                if dropped.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (failed: {})", dropped.join(", "))
+                }
+            ),
+            stderr_tail.as_slice(),
         ),
-        ReviewEventKind::Backoff { delay_ms } => format!("next poll in {delay_ms} ms"),
-        ReviewEventKind::Poke => "poked: polling now".to_owned(),
-        ReviewEventKind::Warning { message } => format!("warning: {message}"),
-        ReviewEventKind::Ended { reason, exit_code } => {
-            format!("watch ended: {reason:?} (exit {exit_code})")
-        }
+        ReviewEventKind::Backoff { delay_ms } => (format!("next poll in {delay_ms} ms"), &[][..]),
+        ReviewEventKind::Poke => ("poked: polling now".to_owned(), &[][..]),
+        ReviewEventKind::Warning { message } => (format!("warning: {message}"), &[][..]),
+        ReviewEventKind::Ended {
+            reason,
+            exit_code,
+            kept,
+        } => (
+            match kept {
+                Some(kept) => format!(
+                    "watch ended (exit {exit_code}): {reason}; {}",
+                    kept.describe()
+                ),
+                None => format!("watch ended (exit {exit_code}): {reason}"),
+            },
+            &[][..],
+        ),
+    };
+    let mut text = head;
+    for line in stderr {
+        text.push_str("\n  | ");
+        text.push_str(line);
     }
+    text
 }
 
 /// The rounds of a session, for `cordon session show`.
@@ -304,7 +350,7 @@ pub(crate) fn show_rounds(rec: &cordon_session::SessionRecord) {
         return;
     }
     println!(
-        "  review: {:?}, {} round(s), {} pending, {} handled, {} failed",
+        "  review: {}, {} round(s), {} pending, {} handled, {} failed",
         review.phase,
         rec.rounds,
         review.pending.len(),

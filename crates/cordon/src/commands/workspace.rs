@@ -528,7 +528,13 @@ pub(crate) fn gc(args: &GcArgs) -> Result<Exit, CliError> {
             );
         }
         for ended in &sessions.ended {
-            eprintln!("ended session {} ({:?})", ended.id, ended.reason);
+            let why = ended
+                .reason
+                .map_or_else(|| "ended".to_owned(), |r| r.to_string());
+            match &ended.kept {
+                Some(kept) => eprintln!("ended session {} ({why}); {}", ended.id, kept.describe()),
+                None => eprintln!("ended session {} ({why})", ended.id),
+            }
         }
         for deleted in &sessions.deleted {
             eprintln!("deleted session record {deleted}");

@@ -6,7 +6,9 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod kept_commits;
 mod masking;
+mod say_why;
 mod workspaces;
 
 use std::path::Path;
