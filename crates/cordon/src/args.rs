@@ -55,7 +55,7 @@ pub enum Command {
     ///
     /// Exit code: 0 when the default sandbox policy can be enforced, 1 otherwise.
     Doctor(crate::commands::doctor::DoctorArgs),
-    /// Print the JSON Schema of one of cordon's documents.
+    /// Print the JSON Schema of one of cordon's documents (without a name: list them).
     Schema(SchemaArgs),
     /// Serve the job service: jobs over HTTP under a per-project policy, a persistent
     /// queue, live logs. Prints `cordon serve: listening on http://ADDR` once ready.
@@ -216,9 +216,10 @@ pub enum StdinArg {
 /// Arguments of `cordon schema`.
 #[derive(Debug, Args)]
 pub struct SchemaArgs {
-    /// Which document.
+    /// Which document; without one, the documents there are, one a line (name and what
+    /// prints it).
     #[arg(value_enum)]
-    pub document: SchemaDocument,
+    pub document: Option<SchemaDocument>,
 }
 
 /// Documents with a published JSON Schema.

@@ -8,7 +8,7 @@
 //! | 124     | `TimedOut`, `Run(124)` | `session`: a `--wait` ran out; `run`: cordon's timeout fired |
 //! | 125     | `CordonFailed`, `Run(125)` | cordon itself failed: it could not do its job (the host, the run history, git, a protection this host cannot enforce, a missing sandbox helper, a sandbox that could not be set up) |
 //! | 126/127 | `Run(code)`       | `run`: the program is not executable / was not found |
-//! | 128+N   | `Run(code)`, `Signal(N)` | `run`: the program died of signal N; any command: cordon got signal N and stopped (130 Ctrl-C, 143 SIGTERM) |
+//! | 128+N   | `Run(code)`, `Signal(N)` | `run`: the program died of signal N; any command: cordon got signal N and stopped (130 Ctrl-C, 143 SIGTERM); 141: the reader of its stdout went away ([`CliError::stdout_closed`]: nothing printed) |
 //!
 //! `cordon run` and `cordon session exec` exit with the program's own code when it ran
 //! ([`Exit::Run`]): there 1 and 3–123 are the program's, while 2 and 124–127 may be either
@@ -36,7 +36,8 @@ Exit codes (every command):
   2      usage error: a bad flag or value, an unknown id, a bad configuration file
   124    a --wait ran out (run: its --timeout fired)
   125    cordon itself failed
-  128+N  cordon got signal N and stopped (130 Ctrl-C, 143 SIGTERM)
+  128+N  cordon got signal N and stopped (130 Ctrl-C, 143 SIGTERM); 141: its stdout
+         was closed by its reader (`| head`), and it ended quietly
 cordon run and session exec exit with the program's own code when it ran (126/127: not
 executable / not found; 128+N: it died of signal N).
 
@@ -106,6 +107,8 @@ pub struct CliError {
     hints: Vec<String>,
     /// What else the document says, when there is more (boxed: errors travel by value).
     details: Option<Box<Details>>,
+    /// Whether the error is that stdout's reader went away: then nothing is printed.
+    quiet: bool,
 }
 
 /// The optional context of a [`CliError`], carried into its `cordon.error/v1` document.
@@ -126,7 +129,25 @@ impl CliError {
             error: error.into(),
             hints: Vec::new(),
             details: None,
+            quiet: false,
         }
+    }
+
+    /// cordon's standard output was closed by its reader (`cordon … | head -1`): the command
+    /// ends quietly with 141 (128 + SIGPIPE), as `ls | head` does, printing nothing.
+    pub fn stdout_closed() -> Self {
+        CliError {
+            quiet: true,
+            ..CliError::new(
+                Exit::Signal(SIGPIPE),
+                anyhow::anyhow!("the reader of standard output went away"),
+            )
+        }
+    }
+
+    /// Whether this is [`CliError::stdout_closed`].
+    pub fn is_stdout_closed(&self) -> bool {
+        self.quiet
     }
 
     /// An error made of a message, exiting with `exit`.
@@ -231,6 +252,9 @@ impl CliError {
     }
 }
 
+/// SIGPIPE's number: a closed stdout ends cordon with 128 + it.
+const SIGPIPE: u8 = 13;
+
 /// Any other error is cordon's own failure (125).
 impl From<anyhow::Error> for CliError {
     fn from(error: anyhow::Error) -> Self {
@@ -238,14 +262,23 @@ impl From<anyhow::Error> for CliError {
     }
 }
 
+/// An I/O error of the command's own code: a write to a closed stdout (the only writes that
+/// meet a closed pipe there) is [`CliError::stdout_closed`]; the rest cordon's failure (125).
 impl From<std::io::Error> for CliError {
     fn from(error: std::io::Error) -> Self {
+        if crate::stdout::is_closed(&error) {
+            return CliError::stdout_closed();
+        }
         CliError::new(Exit::CordonFailed, error)
     }
 }
 
+/// A document that could not be written: to a closed stdout, [`CliError::stdout_closed`].
 impl From<serde_json::Error> for CliError {
     fn from(error: serde_json::Error) -> Self {
+        if error.io_error_kind() == Some(std::io::ErrorKind::BrokenPipe) {
+            return CliError::stdout_closed();
+        }
         CliError::new(Exit::CordonFailed, error)
     }
 }
@@ -265,6 +298,9 @@ pub fn lines(error: &CliError) -> Vec<String> {
 /// Prints `error` on stderr (and, when the command was asked for JSON, its `cordon.error/v1`
 /// document on stdout) and returns its exit code.
 pub fn render(error: &CliError, json: bool) -> std::process::ExitCode {
+    if error.quiet {
+        return error.exit.into();
+    }
     let mut stderr = std::io::stderr().lock();
     // Messages quote what they are about (a stage name, git's own error output): none of it
     // may drive the terminal.

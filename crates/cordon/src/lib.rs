@@ -18,6 +18,8 @@ pub mod exit;
 mod render;
 mod sandbox_args;
 mod signals;
+#[macro_use]
+mod stdout;
 mod terminal_guard;
 
 use std::process::ExitCode;

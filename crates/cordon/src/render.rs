@@ -238,6 +238,22 @@ impl Passthrough {
         }
     }
 
+    /// A passthrough that sends both of the program's streams to cordon's stderr: for
+    /// commands whose stdout says something else (`session push` prints the session's id).
+    pub(crate) fn to_stderr(raw: bool) -> Self {
+        let err = || std::io::stderr().as_fd().try_clone_to_owned();
+        let (out, err) = (err(), err());
+        let terminal = err.as_ref().is_ok_and(rustix::termios::isatty) && !raw;
+        Passthrough {
+            guards: [
+                terminal.then(TerminalGuard::new),
+                terminal.then(TerminalGuard::new),
+            ],
+            lanes: [LazyLane::new(out), LazyLane::new(err)],
+            scratch: Vec::new(),
+        }
+    }
+
     /// Queues cordon's own `bytes` (a JSON result, a summary line) on `stream`, unfiltered.
     pub(crate) fn print(&mut self, stream: Stream, bytes: &[u8]) {
         if let Some(lane) = self.lanes[index(stream)].start() {

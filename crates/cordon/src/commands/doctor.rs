@@ -1,5 +1,6 @@
 //! `cordon doctor`: what this host can enforce, and what `cordon run` will therefore enforce.
 
+use crate::stdout::{out, outln};
 use std::fmt::Write as _;
 
 use clap::Args;
@@ -21,9 +22,9 @@ pub fn run(args: &DoctorArgs) -> Result<Exit, CliError> {
     let mut report = cordon_sandbox::doctor();
     report.workspaces = Some(workspaces_report());
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?)?;
     } else {
-        print!("{}", render(&report));
+        out!("{}", render(&report))?;
     }
     Ok(if report.default_policy_ok {
         Exit::Success

@@ -90,7 +90,7 @@ pub(crate) fn run(args: RunArgs, argv: &[OsString]) -> Result<Exit, CliError> {
         }),
     });
     let request = request_from(&args, cwd, workspace, isolation);
-    let executed = execute(&request, &args, &request.cwd, None)?;
+    let executed = execute(&request, &args, &request.cwd, None, Output::Passthrough)?;
     Ok(Exit::Run(executed.exit_code))
 }
 
@@ -174,14 +174,24 @@ pub(crate) struct Executed {
     pub(crate) command: Vec<String>,
 }
 
+/// Where the program's output goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Output {
+    /// Its stdout to cordon's stdout, its stderr to cordon's stderr.
+    Passthrough,
+    /// Both to cordon's stderr: cordon's stdout says something else (`session push`).
+    ToStderr,
+}
+
 /// Runs `request` the way `cordon run` does with `args`' output, recording and stdin
 /// options: recorded under `record_repo` (and `session`, when it runs in one), output passed
-/// through or one JSON result.
+/// through (as `output` says) or one JSON result.
 pub(crate) fn execute(
     request: &RunRequest,
     args: &RunArgs,
     record_repo: &Path,
     session: Option<&str>,
+    output: Output,
 ) -> Result<Executed, CliError> {
     let prepared = cordon_runner::prepare(request).map_err(run_error)?;
     for warning in prepared.warnings() {
@@ -211,7 +221,10 @@ pub(crate) fn execute(
     };
     let run_id = recorder.as_ref().map(|r| r.id().to_owned());
     let cancel = signals::cancel_on_signals()?;
-    let mut passthrough = Passthrough::new(args.raw_output);
+    let mut passthrough = match output {
+        Output::Passthrough => Passthrough::new(args.raw_output),
+        Output::ToStderr => Passthrough::to_stderr(args.raw_output),
+    };
     // One line per refused connection on cordon's own stderr (the JSON result lists them
     // all).
     // At most as many lines as the result lists; one more says the rest is only counted.

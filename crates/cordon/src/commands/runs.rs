@@ -414,11 +414,12 @@ fn export_run(store: &Store, args: &ExportArgs) -> Result<Exit, CliError> {
     finish_output(written)
 }
 
-/// Success, also when stdout was closed early (`cordon runs logs ID | head`).
+/// Success; when stdout was closed early (`cordon runs logs ID | head`), the quiet end of a
+/// closed pipe (141, as `ls | head`).
 fn finish_output(written: std::io::Result<()>) -> Result<Exit, CliError> {
     match written {
         Ok(()) => Ok(Exit::Success),
-        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(Exit::Success),
+        Err(error) if crate::stdout::is_closed(&error) => Err(CliError::stdout_closed()),
         Err(error) => Err(CliError::from(error).context("cannot write to stdout")),
     }
 }

@@ -1,4 +1,4 @@
-//! `cordon schema`: print the JSON Schema of a document.
+//! `cordon schema`: print the JSON Schema of a document, or list the documents.
 
 use std::io::Write;
 
@@ -6,7 +6,10 @@ use crate::args::{SchemaArgs, SchemaDocument};
 use crate::exit::{CliError, Exit};
 
 pub(crate) fn run(args: &SchemaArgs) -> Result<Exit, CliError> {
-    let text = match args.document {
+    let Some(document) = args.document else {
+        return list();
+    };
+    let text = match document {
         SchemaDocument::RunResult => cordon_types::schema_json::<cordon_types::RunResult>(),
         SchemaDocument::RunReport => cordon_types::schema_json::<cordon_types::RunReport>(),
         SchemaDocument::CordonToml => cordon_types::schema_json::<cordon_verify::Config>(),
@@ -63,6 +66,28 @@ pub(crate) fn run(args: &SchemaArgs) -> Result<Exit, CliError> {
             return Err(super::serve::not_built("the job service's schemas"));
         }
     };
-    std::io::stdout().lock().write_all(text.as_bytes())?;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()?;
+    Ok(Exit::Success)
+}
+
+/// `cordon schema` alone: every document's name and what it is, one a line.
+fn list() -> Result<Exit, CliError> {
+    use clap::ValueEnum;
+    let documents: Vec<(String, String)> = SchemaDocument::value_variants()
+        .iter()
+        .filter_map(|d| d.to_possible_value())
+        .map(|v| {
+            let help = v.get_help().map(ToString::to_string).unwrap_or_default();
+            (v.get_name().to_owned(), help)
+        })
+        .collect();
+    let width = documents.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
+    let mut out = std::io::stdout().lock();
+    for (name, help) in &documents {
+        writeln!(out, "{name:<width$}  {help}")?;
+    }
+    out.flush()?;
     Ok(Exit::Success)
 }

@@ -1,6 +1,7 @@
 //! `cordon serve` (the job service), `cordon worker` (its workers on more machines) and
 //! `cordon token` (its API tokens).
 
+use crate::stdout::{out, outln};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -177,7 +178,7 @@ pub(crate) fn worker(args: &WorkerArgs) -> Result<Exit, CliError> {
 /// Runs `cordon serve`.
 pub(crate) fn serve(args: &ServeArgs) -> Result<Exit, CliError> {
     if args.print_default_policy {
-        print!("{}", Policy::builtin_toml());
+        out!("{}", Policy::builtin_toml())?;
         return Ok(Exit::Success);
     }
     let policy = load_policy(args.config.as_ref())?;
@@ -238,7 +239,7 @@ pub(crate) fn token(args: &TokenArgs) -> Result<Exit, CliError> {
                     "created token {id} for project {project} ({})",
                     scope.join(",")
                 );
-                println!("{secret}");
+                outln!("{secret}")?;
             }
         }
         TokenCommand::List => {
@@ -255,13 +256,13 @@ pub(crate) fn token(args: &TokenArgs) -> Result<Exit, CliError> {
                 })?;
             } else {
                 for t in tokens {
-                    println!(
+                    outln!(
                         "{}\t{}\t{}\t{}",
                         t.id,
                         t.project,
                         t.scopes.join(","),
                         t.state
-                    );
+                    )?;
                 }
             }
         }
@@ -388,6 +389,7 @@ pub(crate) fn jobs(args: &JobsArgs) -> Result<Exit, CliError> {
             .map_err(client_error)?,
         JobsCommand::Logs { id, .. } if args.json => {
             let mut state = String::new();
+            let mut closed = false;
             let status = client
                 .follow(id, None, &mut |seq, kind, data| {
                     if kind == "end" {
@@ -398,11 +400,14 @@ pub(crate) fn jobs(args: &JobsArgs) -> Result<Exit, CliError> {
                             .into();
                     }
                     let line = serde_json::json!({"id": seq, "event": kind, "data": data});
-                    println!("{line}");
-                    let _ = std::io::stdout().flush();
-                    true
+                    // A reader that went away ends the following.
+                    closed = outln!("{line}").is_err() || std::io::stdout().flush().is_err();
+                    !closed
                 })
                 .map_err(client_error)?;
+            if closed {
+                return Err(CliError::stdout_closed());
+            }
             if status != 200 {
                 return Err(api_error(status, b""));
             }
@@ -410,14 +415,14 @@ pub(crate) fn jobs(args: &JobsArgs) -> Result<Exit, CliError> {
         }
         JobsCommand::Logs { id, .. } => {
             let mut state = String::new();
+            let mut closed = false;
             let status = client
                 .follow(id, None, &mut |_, kind, data| {
                     let text = data.get("text").and_then(|t| t.as_str()).unwrap_or("");
                     match (kind, data.get("stream").and_then(|s| s.as_str())) {
                         ("output", Some("stderr")) => eprint!("{text}"),
                         ("output", _) => {
-                            print!("{text}");
-                            let _ = std::io::stdout().flush();
+                            closed = out!("{text}").is_err() || std::io::stdout().flush().is_err();
                         }
                         ("end", _) => {
                             state = data
@@ -428,9 +433,12 @@ pub(crate) fn jobs(args: &JobsArgs) -> Result<Exit, CliError> {
                         }
                         _ => {}
                     }
-                    true
+                    !closed
                 })
                 .map_err(client_error)?;
+            if closed {
+                return Err(CliError::stdout_closed());
+            }
             if status != 200 {
                 return Err(api_error(status, b""));
             }
@@ -534,7 +542,7 @@ fn print_jobs_text(command: &JobsCommand, body: &[u8]) -> Result<(), CliError> {
         JobsCommand::List { .. } => {
             let list: cordon_server::JobList = serde_json::from_slice(body).map_err(protocol)?;
             for job in &list.jobs {
-                println!("{}", line(job));
+                outln!("{}", line(job))?;
             }
             if let Some(cursor) = list.next_cursor {
                 eprintln!("(more: GET /v1/jobs?cursor={cursor})");
@@ -542,7 +550,7 @@ fn print_jobs_text(command: &JobsCommand, body: &[u8]) -> Result<(), CliError> {
         }
         JobsCommand::Submit { .. } => {
             let job: cordon_server::JobDocument = serde_json::from_slice(body).map_err(protocol)?;
-            println!("{}", job.id);
+            outln!("{}", job.id)?;
             eprintln!(
                 "{} {}: {} in {}",
                 job.id,
@@ -553,9 +561,9 @@ fn print_jobs_text(command: &JobsCommand, body: &[u8]) -> Result<(), CliError> {
         }
         JobsCommand::Show { .. } | JobsCommand::Cancel { .. } => {
             let job: cordon_server::JobDocument = serde_json::from_slice(body).map_err(protocol)?;
-            println!("{}", line(&job));
+            outln!("{}", line(&job))?;
             if let Some(failure) = &job.failure {
-                println!("failure\t{}: {}", failure.category, failure.reason);
+                outln!("failure\t{}: {}", failure.category, failure.reason)?;
             }
         }
         JobsCommand::Logs { .. } => {}

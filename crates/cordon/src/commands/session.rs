@@ -8,6 +8,7 @@
 //! included). `watch`, `resume` and `poke`: see `session_watch`.
 
 use crate::render::print_json;
+use crate::stdout::outln;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -82,8 +83,10 @@ pub enum SessionCommand {
         json: bool,
     },
     /// Push a host branch into a session (a new one unless --session): `git bundle create`,
-    /// verified, imported as a fast-forward. With a program after `--`, run it in the
-    /// session right after (sandboxed, writable).
+    /// verified, imported as a fast-forward. Prints the session's id on stdout. With a
+    /// program after `--`, run it in the session right after (sandboxed, writable): its
+    /// output goes to stderr, so `id=$(cordon session push -- ./agent.sh)` gets the id; the
+    /// exit code is the program's.
     Push {
         /// The host repository.
         #[arg(long, value_name = "DIR", default_value = ".")]
@@ -329,7 +332,7 @@ pub(crate) fn run(args: SessionArgs) -> Result<Exit, CliError> {
                 command,
             },
         ),
-        SessionCommand::Exec(args) => exec(&sessions, *args),
+        SessionCommand::Exec(args) => exec(&sessions, *args, super::run::Output::Passthrough),
         SessionCommand::Watch(args) => {
             super::session_watch::watch(&sessions, *args, super::session_watch::own_watch_args())
         }
@@ -376,7 +379,7 @@ fn create(sessions: &Sessions, request: &CreateRequest, json: bool) -> Result<Ex
     if json {
         print_json(&rec)?;
     } else {
-        println!("{}", rec.id);
+        outln!("{}", rec.id)?;
         eprintln!(
             "created session {} of {} ({} at {}) at {}",
             rec.id,
@@ -436,7 +439,7 @@ fn list(sessions: &Sessions, all: bool, json: bool) -> Result<Exit, CliError> {
         eprintln!("no {}sessions", if all { "" } else { "live " });
     } else {
         for rec in &records {
-            println!("{}", describe(rec));
+            outln!("{}", describe(rec))?;
         }
     }
     Ok(Exit::Success)
@@ -451,9 +454,9 @@ fn show(sessions: &Sessions, id: &str, json: bool) -> Result<Exit, CliError> {
     if json {
         print_json(&rec)?;
     } else {
-        println!("{}", describe(&rec));
+        outln!("{}", describe(&rec))?;
         for run in &rec.runs {
-            println!(
+            outln!(
                 "  {}  {}  {}  exit {}  {}",
                 run.started_at,
                 run.run_id.as_deref().unwrap_or("-"),
@@ -464,9 +467,9 @@ fn show(sessions: &Sessions, id: &str, json: bool) -> Result<Exit, CliError> {
                 },
                 run.exit_code.map_or("?".to_owned(), |c| c.to_string()),
                 run.command.join(" ")
-            );
+            )?;
         }
-        super::session_watch::show_rounds(&rec);
+        super::session_watch::show_rounds(&rec)?;
     }
     Ok(Exit::Success)
 }
@@ -577,7 +580,7 @@ fn push(sessions: &Sessions, args: PushArgs) -> Result<Exit, CliError> {
     if args.json {
         print_json(&report)?;
     } else {
-        println!("{}", report.session.id);
+        outln!("{}", report.session.id)?;
         eprintln!(
             "pushed {} ({}) into {} session {}",
             report.session.host_branch,
@@ -596,6 +599,8 @@ fn push(sessions: &Sessions, args: PushArgs) -> Result<Exit, CliError> {
     let crate::args::Command::Run(run) = cli.command else {
         unreachable!("parsed as `cordon run`");
     };
+    // Its output goes to stderr: stdout is the session's id (`id=$(cordon session push --
+    // ./agent.sh)`), or the push report with --json.
     exec(
         sessions,
         ExecArgs {
@@ -605,10 +610,11 @@ fn push(sessions: &Sessions, args: PushArgs) -> Result<Exit, CliError> {
             tty: false,
             run,
         },
+        super::run::Output::ToStderr,
     )
 }
 
-fn exec(sessions: &Sessions, args: ExecArgs) -> Result<Exit, CliError> {
+fn exec(sessions: &Sessions, args: ExecArgs, output: super::run::Output) -> Result<Exit, CliError> {
     // Like `cordon run`: 1 is the program's, so a refusal (another writer) is cordon's 125.
     let exec_fail = |e: SessionError| {
         let (exit, kind) = match classify(&e) {
@@ -658,7 +664,7 @@ fn exec(sessions: &Sessions, args: ExecArgs) -> Result<Exit, CliError> {
     );
     let tree = lease.tree().to_owned();
     let session_id = session.id().to_string();
-    let executed = super::run::execute(&request, &args.run, &tree, Some(&session_id));
+    let executed = super::run::execute(&request, &args.run, &tree, Some(&session_id), output);
     let (run_id, command, exit) = match &executed {
         Ok(e) => (e.run_id.clone(), e.command.clone(), Some(e.exit_code)),
         Err(e) => (None, Vec::new(), Some(e.exit().code())),

@@ -8,6 +8,7 @@
 //! error: the session and its items are kept); 125 cordon failed (the state is kept: run
 //! `resume` to continue).
 
+use crate::stdout::outln;
 use std::io::Write;
 use std::time::Duration;
 
@@ -231,7 +232,7 @@ pub(crate) fn poke(
         writeln!(out)?;
     } else {
         if let Some(item) = &item {
-            println!("{item}");
+            outln!("{item}")?;
         }
         match watcher {
             Some(pid) => eprintln!("poked the watcher of session {id} (pid {pid})"),
@@ -344,21 +345,21 @@ fn describe(event: &ReviewEventKind) -> String {
 }
 
 /// The rounds of a session, for `cordon session show`.
-pub(crate) fn show_rounds(rec: &cordon_session::SessionRecord) {
+pub(crate) fn show_rounds(rec: &cordon_session::SessionRecord) -> Result<(), CliError> {
     let review = &rec.review;
     if review.settings.is_none() && review.pending.is_empty() && review.history.is_empty() {
-        return;
+        return Ok(());
     }
-    println!(
+    outln!(
         "  review: {}, {} round(s), {} pending, {} handled, {} failed",
         review.phase,
         rec.rounds,
         review.pending.len(),
         review.handled.len(),
         review.failed.len()
-    );
+    )?;
     for round in review.history.iter().chain(&review.current_round) {
-        println!(
+        outln!(
             "  round {}  {}  reviewers {}  fixer {}  exit {}  items {}  handled {}  dropped {}",
             round.number,
             round.started_at,
@@ -372,6 +373,7 @@ pub(crate) fn show_rounds(rec: &cordon_session::SessionRecord) {
             round.items.join(","),
             round.handled.len(),
             round.dropped.len()
-        );
+        )?;
     }
+    Ok(())
 }

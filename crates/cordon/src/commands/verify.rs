@@ -1,5 +1,6 @@
 //! `cordon verify`: staged verification of a candidate change, with a fail-closed gate.
 
+use crate::stdout::outln;
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -275,9 +276,9 @@ fn verify_error(error: VerifyError) -> CliError {
     cli.maybe_hint(hint)
 }
 
-fn print_explain(plan: &Plan, changed: &[String], json: bool) -> anyhow::Result<()> {
+fn print_explain(plan: &Plan, changed: &[String], json: bool) -> Result<(), CliError> {
     if json {
-        println!("{}", serde_json::to_string_pretty(&plan.document(changed))?);
+        outln!("{}", serde_json::to_string_pretty(&plan.document(changed))?)?;
         return Ok(());
     }
     let mut out = std::io::stdout().lock();

@@ -1,6 +1,7 @@
 //! `cordon workspace` and `cordon gc`: isolated copies of a repository at a ref.
 
 use crate::render::print_json;
+use crate::stdout::outln;
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -265,7 +266,7 @@ pub(crate) fn run(args: WorkspaceArgs) -> Result<Exit, CliError> {
             if json {
                 print_json(&info)?;
             } else {
-                println!("{}", describe(&info));
+                outln!("{}", describe(&info))?;
             }
             Ok(Exit::Success)
         }
@@ -299,7 +300,7 @@ fn create(workspaces: &Workspaces, request: &CreateRequest, json: bool) -> Resul
         print_json(&record)?;
         return Ok(Exit::Success);
     }
-    println!("{}", record.id.as_str());
+    outln!("{}", record.id.as_str())?;
     let life = match record.idle_timeout_s {
         _ if !record.persistent => {
             "transient: removed once the process that created it is gone".to_owned()
@@ -342,7 +343,7 @@ fn list(workspaces: &Workspaces, json: bool) -> Result<Exit, CliError> {
         eprintln!("no workspaces");
     } else {
         for info in &infos {
-            println!("{}", describe(info));
+            outln!("{}", describe(info))?;
         }
     }
     Ok(Exit::Success)
@@ -372,7 +373,7 @@ fn apply(
         print_json(&report)?;
     } else {
         for file in &report.files {
-            println!("{}\t{}", file.status, file.path.to_string_lossy());
+            outln!("{}\t{}", file.status, file.path.to_string_lossy())?;
         }
     }
     Ok(Exit::Success)

@@ -8,6 +8,8 @@ mod support;
 
 mod kept_commits;
 mod masking;
+mod pipes;
+mod readme;
 mod say_why;
 mod workspaces;
 
