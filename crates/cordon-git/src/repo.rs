@@ -214,7 +214,7 @@ impl Repo {
     }
 
     /// Whether the repository has any commit at all (any ref, or a HEAD that resolves).
-    fn has_commits(&self) -> bool {
+    pub fn has_commits(&self) -> bool {
         GitCommand::new(
             &self.context(),
             ["for-each-ref", "--count=1", "--format=%(objectname)"],

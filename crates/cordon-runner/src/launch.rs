@@ -16,6 +16,7 @@ use crate::error::{RunError, RunErrorKind};
 use crate::record::RunRecorder;
 use crate::redaction::build_redactor;
 use crate::request::{Isolation, RunRequest, SandboxOptions, WorkspaceMount};
+use crate::run_files::RunFiles;
 
 /// The optional companions of a run.
 #[derive(Default)]
@@ -85,7 +86,7 @@ pub struct PreparedRun {
     redactor: Redactor,
     shown_command: Vec<String>,
     /// The credential-free copies of git data the sandbox shows; removed with the run.
-    _scrubbed: Vec<tempfile::TempPath>,
+    _scrubbed: Option<RunFiles>,
     /// Keeps the `/etc` snapshot the sandbox shows until the run ends.
     _lease: Option<cordon_sandbox::SnapshotLease>,
     /// The landlock tier's private home and temporary directory, removed with the run.
@@ -179,7 +180,7 @@ pub fn prepare(request: &RunRequest) -> Result<PreparedRun, RunError> {
         .iter()
         .map(|a| String::from_utf8_lossy(&redactor.redact_all(a.as_encoded_bytes())).into_owned())
         .collect();
-    let mut scrubbed = Vec::new();
+    let mut scrubbed = None;
     let mut lease = None;
     let mut scratch = None;
     let mut bound = None;
@@ -190,12 +191,23 @@ pub fn prepare(request: &RunRequest) -> Result<PreparedRun, RunError> {
     let (mut spec, summary) = match &request.isolation {
         Isolation::Unsandboxed => {
             let mut spec = RunSpec::new(program, rest);
-            // The program inherits cordon's environment, plus what the caller sets.
+            // The program inherits cordon's environment, plus what the caller sets; git's
+            // maintenance in the foreground, unless git configuration is set already.
+            let git_set = host
+                .iter()
+                .map(|(k, _)| k)
+                .chain(request.env.iter().map(|(k, _)| k))
+                .any(|k| k == "GIT_CONFIG_COUNT");
+            let git = if git_set {
+                Vec::new()
+            } else {
+                cordon_sandbox::git_config_env(cordon_sandbox::GIT_CONFIG)
+            };
             spec.env = EnvSpec {
                 clear: false,
-                set: request
-                    .env
+                set: git
                     .iter()
+                    .chain(&request.env)
                     .map(|(k, v)| (k.into(), v.into()))
                     .collect(),
             };
@@ -405,7 +417,7 @@ impl PreparedRun {
 fn scrub_git_data(
     policy: &mut SandboxPolicy,
     workspace: Option<&WorkspaceMount>,
-) -> Result<Vec<tempfile::TempPath>, RunError> {
+) -> Result<Option<RunFiles>, RunError> {
     let mut dirs: Vec<PathBuf> = cordon_sandbox::protected_git_data(policy)
         .into_iter()
         .filter(|p| p.is_dir())
@@ -414,7 +426,10 @@ fn scrub_git_data(
         .collect();
     dirs.sort();
     dirs.dedup();
-    let mut copies = Vec::new();
+    // The copies live under cordon's own state (masked in the sandbox), removed with the run
+    // or by the next cordon when this one is killed; never in the shared /tmp.
+    let mut copies: Option<RunFiles> = None;
+    let mut made = 0usize;
     for dir in dirs {
         let fail = |source: Box<dyn std::error::Error + Send + Sync>| {
             RunError::from(RunErrorKind::GitData {
@@ -423,17 +438,18 @@ fn scrub_git_data(
             })
         };
         let mut replace = |path: PathBuf, content: &[u8]| -> Result<(), RunError> {
-            let mut file = tempfile::Builder::new()
-                .prefix("cordon-git-")
-                .tempfile()
-                .map_err(|e| fail(e.into()))?;
-            std::io::Write::write_all(&mut file, content).map_err(|e| fail(e.into()))?;
-            let with = file.into_temp_path();
-            policy.replacements.push(Replacement {
-                path,
-                with: with.to_path_buf(),
-            });
-            copies.push(with);
+            if copies.is_none() {
+                copies = Some(RunFiles::make("git").map_err(|e| fail(e.into()))?);
+            }
+            let dir = copies.as_ref().map(RunFiles::path).expect("made above");
+            made += 1;
+            let with = dir.join(format!(
+                "{made}-{}",
+                path.file_name()
+                    .map_or_else(|| "file".into(), |n| n.to_string_lossy(),)
+            ));
+            std::fs::write(&with, content).map_err(|e| fail(e.into()))?;
+            policy.replacements.push(Replacement { path, with });
             Ok(())
         };
         let config = dir.join("config");

@@ -39,6 +39,7 @@ mod launch;
 mod record;
 mod redaction;
 mod request;
+mod run_files;
 
 pub use env::{ENV_ALLOWLIST, program_env};
 pub use error::{RunError, RunErrorClass, RunErrorKind};
@@ -48,3 +49,4 @@ pub use redaction::{RedactRules, build_redactor};
 pub use request::{
     Bounds, Isolation, OverlayMount, RunRequest, SandboxOptions, TreeCache, WorkspaceMount,
 };
+pub use run_files::RunFiles;

@@ -65,7 +65,7 @@ pub use policy::{
     Access, Bind, CacheLayer, DEFAULT_TMPFS_BYTES, Degradation, EnvVar, LayeredTree, Limits,
     Replacement, SandboxPolicy,
 };
-pub use prepare::{PROXY_PORT, PreparedCommand, prepare, proxy_env};
+pub use prepare::{GIT_CONFIG, PROXY_PORT, PreparedCommand, git_config_env, prepare, proxy_env};
 pub use scratch::Scratch;
 pub use secrets::{is_secret_path, secret_paths};
 pub use tier::tier_for;

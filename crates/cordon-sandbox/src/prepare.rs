@@ -370,12 +370,54 @@ fn program_env(
             set(&var.name, var.value.as_ref());
         }
     }
-    if policy.network == NetworkMode::Allowlist {
-        // Last: the program's own settings cannot route around the proxy (there is no other
-        // way out anyway; this only spares tools a failing direct attempt).
-        for (k, v) in proxy_env_on(proxy_port) {
+    let proxy = (policy.network == NetworkMode::Allowlist).then(|| proxy_env_on(proxy_port));
+    // git's own settings in one list: its automatic maintenance in the foreground (unless the
+    // caller sets git configuration itself), and the proxy when there is one.
+    let caller_git = policy.env.iter().any(|v| v.name == "GIT_CONFIG_COUNT");
+    let mut git = if caller_git {
+        Vec::new()
+    } else {
+        GIT_CONFIG.to_vec()
+    };
+    let proxy_url = proxy
+        .as_ref()
+        .and_then(|p| p.iter().find(|(k, _)| k == "HTTP_PROXY"))
+        .map(|(_, url)| url.clone());
+    if let Some(url) = &proxy_url {
+        git.push(("http.proxy", url));
+    }
+    if !git.is_empty() {
+        for (k, v) in git_config_env(&git) {
             set(&k, v.as_ref());
         }
+    }
+    if let Some(proxy) = proxy {
+        // Last: the program's own settings cannot route around the proxy (there is no other
+        // way out anyway; this only spares tools a failing direct attempt).
+        for (k, v) in proxy {
+            if !k.starts_with("GIT_CONFIG_") {
+                set(&k, v.as_ref());
+            }
+        }
+    }
+    env
+}
+
+/// git configuration every program cordon runs gets: git's automatic maintenance (after a
+/// `git commit`) runs in the foreground, not as a detached process that would outlive the
+/// program and be killed as a leftover (and reported as one).
+pub const GIT_CONFIG: &[(&str, &str)] = &[
+    ("maintenance.autoDetach", "false"),
+    ("gc.autoDetach", "false"),
+];
+
+/// `config` as git reads it from the environment: `GIT_CONFIG_COUNT`, `GIT_CONFIG_KEY_n`,
+/// `GIT_CONFIG_VALUE_n`.
+pub fn git_config_env(config: &[(&str, &str)]) -> Vec<(String, String)> {
+    let mut env = vec![("GIT_CONFIG_COUNT".to_owned(), config.len().to_string())];
+    for (n, (key, value)) in config.iter().enumerate() {
+        env.push((format!("GIT_CONFIG_KEY_{n}"), (*key).to_owned()));
+        env.push((format!("GIT_CONFIG_VALUE_{n}"), (*value).to_owned()));
     }
     env
 }

@@ -379,9 +379,9 @@ impl Policy {
             .collect()
     }
 
-    /// The built-in policy as a config file to start from.
+    /// The built-in policy as a config file to start from: compact, one argv rule a line.
     pub fn builtin_toml() -> String {
-        let body = toml::to_string_pretty(&Self::builtin()).unwrap_or_default();
+        let body = one_rule_a_line(&toml::to_string(&Self::builtin()).unwrap_or_default());
         format!(
             "# cordon-server.toml: what the job service lets each project do.\n\
              # Nothing is allowed that no rule allows; a deny rule wins over every allow.\n\
@@ -711,6 +711,71 @@ fn prefix_matches(rule: &[String], argv: &[String], by_name: bool) -> bool {
     true
 }
 
+/// TOML as `toml::to_string` writes it (every array inline), with each array of arrays (the
+/// argv rules) spread one element a line.
+fn one_rule_a_line(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 256);
+    for line in text.lines() {
+        match line.split_once(" = [[") {
+            Some((key, _)) if !key.starts_with('[') => {
+                let value = &line[key.len() + " = ".len()..];
+                out.push_str(key);
+                out.push_str(" = [\n");
+                for element in top_level_elements(value) {
+                    out.push_str("    ");
+                    out.push_str(element.trim());
+                    out.push_str(",\n");
+                }
+                out.push_str("]\n");
+            }
+            _ => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    out
+}
+
+/// The elements of an inline TOML array (`[a, [b, c], "d,e"]`), split at its own commas (not
+/// those inside nested arrays, tables or strings).
+fn top_level_elements(array: &str) -> Vec<&str> {
+    let inner = array
+        .trim()
+        .strip_prefix('[')
+        .and_then(|a| a.strip_suffix(']'))
+        .unwrap_or(array);
+    let mut elements = Vec::new();
+    let (mut depth, mut quote, mut escaped, mut start) = (0usize, None, false, 0);
+    for (i, c) in inner.char_indices() {
+        match quote {
+            Some(q) => {
+                if escaped {
+                    escaped = false;
+                } else if c == '\\' && q == '"' {
+                    escaped = true;
+                } else if c == q {
+                    quote = None;
+                }
+            }
+            None => match c {
+                '"' | '\'' => quote = Some(c),
+                '[' | '{' => depth += 1,
+                ']' | '}' => depth = depth.saturating_sub(1),
+                ',' if depth == 0 => {
+                    elements.push(&inner[start..i]);
+                    start = i + 1;
+                }
+                _ => {}
+            },
+        }
+    }
+    if !inner[start..].trim().is_empty() {
+        elements.push(&inner[start..]);
+    }
+    elements
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -837,6 +902,17 @@ mod tests {
         let text = Policy::builtin_toml();
         let parsed = Policy::parse(Path::new("builtin"), &text).unwrap();
         assert_eq!(parsed, Policy::builtin());
+        // Compact: one allow rule a line.
+        assert!(text.contains("\n    [\"cargo\", \"*\"],\n"), "{text}");
+        assert!(text.lines().count() < 80, "{text}");
+    }
+
+    #[test]
+    fn arrays_of_arrays_are_split_at_their_own_commas() {
+        assert_eq!(
+            top_level_elements(r#"[["a", "b,]"], ['c', "d\"]"], { x = [1, 2] }]"#),
+            [r#"["a", "b,]"]"#, r#" ['c', "d\"]"]"#, " { x = [1, 2] }"]
+        );
     }
 
     #[test]

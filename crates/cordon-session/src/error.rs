@@ -90,6 +90,9 @@ pub enum SessionErrorKind {
     /// A wait for the session's writer was cancelled (the caller's cancel).
     #[error("the wait for the session's writer was cancelled")]
     WaitCancelled,
+    /// The host repository has no commit yet: there is no branch to start from.
+    #[error("the repository has no commits yet: a session starts from a branch's commit")]
+    NoCommits,
     /// The revision to push does not name a branch.
     #[error("{0:?} does not name a branch (a session starts from a branch, or HEAD on one)")]
     NotABranch(String),
@@ -224,6 +227,7 @@ impl SessionError {
             | K::Ended
             | K::NotReady
             | K::NotABranch(_)
+            | K::NoCommits
             | K::MissingSecret { .. }
             | K::KeptCommitsGone { .. } => SessionErrorClass::Usage,
             K::Git(e) if matches!(e.kind, cordon_git::GitErrorKind::BadRefName { .. }) => {
@@ -274,6 +278,7 @@ impl SessionError {
                 Some("commit or stash your changes, then pull again".to_owned())
             }
             K::NotABranch(_) => Some("pass --ref BRANCH".to_owned()),
+            K::NoCommits => Some("commit something first (`git commit`), then try again".to_owned()),
             K::WatcherBusy { .. } => Some(
                 "one watcher per session: `cordon session poke ID` wakes the one that runs".to_owned(),
             ),

@@ -134,6 +134,10 @@ impl Sessions {
     /// creator), so a crash leaves something gc collects; on failure everything is removed.
     pub fn create(&self, request: &CreateRequest) -> Result<SessionRecord, SessionError> {
         let host = Repo::open(&request.repo)?;
+        if !host.has_commits() {
+            // A fresh `git init`: HEAD names a branch without a commit.
+            return Err(SessionError::new(SessionErrorKind::NoCommits));
+        }
         let full = match host.full_ref_name(&request.rev)? {
             Some(full) if full.starts_with("refs/heads/") => full,
             _ => {

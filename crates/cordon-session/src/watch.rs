@@ -673,10 +673,10 @@ impl Watcher<'_> {
     /// Runs the fixer on `items`: writable, the items as a JSON array in the file named by
     /// `$CORDON_REVIEW_ITEMS` (a private directory bound read-only) and on standard input.
     fn fix(&self, round: &ReviewRound, items: &[&ReviewItem]) -> Result<Launched, SessionError> {
-        let dir = tempfile::Builder::new()
-            .prefix("cordon-review-")
-            .tempdir()
-            .map_err(|e| SessionError::io(std::env::temp_dir(), e))?;
+        // Under cordon's own state (masked in the sandbox but for this bind), removed after
+        // the round or, if this watcher is killed, by the next cordon.
+        let dir = cordon_runner::RunFiles::make("review")
+            .map_err(|e| SessionError::io(self.session.sessions.home().join("run"), e))?;
         let file = dir.path().join("items.json");
         let json =
             serde_json::to_vec(items).map_err(|e| SessionError::new(SessionErrorKind::State(e)))?;

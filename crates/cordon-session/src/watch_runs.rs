@@ -287,7 +287,7 @@ pub(crate) fn launch(
     let recorder = if record {
         Some(
             Recorder::begin_in(
-                cordon_store::RunKind::Run,
+                cordon_store::RunKind::Watch,
                 Some(repo),
                 session,
                 prepared.shown_command(),

@@ -105,6 +105,23 @@ pub enum RunKind {
     Run,
     /// `cordon verify`: a pipeline of stages.
     Verify,
+    /// A run of a session's review watcher (`cordon session watch`): its source polls,
+    /// reviewers, fixer and `--on-timeout`.
+    Watch,
+}
+
+impl RunKind {
+    /// Every kind, in the order `cordon runs list --kind` names them.
+    pub const ALL: [RunKind; 3] = [RunKind::Run, RunKind::Verify, RunKind::Watch];
+
+    /// The kind's name, as in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunKind::Run => "run",
+            RunKind::Verify => "verify",
+            RunKind::Watch => "watch",
+        }
+    }
 }
 
 /// Where a recorded run stands.
@@ -200,6 +217,7 @@ pub struct NewRun {
 /// One run as listed: everything but its document, stages and transcript.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(extend("x-revision" = 2))]
 pub struct RunSummary {
     /// The run's id.
     pub id: RunId,
@@ -237,6 +255,8 @@ pub struct RunFilter {
     pub repo: Option<String>,
     /// Only runs made in this session.
     pub session: Option<String>,
+    /// Only runs of this kind.
+    pub kind: Option<RunKind>,
 }
 
 impl Default for RunFilter {
@@ -246,6 +266,7 @@ impl Default for RunFilter {
             status: None,
             repo: None,
             session: None,
+            kind: None,
         }
     }
 }

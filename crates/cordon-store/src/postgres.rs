@@ -41,6 +41,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "leases of named workers, CPU per attempt",
         include_str!("../migrations/postgres/0004_leases.sql"),
     ),
+    (
+        5,
+        "runs of the review watcher say so",
+        include_str!("../migrations/postgres/0005_runs_role.sql"),
+    ),
 ];
 
 /// The tables a cordon PostgreSQL store may hold (in its schema).

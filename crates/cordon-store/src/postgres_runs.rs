@@ -11,17 +11,20 @@ use crate::model::{
 use crate::owner::Owner;
 use crate::postgres::{PostgresBackend, get};
 use crate::rows::{
-    RawChunk, decode_chunk, kind_str, parse_id, parse_json, parse_kind, parse_state, parse_stream,
-    stage_status, to_i64, to_u64,
+    RawChunk, decode_chunk, kind_filter, kind_str, parse_id, parse_json, parse_kind, parse_state,
+    parse_stream, role_str, stage_status, to_i64, to_u64,
 };
 
 const SUMMARY_COLUMNS: &str = "id, kind, status, repo, session, command, started_at_ms, \
-                               finished_at_ms, duration_ms, host, owner_pid";
+                               finished_at_ms, duration_ms, host, owner_pid, role";
 
 fn summary_from_row(row: &PgRow) -> Result<RunSummary, StoreErrorKind> {
     Ok(RunSummary {
         id: parse_id(&get::<String>(row, 0)?)?,
-        kind: parse_kind(&get::<String>(row, 1)?)?,
+        kind: parse_kind(
+            &get::<String>(row, 1)?,
+            get::<Option<String>>(row, 11)?.as_deref(),
+        )?,
         status: parse_state(&get::<String>(row, 2)?)?,
         repo: get(row, 3)?,
         session: get(row, 4)?,
@@ -54,8 +57,8 @@ impl Backend for PostgresBackend {
         self.run(async {
             let done = sqlx::query(
                 "INSERT INTO runs (id, kind, status, repo, command, started_at_ms, owner_pid, \
-                 owner_start_time, owner_boot_id, host, session) \
-                 VALUES ($1, $2, 'running', $3, $4, $5, $6, $7, $8, $9, $10) \
+                 owner_start_time, owner_boot_id, host, session, role) \
+                 VALUES ($1, $2, 'running', $3, $4, $5, $6, $7, $8, $9, $10, $11) \
                  ON CONFLICT (id) DO NOTHING",
             )
             .bind(id.as_str())
@@ -68,6 +71,7 @@ impl Backend for PostgresBackend {
             .bind(owner.boot_id.as_deref())
             .bind(&owner.host)
             .bind(run.session.as_deref())
+            .bind(role_str(run.kind))
             .execute(&self.pool)
             .await?;
             Ok(done.rows_affected() == 1)
@@ -171,12 +175,16 @@ impl Backend for PostgresBackend {
             let rows = sqlx::query(&format!(
                 "SELECT {SUMMARY_COLUMNS} FROM runs WHERE ($1::text IS NULL OR status = $1) \
                  AND ($2::text IS NULL OR repo = $2) AND ($4::text IS NULL OR session = $4) \
+                 AND ($5::text IS NULL OR kind = $5) \
+                 AND ($6::text IS NULL OR COALESCE(role, '') = $6) \
                  ORDER BY started_at_ms DESC, seq DESC LIMIT $3"
             ))
             .bind(filter.status.map(RunState::as_str))
             .bind(filter.repo.as_deref())
             .bind(i64::from(filter.limit))
             .bind(filter.session.as_deref())
+            .bind(kind_filter(filter.kind).0)
+            .bind(kind_filter(filter.kind).1)
             .fetch_all(&self.pool)
             .await?;
             rows.iter().map(summary_from_row).collect()

@@ -80,19 +80,34 @@ pub(crate) fn decode_chunk(raw: RawChunk) -> Result<Chunk, StoreErrorKind> {
     })
 }
 
-/// A run kind as stored.
+/// A run kind as stored: the `kind` column (`run`, `verify`) and the `role` column (`watch`
+/// for the review watcher's runs, which are `run`s; NULL otherwise).
 pub(crate) fn kind_str(kind: RunKind) -> &'static str {
     match kind {
-        RunKind::Run => "run",
+        RunKind::Run | RunKind::Watch => "run",
         RunKind::Verify => "verify",
     }
 }
 
-pub(crate) fn parse_kind(text: &str) -> Result<RunKind, StoreErrorKind> {
-    match text {
-        "run" => Ok(RunKind::Run),
-        "verify" => Ok(RunKind::Verify),
-        other => Err(corrupt(format!("run kind {other:?}"))),
+/// The `role` column of a run of `kind`.
+pub(crate) fn role_str(kind: RunKind) -> Option<&'static str> {
+    (kind == RunKind::Watch).then_some("watch")
+}
+
+/// The columns `kind` and `role` a filter on `kind` asks for (`role` as `''` for NULL).
+pub(crate) fn kind_filter(kind: Option<RunKind>) -> (Option<&'static str>, Option<&'static str>) {
+    match kind {
+        None => (None, None),
+        Some(kind) => (Some(kind_str(kind)), Some(role_str(kind).unwrap_or(""))),
+    }
+}
+
+pub(crate) fn parse_kind(text: &str, role: Option<&str>) -> Result<RunKind, StoreErrorKind> {
+    match (text, role) {
+        ("run", Some("watch")) => Ok(RunKind::Watch),
+        ("run", _) => Ok(RunKind::Run),
+        ("verify", _) => Ok(RunKind::Verify),
+        (other, _) => Err(corrupt(format!("run kind {other:?}"))),
     }
 }
 

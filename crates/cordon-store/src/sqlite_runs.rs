@@ -10,8 +10,8 @@ use crate::model::{
 };
 use crate::owner::Owner;
 use crate::rows::{
-    RawChunk, decode_chunk, kind_str, parse_id, parse_json, parse_kind, parse_state, parse_stream,
-    stage_status, to_i64, to_u64,
+    RawChunk, decode_chunk, kind_filter, kind_str, parse_id, parse_json, parse_kind, parse_state,
+    parse_stream, role_str, stage_status, to_i64, to_u64,
 };
 use crate::runlog::Entry;
 use crate::sqlite::{SqliteBackend, optional};
@@ -55,8 +55,8 @@ fn insert_run(
     let changed = c
         .prepare_cached(
             "INSERT INTO runs (id, kind, status, repo, command, started_at_ms, owner_pid, \
-             owner_start_time, owner_boot_id, host, session) \
-             VALUES (?1, ?2, 'running', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) \
+             owner_start_time, owner_boot_id, host, session, role) \
+             VALUES (?1, ?2, 'running', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) \
              ON CONFLICT (id) DO NOTHING",
         )?
         .execute(rusqlite::params![
@@ -70,6 +70,7 @@ fn insert_run(
             owner.boot_id.as_deref(),
             &owner.host,
             run.session.as_deref(),
+            role_str(run.kind),
         ])?;
     Ok(changed == 1)
 }
@@ -244,13 +245,17 @@ impl Backend for SqliteBackend {
             let mut statement = c.prepare_cached(&format!(
                 "SELECT {SUMMARY_COLUMNS} FROM runs WHERE (?1 IS NULL OR status = ?1) \
                  AND (?2 IS NULL OR repo = ?2) AND (?4 IS NULL OR session = ?4) \
+                 AND (?5 IS NULL OR kind = ?5) AND (?6 IS NULL OR COALESCE(role, '') = ?6) \
                  ORDER BY started_at_ms DESC, rowid DESC LIMIT ?3"
             ))?;
+            let (kind, role) = kind_filter(filter.kind);
             let mut rows = statement.query((
                 filter.status.map(RunState::as_str),
                 filter.repo.as_deref(),
                 i64::from(filter.limit),
                 filter.session.as_deref(),
+                kind,
+                role,
             ))?;
             let mut runs = Vec::new();
             while let Some(row) = rows.next()? {
@@ -414,12 +419,15 @@ impl Backend for SqliteBackend {
 
 /// The columns of [`RunSummary`], in [`summary_from_row`]'s order.
 pub(crate) const SUMMARY_COLUMNS: &str = "id, kind, status, repo, session, command, \
-                               started_at_ms, finished_at_ms, duration_ms, host, owner_pid";
+                               started_at_ms, finished_at_ms, duration_ms, host, owner_pid, role";
 
 fn summary_from_row(row: &Row<'_>) -> Result<RunSummary, StoreErrorKind> {
     Ok(RunSummary {
         id: parse_id(&row.get::<_, String>(0)?)?,
-        kind: parse_kind(&row.get::<_, String>(1)?)?,
+        kind: parse_kind(
+            &row.get::<_, String>(1)?,
+            row.get::<_, Option<String>>(11)?.as_deref(),
+        )?,
         status: parse_state(&row.get::<_, String>(2)?)?,
         repo: row.get(3)?,
         session: row.get(4)?,

@@ -110,7 +110,7 @@ impl WorkspaceError {
                 cordon_git::GitErrorKind::PatchDoesNotApply { .. } => {
                     Some("the patch was made against other content; nothing was changed")
                 }
-                _ => None,
+                _ => e.hint(),
             },
             WorkspaceErrorKind::Tampered { .. } => {
                 Some("`cordon workspace remove ID` deletes only cordon's own directory of it")

@@ -372,6 +372,25 @@ pub(crate) fn summary_line(result: &RunResult) -> Option<String> {
     (!parts.is_empty()).then(|| format!("cordon: {}", parts.join("; ")))
 }
 
+/// A command line as one line of a table: arguments joined by spaces, an argument that holds
+/// whitespace (a newline of `sh -c` included) or nothing quoted as a JSON string, escape
+/// sequences and controls dropped: no command can break the table it is shown in.
+pub(crate) fn command_line<S: AsRef<str>>(args: &[S]) -> String {
+    let joined = args
+        .iter()
+        .map(|a| {
+            let a = a.as_ref();
+            if a.is_empty() || a.contains(char::is_whitespace) {
+                serde_json::Value::from(a).to_string()
+            } else {
+                a.to_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
+    cordon_types::text::for_terminal_line(&joined)
+}
+
 /// Prints a JSON document, pretty, with a final newline.
 pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> Result<(), crate::exit::CliError> {
     use std::io::Write;
@@ -379,4 +398,18 @@ pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> Result<(), crate::ex
     serde_json::to_writer_pretty(&mut out, value)?;
     writeln!(out)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_command_line_stays_on_one_line() {
+        assert_eq!(
+            command_line(&["sh", "-c", "echo a\necho b", ""]),
+            "sh -c \"echo a\\necho b\" \"\""
+        );
+        assert_eq!(command_line(&["printf", "\u{1b}[2Jx"]), "printf x");
+    }
 }

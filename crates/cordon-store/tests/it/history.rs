@@ -127,6 +127,45 @@ each_history_backend!(runs_stages_and_documents_round_trip, |t: &TestStore| {
     drop(store);
     let again = t.open();
     assert_eq!(again.list_runs(&RunFilter::default()).expect("list"), all);
+
+    // By kind: the review watcher's runs apart from the user's own.
+    let watched = again
+        .begin_run(&NewRun {
+            kind: RunKind::Watch,
+            repo: Some("/src/project".to_owned()),
+            session: Some("abcd2345".to_owned()),
+            command: json!(["/bin/sh", "-c", "./poll.sh"]),
+        })
+        .expect("begin");
+    let of_kind = |kind| {
+        again
+            .list_runs(&RunFilter {
+                kind: Some(kind),
+                ..RunFilter::default()
+            })
+            .expect("list")
+            .into_iter()
+            .map(|r| (r.id, r.kind))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        of_kind(RunKind::Watch),
+        vec![(watched.clone(), RunKind::Watch)]
+    );
+    assert_eq!(of_kind(RunKind::Run), vec![(first.clone(), RunKind::Run)]);
+    assert_eq!(
+        of_kind(RunKind::Verify),
+        vec![(second.clone(), RunKind::Verify)]
+    );
+    assert_eq!(
+        again
+            .get_run(&watched)
+            .expect("get")
+            .expect("exists")
+            .run
+            .kind,
+        RunKind::Watch
+    );
 });
 
 each_history_backend!(

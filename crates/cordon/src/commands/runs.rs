@@ -10,8 +10,8 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use clap::{Args, Subcommand, ValueEnum};
 use cordon_store::{
-    Chunk, ChunkBody, ChunkFilter, ExportedChunk, RunFilter, RunId, RunList, RunListTag, RunRecord,
-    RunState, RunSummary, Store, StoreError, Stream,
+    Chunk, ChunkBody, ChunkFilter, ExportedChunk, RunFilter, RunId, RunKind, RunList, RunListTag,
+    RunRecord, RunState, RunSummary, Store, StoreError, Stream,
 };
 
 use crate::documents::ErrorKind;
@@ -51,9 +51,13 @@ pub struct ListArgs {
     /// Only runs about this repository or directory.
     #[arg(long, value_name = "DIR")]
     pub repo: Option<PathBuf>,
-    /// Only runs made in this session (`cordon session exec`).
+    /// Only runs made in this session (`cordon session exec`, and its review watcher's).
     #[arg(long, value_name = "ID")]
     pub session: Option<String>,
+    /// Only runs of this kind: `run` (`cordon run`, `session exec`), `verify`, or `watch`
+    /// (a review watcher's source polls, reviewers and fixer).
+    #[arg(long, value_name = "KIND", value_parser = parse_kind)]
+    pub kind: Option<RunKind>,
     /// Print one JSON document (cordon.run-list/v1).
     #[arg(long)]
     pub json: bool,
@@ -123,6 +127,16 @@ impl From<StreamArg> for Stream {
     }
 }
 
+fn parse_kind(text: &str) -> Result<RunKind, String> {
+    RunKind::ALL
+        .into_iter()
+        .find(|k| k.as_str() == text)
+        .ok_or_else(|| {
+            let names: Vec<&str> = RunKind::ALL.iter().map(|k| k.as_str()).collect();
+            format!("expected one of: {}", names.join(", "))
+        })
+}
+
 fn parse_state(text: &str) -> Result<RunState, String> {
     text.parse::<RunState>().map_err(|_| {
         let names: Vec<&str> = RunState::ALL.iter().map(|s| s.as_str()).collect();
@@ -179,6 +193,7 @@ fn list_runs(store: &Store, args: &ListArgs) -> Result<Exit, CliError> {
             status: args.status,
             repo,
             session: args.session.clone(),
+            kind: args.kind,
         })
         .map_err(store_error)?;
     let mut out = std::io::stdout().lock();
@@ -204,10 +219,7 @@ fn render_table(runs: &[RunSummary]) -> String {
         "ID", "STATUS", "KIND", "STARTED", "DURATION", "COMMAND"
     );
     for run in runs {
-        let kind = match run.kind {
-            cordon_store::RunKind::Run => "run",
-            cordon_store::RunKind::Verify => "verify",
-        };
+        let kind = run.kind.as_str();
         let mut what = command_text(&run.command);
         if let Some(repo) = &run.repo {
             what.push_str("  (in ");
@@ -228,21 +240,19 @@ fn render_table(runs: &[RunSummary]) -> String {
     out
 }
 
-/// A command line for people: JSON arrays of strings joined by spaces.
+/// A command line for people: JSON arrays of strings joined by spaces (one line, see
+/// [`crate::render::command_line`]).
 fn command_text(command: &serde_json::Value) -> String {
     match command {
-        serde_json::Value::Array(parts) => parts
-            .iter()
-            .map(|p| match p {
-                serde_json::Value::String(s)
-                    if !s.is_empty() && !s.contains(char::is_whitespace) =>
-                {
-                    s.clone()
-                }
-                other => other.to_string(),
-            })
-            .collect::<Vec<_>>()
-            .join(" "),
+        serde_json::Value::Array(parts) => crate::render::command_line(
+            &parts
+                .iter()
+                .map(|p| match p {
+                    serde_json::Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                })
+                .collect::<Vec<_>>(),
+        ),
         serde_json::Value::String(s) => s.clone(),
         other => other.to_string(),
     }

@@ -355,6 +355,9 @@ pub(crate) fn jobs(args: &JobsArgs) -> Result<Exit, CliError> {
         .or_else(|| std::env::var("CORDON_SERVER").ok())
         .unwrap_or_else(|| "http://127.0.0.1:7878".into());
     let client = cordon_server::Client::new(&server, &token).map_err(client_error)?;
+    // What answered, for errors: the server's URL and the request's path.
+    let url = |path: &str| format!("{}{path}", server.trim_end_matches('/'));
+    let mut path: String;
     let answer = match &args.command {
         JobsCommand::Submit { file } => {
             let mut body = Vec::new();
@@ -367,26 +370,28 @@ pub(crate) fn jobs(args: &JobsArgs) -> Result<Exit, CliError> {
                     CliError::usage(e).context(format!("cannot read {}", file.display()))
                 })?;
             }
-            client
-                .request("POST", "/v1/jobs", &body)
-                .map_err(client_error)?
+            path = "/v1/jobs".to_owned();
+            client.request("POST", &path, &body).map_err(client_error)?
         }
         JobsCommand::List { state, limit } => {
-            let mut path = format!("/v1/jobs?limit={limit}");
+            path = format!("/v1/jobs?limit={limit}");
             if let Some(state) = state {
                 path.push_str(&format!("&state={state}"));
             }
             client.request("GET", &path, b"").map_err(client_error)?
         }
-        JobsCommand::Show { id } => client
-            .request("GET", &format!("/v1/jobs/{id}"), b"")
-            .map_err(client_error)?,
-        JobsCommand::Cancel { id } => client
-            .request("POST", &format!("/v1/jobs/{id}/cancel"), b"")
-            .map_err(client_error)?,
-        JobsCommand::Logs { id, follow: false } if !args.json => client
-            .request("GET", &format!("/v1/jobs/{id}/transcript"), b"")
-            .map_err(client_error)?,
+        JobsCommand::Show { id } => {
+            path = format!("/v1/jobs/{id}");
+            client.request("GET", &path, b"").map_err(client_error)?
+        }
+        JobsCommand::Cancel { id } => {
+            path = format!("/v1/jobs/{id}/cancel");
+            client.request("POST", &path, b"").map_err(client_error)?
+        }
+        JobsCommand::Logs { id, follow: false } if !args.json => {
+            path = format!("/v1/jobs/{id}/transcript");
+            client.request("GET", &path, b"").map_err(client_error)?
+        }
         JobsCommand::Logs { id, .. } if args.json => {
             let mut state = String::new();
             let mut closed = false;
@@ -409,7 +414,11 @@ pub(crate) fn jobs(args: &JobsArgs) -> Result<Exit, CliError> {
                 return Err(CliError::stdout_closed());
             }
             if status != 200 {
-                return Err(api_error(status, b""));
+                return Err(api_error(
+                    status,
+                    b"",
+                    &url(&format!("/v1/jobs/{id}/events")),
+                ));
             }
             return Ok(job_ended(&state));
         }
@@ -440,7 +449,11 @@ pub(crate) fn jobs(args: &JobsArgs) -> Result<Exit, CliError> {
                 return Err(CliError::stdout_closed());
             }
             if status != 200 {
-                return Err(api_error(status, b""));
+                return Err(api_error(
+                    status,
+                    b"",
+                    &url(&format!("/v1/jobs/{id}/events")),
+                ));
             }
             eprintln!("job {id}: {state}");
             return Ok(job_ended(&state));
@@ -448,7 +461,7 @@ pub(crate) fn jobs(args: &JobsArgs) -> Result<Exit, CliError> {
     };
     // An error answer is not printed as it came: the edge prints it as cordon.error/v1.
     if answer.status >= 400 {
-        return Err(api_error(answer.status, &answer.body));
+        return Err(api_error(answer.status, &answer.body, &url(&path)));
     }
     let is_transcript = matches!(args.command, JobsCommand::Logs { .. });
     if args.json || is_transcript {
@@ -487,7 +500,7 @@ fn client_error(error: cordon_server::ClientError) -> CliError {
 /// when the body is one): a bad request or an unknown job is a usage error (2), a refusal
 /// (policy, budget, scope, token, conflict, busy) a failed operation (1), the service's own
 /// failure 125.
-fn api_error(status: u16, body: &[u8]) -> CliError {
+fn api_error(status: u16, body: &[u8], url: &str) -> CliError {
     let answer: Option<cordon_server::ApiError> = serde_json::from_slice(body).ok();
     let code = answer.as_ref().map(|e| e.error.as_str());
     let (exit, kind) = match (code, status) {
@@ -502,14 +515,21 @@ fn api_error(status: u16, body: &[u8]) -> CliError {
     };
     let message = match &answer {
         Some(e) => match &e.rule {
-            Some(rule) => format!("{} ({rule}; {})", e.message, e.error),
-            None => format!("{} ({})", e.message, e.error),
+            Some(rule) => format!(
+                "{url} answered {status}: {} ({rule}; {})",
+                e.message, e.error
+            ),
+            None => format!("{url} answered {status}: {} ({})", e.message, e.error),
         },
-        None => format!("the server answered {status}"),
+        None => format!("{url} answered {status}"),
     };
+    let hint = (status == 401).then_some(
+        "this server does not accept CORDON_TOKEN (revoked, expired, or made for another server's store): `cordon token create --project P` where that server keeps its store; --server or CORDON_SERVER names the server",
+    );
     CliError::msg(exit, message)
         .kind(kind)
         .answered(status, answer)
+        .maybe_hint(hint)
 }
 
 /// The text form of an answer of the job service (a job or a list of jobs).

@@ -268,7 +268,7 @@ fn state_word(rec: &SessionRecord) -> &'static str {
 }
 
 fn describe(rec: &SessionRecord) -> String {
-    format!(
+    cordon_types::text::for_terminal_line(&format!(
         "{}  {:<8}  {}  {}@{}  {} -> {}  {}",
         rec.id,
         state_word(rec),
@@ -282,7 +282,7 @@ fn describe(rec: &SessionRecord) -> String {
         rec.host_branch,
         rec.branch,
         rec.path.display()
-    )
+    ))
 }
 
 pub(crate) fn run(args: SessionArgs) -> Result<Exit, CliError> {
@@ -466,7 +466,7 @@ fn show(sessions: &Sessions, id: &str, json: bool) -> Result<Exit, CliError> {
                     "writer   "
                 },
                 run.exit_code.map_or("?".to_owned(), |c| c.to_string()),
-                run.command.join(" ")
+                crate::render::command_line(&run.command)
             )?;
         }
         super::session_watch::show_rounds(&rec)?;

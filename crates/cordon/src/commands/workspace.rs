@@ -166,7 +166,13 @@ pub(crate) fn fail(error: WorkspaceError) -> CliError {
         {
             (Exit::Usage, ErrorKind::Refused)
         }
-        K::Git(g) if matches!(g.kind, cordon_git::GitErrorKind::NoCommits { .. }) => {
+        K::Git(g)
+            if matches!(
+                g.kind,
+                cordon_git::GitErrorKind::NoCommits
+                    | cordon_git::GitErrorKind::UnknownRevision { .. }
+            ) =>
+        {
             (Exit::Usage, ErrorKind::Usage)
         }
         K::NotReady(_) | K::InUse => (Exit::CordonFailed, ErrorKind::Conflict),
@@ -205,7 +211,7 @@ fn describe(info: &WorkspaceInfo) -> String {
             r.strategy, r.id
         ),
     };
-    format!(
+    cordon_types::text::for_terminal_line(&format!(
         "{}  {:<13}  {:<16}  {}@{}  {}  {}",
         r.id.as_str(),
         r.state.to_string(),
@@ -214,7 +220,7 @@ fn describe(info: &WorkspaceInfo) -> String {
         &r.commit.as_str()[..r.commit.as_str().len().min(12)],
         human_size(info.size_bytes),
         place
-    )
+    ))
 }
 
 fn human_size(bytes: u64) -> String {

@@ -11,6 +11,7 @@ mod masking;
 mod pipes;
 mod readme;
 mod say_why;
+mod small_items;
 mod workspaces;
 
 use std::path::Path;
