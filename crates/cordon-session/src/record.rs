@@ -107,6 +107,18 @@ pub enum WriterActivity {
     Pull,
 }
 
+impl std::fmt::Display for WriterActivity {
+    /// What the writer does, in words.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            WriterActivity::Create => "creating it",
+            WriterActivity::Exec => "running a program",
+            WriterActivity::Push => "importing commits",
+            WriterActivity::Pull => "bundling its branch",
+        })
+    }
+}
+
 /// The holder of a session's writer lock, as recorded when it took it. The lock itself is a
 /// `flock` the kernel releases when the holder dies; this says who it was (a dead holder is
 /// recognised by its pid and start time).

@@ -96,7 +96,7 @@ fn session(record: &SessionRecord, now: SystemTime) -> Markup {
                 div { dt { "Rounds" } dd { (record.rounds) } }
                 div { dt { "Waiting items" } dd { (review.pending.len()) } }
                 @if let Some(writer) = record.writer.as_ref().filter(|w| w.alive()) {
-                    div { dt { "Writer" } dd { (format!("{:?}", writer.activity).to_lowercase()) " (pid " (writer.pid) ")" } }
+                    div { dt { "Writer" } dd { (writer.activity.to_string()) " (pid " (writer.pid) ")" } }
                 }
             }
             @if !review.pending.is_empty() {

@@ -8,6 +8,7 @@ mod support;
 
 mod kept_commits;
 mod masking;
+mod no_debug;
 mod pipes;
 mod readme;
 mod say_why;
