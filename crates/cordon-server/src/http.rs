@@ -37,6 +37,7 @@ pub fn router(service: Arc<Service>, max_body: usize) -> Router {
         .layer(DefaultBodyLimit::max(max_body))
         .with_state(service)
         .merge(dashboard)
+        .layer(axum::middleware::from_fn(crate::logging::log_request))
 }
 
 impl IntoResponse for RequestError {
@@ -126,7 +127,9 @@ async fn authenticate(
 ) -> Result<TokenRow, RequestError> {
     let service = Arc::clone(service);
     let header = bearer(headers);
-    blocking(move || service.authenticate(header.as_deref())).await
+    let token = blocking(move || service.authenticate(header.as_deref())).await?;
+    crate::logging::note_project(&token.project);
+    Ok(token)
 }
 
 async fn openapi() -> impl IntoResponse {

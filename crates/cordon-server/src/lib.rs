@@ -43,6 +43,7 @@ mod heartbeat;
 mod http;
 mod input_check;
 mod listen;
+mod logging;
 mod metrics;
 mod openapi;
 mod policy;
@@ -63,6 +64,7 @@ pub use api::{
 pub use client::{Answer, Client, ClientError};
 pub use execute::{Outcome, STAGE_CATEGORIES};
 pub use listen::Listen;
+pub use logging::{LogFormat, init_logging};
 pub use openapi::document as openapi_document;
 pub use policy::{
     Budget, DEFAULT_TOOLS, DenyRule, NetworkRule, Policy, PolicyError, ProjectPolicy, Refusal,

@@ -314,7 +314,9 @@ pub fn serve(options: ServeOptions, ready: impl FnOnce(&Listen)) -> Result<(), S
         }
         served.map_err(ServeError::Serve)
     });
+    let stopping = std::time::Instant::now();
     started.stop();
+    crate::logging::shutdown("serve", stopping.elapsed());
     result
 }
 
@@ -346,7 +348,9 @@ pub fn work(options: WorkOptions, ready: impl FnOnce(u32)) -> Result<(), ServeEr
         ready(slots);
         shutdown_signal().await;
     });
+    let stopping = std::time::Instant::now();
     started.stop();
+    crate::logging::shutdown("worker", stopping.elapsed());
     Ok(())
 }
 

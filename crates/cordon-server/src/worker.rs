@@ -147,6 +147,8 @@ fn work(service: &Service, stop: &AtomicBool) {
 
 fn run_attempt(service: &Service, job: JobRow) {
     let store = &service.store;
+    let began = std::time::Instant::now();
+    crate::logging::job_started(&job, &service.worker_name);
     let started = serde_json::json!({
         "state": "running",
         "attempt": job.attempt,
@@ -180,6 +182,7 @@ fn run_attempt(service: &Service, job: JobRow) {
         cancel.cancel();
     }
     let outcome = caught(|| execute(service, &job, &cancel));
+    crate::logging::job_ended(&job, &outcome, began.elapsed());
     if running.is_lost() {
         eprintln!(
             "cordon: job {} attempt {}: the lease was lost; its outcome is not recorded",

@@ -182,7 +182,10 @@ impl FromRequestParts<Arc<Dashboard>> for Viewer {
         let token = blocking(move || Ok(service.store.find_token(&hash)?)).await?;
         match token {
             Some(token) => Ok(Viewer {
-                token,
+                token: {
+                    crate::logging::note_project(&token.project);
+                    token
+                },
                 csrf: login.csrf,
                 token_hash: login.token_hash,
             }),

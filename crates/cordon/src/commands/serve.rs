@@ -41,6 +41,11 @@ pub struct ServeArgs {
 /// What `cordon serve` and `cordon worker` share: the store and the workers' settings.
 #[derive(Debug, Args)]
 pub struct WorkerFlags {
+    /// How the log lines on stderr are written: `text`, or `json` (one object a line). One
+    /// line per HTTP request (method, path, status, ms, project), per job start and end, and
+    /// at shutdown.
+    #[arg(long, value_name = "FORMAT", default_value = "text")]
+    pub log_format: cordon_server::LogFormat,
     /// The store: a PostgreSQL URL (postgres://user@host/db) for several machines, or an
     /// SQLite file. Default: $CORDON_STORE, else cordon.db in the cordon home.
     #[arg(long, value_name = "URL|PATH")]
@@ -147,6 +152,7 @@ fn load_policy(config: Option<&PathBuf>) -> Result<Policy, CliError> {
 
 /// Runs `cordon worker`.
 pub(crate) fn worker(args: &WorkerArgs) -> Result<Exit, CliError> {
+    cordon_server::init_logging(args.common.log_format);
     let policy = load_policy(args.config.as_ref())?;
     let store = args.common.open_store()?;
     let home = cordon_types::cordon_home().map_err(CliError::usage)?;
@@ -181,6 +187,7 @@ pub(crate) fn serve(args: &ServeArgs) -> Result<Exit, CliError> {
         out!("{}", Policy::builtin_toml())?;
         return Ok(Exit::Success);
     }
+    cordon_server::init_logging(args.common.log_format);
     let policy = load_policy(args.config.as_ref())?;
     let store = args.common.open_store()?;
     let home = cordon_types::cordon_home().map_err(CliError::usage)?;

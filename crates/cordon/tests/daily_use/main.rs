@@ -12,6 +12,7 @@ mod no_debug;
 mod pipes;
 mod readme;
 mod say_why;
+mod service_logs;
 mod small_items;
 mod workspaces;
 
