@@ -152,7 +152,7 @@ pub enum WorkspaceErrorKind {
     NotFound,
     /// The workspace was there and is gone: removed, expired, or collected by gc.
     #[error("no such workspace any more: {0}")]
-    Ended(crate::ended::WorkspaceEnd),
+    Ended(Box<crate::ended::WorkspaceEnd>),
     /// The text is not a workspace id (8 characters of `a-z` and `2-7`).
     #[error("{0:?} is not a workspace id")]
     InvalidId(String),

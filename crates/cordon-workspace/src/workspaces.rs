@@ -418,7 +418,7 @@ impl Workspaces {
             .and_then(|r| {
                 r.ok_or_else(|| {
                     WorkspaceError::new(match crate::ended::recall(&self.layout.ended(), id) {
-                        Some(end) => WorkspaceErrorKind::Ended(end),
+                        Some(end) => WorkspaceErrorKind::Ended(Box::new(end)),
                         None => WorkspaceErrorKind::NotFound,
                     })
                 })

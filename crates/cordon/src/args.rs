@@ -46,8 +46,9 @@ pub enum Command {
     /// Sessions: persistent sandboxes of a repository that agents share, with their own git
     /// history; commits go in as a verified bundle and come back as a fast-forward.
     Session(crate::commands::session::SessionArgs),
-    /// Reconcile records with reality after crashes: remove transient workspaces whose owner
-    /// is gone, orphaned directories and git worktree metadata; safe at any time.
+    /// Reconcile records with reality after crashes: remove workspaces unused past their
+    /// idle timeout and transient ones whose owner is gone, end idle sessions (their unpulled
+    /// commits kept), remove orphaned directories and git worktree metadata; safe at any time.
     Gc(crate::commands::workspace::GcArgs),
     /// The run history: every recorded `cordon run` and `cordon verify`, with transcripts.
     Runs(crate::commands::runs::RunsArgs),

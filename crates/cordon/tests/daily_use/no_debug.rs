@@ -234,7 +234,14 @@ fn no_rust_debug_rendering_reaches_what_a_person_reads() {
         .to_owned();
     seen.cordon(&f, &["runs", "show", &run]);
 
-    // The job service: its client's text, the dashboard's pages.
+    service_surfaces(&f, &mut seen);
+
+    assert!(seen.0.len() > 30);
+    seen.check();
+}
+
+/// The job service's surfaces: its client's text, the dashboard's pages.
+fn service_surfaces(f: &Fixture, seen: &mut Surfaces) {
     let dir = std::sync::Arc::new(TestDir::new());
     let policy = dir.write(
         "cordon-server.toml",
@@ -268,9 +275,6 @@ fn no_rust_debug_rendering_reaches_what_a_person_reads() {
         seen.keep(&path, dashboard_page(&server, &token, &path));
     }
     seen.keep("/sessions", dashboard_page(&server, &operator, "/sessions"));
-
-    assert!(seen.0.len() > 30);
-    seen.check();
 }
 
 #[test]
