@@ -10,6 +10,7 @@ mod sandboxed;
 mod support;
 
 mod cli;
+mod daily_use;
 mod diagnostics;
 mod history;
 mod landlock_tier;

@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime};
 
 use crate::support::{self, error_document::error_document};
-use crate::{Fixture, text};
+use super::{Fixture, text};
 
 /// `cordon workspace create ARGS` run by a shell that exits at once, as `id=$(…)` in a
 /// script does: the id it printed.

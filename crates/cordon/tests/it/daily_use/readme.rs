@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use crate::support::{self, TestDir, git};
-use crate::text;
+use super::text;
 
 /// One fenced block of the README.
 struct Block {

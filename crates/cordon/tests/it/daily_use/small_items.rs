@@ -9,7 +9,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use crate::support::{self, TestDir, server::Server, signal, wait_reaped, wait_until};
-use crate::{Fixture, text};
+use super::{Fixture, text};
 
 /// Only a hang reaches this.
 const HANG: Duration = Duration::from_secs(60);

@@ -7,7 +7,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 
 use crate::support::{self, TestDir, server::Server};
-use crate::{Fixture, text};
+use super::{Fixture, text};
 
 /// What only `{:?}` of cordon's own values prints.
 const DEBUG_WORDS: &[&str] = &[

@@ -3,7 +3,7 @@
 //! programs that walk the tree pass over them.
 
 use crate::support::{self, git};
-use crate::{Fixture, text};
+use super::{Fixture, text};
 
 /// A repository with what cordon masks in a visible `.git`: reflogs (a directory) and a
 /// stash (a file, `refs/stash`), and a test for node's test runner.

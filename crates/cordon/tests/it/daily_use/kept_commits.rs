@@ -4,7 +4,7 @@
 //! with the command that gets them, and `session pull` of the ended session brings them.
 
 use crate::support::{self, git};
-use crate::{Fixture, text};
+use super::{Fixture, text};
 
 /// A session of `main` in which an agent made `n` commits.
 fn session_with_commits(f: &Fixture, n: usize) -> String {

@@ -6,7 +6,7 @@ use std::os::fd::{FromRawFd, OwnedFd};
 use std::process::{Command, Stdio};
 
 use crate::support::{self, server::Server};
-use crate::{Fixture, text};
+use super::{Fixture, text};
 
 /// A pipe whose read end is already closed: every write to the other end fails with EPIPE.
 fn closed_pipe() -> OwnedFd {

@@ -4,7 +4,7 @@
 //! at once on every try is a configuration error, not retried to the limit.
 
 use crate::support;
-use crate::{Fixture, text};
+use super::{Fixture, text};
 
 /// A new session of `main`.
 fn session(f: &Fixture) -> String {

@@ -3,23 +3,24 @@
 //! run, quiet pipes and the smaller items. Real git repositories in temp dirs, the real
 //! kernel sandbox, real processes; one module per trap.
 
-#[path = "../support/mod.rs"]
-mod support;
-
 mod kept_commits;
 mod masking;
+#[cfg(feature = "server")]
 mod no_debug;
+#[cfg(feature = "server")]
 mod pipes;
 mod readme;
 mod say_why;
+#[cfg(feature = "server")]
 mod service_logs;
+#[cfg(feature = "server")]
 mod small_items;
 mod workspaces;
 
 use std::path::Path;
 use std::process::{Command, Output};
 
-use support::{TestDir, cordon, git};
+use crate::support::{TestDir, cordon, git};
 
 /// A host repository (branch `main`, one commit of `a.txt`) and a `CORDON_HOME` of its own.
 pub(crate) struct Fixture {
