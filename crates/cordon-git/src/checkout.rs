@@ -97,7 +97,7 @@ impl Checkout {
         )
         .arg(&spec)
         .read_only();
-        let out = cmd.run()?;
+        let out = cmd.run().map_err(|e| self.repo().unresolved(rev, e))?;
         let line = crate::command::one_line(&cmd.display_args(), &out.stdout)?;
         CommitId::parse(&line)
             .ok_or_else(|| GitError::new(&cmd.display_args(), GitErrorKind::UnexpectedOutput(line)))

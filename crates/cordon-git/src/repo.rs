@@ -190,13 +190,20 @@ impl Repo {
         )
         .arg(&spec)
         .read_only();
-        let out = match cmd.run() {
-            Ok(out) => out,
-            // `--quiet` says nothing: say what it means.
-            Err(GitError {
+        let out = cmd.run().map_err(|e| self.unresolved(rev, e))?;
+        let line = one_line(&cmd.display_args(), &out.stdout)?;
+        CommitId::parse(&line)
+            .ok_or_else(|| GitError::new(&cmd.display_args(), GitErrorKind::UnexpectedOutput(line)))
+    }
+
+    /// What `rev-parse --verify --quiet` failing for `rev` means: `--quiet` says nothing, so
+    /// its exit 1 becomes "no commits yet" or "unknown revision"; other errors pass as they are.
+    pub(crate) fn unresolved(&self, rev: &str, error: GitError) -> GitError {
+        match error {
+            GitError {
                 kind: GitErrorKind::Failed { code: Some(1), .. },
                 args,
-            }) => {
+            } => {
                 let kind = if self.has_commits() {
                     GitErrorKind::UnknownRevision {
                         rev: rev.to_owned(),
@@ -204,13 +211,10 @@ impl Repo {
                 } else {
                     GitErrorKind::NoCommits
                 };
-                return Err(GitError { args, kind });
+                GitError { args, kind }
             }
-            Err(e) => return Err(e),
-        };
-        let line = one_line(&cmd.display_args(), &out.stdout)?;
-        CommitId::parse(&line)
-            .ok_or_else(|| GitError::new(&cmd.display_args(), GitErrorKind::UnexpectedOutput(line)))
+            e => e,
+        }
     }
 
     /// Whether the repository has any commit at all (any ref, or a HEAD that resolves).
