@@ -107,6 +107,28 @@ impl RunError {
         }
     }
 
+    /// How every door reports it: a request the caller can fix (a bad working directory, a
+    /// missing secret, a path the sandbox refuses to bind) is a usage error (2); a protection
+    /// this host cannot enforce, or a failure to supervise, is cordon's own failure (125).
+    pub fn error_class(&self) -> cordon_types::ErrorClass {
+        use cordon_sandbox::SandboxErrorKind as S;
+        use cordon_types::{ErrorClass, ErrorKind, exit_code};
+        let unsupported = ErrorClass::new(exit_code::CORDON_FAILED, ErrorKind::Unsupported);
+        match (self.class(), &self.kind) {
+            (RunErrorClass::Usage, _) => ErrorClass::USAGE,
+            (RunErrorClass::Unenforceable, RunErrorKind::Sandbox(sandbox)) => match &sandbox.kind {
+                S::Path { .. } => ErrorClass::USAGE,
+                S::Forbidden { .. } => ErrorClass::new(exit_code::USAGE, ErrorKind::Refused),
+                S::NoHelper { .. } | S::CurrentExe(_) => ErrorClass::INTERNAL,
+                S::UserNamespaces { .. } | S::Unenforceable { .. } => unsupported,
+                // A kind added later: cordon's failure until said otherwise.
+                _ => unsupported,
+            },
+            (RunErrorClass::Unenforceable, _) => unsupported,
+            (RunErrorClass::Infra, _) => ErrorClass::INTERNAL,
+        }
+    }
+
     /// How to fix it, when there is something to say.
     pub fn hint(&self) -> Option<String> {
         match &self.kind {

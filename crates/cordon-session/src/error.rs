@@ -218,6 +218,28 @@ impl SessionError {
         self
     }
 
+    /// How every door reports it: refused 1 (diverged, busy: a conflict; a hostile bundle: a
+    /// refusal), usage 2, a wait that ran out 124, the rest cordon's failure (125).
+    pub fn error_class(&self) -> cordon_types::ErrorClass {
+        use SessionErrorKind as K;
+        use cordon_types::{ErrorClass, ErrorKind, exit_code};
+        match self.class() {
+            SessionErrorClass::Refused => match &self.kind {
+                K::BundleRefused(_)
+                | K::LocalSubmodule { .. }
+                | K::CheckoutTooLarge { .. }
+                | K::WaitCancelled => ErrorClass::new(exit_code::FAILED, ErrorKind::Refused),
+                _ => ErrorClass::new(exit_code::FAILED, ErrorKind::Conflict),
+            },
+            SessionErrorClass::Usage => match &self.kind {
+                K::NotFound => ErrorClass::new(exit_code::USAGE, ErrorKind::NotFound),
+                _ => ErrorClass::USAGE,
+            },
+            SessionErrorClass::Timeout => ErrorClass::new(exit_code::TIMED_OUT, ErrorKind::Timeout),
+            SessionErrorClass::Infra => ErrorClass::INTERNAL,
+        }
+    }
+
     /// What kind of failure this is (the CLI maps it to an exit code).
     pub fn class(&self) -> SessionErrorClass {
         use SessionErrorKind as K;

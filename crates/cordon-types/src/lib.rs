@@ -11,6 +11,10 @@
 //!   to the executor about the program it ran on its behalf.
 //! - [`SandboxSummary`]: which isolation held for a run, and by which mechanism.
 //! - [`ApiError`]: the job service's error answer, also carried by the CLI's error document.
+//! - [`ErrorDocument`] (`cordon.error/v1`): how every door reports a failure, and the
+//!   [`ErrorClass`] each library gives its errors.
+//! - [`NetworkRule`]: how much network a program has or may have (a job service policy, an
+//!   operator's bound on `cordon mcp`).
 //! - [`cordon_home`]: where cordon keeps its state, resolved the same way by every crate.
 //! - [`units`]: durations and sizes as people write them (`10m`, `64KiB`), parsed the same
 //!   way by every command line and configuration file.
@@ -19,9 +23,11 @@
 
 mod api_error;
 mod child_report;
+mod error_document;
 mod finding;
 mod home;
 mod network;
+mod network_rule;
 pub mod proc_stat;
 mod run_report;
 mod run_result;
@@ -33,6 +39,9 @@ pub mod units;
 
 pub use api_error::{ApiError, ApiErrorTag};
 pub use child_report::{CHILD_NETWORK_FD, CHILD_REPORT_FD, ChildReport, ChildRusage};
+pub use error_document::{
+    ErrorClass, ErrorDocument, ErrorDocumentTag, ErrorKind, error_causes, exit_code,
+};
 pub use finding::{
     Baseline, Finding, FindingKind, MAX_FINDING_MESSAGE_BYTES, MAX_FINDINGS, Severity,
 };
@@ -40,6 +49,7 @@ pub use home::{HomeError, cordon_home, cordon_home_from};
 pub use network::{
     DeniedConnection, HostTraffic, MAX_DENIALS_REPORTED, NetworkLimit, NetworkReport,
 };
+pub use network_rule::NetworkRule;
 pub use run_report::{
     BaselineSource, CacheInfo, ChangeCounts, Isolation, Overall, Phase, PlanInfo, PlanOrigin,
     PlanSource, Promotion, RUN_REPORT_REVISION, ReportFailure, RunReport, RunReportTag,

@@ -40,6 +40,18 @@ pub enum VerifyError {
 }
 
 impl VerifyError {
+    /// How every door reports it: bad usage, bad config or a refused patch are the caller's
+    /// (exit 2), everything else is cordon's failure (125).
+    pub fn error_class(&self) -> cordon_types::ErrorClass {
+        use cordon_types::{ErrorClass, ErrorKind, exit_code};
+        match self {
+            VerifyError::Config(_) => ErrorClass::new(exit_code::USAGE, ErrorKind::Config),
+            VerifyError::Usage(_) => ErrorClass::USAGE,
+            VerifyError::PatchRefused(_) => ErrorClass::new(exit_code::USAGE, ErrorKind::Refused),
+            VerifyError::Infra { .. } => ErrorClass::INTERNAL,
+        }
+    }
+
     /// How to fix it, when there is something to say (rendered after the error).
     pub fn hint(&self) -> Option<String> {
         match self {

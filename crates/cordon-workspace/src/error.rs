@@ -77,6 +77,43 @@ impl WorkspaceError {
         self
     }
 
+    /// How every door reports it: unknown or ended ids, revisions that resolve to nothing and
+    /// refused patches are the caller's (exit 2);
+    /// the rest is cordon's failure (125).
+    pub fn error_class(&self) -> cordon_types::ErrorClass {
+        use WorkspaceErrorKind as K;
+        use cordon_types::{ErrorClass, ErrorKind, exit_code};
+        let failed = |kind| ErrorClass::new(exit_code::CORDON_FAILED, kind);
+        match &self.kind {
+            K::NotFound | K::Ended(_) => ErrorClass::new(exit_code::USAGE, ErrorKind::NotFound),
+            K::InvalidId(_) => ErrorClass::USAGE,
+            K::Git(g)
+                if matches!(
+                    g.kind,
+                    cordon_git::GitErrorKind::NoCommits
+                        | cordon_git::GitErrorKind::UnknownRevision { .. }
+                ) =>
+            {
+                ErrorClass::USAGE
+            }
+            K::Git(g)
+                if matches!(
+                    g.kind,
+                    cordon_git::GitErrorKind::PatchRefused { .. }
+                        | cordon_git::GitErrorKind::PatchDoesNotApply { .. }
+                ) =>
+            {
+                ErrorClass::new(exit_code::USAGE, ErrorKind::Refused)
+            }
+            K::NotReady(_) | K::InUse => failed(ErrorKind::Conflict),
+            K::OverlayUnavailable(_) => failed(ErrorKind::Unsupported),
+            K::Tampered { .. } => failed(ErrorKind::Refused),
+            K::HomeUnknown(_) | K::Git(_) | K::Io(_) | K::BaseMissing { .. } | K::Record(_) => {
+                ErrorClass::INTERNAL
+            }
+        }
+    }
+
     /// What the user can do about the error, when there is something to say (rendered by the
     /// CLI as a `hint:` line).
     pub fn hint(&self) -> Option<&'static str> {

@@ -78,6 +78,19 @@ impl Exit {
         }
     }
 
+    /// The exit of a library failure's class (its documented code).
+    pub fn of_code(code: u8) -> Exit {
+        use cordon_types::exit_code as c;
+        match code {
+            0 => Exit::Success,
+            c::FAILED => Exit::Failed,
+            c::USAGE => Exit::Usage,
+            c::TIMED_OUT => Exit::TimedOut,
+            c::CORDON_FAILED => Exit::CordonFailed,
+            other => Exit::Run(other),
+        }
+    }
+
     /// The kind of error an error with this exit code is, unless it says more.
     fn default_kind(self) -> ErrorKind {
         match self {
@@ -150,6 +163,12 @@ impl CliError {
         self.quiet
     }
 
+    /// A library's failure, with the exit code and kind of its class (every door reports it
+    /// the same way: see [`cordon_types::ErrorClass`]).
+    pub fn classified(class: cordon_types::ErrorClass, error: impl Into<anyhow::Error>) -> Self {
+        Self::new(Exit::of_code(class.code), error).kind(class.kind)
+    }
+
     /// An error made of a message, exiting with `exit`.
     pub fn msg(exit: Exit, message: impl Display) -> Self {
         Self::new(exit, anyhow::anyhow!("{message}"))
@@ -220,18 +239,7 @@ impl CliError {
     /// The causes below the message, each said once: a cause whose text the lines above
     /// already contain adds nothing (messages often quote their source).
     pub fn causes(&self) -> Vec<String> {
-        let mut said = self.error.to_string();
-        let mut causes = Vec::new();
-        for cause in self.error.chain().skip(1) {
-            let text = cause.to_string();
-            if text.is_empty() || said.contains(&text) {
-                continue;
-            }
-            said.push('\n');
-            said.push_str(&text);
-            causes.push(text);
-        }
-        causes
+        cordon_types::error_causes(self.error.as_ref())
     }
 
     /// The error as a `cordon.error/v1` document.

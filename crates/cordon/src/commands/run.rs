@@ -7,13 +7,12 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use cordon_exec::{StdinMode, Stream};
 use cordon_runner::{
-    Bounds, Hooks, Isolation, OverlayMount, Recorder, RunError, RunErrorClass, RunErrorKind,
-    RunRequest, TranscriptTarget, WorkspaceMount,
+    Bounds, Hooks, Isolation, OverlayMount, Recorder, RunError, RunRequest, TranscriptTarget,
+    WorkspaceMount,
 };
 
 use crate::args::{RunArgs, StdinArg};
 use crate::commands::workspace::fail as workspace_error;
-use crate::documents::ErrorKind;
 use crate::exit::{CliError, Exit};
 use crate::render::{Cancel, Passthrough, summary_line};
 use crate::signals;
@@ -380,33 +379,11 @@ fn finish_recording(recorder: Option<Recorder>, result: &cordon_types::RunResult
     }
 }
 
-/// A run that did not happen: a request the caller can fix (a bad working directory, a
-/// missing secret, a path the sandbox refuses to bind) exits 2; a protection this host cannot
-/// enforce, or a failure to supervise, is cordon's own failure (125).
+/// A run that did not happen, reported as every door reports it
+/// ([`RunError::error_class`]).
 fn run_error(error: RunError) -> CliError {
     let hint = error.hint();
-    let (exit, kind) = match (error.class(), error.kind()) {
-        (RunErrorClass::Usage, _) => (Exit::Usage, ErrorKind::Usage),
-        (RunErrorClass::Unenforceable, RunErrorKind::Sandbox(sandbox)) => sandbox_error(sandbox),
-        (RunErrorClass::Unenforceable, _) => (Exit::CordonFailed, ErrorKind::Unsupported),
-        (RunErrorClass::Infra, _) => (Exit::CordonFailed, ErrorKind::Internal),
-    };
-    CliError::new(exit, error).kind(kind).maybe_hint(hint)
-}
-
-/// The exit code and kind of a sandbox that cannot be set up.
-fn sandbox_error(error: &cordon_sandbox::SandboxError) -> (Exit, ErrorKind) {
-    use cordon_sandbox::SandboxErrorKind as K;
-    match &error.kind {
-        K::Path { .. } => (Exit::Usage, ErrorKind::Usage),
-        K::Forbidden { .. } => (Exit::Usage, ErrorKind::Refused),
-        K::NoHelper { .. } | K::CurrentExe(_) => (Exit::CordonFailed, ErrorKind::Internal),
-        K::UserNamespaces { .. } | K::Unenforceable { .. } => {
-            (Exit::CordonFailed, ErrorKind::Unsupported)
-        }
-        // A kind added later: cordon's failure until said otherwise.
-        _ => (Exit::CordonFailed, ErrorKind::Unsupported),
-    }
+    CliError::classified(error.error_class(), error).maybe_hint(hint)
 }
 
 /// `cordon run PROGRAM ARGS…` works without `--`, as `timeout` and `nice` do — unless an

@@ -16,7 +16,7 @@ use clap::{Args, Subcommand};
 use cordon_runner::Isolation;
 use cordon_session::{
     Access, CreateRequest, PullRequest, PushReport, PushReportTag, PushRequest, SessionError,
-    SessionErrorClass, SessionList, SessionListTag, SessionRecord, Sessions,
+    SessionList, SessionListTag, SessionRecord, Sessions,
 };
 use cordon_types::units::{parse_duration, parse_size};
 use cordon_workspace::ProcessIdentity;
@@ -237,25 +237,12 @@ pub(super) fn fail(error: SessionError) -> CliError {
     CliError::new(exit, error).kind(kind).maybe_hint(hint)
 }
 
-/// The exit code and kind of a session error: refused 1, usage 2, a wait that ran out 124,
-/// the rest cordon's failure (125).
+/// The exit code and kind of a session error, as every door reports it
+/// ([`SessionError::error_class`]): refused 1, usage 2, a wait that ran out 124, the rest
+/// cordon's failure (125).
 fn classify(error: &SessionError) -> (Exit, ErrorKind) {
-    use cordon_session::SessionErrorKind as K;
-    match error.class() {
-        SessionErrorClass::Refused => match &error.kind {
-            K::BundleRefused(_)
-            | K::LocalSubmodule { .. }
-            | K::CheckoutTooLarge { .. }
-            | K::WaitCancelled => (Exit::Failed, ErrorKind::Refused),
-            _ => (Exit::Failed, ErrorKind::Conflict),
-        },
-        SessionErrorClass::Usage => match &error.kind {
-            K::NotFound => (Exit::Usage, ErrorKind::NotFound),
-            _ => (Exit::Usage, ErrorKind::Usage),
-        },
-        SessionErrorClass::Timeout => (Exit::TimedOut, ErrorKind::Timeout),
-        SessionErrorClass::Infra => (Exit::CordonFailed, ErrorKind::Internal),
-    }
+    let class = error.error_class();
+    (Exit::of_code(class.code), class.kind)
 }
 
 /// A session's state as a word.

@@ -12,7 +12,6 @@ use cordon_types::{Overall, RunReport};
 use cordon_verify::{Plan, VerifyError, VerifyHooks, VerifyRequest};
 
 use super::verify_view::{VerifyView, ViewSettings};
-use crate::documents::ErrorKind;
 use crate::exit::{CliError, Exit};
 use crate::signals;
 use cordon_runner::Recorder;
@@ -258,22 +257,21 @@ pub(crate) fn run(args: VerifyArgs) -> Result<Exit, CliError> {
     })
 }
 
-/// A verification that could not be done: bad usage, bad config or a refused patch exit 2,
+/// A verification that could not be done, reported as every door reports it
+/// ([`VerifyError::error_class`]): bad usage, bad config or a refused patch exit 2,
 /// everything else is cordon's failure (125).
 fn verify_error(error: VerifyError) -> CliError {
     let hint = error.hint();
-    let cli = match &error {
-        VerifyError::Config(config) => {
-            let (file, line) = (config.path.clone(), config.line);
-            CliError::usage(error)
-                .kind(ErrorKind::Config)
-                .in_file(&file, line)
-        }
-        VerifyError::Usage(_) => CliError::usage(error),
-        VerifyError::PatchRefused(_) => CliError::usage(error).kind(ErrorKind::Refused),
-        _ => CliError::new(Exit::CordonFailed, error),
+    let config = match &error {
+        VerifyError::Config(config) => Some((config.path.clone(), config.line)),
+        _ => None,
     };
-    cli.maybe_hint(hint)
+    let cli = CliError::classified(error.error_class(), error);
+    match config {
+        Some((file, line)) => cli.in_file(&file, line),
+        None => cli,
+    }
+    .maybe_hint(hint)
 }
 
 fn print_explain(plan: &Plan, changed: &[String], json: bool) -> Result<(), CliError> {

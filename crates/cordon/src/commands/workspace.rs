@@ -13,7 +13,6 @@ use cordon_workspace::{
     CreateRequest, ProcessIdentity, WorkspaceError, WorkspaceId, WorkspaceInfo, Workspaces,
 };
 
-use crate::documents::ErrorKind;
 use crate::documents::{GcRuns, GcSummary, GcSummaryTag};
 use crate::exit::{CliError, Exit};
 
@@ -150,42 +149,11 @@ pub struct GcArgs {
     pub json: bool,
 }
 
-/// Maps a workspace error: unknown ids (never seen, or gone) and refused patches are the
-/// user's (exit 2); the rest is cordon's failure (125).
+/// A workspace error, reported as every door reports it ([`WorkspaceError::error_class`]):
+/// unknown ids and refused patches are the user's (exit 2); the rest is cordon's failure (125).
 pub(crate) fn fail(error: WorkspaceError) -> CliError {
-    use cordon_workspace::WorkspaceErrorKind as K;
-    let (exit, kind) = match &error.kind {
-        K::NotFound | K::Ended(_) => (Exit::Usage, ErrorKind::NotFound),
-        K::InvalidId(_) => (Exit::Usage, ErrorKind::Usage),
-        K::Git(g)
-            if matches!(
-                g.kind,
-                cordon_git::GitErrorKind::PatchRefused { .. }
-                    | cordon_git::GitErrorKind::PatchDoesNotApply { .. }
-            ) =>
-        {
-            (Exit::Usage, ErrorKind::Refused)
-        }
-        K::Git(g)
-            if matches!(
-                g.kind,
-                cordon_git::GitErrorKind::NoCommits
-                    | cordon_git::GitErrorKind::UnknownRevision { .. }
-            ) =>
-        {
-            (Exit::Usage, ErrorKind::Usage)
-        }
-        K::NotReady(_) | K::InUse => (Exit::CordonFailed, ErrorKind::Conflict),
-        K::OverlayUnavailable(_) => (Exit::CordonFailed, ErrorKind::Unsupported),
-        K::Tampered { .. } => (Exit::CordonFailed, ErrorKind::Refused),
-        K::HomeUnknown(_) | K::Git(_) | K::Io(_) | K::BaseMissing { .. } | K::Record(_) => {
-            (Exit::CordonFailed, ErrorKind::Internal)
-        }
-        // A kind added later: cordon's failure until said otherwise.
-        _ => (Exit::CordonFailed, ErrorKind::Internal),
-    };
     let hint = error.hint();
-    CliError::new(exit, error).kind(kind).maybe_hint(hint)
+    CliError::classified(error.error_class(), error).maybe_hint(hint)
 }
 
 fn parse_id(text: &str) -> Result<WorkspaceId, WorkspaceError> {
