@@ -190,6 +190,40 @@ impl Default for SandboxOptions {
     }
 }
 
+impl SandboxOptions {
+    /// The default sandbox with the network of `rule`: none, the host's, or an allowlist
+    /// through cordon's proxy (`registry`: the package registries the user's cargo, npm, pip
+    /// and Go clients are configured to use, read from `HOME` and the environment). Returns
+    /// the options and the registry entries left out (each with why), for a warning.
+    pub fn with_network(
+        rule: &cordon_types::NetworkRule,
+    ) -> Result<(SandboxOptions, Vec<String>), cordon_proxy::AllowlistError> {
+        use cordon_types::NetworkRule;
+        let mut options = SandboxOptions::default();
+        let mut skipped = Vec::new();
+        match rule {
+            NetworkRule::None => options.network = NetworkMode::None,
+            NetworkRule::Host => options.network = NetworkMode::Host,
+            NetworkRule::Registry => {
+                options.network = NetworkMode::Allowlist;
+                let home = std::env::var_os("HOME").map(PathBuf::from);
+                let env = |name: &str| std::env::var(name).ok();
+                let config = cordon_proxy::ClientConfig {
+                    home: home.as_deref(),
+                    env: &env,
+                };
+                (options.proxy.allow, skipped) =
+                    cordon_proxy::registry_allowlist(&cordon_proxy::Ecosystem::ALL, &config);
+            }
+            NetworkRule::Allow(hosts) => {
+                options.network = NetworkMode::Allowlist;
+                options.proxy.allow = cordon_proxy::Allowlist::parse(hosts)?;
+            }
+        }
+        Ok((options, skipped))
+    }
+}
+
 /// Time and output bounds of a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Bounds {

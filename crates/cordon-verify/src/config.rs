@@ -130,6 +130,18 @@ pub enum NetworkSetting {
 }
 
 impl NetworkSetting {
+    /// The network rule of a stage with this setting (`None`: no network), as a job
+    /// service's policy or `cordon mcp`'s operator bound judges it.
+    pub fn rule(setting: Option<&NetworkSetting>) -> cordon_types::NetworkRule {
+        use cordon_types::NetworkRule;
+        match setting {
+            None | Some(NetworkSetting::None) => NetworkRule::None,
+            Some(NetworkSetting::Registry) => NetworkRule::Registry,
+            Some(NetworkSetting::Allow(hosts)) => NetworkRule::Allow(hosts.clone()),
+            Some(NetworkSetting::Host) => NetworkRule::Host,
+        }
+    }
+
     /// The network mode of a stage with this setting (`None`: no network).
     pub fn mode(setting: Option<&NetworkSetting>) -> cordon_types::NetworkMode {
         match setting {

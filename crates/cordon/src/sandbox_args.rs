@@ -223,18 +223,13 @@ impl SandboxArgs {
                 NetworkMode::Allowlist
             }
             NetworkArg::Registry => {
-                let home = std::env::var_os("HOME").map(PathBuf::from);
-                let env = |name: &str| std::env::var(name).ok();
-                let config = cordon_proxy::ClientConfig {
-                    home: home.as_deref(),
-                    env: &env,
-                };
-                let (list, skipped) =
-                    cordon_proxy::registry_allowlist(&cordon_proxy::Ecosystem::ALL, &config);
+                // The one translation of `registry` every door uses.
+                let (registry, skipped) =
+                    SandboxOptions::with_network(&cordon_types::NetworkRule::Registry)?;
                 for entry in skipped {
                     eprintln!("cordon: warning: --network registry leaves out {entry}");
                 }
-                policy.proxy.allow = list;
+                policy.proxy.allow = registry.proxy.allow;
                 NetworkMode::Allowlist
             }
         };

@@ -34,31 +34,12 @@ pub(crate) fn cpu_ms(usage: &ResourceUsage) -> u64 {
     }
 }
 
-/// The sandbox options of a network rule (checked against policy at submission).
+/// The sandbox options of a network rule (checked against policy at submission): the one
+/// translation every door uses ([`SandboxOptions::with_network`]).
 pub(crate) fn sandbox_for(network: &NetworkRule) -> Result<SandboxOptions, Outcome> {
-    use cordon_types::NetworkMode;
-    let mut options = SandboxOptions::default();
-    match network {
-        NetworkRule::None => options.network = NetworkMode::None,
-        NetworkRule::Host => options.network = NetworkMode::Host,
-        NetworkRule::Registry => {
-            options.network = NetworkMode::Allowlist;
-            let home = std::env::var_os("HOME").map(PathBuf::from);
-            let env = |name: &str| std::env::var(name).ok();
-            let config = cordon_proxy::ClientConfig {
-                home: home.as_deref(),
-                env: &env,
-            };
-            (options.proxy.allow, _) =
-                cordon_proxy::registry_allowlist(&cordon_proxy::Ecosystem::ALL, &config);
-        }
-        NetworkRule::Allow(hosts) => {
-            options.network = NetworkMode::Allowlist;
-            options.proxy.allow = cordon_proxy::Allowlist::parse(hosts)
-                .map_err(|e| Outcome::failed("usage", format!("inputs.network: {e}")))?;
-        }
-    }
-    Ok(options)
+    SandboxOptions::with_network(network)
+        .map(|(options, _)| options)
+        .map_err(|e| Outcome::failed("usage", format!("inputs.network: {e}")))
 }
 
 /// Runs one program for the attempt and maps its result to the job's outcome.

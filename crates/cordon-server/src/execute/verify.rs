@@ -14,12 +14,7 @@ use crate::api::{JobFailure, VerifyInputs};
 use crate::policy::NetworkRule;
 
 fn rule_of(setting: Option<&NetworkSetting>) -> NetworkRule {
-    match setting {
-        None | Some(NetworkSetting::None) => NetworkRule::None,
-        Some(NetworkSetting::Registry) => NetworkRule::Registry,
-        Some(NetworkSetting::Allow(hosts)) => NetworkRule::Allow(hosts.clone()),
-        Some(NetworkSetting::Host) => NetworkRule::Host,
-    }
+    NetworkSetting::rule(setting)
 }
 
 /// The stages the job selects (`stages`, narrowed by `categories`), or `None` for all.
