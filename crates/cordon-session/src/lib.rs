@@ -10,7 +10,8 @@
 //! - [`Session`] is one of them: [`push`](Session::push) new host commits in,
 //!   [`exec`](Session::exec) a program (or [`begin_exec`](Session::begin_exec) for callers
 //!   that run it themselves through `cordon_runner`) writable or [`Access::ReadOnly`],
-//!   [`pull`](Session::pull) its branch back as a fast-forward, [`remove`](Session::remove),
+//!   [`pull`](Session::pull) its branch back as a fast-forward, [`diff`](Session::diff) it
+//!   against its base, [`remove`](Session::remove),
 //!   [`watch`](Session::watch) it: review comments fed to a fixer in rounds until the change
 //!   is merged or closed ([`WatchSettings`], [`ReviewEvent`]), [`poke`](Session::poke) the
 //!   watcher.
@@ -46,6 +47,7 @@
 #![forbid(unsafe_code)]
 
 mod backoff;
+mod diff;
 mod error;
 mod exec;
 mod gc;
@@ -64,6 +66,7 @@ mod watch_runs;
 mod watch_settings;
 
 pub use backoff::Backoff;
+pub use diff::{MAX_DIFF_BYTES, SessionDiff, SessionDiffTag};
 pub use error::{SessionError, SessionErrorClass, SessionErrorKind};
 pub use exec::{Access, ExecLease};
 pub use id::SessionId;
