@@ -69,10 +69,10 @@ pub use openapi::document as openapi_document;
 pub use policy::{
     Budget, DEFAULT_TOOLS, DenyRule, NetworkRule, Policy, PolicyError, ProjectPolicy, Refusal,
 };
-pub use run::{ServeError, ServeOptions, WorkOptions, WorkerSettings, serve, work};
+pub use run::{Routes, ServeError, ServeOptions, WorkOptions, WorkerSettings, serve, work};
 pub use secrets::{SecretValues, SecretsError};
 pub use service::{
-    RequestError, RunningJob, SCOPES, Service, clone_remote, create_token, token_hash,
+    RequestError, RunningJob, SCOPES, Service, clone_remote, create_token, require, token_hash,
 };
 pub use worker::{DEFAULT_LEASE, default_name};
 

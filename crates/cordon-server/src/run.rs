@@ -54,6 +54,25 @@ pub struct ServeOptions {
     pub retry_backoff: Duration,
     /// This process's workers.
     pub workers: WorkerSettings,
+    /// More routes served beside the API and the dashboard (`/mcp`: the MCP tools).
+    pub routes: Option<Routes>,
+}
+
+/// Routes another door adds to the service (`cordon-mcp`'s `/mcp`), made once the service
+/// exists: they answer with the same store, policy, queue and tokens.
+pub struct Routes(Box<dyn FnOnce(Arc<Service>) -> axum::Router + Send>);
+
+impl Routes {
+    /// The routes `make` makes from the service.
+    pub fn new(make: impl FnOnce(Arc<Service>) -> axum::Router + Send + 'static) -> Self {
+        Routes(Box::new(make))
+    }
+}
+
+impl std::fmt::Debug for Routes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Routes(..)")
+    }
 }
 
 impl ServeOptions {
@@ -69,6 +88,7 @@ impl ServeOptions {
             max_body: DEFAULT_MAX_BODY,
             retry_backoff: Duration::from_secs(1),
             workers: WorkerSettings::default(),
+            routes: None,
         }
     }
 }
@@ -296,7 +316,10 @@ pub fn serve(options: ServeOptions, ready: impl FnOnce(&Listen)) -> Result<(), S
     let service = Arc::clone(&started.service);
     let result = runtime.block_on(async {
         ready(&listener.bound);
-        let app = http::router(Arc::clone(&service), options.max_body);
+        let mut app = http::router(Arc::clone(&service), options.max_body);
+        if let Some(Routes(make)) = options.routes {
+            app = app.merge(make(Arc::clone(&service)));
+        }
         reload_on_hangup(&service);
         let stopping = Arc::clone(&service);
         let stopped = async move {
