@@ -58,6 +58,11 @@ pub enum Command {
     Doctor(crate::commands::doctor::DoctorArgs),
     /// Print the JSON Schema of one of cordon's documents (without a name: list them).
     Schema(SchemaArgs),
+    /// Serve cordon's tools to a coding agent over MCP (stdio): run, verify, workspaces,
+    /// sessions and the run history, within the bounds given here (the agent cannot change
+    /// them).
+    #[cfg_attr(not(feature = "mcp"), command(hide = true))]
+    Mcp(crate::commands::mcp::McpArgs),
     /// Serve the job service: jobs over HTTP under a per-project policy, a persistent
     /// queue, live logs. Prints `cordon serve: listening on http://ADDR` once ready.
     #[cfg_attr(not(feature = "server"), command(hide = true))]

@@ -5,9 +5,11 @@
 //! ([`exit::Exit`]); a failure is rendered once, at the edge, for people on stderr and — when
 //! the command was asked for JSON — as a `cordon.error/v1` document on stdout ([`exit`]).
 //!
-//! Features, both on by default: `server` (the job service: `cordon serve`, `worker`, `token`,
-//! `jobs`) and `postgres` (PostgreSQL stores). Without them cordon is the local tool alone,
-//! with no async runtime; the commands of a missing feature say that this build lacks it.
+//! Features, all on by default: `server` (the job service: `cordon serve`, `worker`, `token`,
+//! `jobs`), `postgres` (PostgreSQL stores) and `mcp` (`cordon mcp`, the MCP server for coding
+//! agents; with `server`, also at `/mcp` of `cordon serve`). Without them cordon is the local
+//! tool alone, with no async runtime; the commands of a missing feature say that this build
+//! lacks it.
 #![deny(missing_docs)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 

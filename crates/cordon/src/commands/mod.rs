@@ -1,6 +1,11 @@
 //! One module per subcommand; [`dispatch`] routes to them.
 
 pub(crate) mod doctor;
+#[cfg(feature = "mcp")]
+pub(crate) mod mcp;
+#[cfg(not(feature = "mcp"))]
+#[path = "mcp_not_built.rs"]
+pub(crate) mod mcp;
 mod run;
 pub(crate) mod runs;
 mod schema;
@@ -33,6 +38,7 @@ pub(crate) fn dispatch(cli: Cli, argv: &[std::ffi::OsString]) -> Result<Exit, Cl
         Command::Worker(args) => serve::worker(&args),
         Command::Token(args) => serve::token(&args),
         Command::Jobs(args) => serve::jobs(&args),
+        Command::Mcp(args) => mcp::run(args),
     }
 }
 
@@ -80,6 +86,6 @@ pub(crate) fn wants_json(command: &Command) -> bool {
         Command::Jobs(args) => args.json,
         #[cfg(not(feature = "server"))]
         Command::Token(args) | Command::Jobs(args) => args.json(),
-        Command::Schema(_) | Command::Serve(_) | Command::Worker(_) => false,
+        Command::Schema(_) | Command::Serve(_) | Command::Worker(_) | Command::Mcp(_) => false,
     }
 }

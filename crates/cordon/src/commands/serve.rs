@@ -199,6 +199,11 @@ pub(crate) fn serve(args: &ServeArgs) -> Result<Exit, CliError> {
     options.listen = args.listen.clone();
     options.max_body = args.max_body;
     options.retry_backoff = args.retry_backoff;
+    // The MCP tools at `/mcp`, each call a job of the token's project.
+    #[cfg(feature = "mcp")]
+    {
+        options.routes = Some(cordon_mcp::http::routes());
+    }
     cordon_server::serve(options, |listen| {
         use std::io::Write;
         let mut out = std::io::stdout().lock();
