@@ -131,6 +131,30 @@ fn schema_of<T: JsonSchema>() -> JsonObject {
     }
 }
 
+/// The output schema of a tool answering `O`: `O` on success, or the `cordon.error/v1`
+/// document of a tool error (`isError`) — one of the two, so that a client checking
+/// structured content against the schema (the TypeScript SDK does, errors included) accepts
+/// both.
+pub fn answer_schema<O: JsonSchema>() -> JsonObject {
+    let mut generator = schemars::generate::SchemaSettings::draft2020_12().into_generator();
+    let answer = generator.subschema_for::<O>();
+    let error = generator.subschema_for::<cordon_types::ErrorDocument>();
+    let definitions = generator.take_definitions(true);
+    let schema = serde_json::json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": format!("{} or ErrorDocument", O::schema_name()),
+        "description": "The tool's answer, or the cordon.error/v1 document of a tool error \
+                        (isError: true).",
+        "type": "object",
+        "oneOf": [answer, error],
+        "$defs": definitions,
+    });
+    match schema {
+        serde_json::Value::Object(object) => object,
+        _ => JsonObject::new(),
+    }
+}
+
 fn listing<I: JsonSchema, O: JsonSchema>(
     title: &'static str,
     description: &'static str,
@@ -141,7 +165,7 @@ fn listing<I: JsonSchema, O: JsonSchema>(
         description,
         effects,
         input: schema_of::<I>(),
-        output: schema_of::<O>(),
+        output: answer_schema::<O>(),
     }
 }
 

@@ -8,8 +8,8 @@ use rmcp::model::{CallToolResult, ContentBlock};
 /// A failed tool call, as every door of cordon reports failures.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolFailure {
-    /// The `cordon.error/v1` document.
-    pub document: ErrorDocument,
+    /// The `cordon.error/v1` document (boxed: failures travel by value).
+    pub document: Box<ErrorDocument>,
 }
 
 impl ToolFailure {
@@ -20,7 +20,7 @@ impl ToolFailure {
         hint: Option<String>,
     ) -> Self {
         ToolFailure {
-            document: ErrorDocument::of(class, error, hint.into_iter().collect()),
+            document: Box::new(ErrorDocument::of(class, error, hint.into_iter().collect())),
         }
     }
 

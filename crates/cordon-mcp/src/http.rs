@@ -579,10 +579,7 @@ impl Backend for Jobs {
             network: true,
             no_sandbox: false,
         };
-        let job_schema = match serde_json::to_value(schemars::schema_for!(JobDocument)) {
-            Ok(serde_json::Value::Object(object)) => Arc::new(object),
-            _ => Arc::new(JsonObject::new()),
-        };
+        let job_schema = Arc::new(crate::catalogue::answer_schema::<JobDocument>());
         SERVED
             .into_iter()
             .map(|name| {
