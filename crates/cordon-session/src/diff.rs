@@ -3,8 +3,8 @@
 //!
 //! The session's repository is the agent's, so git runs in the session's sandbox, read-only
 //! (a reader: it never waits for the writer and is not recorded), with cordon's hardening: no external diff
-//! drivers, no text conversion. New files are shown through a private index in the sandbox's
-//! `/tmp` (intent-to-add entries), never by writing to the session's own.
+//! drivers, no text conversion. New files are diffed against `/dev/null`: nothing is written to
+//! the session's repository.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -44,14 +44,17 @@ pub struct SessionDiff {
 /// The trailer the diff script ends its output with: the patch's whole size.
 const TRAILER: &str = "\n#cordon-diff-bytes ";
 
-/// Prints the tree's patch against `$1` (new files as intent-to-add entries of a private
-/// index), at most `$2` bytes of it, then [`TRAILER`] and its whole size.
+/// Prints the tree's patch against `$1` (tracked files, then each new file against
+/// `/dev/null`: nothing is written to the session's repository), at most `$2` bytes of it,
+/// then [`TRAILER`] and its whole size. A new file whose name git cannot show on one line
+/// fails the script rather than leave it out.
 const DIFF_SCRIPT: &str = r#"base="$1"; max="$2"; t=$(mktemp -d)
-index=$(g rev-parse --git-path index)
-if [ -f "$index" ]; then cp "$index" "$t/index"; fi
-export GIT_INDEX_FILE="$t/index"
-g add --intent-to-add -- .
-g diff --no-ext-diff --no-textconv --no-color --binary "$base" -- > "$t/patch"
+set -- diff --no-ext-diff --no-textconv --no-color --binary --src-prefix=a/ --dst-prefix=b/
+g "$@" "$base" -- > "$t/patch"
+g ls-files -z --others --exclude-standard | tr '\0' '\n' > "$t/new"
+while IFS= read -r f; do
+  g "$@" --no-index -- /dev/null "$f" || [ $? -eq 1 ]
+done < "$t/new" >> "$t/patch"
 head -c "$max" "$t/patch"
 printf '\n#cordon-diff-bytes %s\n' "$(wc -c < "$t/patch")"
 "#;
