@@ -91,6 +91,14 @@ fn calls_beyond_the_operators_bounds_are_tool_errors_naming_the_bound() {
     stdio("bounds", &["--max-timeout", "30s", "--memory", "512MiB"]);
 }
 
+#[test]
+fn workspaces_and_sessions_are_used_as_an_agent_uses_them() {
+    if !support::overlay_available() {
+        return;
+    }
+    stdio("places", &[]);
+}
+
 /// The official TypeScript SDK's client: initialise, list the tools, run, and a refusal.
 #[test]
 fn the_typescript_sdk_drives_the_stdio_server() {

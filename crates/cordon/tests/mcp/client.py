@@ -276,7 +276,53 @@ async def scenario_isolation(session, env):
     check(touched.is_error, "a run in another project's workspace", structured(touched))
 
 
+async def call_ok(session, name, arguments):
+    result = await session.call_tool(name, arguments)
+    check(not result.is_error, f"{name}: a tool error", text(result))
+    return structured(result)
+
+
+async def scenario_places(session, env):
+    """Workspaces and sessions, as an agent uses them."""
+    ws = await call_ok(session, "workspace_create", {})
+    wid = ws["id"]
+    check(ws["schema"] == "cordon.workspace/v1", "workspace_create: the record", ws)
+    applied = await call_ok(session, "workspace_apply", {"id": wid, "patch": CALC_PATCH})
+    check([f["path"] for f in applied["files"]] == ["demo/__init__.py"], "workspace_apply: the files", applied)
+    diff = await call_ok(session, "workspace_diff", {"id": wid})
+    check("+    return a * b" in diff["patch"] and not diff["truncated"], "workspace_diff: the patch", diff)
+    ran = await call_ok(session, "run", {"argv": ["cat", "demo/__init__.py"], "workspace": wid})
+    check("a * b" in ran["stdout"]["head"], "run in the workspace", ran)
+    report = await call_ok(session, "verify", {"workspace": wid})
+    check(report["promotion"]["allowed"] is False, "verify of the workspace's change", report["promotion"])
+    await call_ok(session, "workspace_remove", {"id": wid})
+    again = await session.call_tool("workspace_remove", {"id": wid})
+    check(again.is_error and structured(again)["kind"] == "not_found", "a removed workspace", structured(again))
+
+    sid = (await call_ok(session, "session_create", {}))["id"]
+    change = (
+        "printf 'def add(a, b):\\n    return a - b\\n' > demo/__init__.py && echo new > NEW && "
+        "git add -A && git -c user.name=agent -c user.email=agent@example.org commit -qm change"
+    )
+    wrote = await call_ok(session, "session_exec", {"id": sid, "argv": ["sh", "-c", change]})
+    check(wrote["exit_code"] == 0, "session_exec: the writer", wrote)
+    reviewer = await call_ok(session, "session_exec", {"id": sid, "argv": ["sh", "-c", "echo x > y"], "read_only": True})
+    check(reviewer["exit_code"] not in (0, None), "session_exec: a reviewer wrote", reviewer)
+    check("Read-only file system" in reviewer["stderr"]["head"], "session_exec: the reviewer's refusal", reviewer["stderr"])
+    sdiff = await call_ok(session, "session_diff", {"id": sid})
+    check("+    return a - b" in sdiff["patch"] and "+new" in sdiff["patch"], "session_diff: the patch", sdiff)
+    report = await call_ok(session, "verify", {"session": sid})
+    check(report["promotion"]["allowed"] is False, "verify of the session's change", report["promotion"])
+    shown = await call_ok(session, "session_show", {"id": sid})
+    check(len(shown["runs"]) >= 2, "session_show: the runs", shown)
+    pulled = await call_ok(session, "session_pull", {"id": sid})
+    check(pulled["outcome"] == "merged" and pulled["commits"] == 1, "session_pull", pulled)
+    ended = await call_ok(session, "session_remove", {"id": sid})
+    check(ended["state"] == "ended", "session_remove", ended)
+
+
 SCENARIOS = {
+    "places": scenario_places,
     "tools": scenario_tools,
     "run": scenario_run,
     "verify": scenario_verify,
