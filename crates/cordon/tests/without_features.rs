@@ -2,7 +2,7 @@
 //! alone): what the build lacks is refused, saying so, never done some other way. Compiled
 //! only into such a build (`cargo nextest run -p cordon --no-default-features --test
 //! without_features`, which scripts/test runs).
-#![cfg(not(all(feature = "postgres", feature = "server")))]
+#![cfg(not(all(feature = "postgres", feature = "server", feature = "mcp")))]
 
 /// A PostgreSQL store is refused before the program runs: not recorded in an SQLite file
 /// named after the URL, and the program does not run unrecorded.
@@ -88,4 +88,24 @@ fn a_build_without_the_server_says_so_for_its_commands() {
     )
     .unwrap();
     assert_eq!(String::from_utf8(out.stdout).unwrap(), committed);
+}
+
+/// `cordon mcp` is hidden from `--help` and says this build lacks it (exit 2), whatever
+/// options follow.
+#[cfg(not(feature = "mcp"))]
+#[test]
+fn a_build_without_mcp_says_so() {
+    let help = support::cordon().arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(!help.contains(" mcp "), "{help}");
+    for args in [&["mcp"][..], &["mcp", "--repo", ".", "--allow-network", "host"]] {
+        let out = support::cordon().args(args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("`cordon mcp` is not in this build"),
+            "{args:?}: {stderr}"
+        );
+        assert!(stderr.contains("--features mcp"), "{args:?}: {stderr}");
+    }
 }
