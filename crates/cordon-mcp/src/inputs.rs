@@ -7,6 +7,22 @@ use std::collections::BTreeMap;
 use cordon_types::NetworkRule;
 use schemars::JsonSchema;
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
+
+use crate::catalogue::ToolName;
+use crate::failure::ToolFailure;
+
+/// A tool's arguments as its input type; a mistake is the caller's (a tool error, never a
+/// protocol one).
+pub(crate) fn parse<T: DeserializeOwned>(
+    name: ToolName,
+    arguments: rmcp::model::JsonObject,
+) -> Result<T, ToolFailure> {
+    serde_json::from_value(serde_json::Value::Object(arguments)).map_err(|e| {
+        ToolFailure::usage(format!("invalid arguments for {}: {e}", name.as_str()))
+            .hint("tools/list gives each tool's input schema")
+    })
+}
 
 /// What a program may use, as an agent asked for it in `run` or `session_exec` (each at most
 /// the operator's bound).

@@ -17,11 +17,11 @@ use cordon_session::Sessions;
 use cordon_store::Store;
 use cordon_workspace::Workspaces;
 use rmcp::model::JsonObject;
-use serde::de::DeserializeOwned;
 
 use crate::bounds::Bounds;
 use crate::catalogue::{Flavour, ToolName};
 use crate::failure::ToolFailure;
+use crate::inputs::parse as arguments;
 use crate::server::{Backend, Call, RunEntry, ToolOutput};
 
 /// The tools on this machine: `cordon mcp` over stdio.
@@ -57,14 +57,6 @@ impl Local {
             sessions,
         })
     }
-}
-
-/// Parses a tool's arguments; a mistake is the caller's (a tool error, never a protocol one).
-fn arguments<T: DeserializeOwned>(name: ToolName, arguments: JsonObject) -> Result<T, ToolFailure> {
-    serde_json::from_value(serde_json::Value::Object(arguments)).map_err(|e| {
-        ToolFailure::usage(format!("invalid arguments for {}: {e}", name.as_str()))
-            .hint("tools/list gives each tool's input schema")
-    })
 }
 
 impl Backend for Local {

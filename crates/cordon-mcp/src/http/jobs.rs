@@ -1,38 +1,25 @@
-//! `/mcp` of `cordon serve`: the tools over Streamable HTTP, behind the service's bearer
-//! tokens and project policy. A tool call that does work is a job like any other — submitted
-//! through the same [`Service::submit`] as `POST /v1/jobs` (the token's project, its policy,
-//! its budgets, the queue, the dashboard) — and its live events become progress
-//! notifications; the client's cancel cancels the job. The tools are those the job service
-//! has job types for; ids are job ids (`workspace_create`'s job names the workspace later
-//! calls use), and the run history is the project's jobs.
+//! [`Jobs`]: the tools answered by the job service, each call a job of the caller's project.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{Request, State};
-use axum::http::{StatusCode, header};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
 use cordon_server::{
     ApplyPatchInputs, CloneInputs, FromJob, JobDocument, JobRequest, JobType, RequestError,
     RunInputs, Service, SessionCreateInputs, SessionExecInputs, SessionInputs, SessionRef,
     VerifyInputs,
 };
 use cordon_store::{JobFilter, JobId, JobRow, JobState, TokenRow};
+use cordon_types::{ErrorClass, ErrorKind, exit_code};
 use rmcp::model::{JsonObject, Tool};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
-use serde::de::DeserializeOwned;
 
 use crate::catalogue::{Flavour, ToolName};
 use crate::failure::ToolFailure;
 use crate::inputs::{
     IdInput, RunInput, RunsLogsInput, SessionCreateInput, SessionExecInput, SessionPullInput,
-    StreamName, VerifyInput, WorkspaceApplyInput, WorkspaceCreateInput,
+    StreamName, VerifyInput, WorkspaceApplyInput, WorkspaceCreateInput, parse as arguments,
 };
 use crate::outputs::{RunLogs, RunLogsTag};
-use crate::server::{Backend, Call, CordonMcp, RunEntry, ToolOutput};
-use cordon_types::{ErrorClass, ErrorKind, exit_code};
+use crate::server::{Backend, Call, RunEntry, ToolOutput};
 
 /// How often a call looks for its job's new events.
 const EVENT_POLL: Duration = Duration::from_millis(100);
@@ -51,64 +38,8 @@ const SERVED: [ToolName; 10] = [
     ToolName::RunsLogs,
 ];
 
-/// The routes of `/mcp`, for [`cordon_server::ServeOptions::routes`].
-pub fn routes() -> cordon_server::Routes {
-    cordon_server::Routes::new(router)
-}
-
-/// `/mcp` over `service`: every request needs a live bearer token (401 otherwise).
-pub fn router(service: Arc<Service>) -> axum::Router {
-    // Every request carries a token the service checks, so a page the browser was tricked
-    // into (DNS rebinding) gets nowhere: the Host check is the tokens' to do, and the
-    // service may listen on any address.
-    let config = StreamableHttpServerConfig::default().disable_allowed_hosts();
-    let backend: Arc<dyn Backend> = Arc::new(Jobs {
-        service: Arc::clone(&service),
-    });
-    let mcp = StreamableHttpService::new(
-        move || Ok(CordonMcp::new(Arc::clone(&backend))),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    );
-    axum::Router::new()
-        .nest_service("/mcp", mcp)
-        .layer(axum::middleware::from_fn_with_state(service, require_token))
-}
-
-/// Answers 401 (with the service's error document) to a request without a live token.
-async fn require_token(
-    State(service): State<Arc<Service>>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let header = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
-    let checked =
-        tokio::task::spawn_blocking(move || service.authenticate(header.as_deref())).await;
-    if matches!(checked, Ok(Ok(_))) {
-        return next.run(request).await;
-    }
-    let body = cordon_types::ApiError {
-        schema: cordon_types::ApiErrorTag,
-        error: "unauthorized".into(),
-        message: RequestError::Unauthorized.to_string(),
-        rule: None,
-        resets_at: None,
-        job: None,
-    };
-    (
-        StatusCode::UNAUTHORIZED,
-        [(header::WWW_AUTHENTICATE, "Bearer")],
-        axum::Json(body),
-    )
-        .into_response()
-}
-
 /// The tools answered by the job service.
-struct Jobs {
+pub(super) struct Jobs {
     service: Arc<Service>,
 }
 
@@ -142,18 +73,16 @@ fn not_here(what: &str) -> ToolFailure {
         .hint("`cordon mcp` (stdio, on the machine) takes it")
 }
 
-fn arguments<T: DeserializeOwned>(name: ToolName, arguments: JsonObject) -> Result<T, ToolFailure> {
-    serde_json::from_value(serde_json::Value::Object(arguments)).map_err(|e| {
-        ToolFailure::usage(format!("invalid arguments for {}: {e}", name.as_str()))
-            .hint("tools/list gives each tool's input schema")
-    })
-}
-
 fn value(inputs: &impl serde::Serialize) -> serde_json::Value {
     serde_json::to_value(inputs).unwrap_or(serde_json::Value::Null)
 }
 
 impl Jobs {
+    /// The tools over `service`.
+    pub(super) fn new(service: Arc<Service>) -> Self {
+        Jobs { service }
+    }
+
     /// The caller's token.
     fn token(&self, call: &Call) -> Result<TokenRow, ToolFailure> {
         self.service
