@@ -95,14 +95,17 @@ fn a_build_without_the_server_says_so_for_its_commands() {
 #[cfg(not(feature = "mcp"))]
 #[test]
 fn a_build_without_mcp_says_so() {
-    let help = support::cordon().arg("--help").output().unwrap();
+    let help = cordon_test_support::cordon()
+        .arg("--help")
+        .output()
+        .unwrap();
     let help = String::from_utf8_lossy(&help.stdout);
     assert!(!help.contains(" mcp "), "{help}");
     for args in [
         &["mcp"][..],
         &["mcp", "--repo", ".", "--allow-network", "host"],
     ] {
-        let out = support::cordon().args(args).output().unwrap();
+        let out = cordon_test_support::cordon().args(args).output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(

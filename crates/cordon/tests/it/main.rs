@@ -14,6 +14,8 @@ mod daily_use;
 mod diagnostics;
 mod history;
 mod landlock_tier;
+#[cfg(feature = "mcp")]
+mod mcp;
 mod network;
 mod own_output;
 mod redact;

@@ -42,7 +42,7 @@ fn tool(variable: &str, what: &str) -> PathBuf {
 /// The clients' scripts.
 pub fn script(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/mcp")
+        .join("tests/it/mcp")
         .join(name)
 }
 
@@ -54,7 +54,7 @@ pub fn python_client(transport: &str, scenarios: &str, env: &Value) -> String {
         .args([transport, scenarios])
         .env("MCP_ENV", env.to_string())
         .env("CORDON_BIN", env!("CARGO_BIN_EXE_cordon"))
-        .env("CORDON_HOME", super::support::test_home())
+        .env("CORDON_HOME", crate::support::test_home())
         .output()
         .expect("the Python client starts");
     passed(&out, &format!("client.py {transport} {scenarios}"))
@@ -100,7 +100,7 @@ def test_square():
 /// A repository `dir/repo` of a Python project whose two stages pass at HEAD (and fail with
 /// `client.py`'s patch: `tests/test_demo.py:7`).
 pub fn project(dir: &Path) -> PathBuf {
-    super::support::repo_with(
+    crate::support::repo_with(
         dir,
         &[
             ("cordon.toml", CORDON_TOML),

@@ -4,13 +4,16 @@
 //! grace period, and calls beyond the operator's bounds refused as tool errors naming the
 //! bound. The real `cordon`, the real sandbox, real repositories.
 
-mod mcp_support;
+#[cfg(feature = "server")]
+mod serve;
 mod support;
+
+use crate::support as test_support;
 
 use std::process::Command;
 
+use crate::support::TestDir;
 use serde_json::json;
-use support::TestDir;
 
 /// cordon's grace period between SIGTERM and SIGKILL (`cordon run --grace`'s default), in
 /// seconds: a cancelled run's whole tree is gone within it.
@@ -36,7 +39,7 @@ const TOOLS: [&str; 14] = [
 /// `client.py stdio SCENARIOS` against `cordon mcp ARGS --repo REPO`.
 fn stdio(scenarios: &str, args: &[&str]) -> String {
     let dir = TestDir::new();
-    let repo = mcp_support::project(dir.path());
+    let repo = support::project(dir.path());
     let outside = dir.path().join("outside");
     std::fs::create_dir_all(&outside).unwrap();
     let mut all: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
@@ -50,7 +53,7 @@ fn stdio(scenarios: &str, args: &[&str]) -> String {
         "network_bound": "--allow-network none",
         "timeout_bound": "--max-timeout 30s",
     });
-    mcp_support::python_client("stdio", scenarios, &env)
+    support::python_client("stdio", scenarios, &env)
 }
 
 #[test]
@@ -60,7 +63,7 @@ fn the_tools_are_listed_with_valid_schemas_and_truthful_annotations() {
 
 #[test]
 fn run_answers_the_run_result_and_records_it() {
-    if !support::sandbox_available() {
+    if !test_support::sandbox_available() {
         return;
     }
     stdio("run", &[]);
@@ -68,7 +71,7 @@ fn run_answers_the_run_result_and_records_it() {
 
 #[test]
 fn verify_of_a_failing_patch_blocks_the_gate_with_the_test_and_place_and_a_progress_per_stage() {
-    if !support::sandbox_available() {
+    if !test_support::sandbox_available() {
         return;
     }
     stdio("verify", &[]);
@@ -76,7 +79,7 @@ fn verify_of_a_failing_patch_blocks_the_gate_with_the_test_and_place_and_a_progr
 
 #[test]
 fn a_cancelled_run_loses_its_whole_process_tree_within_the_grace_period() {
-    if !support::sandbox_available() {
+    if !test_support::sandbox_available() {
         return;
     }
     let out = stdio("cancel", &[]);
@@ -85,7 +88,7 @@ fn a_cancelled_run_loses_its_whole_process_tree_within_the_grace_period() {
 
 #[test]
 fn calls_beyond_the_operators_bounds_are_tool_errors_naming_the_bound() {
-    if !support::sandbox_available() {
+    if !test_support::sandbox_available() {
         return;
     }
     stdio("bounds", &["--max-timeout", "30s", "--memory", "512MiB"]);
@@ -93,7 +96,7 @@ fn calls_beyond_the_operators_bounds_are_tool_errors_naming_the_bound() {
 
 #[test]
 fn workspaces_and_sessions_are_used_as_an_agent_uses_them() {
-    if !support::overlay_available() {
+    if !test_support::overlay_available() {
         return;
     }
     stdio("places", &[]);
@@ -102,37 +105,37 @@ fn workspaces_and_sessions_are_used_as_an_agent_uses_them() {
 /// The official TypeScript SDK's client: initialise, list the tools, run, and a refusal.
 #[test]
 fn the_typescript_sdk_drives_the_stdio_server() {
-    if !support::sandbox_available() {
+    if !test_support::sandbox_available() {
         return;
     }
-    let sdk = mcp_support::typescript_sdk();
+    let sdk = support::typescript_sdk();
     let dir = TestDir::new();
-    let repo = mcp_support::project(dir.path());
+    let repo = support::project(dir.path());
     let out = Command::new("node")
-        .arg(mcp_support::script("client.mjs"))
+        .arg(support::script("client.mjs"))
         .env("MCP_SDK", &sdk)
         .env("CORDON_BIN", env!("CARGO_BIN_EXE_cordon"))
-        .env("CORDON_HOME", support::test_home())
+        .env("CORDON_HOME", test_support::test_home())
         .env("MCP_REPO", &repo)
         .output()
         .expect("node starts");
-    mcp_support::passed(&out, "client.mjs");
+    support::passed(&out, "client.mjs");
 }
 
 /// `--allow-no-sandbox` makes the option exist; without it, it does not (see `tools`).
 #[test]
 fn no_sandbox_exists_only_when_the_operator_allows_it() {
     let dir = TestDir::new();
-    let repo = mcp_support::project(dir.path());
-    let out = Command::new(mcp_support::python())
+    let repo = support::project(dir.path());
+    let out = Command::new(support::python())
         .arg("-c")
         .arg(NO_SANDBOX_CHECK)
         .env("CORDON_BIN", env!("CARGO_BIN_EXE_cordon"))
-        .env("CORDON_HOME", support::test_home())
+        .env("CORDON_HOME", test_support::test_home())
         .env("MCP_REPO", &repo)
         .output()
         .unwrap();
-    mcp_support::passed(&out, "the no_sandbox check");
+    support::passed(&out, "the no_sandbox check");
 }
 
 const NO_SANDBOX_CHECK: &str = r#"

@@ -4,11 +4,10 @@
 //! call a job of the token's project under its policy; and a token of another project can
 //! neither see nor touch the first one's runs. A real server, the real sandbox.
 
-mod mcp_support;
-mod support;
-
+use super::support as mcp_support;
+use crate::support;
+use crate::support::server::Server;
 use serde_json::json;
-use support::server::Server;
 
 const POLICY: &str = r#"
 workers = 3
