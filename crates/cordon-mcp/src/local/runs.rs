@@ -150,10 +150,7 @@ impl Local {
                 id: run.id.to_string(),
                 description: format!(
                     "{} {}: {}",
-                    match run.kind {
-                        cordon_store::RunKind::Run => "run",
-                        cordon_store::RunKind::Verify => "verify",
-                    },
+                    run.kind.as_str(),
                     run.status,
                     command_text(&run.command)
                 ),
