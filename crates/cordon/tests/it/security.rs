@@ -208,7 +208,9 @@ fn cargo_registry() -> std::path::PathBuf {
 /// a `rustc-wrapper`) ran with the host's `$CARGO_HOME/registry` writable and rewrote a
 /// dependency there; the user's next own build ran it. Setup stages now write into a private
 /// layer of the verification: later stages of the same verification see it (read-only), the
-/// host's cache and the next verification never do.
+/// host's cache never does, and neither does the next verification when the writer was a
+/// candidate (here the checkout's uncommitted change: what an agent's patch is). Only a
+/// trusted build (a commit of the default branch, nothing more) keeps its layer for the next.
 #[test]
 fn setup_stages_never_write_the_hosts_dependency_caches() {
     let registry = cargo_registry();
@@ -230,6 +232,7 @@ run = ["sh", "-c", "cat \"$CARGO_HOME/registry/{marker}\"; echo again > \"$CARGO
 "#
     );
     let ws = Workspace::new(&[("cordon.toml", &config)]);
+    std::fs::write(ws.repo.path().join("candidate.txt"), "an uncommitted change\n").unwrap();
     let verify = || {
         let out = cordon()
             .env("CORDON_HOME", ws.home.path())
@@ -269,6 +272,7 @@ run = ["sh", "-c", "cat \"$CARGO_HOME/registry/{marker}\"; echo again > \"$CARGO
         "read-only there: {first:#}"
     );
     assert!(!leaked, "the host's registry was written");
+    assert_eq!(first["cache"]["promoted"], serde_json::Value::Null, "{first:#}");
     let (second, leaked) = verify();
     assert!(
         !stdout(&second, 0).contains("ALREADY-THERE"),
