@@ -632,7 +632,12 @@ fn interrupted_verify_cleans_up_and_a_killed_one_is_collected_by_gc() {
     let workspaces = repo.home.path().join("workspaces");
     let count = || {
         std::fs::read_dir(&workspaces)
-            .map(|d| d.flatten().filter(|e| e.path().is_dir()).count())
+            .map(|d| {
+                d.flatten()
+                    // `.ended` remembers ended workspaces' ids, not their trees.
+                    .filter(|e| e.path().is_dir() && e.file_name() != ".ended")
+                    .count()
+            })
             .unwrap_or(0)
     };
     // The stage runs: it made `started` in its workspace (an overlay's upper layer at
