@@ -1,6 +1,7 @@
 //! Test-only hooks: a resolver override and a switch permitting loopback destinations, so
 //! that tests can serve "allowed hosts" on loopback and make listed names resolve to
-//! private addresses.
+//! private addresses; and a file of root certificates standing for the host's trust store,
+//! so that tests can serve credential hosts over HTTPS with an authority of their own.
 //!
 //! They exist only when the crate is built with the `test-hooks` feature, which only
 //! test builds turn on (the `cordon` CLI's dev-dependency; cargo resolves dev-dependency
@@ -10,10 +11,12 @@
 //! environment is built from an allow-list). No flag, configuration file or policy field
 //! reaches them.
 //!
-//! Format: `;`-separated items, `loopback` (permit 127.0.0.0/8 and ::1 destinations) and
+//! Format: `;`-separated items, `loopback` (permit 127.0.0.0/8 and ::1 destinations),
+//! `trust=PATH` (the roots in this PEM file instead of the host's trust store) and
 //! `NAME=IP[,IP...]` (resolve NAME to these addresses instead of asking DNS).
 
 use std::net::IpAddr;
+use std::path::PathBuf;
 
 /// The environment variable holding the hooks (test builds only).
 pub const HOOKS_ENV: &str = "CORDON_TEST_NETWORK_HOOKS";
@@ -25,6 +28,8 @@ pub struct TestHooks {
     pub allow_loopback: bool,
     /// Names resolved without DNS.
     pub resolve: Vec<(String, Vec<IpAddr>)>,
+    /// A PEM file of roots standing for the host's trust store.
+    pub trust: Option<PathBuf>,
 }
 
 impl TestHooks {
@@ -43,6 +48,8 @@ impl TestHooks {
         for item in text.split(';').map(str::trim).filter(|i| !i.is_empty()) {
             if item == "loopback" {
                 hooks.allow_loopback = true;
+            } else if let Some(path) = item.strip_prefix("trust=") {
+                hooks.trust = Some(PathBuf::from(path));
             } else if let Some((name, ips)) = item.split_once('=') {
                 let ips = ips.split(',').filter_map(|ip| ip.trim().parse().ok());
                 hooks
@@ -73,8 +80,9 @@ mod tests {
 
     #[test]
     fn hooks_parse() {
-        let h = TestHooks::parse("loopback; A.test=127.0.0.1,::1 ;b.test=10.0.0.1");
+        let h = TestHooks::parse("loopback; A.test=127.0.0.1,::1 ;b.test=10.0.0.1;trust=/t/ca.pem");
         assert!(h.allow_loopback);
+        assert_eq!(h.trust, Some(PathBuf::from("/t/ca.pem")));
         assert_eq!(h.resolved("a.test").unwrap().len(), 2);
         assert_eq!(
             h.resolved("b.test").unwrap(),

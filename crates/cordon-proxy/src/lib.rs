@@ -25,14 +25,25 @@
 //!
 //! Everything is accounted in a [`cordon_types::NetworkReport`]: traffic per host and port,
 //! every refusal with its reason, the bounds reached.
+//!
+//! **Credentials** ([`Credential`], `--credential HOST=NAME[:HOW]`): the program never holds
+//! them. For a CONNECT to a credential's host the proxy does not tunnel: it answers the
+//! program's TLS itself with a certificate of the run's own authority ([`Interception`]: made
+//! in memory for this run, its key never written anywhere; the program trusts it through the
+//! bundle of [`Interception::ca_bundle`]), speaks TLS to the real server verified against the
+//! host's [`TrustStore`], sets the credential's header on every request (replacing the
+//! program's own header of that name) and hides the credential in what comes back. Every
+//! other host stays a plain tunnel.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
 mod address;
 mod allowlist;
+mod credential;
 mod error;
 mod hooks;
 mod host;
+mod intercept;
 mod registry;
 mod relay;
 mod request;
@@ -41,12 +52,17 @@ mod settings;
 
 pub use address::refusal as address_refusal;
 pub use allowlist::{Allowlist, AllowlistError, DEFAULT_PORTS, HostRule};
+pub use credential::{
+    CREDENTIAL_DEFAULT_PORT, Credential, CredentialError, CredentialErrorKind, HeldCredential,
+    Injection, placeholder,
+};
 pub use error::ProxyError;
 pub use hooks::{HOOKS_ENV, TestHooks};
+pub use intercept::{InterceptError, Interception, TrustStore};
 pub use registry::{ClientConfig, Ecosystem, registry_allowlist, registry_hosts, url_host};
 #[cfg(feature = "test-hooks")]
 pub use server::start_for_tests;
-pub use server::{Listener, Notice, ProxyHandle, describe, start};
+pub use server::{Companions, Listener, Notice, ProxyHandle, describe, start};
 pub use settings::{
     DEFAULT_MAX_BYTES, DEFAULT_MAX_CONNECTIONS, MAX_OPEN_CONNECTIONS, ProxySettings,
 };

@@ -22,6 +22,7 @@ use crate::address;
 use crate::error::ProxyError;
 use crate::hooks::TestHooks;
 use crate::host::{self, HostName};
+use crate::intercept::{self, Interception};
 use crate::relay::{self, Budget};
 use crate::request::{self, Ask, Refusal};
 use crate::settings::{MAX_OPEN_CONNECTIONS, ProxySettings};
@@ -39,6 +40,8 @@ pub struct ProxyHandle<'scope, 'env> {
 /// What every thread of one proxy shares.
 pub(crate) struct Shared<'env> {
     pub(crate) settings: &'env ProxySettings,
+    /// The credentials and the run's authority, when the run has credentials.
+    intercept: Option<&'env Interception>,
     hooks: TestHooks,
     notice: Option<Notice<'env>>,
     /// Readable (hung up) once the proxy must stop.
@@ -59,6 +62,16 @@ pub enum Listener {
     Bound(TcpListener),
 }
 
+/// What a proxy serves with besides its settings.
+#[derive(Default, Clone, Copy)]
+pub struct Companions<'env> {
+    /// Called with every refused connection, as it happens.
+    pub notice: Option<Notice<'env>>,
+    /// The run's credentials (with their values) and authority: CONNECTs to their hosts are
+    /// intercepted. `None`: every CONNECT is a plain tunnel.
+    pub intercept: Option<&'env Interception>,
+}
+
 /// Starts the proxy of one run in `scope`: it takes its listening socket from `listener`
 /// (waiting for the sandbox helper's, in the namespace tier), then serves until
 /// [`ProxyHandle::finish`].
@@ -66,9 +79,9 @@ pub fn start<'scope, 'env>(
     scope: &'scope Scope<'scope, 'env>,
     settings: &'env ProxySettings,
     listener: Listener,
-    notice: Option<Notice<'env>>,
+    companions: Companions<'env>,
 ) -> Result<ProxyHandle<'scope, 'env>, ProxyError> {
-    start_with_hooks(scope, settings, listener, notice, TestHooks::from_env())
+    start_with_hooks(scope, settings, listener, companions, TestHooks::from_env())
 }
 
 /// [`start`] with explicit test hooks (test builds only).
@@ -77,17 +90,17 @@ pub fn start_for_tests<'scope, 'env>(
     scope: &'scope Scope<'scope, 'env>,
     settings: &'env ProxySettings,
     listener: Listener,
-    notice: Option<Notice<'env>>,
+    companions: Companions<'env>,
     hooks: TestHooks,
 ) -> Result<ProxyHandle<'scope, 'env>, ProxyError> {
-    start_with_hooks(scope, settings, listener, notice, hooks)
+    start_with_hooks(scope, settings, listener, companions, hooks)
 }
 
 fn start_with_hooks<'scope, 'env>(
     scope: &'scope Scope<'scope, 'env>,
     settings: &'env ProxySettings,
     listener: Listener,
-    notice: Option<Notice<'env>>,
+    companions: Companions<'env>,
     hooks: TestHooks,
 ) -> Result<ProxyHandle<'scope, 'env>, ProxyError> {
     let (stop_r, stop_w) =
@@ -97,8 +110,9 @@ fn start_with_hooks<'scope, 'env>(
         })?;
     let shared = Arc::new(Shared {
         settings,
+        intercept: companions.intercept,
         hooks,
-        notice,
+        notice: companions.notice,
         stop: stop_r,
         bytes: AtomicU64::new(0),
         attempts: AtomicU64::new(0),
@@ -273,9 +287,32 @@ fn handle(shared: &Shared<'_>, mut client: TcpStream) {
             return;
         }
     };
-    let name = recorded;
-    shared.traffic(&name, port, |t| t.connections += 1);
+    let recorded_name = recorded;
+    let credentials = shared
+        .intercept
+        .map(|ix| ix.for_host(&name, port))
+        .unwrap_or_default();
+    let credential = credentials.first().map(|c| c.rule.name.clone());
+    shared.traffic(&recorded_name, port, |t| {
+        t.connections += 1;
+        t.credential.clone_from(&credential);
+    });
     let is_connect = upstream_head.is_empty();
+    if let (true, Some(ix), false) = (is_connect, shared.intercept, credentials.is_empty()) {
+        intercepted(
+            shared,
+            ix,
+            &client,
+            &upstream,
+            (&name, &recorded_name, port),
+            credentials,
+        );
+        return;
+    }
+    let name = recorded_name;
+    if !is_connect {
+        shared.traffic(&name, port, |t| t.requests += 1);
+    }
     if is_connect
         && client
             .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
@@ -302,6 +339,47 @@ fn handle(shared: &Shared<'_>, mut client: TcpStream) {
     shared.traffic(&name, port, |t| {
         t.bytes_up += moved.up;
         t.bytes_down += moved.down;
+    });
+}
+
+/// Serves a CONNECT to a credential host: TLS terminated with the run's authority, the
+/// credential added, the traffic accounted. `names`: the judged name, the name as recorded,
+/// the port.
+fn intercepted(
+    shared: &Shared<'_>,
+    ix: &Interception,
+    client: &TcpStream,
+    upstream: &TcpStream,
+    (name, recorded, port): (&str, &str, u16),
+    credentials: Vec<&crate::credential::HeldCredential>,
+) {
+    let budget = Budget { shared };
+    let done = match intercept::intercept(ix, &budget, client, upstream, name, credentials) {
+        Ok(done) => done,
+        Err((refused, done)) => {
+            let reason = match refused {
+                intercept::Refused::Server(why) => {
+                    Some((format!("the server's TLS failed ({why})"), 502))
+                }
+                intercept::Refused::Program(why) => Some((
+                    format!(
+                        "the program refused the run's certificate for this credential host ({why}): does it trust $SSL_CERT_FILE?"
+                    ),
+                    0,
+                )),
+                intercept::Refused::Gone => None,
+            };
+            if let Some((reason, status)) = reason {
+                refuse(shared, client, Some(recorded), Some(port), &reason, status);
+            }
+            done
+        }
+    };
+    shared.traffic(recorded, port, |t| {
+        t.bytes_up += done.moved.up;
+        t.bytes_down += done.moved.down;
+        t.requests += done.requests;
+        t.credential_requests += done.requests;
     });
 }
 
@@ -383,7 +461,8 @@ fn connect(shared: &Shared<'_>, name: &str, port: u16) -> Result<TcpStream, (Str
     Err((format!("cannot connect ({e})"), 502))
 }
 
-/// Records a refusal, tells the caller's notice, and answers the program with `status`.
+/// Records a refusal, tells the caller's notice, and answers the program with `status`
+/// (0: no answer, it was answered already).
 fn refuse(
     shared: &Shared<'_>,
     client: &TcpStream,
@@ -407,6 +486,10 @@ fn refuse(
         } else {
             report.denied_omitted += 1;
         }
+    }
+    if status == 0 {
+        let _ = client.shutdown(std::net::Shutdown::Both);
+        return;
     }
     let phrase = match status {
         400 => "Bad Request",
@@ -462,6 +545,9 @@ impl Shared<'_> {
                     connections: 0,
                     bytes_up: 0,
                     bytes_down: 0,
+                    credential: None,
+                    requests: 0,
+                    credential_requests: 0,
                 });
                 report.allowed.len() - 1
             }

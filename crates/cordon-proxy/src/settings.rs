@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::allowlist::Allowlist;
+use crate::credential::{Credential, CredentialError, CredentialErrorKind};
 
 /// Bytes a run may move through the proxy by default (both directions): 2 GiB.
 pub const DEFAULT_MAX_BYTES: u64 = 2 << 30;
@@ -26,6 +27,27 @@ pub struct ProxySettings {
     pub head_timeout: Duration,
     /// The time to connect to a destination.
     pub connect_timeout: Duration,
+    /// Credentials the proxy adds to requests to their hosts (over HTTPS, which it then
+    /// terminates); the values are looked up when the run starts.
+    pub credentials: Vec<Credential>,
+}
+
+impl ProxySettings {
+    /// Refuses a credential whose host the allowlist does not let the program reach.
+    pub fn check_credentials(&self) -> Result<(), CredentialError> {
+        for c in &self.credentials {
+            if !self.allow.allows(&c.host, c.port) {
+                return Err(CredentialError {
+                    spec: c.to_string(),
+                    kind: CredentialErrorKind::NotAllowed {
+                        host: c.host.clone(),
+                        port: c.port,
+                    },
+                });
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Default for ProxySettings {
@@ -37,6 +59,7 @@ impl Default for ProxySettings {
             idle_timeout: Duration::from_secs(60),
             head_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(10),
+            credentials: Vec::new(),
         }
     }
 }

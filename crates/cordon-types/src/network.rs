@@ -45,6 +45,19 @@ pub struct HostTraffic {
     pub bytes_up: u64,
     /// Bytes received from the destination.
     pub bytes_down: u64,
+    /// The credential the proxy adds to this destination's requests (`--credential`), by
+    /// the name of the host-side variable holding it; never its value. `None`: none, and
+    /// HTTPS connections to it are plain tunnels.
+    #[serde(default)]
+    pub credential: Option<String>,
+    /// HTTP requests the proxy saw: plain HTTP requests, and the requests inside intercepted
+    /// HTTPS connections (a tunnel's requests are not seen).
+    #[serde(default)]
+    pub requests: u64,
+    /// Of those, the requests that carried the credential (every request of an intercepted
+    /// connection does; plain HTTP requests never do).
+    #[serde(default)]
+    pub credential_requests: u64,
 }
 
 /// One refused connection attempt.

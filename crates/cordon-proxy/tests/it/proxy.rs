@@ -77,7 +77,10 @@ fn with_proxy(
             scope,
             &settings,
             cordon_proxy::Listener::FromSandbox(ours),
-            Some(&notice),
+            cordon_proxy::Companions {
+                notice: Some(&notice),
+                intercept: None,
+            },
             hooks,
         )
         .unwrap();
