@@ -66,6 +66,30 @@ pub enum RunErrorKind {
     /// happen without it).
     #[error(transparent)]
     Proxy(#[from] cordon_proxy::ProxyError),
+    /// A credential cannot be used: a bad rule, a host not on the allowlist, a value that
+    /// cannot go in a header.
+    #[error(transparent)]
+    Credential(#[from] cordon_proxy::CredentialError),
+    /// A credential's variable is in neither the caller's secrets nor cordon's environment.
+    #[error("credential {0} is not set in cordon's environment")]
+    MissingCredential(String),
+    /// A credential is also asked for as a secret (which would put its value in the
+    /// program's environment).
+    #[error(
+        "{0} is asked for both as a secret (the program gets its value) and as a credential (the program never sees it)"
+    )]
+    CredentialAsSecret(String),
+    /// Credentials need an allowlisted network (the proxy adds them) and the sandbox.
+    #[error(
+        "credentials are added by the network proxy: they need the sandbox and --network allow=... (or registry)"
+    )]
+    CredentialWithoutProxy,
+    /// The run's certificate authority, or the host's trust store, is not usable.
+    #[error(transparent)]
+    Intercept(#[from] cordon_proxy::InterceptError),
+    /// The CA bundle the program trusts could not be written.
+    #[error("cannot write the run's CA bundle")]
+    CaBundle(#[source] std::io::Error),
 }
 
 /// The three ways a run can fail to happen, for callers that map them to exit codes or
@@ -99,11 +123,17 @@ impl RunError {
             | RunErrorKind::InsideCordonHome { .. }
             | RunErrorKind::Home(_)
             | RunErrorKind::MissingSecret(_)
+            | RunErrorKind::Credential(_)
+            | RunErrorKind::MissingCredential(_)
+            | RunErrorKind::CredentialAsSecret(_)
+            | RunErrorKind::CredentialWithoutProxy
             | RunErrorKind::Redaction(_) => RunErrorClass::Usage,
             RunErrorKind::Sandbox(_) => RunErrorClass::Unenforceable,
-            RunErrorKind::Supervise(_) | RunErrorKind::GitData { .. } | RunErrorKind::Proxy(_) => {
-                RunErrorClass::Infra
-            }
+            RunErrorKind::Supervise(_)
+            | RunErrorKind::GitData { .. }
+            | RunErrorKind::Proxy(_)
+            | RunErrorKind::Intercept(_)
+            | RunErrorKind::CaBundle(_) => RunErrorClass::Infra,
         }
     }
 
@@ -137,6 +167,18 @@ impl RunError {
             RunErrorKind::MissingSecret(name) => Some(format!(
                 "export {name} in cordon's environment, or do not ask for it as a secret"
             )),
+            RunErrorKind::MissingCredential(name) => Some(format!(
+                "export {name} in cordon's environment (the program sees a placeholder in its place)"
+            )),
+            RunErrorKind::CredentialAsSecret(name) => Some(format!(
+                "drop --secret {name}: with --credential the proxy adds it to the host's requests"
+            )),
+            RunErrorKind::Credential(e) => match &e.kind {
+                cordon_proxy::CredentialErrorKind::NotAllowed { host, port } => Some(format!(
+                    "add {host}:{port} (or {host} for port 443) to --network allow=..."
+                )),
+                _ => None,
+            },
             RunErrorKind::InsideCordonHome { .. } => Some(
                 "run from the project (or a workspace's own tree: `cordon run --workspace ID`)"
                     .into(),
@@ -151,7 +193,10 @@ impl RunError {
             | RunErrorKind::OutsideWorkspace { .. }
             | RunErrorKind::Home(_)
             | RunErrorKind::Supervise(_)
-            | RunErrorKind::Proxy(_) => None,
+            | RunErrorKind::Proxy(_)
+            | RunErrorKind::CredentialWithoutProxy
+            | RunErrorKind::Intercept(_)
+            | RunErrorKind::CaBundle(_) => None,
         }
     }
 }

@@ -11,6 +11,7 @@ use cordon_types::{
     DeniedConnection, HomeError, NetworkMode, NetworkReport, RunResult, SandboxSummary,
 };
 
+use crate::credentials::{self, RunCredentials};
 use crate::env::{host_env, program_env};
 use crate::error::{RunError, RunErrorKind};
 use crate::record::RunRecorder;
@@ -99,6 +100,8 @@ pub struct PreparedRun {
     proxy: Option<ProxySettings>,
     /// The working directory to report when it is not the one the helper started in.
     shown_cwd: Option<String>,
+    /// The credentials the proxy adds, the run's authority and the CA bundle shown.
+    credentials: Option<RunCredentials>,
 }
 
 impl std::fmt::Debug for PreparedRun {
@@ -163,16 +166,28 @@ pub fn prepare(request: &RunRequest) -> Result<PreparedRun, RunError> {
         }
     }
     let host = host_env();
-    let env = program_env(
-        &host,
-        &request.env,
-        &request.secrets,
-        &request.secret_values,
-    )?;
+    let credentials = run_credentials(request, &host)?;
+    let mut set = request.env.clone();
+    let mut held = request.secret_values.clone();
+    let mut placeholders: &[(String, String)] = &[];
+    if let Some(c) = &credentials {
+        set.extend(c.placeholders.iter().cloned());
+        held.extend(c.values.iter().cloned());
+        placeholders = &c.placeholders;
+    }
+    let env = program_env(&host, &set, &request.secrets, &request.secret_values)?;
+    // A placeholder sits in a variable named like a secret (`API_KEY`); it is none, and the
+    // value it stands for is redacted instead (`held`).
+    let not_placeholder = |v: &&EnvVar| {
+        !placeholders
+            .iter()
+            .any(|(n, p)| *n == v.name && *p == v.value)
+    };
+    let shown_env: Vec<EnvVar> = env.iter().filter(not_placeholder).cloned().collect();
     let redactor = build_redactor(
         host.iter().map(|(name, value)| (name, value)),
-        &env,
-        &request.secret_values,
+        &shown_env,
+        &held,
         &request.redact,
     )?;
     let shown_command: Vec<String> = request
@@ -224,6 +239,7 @@ pub fn prepare(request: &RunRequest) -> Result<PreparedRun, RunError> {
             if let Some(ws) = overlay {
                 overlay_policy(&mut policy, ws, &request.cwd);
             }
+            policy.ca_bundle = credentials.as_ref().map(|c| c.bundle.to_path_buf());
             scrubbed = scrub_git_data(&mut policy, request.workspace.as_ref())?;
             bound = landlock_proxy_listener(&mut policy)?;
             let mut prepared = cordon_sandbox::prepare(&policy, program, rest)?;
@@ -264,6 +280,7 @@ pub fn prepare(request: &RunRequest) -> Result<PreparedRun, RunError> {
         None => request.cwd.clone(),
     };
     Ok(PreparedRun {
+        credentials,
         shown_cwd: overlay.map(|_| request.cwd.display().to_string()),
         proxy,
         _scrubbed: scrubbed,
@@ -355,7 +372,11 @@ impl PreparedRun {
                             cordon_proxy::Listener::FromSandbox(ours)
                         }
                     };
-                    let proxy = cordon_proxy::start(scope, settings, listener, Some(&notice))?;
+                    let companions = cordon_proxy::Companions {
+                        notice: Some(&notice),
+                        intercept: self.credentials.as_ref().map(|c| &c.interception),
+                    };
+                    let proxy = cordon_proxy::start(scope, settings, listener, companions)?;
                     let outcome = cordon_exec::run(&self.spec, io);
                     // The proxy lives exactly as long as the run.
                     let report = proxy.finish();
@@ -406,6 +427,23 @@ impl PreparedRun {
 
     fn redact_bytes(&self, text: &str) -> String {
         String::from_utf8_lossy(&self.redactor.redact_all(text.as_bytes())).into_owned()
+    }
+}
+
+/// The request's credentials, prepared: only a sandboxed run with an allowlisted network has
+/// the proxy that adds them.
+fn run_credentials(
+    request: &RunRequest,
+    host: &[(String, String)],
+) -> Result<Option<RunCredentials>, RunError> {
+    match &request.isolation {
+        Isolation::Sandboxed(o) if o.network == NetworkMode::Allowlist => {
+            credentials::prepare(&o.proxy, &request.secrets, &request.secret_values, host)
+        }
+        Isolation::Sandboxed(o) if !o.proxy.credentials.is_empty() => {
+            Err(RunErrorKind::CredentialWithoutProxy.into())
+        }
+        Isolation::Sandboxed(_) | Isolation::Unsandboxed => Ok(None),
     }
 }
 

@@ -60,12 +60,17 @@ pub use error::{SandboxError, SandboxErrorKind};
 pub use etc_snapshot::SnapshotLease;
 pub use helper::{HELPER_NAME, HELPER_PATH_ENV, helper_executable};
 pub use host::inside_cordon_sandbox;
-pub use plan::{SANDBOX_HOME, SANDBOX_TMP, SANDBOX_WORKSPACE, protected_git_data};
+pub use plan::{
+    SANDBOX_CA_BUNDLE, SANDBOX_HOME, SANDBOX_TMP, SANDBOX_WORKSPACE, protected_git_data,
+};
 pub use policy::{
     Access, Bind, CacheLayer, DEFAULT_TMPFS_BYTES, Degradation, EnvVar, LayeredTree, Limits,
     Replacement, SandboxPolicy,
 };
-pub use prepare::{GIT_CONFIG, PROXY_PORT, PreparedCommand, git_config_env, prepare, proxy_env};
+pub use prepare::{
+    CA_BUNDLE_VARIABLES, GIT_CONFIG, PROXY_PORT, PreparedCommand, git_config_env, prepare,
+    proxy_env,
+};
 pub use scratch::Scratch;
 pub use secrets::{is_secret_path, secret_paths};
 pub use tier::tier_for;

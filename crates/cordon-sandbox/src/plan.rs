@@ -85,6 +85,8 @@ const LIBRARY_DIRS: &[&str] = &["/usr", "/lib", "/lib32", "/lib64", "/libx32"];
 pub const SANDBOX_HOME: &str = "/home/cordon";
 /// The private temporary directory inside.
 pub const SANDBOX_TMP: &str = "/tmp";
+/// Where the namespace tier shows the policy's CA bundle ([`SandboxPolicy::ca_bundle`]).
+pub const SANDBOX_CA_BUNDLE: &str = "/run/cordon/ca-bundle.pem";
 /// Where an overlay workspace appears inside, whichever workspace it is: every build of a
 /// commit sees the same absolute paths (a build cache made by one is valid for the next).
 pub const SANDBOX_WORKSPACE: &str = "/home/cordon/work";
@@ -691,7 +693,11 @@ pub fn landlock_plan(
     }
     for op in ops {
         match op {
-            MountOp::Bind { dst, rw: false, .. } if !dst.starts_with(etc) => read.push(dst.clone()),
+            MountOp::Bind { dst, rw: false, .. } | MountOp::CopyFile { dst, .. }
+                if !dst.starts_with(etc) =>
+            {
+                read.push(dst.clone());
+            }
             MountOp::Bind { dst, rw: true, .. } => write.push(dst.clone()),
             MountOp::Overlay {
                 dst,

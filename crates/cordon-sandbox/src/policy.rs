@@ -83,6 +83,14 @@ pub struct SandboxPolicy {
     /// (cordon's own state; removed after the run). `None`: the system's temporary directory.
     #[serde(default)]
     pub scratch_root: Option<PathBuf>,
+    /// A PEM file of certificate authorities the program must trust (the network proxy's
+    /// per-run authority beside the host's roots, `--credential`): shown read-only at
+    /// [`crate::SANDBOX_CA_BUNDLE`] (namespace tier) or in the run's private directory
+    /// (landlock tier), with `SSL_CERT_FILE`, `REQUESTS_CA_BUNDLE`, `NODE_EXTRA_CA_CERTS`,
+    /// `CURL_CA_BUNDLE`, `GIT_SSL_CAINFO`, `CARGO_HTTP_CAINFO` and `PIP_CERT` pointing at it.
+    /// The file must stay until the helper has started.
+    #[serde(default)]
+    pub ca_bundle: Option<PathBuf>,
 }
 
 /// A copy-on-write tree shown at `at`, a path inside the sandbox that need not exist on the
@@ -299,6 +307,7 @@ impl SandboxPolicy {
             isolation: None,
             proxy_listen_port: None,
             scratch_root: None,
+            ca_bundle: None,
         }
     }
 

@@ -163,6 +163,19 @@ fn namespace_tier(host: &HostSupport, p: Planned<'_>) -> Result<Built, SandboxEr
         .host_cache
         .as_ref()
         .and_then(|cache| etc_snapshot::substitute(&mut mounts, &copied, cache).ok());
+    if let Some(bundle) = &policy.ca_bundle {
+        // Copied into the constructed root (read-only with it), outside /etc (whose snapshot
+        // is shared by runs).
+        let dst = Path::new(plan::SANDBOX_CA_BUNDLE);
+        let at = mounts.partition_point(|op| op.dst() <= dst);
+        mounts.insert(
+            at,
+            cordon_sandbox_init::MountOp::CopyFile {
+                src: bundle.clone(),
+                dst: dst.into(),
+            },
+        );
+    }
     let noexec = match &exec_only {
         Some(allowed) => plan::confine_exec(&mut mounts, allowed, &toolchains.binds),
         None => Vec::new(),
@@ -204,6 +217,10 @@ fn namespace_tier(host: &HostSupport, p: Planned<'_>) -> Result<Built, SandboxEr
         &toolchains.env,
         (plan::SANDBOX_HOME.as_ref(), plan::SANDBOX_TMP.as_ref()),
         PROXY_PORT,
+        policy
+            .ca_bundle
+            .as_ref()
+            .map(|_| Path::new(plan::SANDBOX_CA_BUNDLE)),
     );
     let summary = SandboxSummary {
         enabled: true,
@@ -245,7 +262,20 @@ fn landlock_tier(host: &HostSupport, p: Planned<'_>) -> Result<Built, SandboxErr
         std::env::temp_dir().join(format!("cordon-{}", rustix::process::getuid().as_raw()))
     });
     let scratch = Scratch::make(&root).map_err(|e| path_err(&root, e))?;
-    let rules = crate::landlock_tier::rules(&mounts, &scratch.home(), &scratch.tmp())?;
+    let mut rules = crate::landlock_tier::rules(&mounts, &scratch.home(), &scratch.tmp())?;
+    let ca_bundle = match &policy.ca_bundle {
+        Some(bundle) => {
+            // A copy of its own in the run's private directory, read-only.
+            let shown = scratch.ca_bundle();
+            std::fs::copy(bundle, &shown).map_err(|e| path_err(bundle, e))?;
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&shown, std::fs::Permissions::from_mode(0o444))
+                .map_err(|e| path_err(&shown, e))?;
+            rules.read.push(shown.clone());
+            Some(shown)
+        }
+        None => None,
+    };
     let abi = host.landlock_abi;
     let (sockets, socket_note) = crate::landlock_tier::sockets(policy, abi);
     let proxy_port = match policy.network {
@@ -295,6 +325,7 @@ fn landlock_tier(host: &HostSupport, p: Planned<'_>) -> Result<Built, SandboxErr
         &toolchains.env,
         (&scratch.home(), &scratch.tmp()),
         proxy_port.unwrap_or(PROXY_PORT),
+        ca_bundle.as_deref(),
     );
     let summary = SandboxSummary {
         enabled: true,
@@ -345,12 +376,14 @@ fn warnings(policy: &SandboxPolicy) -> Vec<String> {
 
 /// The program's environment: toolchain variables, the private `HOME` and `TMPDIR` (`dirs`),
 /// then the policy's variables (which win, except over `HOME`), then the proxy's (on
-/// `proxy_port` of loopback) when the network is an allowlist.
+/// `proxy_port` of loopback) when the network is an allowlist, and the CA bundle's where it is
+/// shown (`ca_bundle`, inside).
 fn program_env(
     policy: &SandboxPolicy,
     toolchain_env: &[(String, String)],
     dirs: (&Path, &Path),
     proxy_port: u16,
+    ca_bundle: Option<&Path>,
 ) -> Vec<(OsString, OsString)> {
     let mut env: Vec<(OsString, OsString)> = Vec::new();
     let mut set = |k: &str, v: &OsStr| {
@@ -400,6 +433,11 @@ fn program_env(
             }
         }
     }
+    if let Some(bundle) = ca_bundle {
+        for name in CA_BUNDLE_VARIABLES {
+            set(name, bundle.as_os_str());
+        }
+    }
     env
 }
 
@@ -421,6 +459,18 @@ pub fn git_config_env(config: &[(&str, &str)]) -> Vec<(String, String)> {
     }
     env
 }
+
+/// The variables that point programs at the CA bundle ([`SandboxPolicy::ca_bundle`]): OpenSSL
+/// (curl, git, Python's `ssl`), Python's requests, node, curl, git, cargo and pip.
+pub const CA_BUNDLE_VARIABLES: [&str; 7] = [
+    "SSL_CERT_FILE",
+    "REQUESTS_CA_BUNDLE",
+    "NODE_EXTRA_CA_CERTS",
+    "CURL_CA_BUNDLE",
+    "GIT_SSL_CAINFO",
+    "CARGO_HTTP_CAINFO",
+    "PIP_CERT",
+];
 
 /// The loopback port, inside the sandbox's private network namespace, where cordon's
 /// filtering proxy listens (`--network allow=...`); a fresh namespace has nothing bound.

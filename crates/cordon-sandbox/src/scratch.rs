@@ -69,6 +69,11 @@ impl Scratch {
     pub fn tmp(&self) -> PathBuf {
         self.0.0.join("tmp")
     }
+
+    /// Where the run's CA bundle is shown (beside `home/` and `tmp/`, read-only).
+    pub fn ca_bundle(&self) -> PathBuf {
+        self.0.0.join("ca-bundle.pem")
+    }
 }
 
 /// Removes the directories under `root` whose cordon (the pid their name starts with) is no

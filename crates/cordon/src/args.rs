@@ -161,6 +161,15 @@ pub struct RunArgs {
     /// as a secret (repeatable). Fails when NAME is not set.
     #[arg(long = "secret", value_name = "NAME")]
     pub secrets: Vec<String>,
+    /// A credential the network proxy adds to the requests to HOST (repeatable), which the
+    /// program never sees: NAME is a variable of cordon's environment holding it; the
+    /// program's NAME holds a placeholder (`cordon-credential-1`). HOW: `header:NAME:TEMPLATE`
+    /// (`{}` is the value) or `basic:USER:{}`; default `header:Authorization:Bearer {}`. HOST
+    /// (port 443 unless `HOST:PORT`) must be on --network allow=...; its HTTPS is terminated
+    /// by the proxy with a per-run certificate authority the program trusts through
+    /// SSL_CERT_FILE and the like.
+    #[arg(long = "credential", value_name = "HOST=NAME[:HOW]", value_parser = parse_credential)]
+    pub credentials: Vec<cordon_proxy::Credential>,
     /// The sandbox and its limits.
     #[command(flatten)]
     pub sandbox: crate::sandbox_args::SandboxArgs,
@@ -172,6 +181,11 @@ pub struct RunArgs {
         value_name = "PROGRAM [ARGS]..."
     )]
     pub command: Vec<std::ffi::OsString>,
+}
+
+/// `--credential`'s parser (also `--agent-credential`'s).
+pub(crate) fn parse_credential(text: &str) -> Result<cordon_proxy::Credential, String> {
+    cordon_proxy::Credential::parse(text).map_err(|e| e.kind.to_string())
 }
 
 /// Parses the command line.

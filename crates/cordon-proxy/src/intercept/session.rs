@@ -153,6 +153,12 @@ impl Relay<'_, '_, '_> {
         let mut up_open = true;
         let mut last = Instant::now();
         let mut buf = vec![0u8; 64 * 1024];
+        // What arrived with the handshakes.
+        if self.drain_program(&mut buf) == Ended::Abort
+            || self.drain_server(&mut buf) == Ended::Abort
+        {
+            return;
+        }
         loop {
             if !self.flush() {
                 return;
@@ -275,8 +281,17 @@ impl Relay<'_, '_, '_> {
             let _ = self.program.write_tls(&mut &*self.client);
             return Ended::Abort;
         }
+        match self.drain_program(buf) {
+            Ended::Open if eof => Ended::Closed,
+            ended => ended,
+        }
+    }
+
+    /// Passes on what the program's TLS has decrypted (some may have come with its
+    /// handshake, before the relay began).
+    fn drain_program(&mut self, buf: &mut [u8]) -> Ended {
         let mut out = Vec::new();
-        let mut ended = if eof { Ended::Closed } else { Ended::Open };
+        let mut ended = Ended::Open;
         loop {
             match self.program.reader().read(buf) {
                 Ok(0) => {
@@ -322,8 +337,16 @@ impl Relay<'_, '_, '_> {
             let _ = self.server.write_tls(&mut &*self.upstream);
             return Ended::Abort;
         }
+        match self.drain_server(buf) {
+            Ended::Open if eof => Ended::Closed,
+            ended => ended,
+        }
+    }
+
+    /// Passes on what the server's TLS has decrypted.
+    fn drain_server(&mut self, buf: &mut [u8]) -> Ended {
         let mut out = Vec::new();
-        let mut ended = if eof { Ended::Closed } else { Ended::Open };
+        let mut ended = Ended::Open;
         loop {
             match self.server.reader().read(buf) {
                 Ok(0) => {

@@ -47,6 +47,12 @@ pub(crate) fn run(args: RunArgs, argv: &[OsString]) -> Result<Exit, CliError> {
     let isolation = match args.sandbox.resolve(&cwd).map_err(CliError::usage)? {
         Some(options) => Isolation::Sandboxed(options),
         None => {
+            if !args.credentials.is_empty() {
+                return Err(CliError::msg(
+                    Exit::Usage,
+                    "--credential cannot be combined with --no-sandbox: the network proxy adds credentials, and it runs only with the sandbox",
+                ));
+            }
             if let Some(ws) = &workspace {
                 if overlay.is_some() {
                     return Err(CliError::msg(
@@ -137,6 +143,13 @@ pub(crate) fn request_from(
     workspace: Option<WorkspaceMount>,
     isolation: Isolation,
 ) -> RunRequest {
+    let isolation = match isolation {
+        Isolation::Sandboxed(mut options) => {
+            options.proxy.credentials = args.credentials.clone();
+            Isolation::Sandboxed(options)
+        }
+        Isolation::Unsandboxed => Isolation::Unsandboxed,
+    };
     RunRequest {
         argv: args.command.clone(),
         cwd,

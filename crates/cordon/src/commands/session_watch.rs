@@ -67,6 +67,12 @@ pub struct WatchArgs {
     /// start when NAME is not set.
     #[arg(long = "agent-secret", value_name = "NAME")]
     pub agent_secrets: Vec<String>,
+    /// A credential the network proxy adds to the reviewers' and the fixer's requests to
+    /// HOST (repeatable; e.g. their model's API key), which they never see: as `cordon run
+    /// --credential` (NAME from cordon's environment; the agents' NAME holds a placeholder).
+    /// HOST must be on --network allow=...
+    #[arg(long = "agent-credential", value_name = "HOST=NAME[:HOW]", value_parser = crate::args::parse_credential)]
+    pub agent_credentials: Vec<cordon_proxy::Credential>,
     /// The source's (and --on-timeout's) time limit.
     #[arg(long, value_name = "DUR", default_value = "5m", value_parser = parse_duration)]
     pub source_timeout: Duration,
@@ -103,12 +109,17 @@ pub(crate) fn watch(
 ) -> Result<Exit, CliError> {
     let session = sessions.open_str(&args.id).map_err(fail)?;
     let here = std::env::current_dir()?;
-    let Some(agents) = args.sandbox.resolve(&here).map_err(CliError::usage)? else {
+    let Some(mut agents) = args.sandbox.resolve(&here).map_err(CliError::usage)? else {
         return Err(CliError::msg(
             Exit::Usage,
             "--no-sandbox cannot be used with `session watch`: reviewers and the fixer run only sandboxed",
         ));
     };
+    agents.proxy.credentials = args.agent_credentials;
+    agents
+        .proxy
+        .check_credentials()
+        .map_err(|e| CliError::usage(e).hint("add the host to --network allow=..."))?;
     let settings = WatchSettings {
         source: args.source,
         fixer: args.fixer,

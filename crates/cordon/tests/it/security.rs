@@ -232,7 +232,11 @@ run = ["sh", "-c", "cat \"$CARGO_HOME/registry/{marker}\"; echo again > \"$CARGO
 "#
     );
     let ws = Workspace::new(&[("cordon.toml", &config)]);
-    std::fs::write(ws.repo.path().join("candidate.txt"), "an uncommitted change\n").unwrap();
+    std::fs::write(
+        ws.repo.path().join("candidate.txt"),
+        "an uncommitted change\n",
+    )
+    .unwrap();
     let verify = || {
         let out = cordon()
             .env("CORDON_HOME", ws.home.path())
@@ -272,7 +276,11 @@ run = ["sh", "-c", "cat \"$CARGO_HOME/registry/{marker}\"; echo again > \"$CARGO
         "read-only there: {first:#}"
     );
     assert!(!leaked, "the host's registry was written");
-    assert_eq!(first["cache"]["promoted"], serde_json::Value::Null, "{first:#}");
+    assert_eq!(
+        first["cache"]["promoted"],
+        serde_json::Value::Null,
+        "{first:#}"
+    );
     let (second, leaked) = verify();
     assert!(
         !stdout(&second, 0).contains("ALREADY-THERE"),

@@ -5,17 +5,16 @@
 //! helper, a patch adding one lint finding to a base with fifteen, renderings, a repository of
 //! bare `tests/test_*.py`, the timeline of verify's own phases, progress without a terminal.
 
-
 use std::path::Path;
 use std::process::Output;
 
+use crate::support;
+use crate::support::{TestDir, cordon, git};
 use cordon_types::{
     Baseline, BaselineSource, FindingKind, Overall, RunReport, Severity, StageResult, StageStatus,
     SubjectKind,
 };
 use pretty_assertions::assert_eq;
-use crate::support;
-use crate::support::{TestDir, cordon, git};
 
 /// A git repository on `main` in a temp dir, with a CORDON_HOME of its own.
 struct Project {

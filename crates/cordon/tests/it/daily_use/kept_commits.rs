@@ -3,8 +3,8 @@
 //! are kept in the host repository first (`refs/cordon/sessions/<id>`), the ending says so
 //! with the command that gets them, and `session pull` of the ended session brings them.
 
-use crate::support::{self, git};
 use super::{Fixture, text};
+use crate::support::{self, git};
 
 /// A session of `main` in which an agent made `n` commits.
 fn session_with_commits(f: &Fixture, n: usize) -> String {

@@ -2,8 +2,8 @@
 //! stash (and every other masked path) read as an empty directory or an empty file, so
 //! programs that walk the tree pass over them.
 
-use crate::support::{self, git};
 use super::{Fixture, text};
+use crate::support::{self, git};
 
 /// A repository with what cordon masks in a visible `.git`: reflogs (a directory) and a
 /// stash (a file, `refs/stash`), and a test for node's test runner.

@@ -6,8 +6,8 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 
-use crate::support::{self, TestDir, server::Server};
 use super::{Fixture, text};
+use crate::support::{self, TestDir, server::Server};
 
 /// What only `{:?}` of cordon's own values prints.
 const DEBUG_WORDS: &[&str] = &[

@@ -5,8 +5,8 @@
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::process::{Command, Stdio};
 
-use crate::support::{self, server::Server};
 use super::{Fixture, text};
+use crate::support::{self, server::Server};
 
 /// A pipe whose read end is already closed: every write to the other end fails with EPIPE.
 fn closed_pipe() -> OwnedFd {

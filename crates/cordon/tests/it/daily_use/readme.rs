@@ -6,8 +6,8 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use crate::support::{self, TestDir, git};
 use super::text;
+use crate::support::{self, TestDir, git};
 
 /// One fenced block of the README.
 struct Block {

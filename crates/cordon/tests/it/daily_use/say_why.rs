@@ -3,8 +3,8 @@
 //! `--agent-secret` variable is refused at the start (exit 2); a fixer that fails the same way
 //! at once on every try is a configuration error, not retried to the limit.
 
-use crate::support;
 use super::{Fixture, text};
+use crate::support;
 
 /// A new session of `main`.
 fn session(f: &Fixture) -> String {

@@ -8,8 +8,8 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use crate::support::{self, TestDir, server::Server, signal, wait_reaped, wait_until};
 use super::{Fixture, text};
+use crate::support::{self, TestDir, server::Server, signal, wait_reaped, wait_until};
 
 /// Only a hang reaches this.
 const HANG: Duration = Duration::from_secs(60);

@@ -7,8 +7,8 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime};
 
-use crate::support::{self, error_document::error_document};
 use super::{Fixture, text};
+use crate::support::{self, error_document::error_document};
 
 /// `cordon workspace create ARGS` run by a shell that exits at once, as `id=$(…)` in a
 /// script does: the id it printed.
