@@ -84,7 +84,7 @@ struct Seen {
     authorization: Option<String>,
 }
 
-/// What an origin answers to one request (its path and its whole head).
+/// What an origin answers to one request (its path, and its head and body).
 type Route = dyn Fn(&str, &str) -> Answer + Send + Sync;
 
 /// A response.
@@ -175,7 +175,8 @@ fn serve_one(
         authorization: header("authorization"),
     });
     let path = line.split(' ').nth(1).unwrap_or_default().to_owned();
-    let answer = route(&path, &head);
+    // The route sees the head and the body (an echo tells both back).
+    let answer = route(&path, &format!("{head}{}", String::from_utf8_lossy(&body)));
     let mut out = format!(
         "HTTP/1.1 {}\r\nContent-Length: {}\r\nConnection: close\r\n",
         answer.status,
@@ -305,4 +306,464 @@ fn curl_reaches_the_host_with_the_header_while_the_program_holds_a_placeholder()
         "{t:?}"
     );
     assert!(t.bytes_up > 0 && t.bytes_down > 0, "{t:?}");
+}
+
+/// The packages of the npm registry's `undici` that `scripts/test` installed
+/// (`CORDON_TEST_UNDICI`): node 20's `fetch` reads no proxy variable, so the test's program
+/// gives it a proxy dispatcher from there. A machine without it fails this test.
+fn undici() -> PathBuf {
+    let dir = std::env::var_os("CORDON_TEST_UNDICI")
+        .map(PathBuf::from)
+        .expect(
+            "CORDON_TEST_UNDICI is not set: run the tests through scripts/test, which installs \
+             undici from the npm registry into target/test-tools",
+        );
+    assert!(
+        dir.join("package.json").is_file(),
+        "CORDON_TEST_UNDICI={} holds no package.json",
+        dir.display()
+    );
+    dir.canonicalize().unwrap()
+}
+
+#[test]
+fn python_urllib_reaches_the_host_with_the_header() {
+    require_sandbox!();
+    let ca = TestCa::new();
+    let origin = echo_origin(&ca, "api.test", None);
+    let w = Work::new();
+    let target = format!("api.test:{}", origin.port);
+    let script = format!(
+        "{ENV_THEN}python3 -c \"import urllib.request; \
+         r = urllib.request.urlopen('https://{target}/py'); \
+         open('seen.txt', 'wb').write(r.read()); print('status', r.status)\""
+    );
+    let ran = run(
+        &w,
+        &ca,
+        &["api.test"],
+        &[
+            &format!("--network=allow={target}"),
+            &format!("--credential={target}=API_KEY"),
+        ],
+        &script,
+    );
+    assert_never_inside(&ran, &w);
+    assert!(ran.stdout().contains("status 200"), "{ran:#?}");
+    let seen = origin.seen();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(
+        seen[0].authorization.as_deref(),
+        Some(&*format!("Bearer {SECRET}"))
+    );
+    assert_eq!(traffic(&ran, "api.test").credential_requests, 1);
+}
+
+#[test]
+fn node_fetch_reaches_the_host_with_a_header_of_its_own_name() {
+    require_sandbox!();
+    let undici = undici();
+    let ca = TestCa::new();
+    let origin = echo_origin(&ca, "api.test", None);
+    let w = Work::new();
+    std::fs::write(
+        w.path().join("fetch.js"),
+        "const { ProxyAgent, setGlobalDispatcher } = require(process.env.UNDICI_DIR);\n\
+         setGlobalDispatcher(new ProxyAgent(process.env.HTTPS_PROXY));\n\
+         fetch(process.argv[2], { headers: { 'x-api-key': process.env.API_KEY } })\n\
+           .then(async (r) => { require('fs').writeFileSync('seen.txt', await r.text()); console.log('status', r.status); })\n\
+           .catch((e) => { console.error(e); process.exit(3); });\n",
+    )
+    .unwrap();
+    let target = format!("api.test:{}", origin.port);
+    let script = format!("{ENV_THEN}node fetch.js https://{target}/node");
+    let ran = run(
+        &w,
+        &ca,
+        &["api.test"],
+        &[
+            &format!("--network=allow={target}"),
+            &format!("--credential={target}=API_KEY:header:x-api-key:{{}}"),
+            "--ro",
+            undici.to_str().unwrap(),
+            "--env",
+            &format!("UNDICI_DIR={}", undici.display()),
+        ],
+        &script,
+    );
+    assert_never_inside(&ran, &w);
+    assert!(ran.stdout().contains("status 200"), "{ran:#?}");
+    let seen = origin.seen();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    // The echo shows the header the proxy set (masked), not the placeholder node sent.
+    let written = std::fs::read_to_string(w.path().join("seen.txt")).unwrap();
+    let stars = "*".repeat(SECRET.len());
+    assert!(
+        written
+            .to_ascii_lowercase()
+            .contains(&format!("x-api-key: {stars}")),
+        "{written}"
+    );
+    assert!(!written.contains("cordon-credential-1"), "{written}");
+}
+
+/// A bare repository served by "dumb" HTTP that answers only requests authenticated as
+/// `x-access-token` with the secret.
+fn git_origin(ca: &TestCa, name: &str, bare: PathBuf) -> Origin {
+    let rule = cordon_proxy::Credential::parse("git.test=T:basic:x-access-token:{}").unwrap();
+    let expected = cordon_proxy::HeldCredential::new(rule, SECRET)
+        .unwrap()
+        .header()
+        .1
+        .to_owned();
+    Origin::serve(
+        ca.server_config(name),
+        Arc::new(move |path: &str, head: &str| {
+            let authorised = head
+                .lines()
+                .any(|l| l.eq_ignore_ascii_case(&format!("authorization: {expected}")));
+            if !authorised {
+                return Answer {
+                    status: "401 Unauthorized",
+                    headers: vec![("WWW-Authenticate".into(), "Basic realm=\"git\"".into())],
+                    body: Vec::new(),
+                };
+            }
+            let path = path.split('?').next().unwrap_or_default();
+            let rel = path.strip_prefix("/repo.git/").unwrap_or("");
+            match std::fs::read(bare.join(rel)) {
+                Ok(body) if !rel.contains("..") => Answer::ok(body),
+                _ => Answer {
+                    status: "404 Not Found",
+                    headers: Vec::new(),
+                    body: Vec::new(),
+                },
+            }
+        }),
+    )
+}
+
+#[test]
+fn git_clone_over_https_authenticates_with_basic_credentials() {
+    require_sandbox!();
+    let ca = TestCa::new();
+    let src = tempfile::tempdir().unwrap();
+    let repo = support_repo(src.path());
+    let bare = src.path().join("repo.git");
+    git_ok(
+        src.path(),
+        &["clone", "-q", "--bare", repo.to_str().unwrap(), "repo.git"],
+    );
+    git_ok(&bare, &["update-server-info"]);
+    let origin = git_origin(&ca, "git.test", bare);
+    let w = Work::new();
+    let target = format!("git.test:{}", origin.port);
+    let script = format!(
+        "{ENV_THEN}GIT_TERMINAL_PROMPT=0 git clone -q https://{target}/repo.git clone && cat clone/hello.txt"
+    );
+    let ran = run(
+        &w,
+        &ca,
+        &["git.test"],
+        &[
+            &format!("--network=allow={target}"),
+            &format!("--credential={target}=API_KEY:basic:x-access-token:{{}}"),
+        ],
+        &script,
+    );
+    assert_never_inside(&ran, &w);
+    assert!(
+        ran.stdout().ends_with("hello from the repository\n"),
+        "{ran:#?}"
+    );
+    let seen = origin.seen();
+    assert!(seen.len() >= 3, "{seen:?}");
+    assert!(
+        seen.iter().all(|s| s
+            .authorization
+            .as_deref()
+            .is_some_and(|a| a.starts_with("Basic "))),
+        "{seen:?}"
+    );
+    let t = traffic(&ran, "git.test");
+    assert_eq!(t.credential_requests, seen.len() as u64, "{t:?}");
+    // Without the credential the same clone is refused by the server.
+    let ran = run(
+        &w,
+        &ca,
+        &["git.test"],
+        &[&format!("--network=allow={target}")],
+        &format!("GIT_TERMINAL_PROMPT=0 git clone -q https://{target}/repo.git clone2"),
+    );
+    assert_ne!(ran.result.exit_code, Some(0), "{ran:#?}");
+}
+
+/// A repository with one file, in `dir/repo`.
+fn support_repo(dir: &std::path::Path) -> PathBuf {
+    let repo = dir.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    git_ok(&repo, &["init", "-q", "-b", "main"]);
+    std::fs::write(repo.join("hello.txt"), "hello from the repository\n").unwrap();
+    git_ok(&repo, &["add", "."]);
+    git_ok(
+        &repo,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "init",
+        ],
+    );
+    repo
+}
+
+fn git_ok(dir: &std::path::Path, args: &[&str]) {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn another_host_a_redirect_to_it_and_the_placeholder_sent_there_carry_no_credential() {
+    require_sandbox!();
+    let ca = TestCa::new();
+    let other = echo_origin(&ca, "other.test", None);
+    let api = echo_origin(
+        &ca,
+        "api.test",
+        Some(format!("https://other.test:{}/landing", other.port)),
+    );
+    let w = Work::new();
+    let (a, o) = (
+        format!("api.test:{}", api.port),
+        format!("other.test:{}", other.port),
+    );
+    let script = format!(
+        "curl -sSL https://{a}/redirect > seen.txt && \
+         curl -sS https://{o}/direct >> seen.txt && \
+         curl -sS -H \"Authorization: Bearer $API_KEY\" https://{o}/placeholder >> seen.txt && \
+         curl -sS -d \"key=$API_KEY\" https://{o}/body >> seen.txt && echo done"
+    );
+    let ran = run(
+        &w,
+        &ca,
+        &["api.test", "other.test"],
+        &[
+            &format!("--network=allow={a},{o}"),
+            &format!("--credential={a}=API_KEY"),
+        ],
+        &script,
+    );
+    helpers::assert_passed(&ran);
+    let seen = other.seen();
+    let lines: Vec<&str> = seen.iter().map(|s| s.line.as_str()).collect();
+    assert_eq!(
+        lines,
+        [
+            "GET /landing HTTP/1.1",
+            "GET /direct HTTP/1.1",
+            "GET /placeholder HTTP/1.1",
+            "POST /body HTTP/1.1"
+        ]
+    );
+    let auth: Vec<Option<&str>> = seen.iter().map(|s| s.authorization.as_deref()).collect();
+    assert_eq!(auth, [None, None, Some("Bearer cordon-credential-1"), None]);
+    // The credential host itself got it (on the request that redirected).
+    assert_eq!(
+        api.seen()[0].authorization.as_deref(),
+        Some(&*format!("Bearer {SECRET}"))
+    );
+    let written = std::fs::read_to_string(w.path().join("seen.txt")).unwrap();
+    assert!(written.contains("key=cordon-credential-1"), "{written}");
+    assert!(!written.contains(SECRET), "{written}");
+    let t = traffic(&ran, "other.test");
+    assert_eq!(
+        (t.credential.as_deref(), t.credential_requests),
+        (None, 0),
+        "{t:?}"
+    );
+    assert_eq!(t.connections, 4, "{t:?}");
+    let t = traffic(&ran, "api.test");
+    assert_eq!((t.requests, t.credential_requests), (1, 1), "{t:?}");
+}
+
+#[test]
+fn a_response_echoing_the_secret_is_masked_for_the_program_and_the_transcript() {
+    require_sandbox!();
+    let ca = TestCa::new();
+    let origin = Origin::serve(
+        ca.server_config("api.test"),
+        // The server tells the secret back, split over the body (and so, likely, over reads).
+        Arc::new(|_: &str, _: &str| {
+            let mut body = b"start ".to_vec();
+            body.extend(std::iter::repeat_n(b'.', 20_000));
+            body.extend(format!(" your key is {SECRET} end").into_bytes());
+            Answer::ok(body)
+        }),
+    );
+    let w = Work::new();
+    let target = format!("api.test:{}", origin.port);
+    let script = format!("curl -sS https://{target}/me | tail -c 80");
+    let ran = run(
+        &w,
+        &ca,
+        &["api.test"],
+        &[
+            &format!("--network=allow={target}"),
+            &format!("--credential={target}=API_KEY"),
+        ],
+        &script,
+    );
+    helpers::assert_passed(&ran);
+    let stars = "*".repeat(SECRET.len());
+    assert!(
+        ran.stdout().ends_with(&format!(" your key is {stars} end")),
+        "{ran:#?}"
+    );
+    let id = ran.result.run_id.clone().expect("a recorded run");
+    let logs = helpers::cordon()
+        .args(["runs", "logs", &id])
+        .output()
+        .unwrap();
+    let logs = String::from_utf8_lossy(&logs.stdout);
+    assert!(logs.contains(&format!("your key is {stars} end")), "{logs}");
+    assert!(!logs.contains(SECRET), "{logs}");
+    let shown = helpers::cordon()
+        .args(["runs", "show", &id, "--json"])
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&shown.stdout).contains(SECRET));
+}
+
+#[test]
+fn a_credential_host_whose_certificate_the_host_does_not_trust_is_refused() {
+    require_sandbox!();
+    let trusted = TestCa::new();
+    let stranger = TestCa::new();
+    let origin = echo_origin(&stranger, "api.test", None);
+    let w = Work::new();
+    let target = format!("api.test:{}", origin.port);
+    let ran = run(
+        &w,
+        &trusted,
+        &["api.test"],
+        &[
+            &format!("--network=allow={target}"),
+            &format!("--credential={target}=API_KEY"),
+        ],
+        &format!("curl -sS https://{target}/x"),
+    );
+    assert_ne!(ran.result.exit_code, Some(0), "{ran:#?}");
+    let denied = &network(&ran).denied;
+    assert_eq!(denied.len(), 1, "{denied:?}");
+    assert!(
+        denied[0].reason.starts_with("the server's TLS failed"),
+        "{denied:?}"
+    );
+    assert!(origin.seen().is_empty(), "the server got no request");
+}
+
+#[test]
+fn the_landlock_tier_shows_the_bundle_in_the_runs_private_directory() {
+    require_sandbox!();
+    let ca = TestCa::new();
+    let origin = echo_origin(&ca, "api.test", None);
+    let w = Work::new();
+    let target = format!("api.test:{}", origin.port);
+    let script = format!("{ENV_THEN}curl -sS https://{target}/ll > seen.txt && echo fetched");
+    let ran = run(
+        &w,
+        &ca,
+        &["api.test"],
+        &[
+            "--isolation",
+            "landlock",
+            &format!("--network=allow={target}"),
+            &format!("--credential={target}=API_KEY"),
+        ],
+        &script,
+    );
+    assert_never_inside(&ran, &w);
+    assert_eq!(
+        ran.result.sandbox.tier,
+        Some(cordon_types::IsolationTier::Landlock)
+    );
+    let bundle = ran
+        .stdout()
+        .lines()
+        .find_map(|l| l.strip_prefix("SSL_CERT_FILE="))
+        .expect("SSL_CERT_FILE is set");
+    assert!(
+        bundle.ends_with("/ca-bundle.pem") && bundle.contains("/run/"),
+        "{bundle}"
+    );
+    assert!(
+        !std::path::Path::new(bundle).exists(),
+        "{bundle} outlived the run"
+    );
+    assert_eq!(
+        origin.seen()[0].authorization.as_deref(),
+        Some(&*format!("Bearer {SECRET}"))
+    );
+}
+
+#[test]
+fn credentials_that_cannot_be_used_are_refused_before_the_run() {
+    let w = Work::new();
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["--network=allow=a.test", "--credential=b.test=API_KEY"],
+            "b.test:443 is not on the network allowlist",
+        ),
+        (
+            &[
+                "--network=allow=a.test",
+                "--credential=a.test=NOT_SET_ANYWHERE",
+            ],
+            "credential NOT_SET_ANYWHERE is not set",
+        ),
+        (
+            &[
+                "--network=allow=a.test",
+                "--credential=a.test=API_KEY",
+                "--secret=API_KEY",
+            ],
+            "API_KEY is asked for both as a secret",
+        ),
+        (
+            &["--no-sandbox", "--credential=a.test=API_KEY"],
+            "--credential cannot be combined with --no-sandbox",
+        ),
+    ];
+    for (flags, said) in cases {
+        let out = helpers::cordon()
+            .arg("run")
+            .arg("--cwd")
+            .arg(w.path())
+            .args(flags)
+            .args(["--", "true"])
+            .env("API_KEY", SECRET)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {stderr}");
+        assert!(stderr.contains(said), "{flags:?}: {stderr}");
+        assert!(!stderr.contains(SECRET), "{stderr}");
+    }
+    let out = helpers::cordon()
+        .args(["run", "--credential=10.0.0.1=K", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
 }
