@@ -767,3 +767,131 @@ fn credentials_that_cannot_be_used_are_refused_before_the_run() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// The events of a `cordon session watch --json-events`, as they come.
+struct Events {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<serde_json::Value>,
+}
+
+impl Events {
+    fn follow(mut command: std::process::Command) -> Events {
+        let mut child = command
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let event: serde_json::Value = serde_json::from_str(&line).unwrap();
+                if tx.send(event).is_err() {
+                    break;
+                }
+            }
+        });
+        Events { child, lines }
+    }
+
+    /// The next event of `kind` (a hang only fails after a generous bound).
+    fn next(&mut self, kind: &str) -> serde_json::Value {
+        let bound = std::time::Duration::from_secs(90);
+        loop {
+            let event = self
+                .lines
+                .recv_timeout(bound)
+                .unwrap_or_else(|e| panic!("no {kind} event: {e}"));
+            if event["event"]["kind"] == kind {
+                return event;
+            }
+        }
+    }
+}
+
+#[test]
+fn a_watch_gives_the_fixers_model_client_its_key_outside_the_fixers_environment() {
+    require_sandbox!();
+    let ca = TestCa::new();
+    let model = echo_origin(&ca, "model.test", None);
+    let base = tempfile::tempdir().unwrap();
+    let repo = support_repo(base.path());
+    let home = base.path().join("home");
+    let scripts = base.path().join("scripts");
+    std::fs::create_dir_all(&scripts).unwrap();
+    let cordon = |args: &[&str]| {
+        let mut command = helpers::cordon();
+        command
+            .env("CORDON_HOME", &home)
+            .current_dir(&repo)
+            .args(args);
+        command
+    };
+    let out = cordon(&["session", "create", "--json"]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    std::fs::write(
+        scripts.join("items.jsonl"),
+        "{\"id\":\"k1\",\"body\":\"ask the model\",\"author\":\"rev\",\"url\":\"https://example.com/k1\"}\n",
+    )
+    .unwrap();
+    let d = scripts.display();
+    let source = format!(
+        "cat {d}/items.jsonl; if [ -f {d}/merge ]; then echo '{{\"state\":\"merged\"}}'; fi"
+    );
+    let target = format!("model.test:{}", model.port);
+    // The fixer's model client: it sends its key as it would to a real API, and prints what
+    // the model saw.
+    let fixer = format!(
+        "env | grep '^MODEL_KEY='; \
+         curl -sS -H \"Authorization: Bearer $MODEL_KEY\" -d '{{\"prompt\":\"fix k1\"}}' https://{target}/v1/chat"
+    );
+    let hooks = hooks(&ca, &["model.test"]);
+    let mut command = cordon(&[
+        "session",
+        "watch",
+        &id,
+        "--source",
+        &source,
+        "--fixer",
+        &fixer,
+        "--network",
+        &format!("allow={target}"),
+        "--agent-credential",
+        &format!("{target}=MODEL_KEY"),
+        "--backoff-min",
+        "50ms",
+        "--json-events",
+    ]);
+    command
+        .env("MODEL_KEY", SECRET)
+        .env("CORDON_TEST_NETWORK_HOOKS", &hooks);
+    let mut events = Events::follow(command);
+    let finished = events.next("round_finished");
+    assert_eq!(finished["event"]["exit_code"], 0, "{finished}");
+    let run_id = finished["event"]["run_id"].as_str().unwrap().to_owned();
+    let seen = model.seen();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0].line, "POST /v1/chat HTTP/1.1");
+    assert_eq!(
+        seen[0].authorization.as_deref(),
+        Some(&*format!("Bearer {SECRET}"))
+    );
+    let logs = cordon(&["runs", "logs", &run_id]).output().unwrap();
+    let logs = String::from_utf8_lossy(&logs.stdout);
+    assert!(logs.contains("MODEL_KEY=cordon-credential-1\n"), "{logs}");
+    // The model's echo of the header came back masked (and the transcript's own pattern for
+    // authorization headers hides even the stars).
+    assert!(logs.contains("Authorization: Bearer [REDACTED"), "{logs}");
+    assert!(!logs.contains(SECRET), "{logs}");
+    std::fs::write(scripts.join("merge"), "").unwrap();
+    assert_eq!(events.child.wait().unwrap().code(), Some(0));
+}
