@@ -202,10 +202,26 @@ export interface HostTraffic {
   bytes_up: number;
   /** Connections made to it. */
   connections: number;
+  /**
+   * The credential the proxy adds to this destination's requests (`--credential`), by
+   * the name of the host-side variable holding it; never its value. `None`: none, and
+   * HTTPS connections to it are plain tunnels.
+   */
+  credential?: string | null;
+  /**
+   * Of those, the requests that carried the credential (every request of an intercepted
+   * connection does; plain HTTP requests never do).
+   */
+  credential_requests?: number;
   /** The host name as the program wrote it (its case kept; without a trailing dot). */
   host: string;
   /** The destination port. */
   port: number;
+  /**
+   * HTTP requests the proxy saw: plain HTTP requests, and the requests inside intercepted
+   * HTTPS connections (a tunnel's requests are not seen).
+   */
+  requests?: number;
 }
 
 /** How a sandboxed program was isolated (the `sandbox` section of its run result, in brief). */

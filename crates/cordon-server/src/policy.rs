@@ -84,6 +84,13 @@ pub struct ProjectPolicy {
     /// redacted from everything stored or streamed.
     #[serde(default)]
     pub secrets: Vec<String>,
+    /// Credentials the network proxy adds to the project's jobs (`"HOST[:PORT]=NAME[:HOW]"`,
+    /// as `cordon run --credential`): every `run` and `session.exec` job whose network allows
+    /// HOST gets it, and a verify stage that names it in `cordon.toml`; the job never sees the
+    /// value (NAME, from the secrets file or the server's environment, holds a placeholder in
+    /// its environment), which is redacted from everything stored or streamed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub credentials: Vec<String>,
     /// Attempts a job gets at most (retries of infrastructure failures).
     #[serde(default = "default_attempts")]
     pub max_attempts: u32,
@@ -286,6 +293,7 @@ impl Policy {
                 }],
                 env_keys: Vec::new(),
                 secrets: Vec::new(),
+                credentials: Vec::new(),
                 max_attempts: default_attempts(),
                 network: default_network(),
                 limits: JobLimits::default(),
@@ -384,6 +392,10 @@ impl Policy {
                         })?;
                     }
                 }
+            }
+            for spec in &project.credentials {
+                cordon_proxy::Credential::parse(spec)
+                    .map_err(|e| invalid(format!("projects.{name}.credentials: {e}")))?;
             }
             for job_type in project.job_types.iter().chain(project.network.keys()) {
                 if crate::api::JobType::parse(job_type).is_none() {

@@ -70,6 +70,12 @@ pub struct StageConfig {
     /// Names of variables taken from cordon's environment and redacted from output.
     #[serde(default)]
     pub secrets: Vec<String>,
+    /// Credentials the network proxy adds to the stage's HTTPS requests to a host
+    /// (`"HOST[:PORT]=NAME[:HOW]"`, as `cordon run --credential`): NAME is a variable of
+    /// cordon's environment the stage never sees (its NAME holds a placeholder); the host must
+    /// be on the stage's network allowlist.
+    #[serde(default)]
+    pub credentials: Vec<String>,
     /// Directory to run in, relative to the repository root.
     #[serde(default)]
     pub cwd: Option<PathBuf>,
@@ -183,6 +189,48 @@ fn size<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
 }
 
 impl StageConfig {
+    /// The stage's credentials, parsed (checked when the configuration was loaded).
+    pub fn credential_rules(&self) -> Vec<cordon_proxy::Credential> {
+        self.credentials
+            .iter()
+            .filter_map(|c| cordon_proxy::Credential::parse(c).ok())
+            .collect()
+    }
+
+    /// What is wrong with `credentials`, if anything: a bad rule, a stage without an
+    /// allowlisted network, a host its `allow` list leaves out.
+    fn credential_error(&self) -> Option<String> {
+        let name = &self.name;
+        if self.credentials.is_empty() {
+            return None;
+        }
+        let allow = match &self.network {
+            Some(NetworkSetting::Allow(entries)) => cordon_proxy::Allowlist::parse(entries).ok(),
+            Some(NetworkSetting::Registry) => None,
+            Some(NetworkSetting::None | NetworkSetting::Host) | None => {
+                return Some(format!(
+                    "stage `{name}`: `credentials` are added by the network proxy: they need `network = {{ allow = [...] }}` or `\"registry\"`"
+                ));
+            }
+        };
+        for spec in &self.credentials {
+            let rule = match cordon_proxy::Credential::parse(spec) {
+                Ok(rule) => rule,
+                Err(e) => return Some(format!("stage `{name}`: {e}")),
+            };
+            if allow
+                .as_ref()
+                .is_some_and(|a| !a.allows(&rule.host, rule.port))
+            {
+                return Some(format!(
+                    "stage `{name}`: credential host {}:{} is not in the stage's `allow` list",
+                    rule.host, rule.port
+                ));
+            }
+        }
+        None
+    }
+
     /// What is wrong with `outputs` and `inputs`, if anything.
     fn cache_error(&self) -> Option<String> {
         let name = &self.name;
@@ -299,6 +347,9 @@ impl Config {
             {
                 return fail(&stage.name, format!("stage `{}`: {e}", stage.name));
             }
+            if let Some(message) = stage.credential_error() {
+                return fail(&stage.name, message);
+            }
             if stage.run.is_empty() || stage.run[0].is_empty() {
                 return fail(
                     &stage.name,
@@ -390,6 +441,40 @@ mod tests {
 
     fn parse(text: &str) -> Result<Config, ConfigError> {
         Config::parse(Path::new("cordon.toml"), text)
+    }
+
+    #[test]
+    fn credentials_need_a_host_the_stage_may_reach() {
+        let stage = |network: &str, credential: &str| {
+            format!(
+                "[[stage]]\nname = \"t\"\ncategory = \"test\"\nrun = [\"true\"]\n{network}\ncredentials = [\"{credential}\"]\n"
+            )
+        };
+        let ok = parse(&stage(
+            "network = { allow = [\"api.example.com\"] }",
+            "api.example.com=API_KEY",
+        ))
+        .unwrap();
+        let rules = ok.stages[0].credential_rules();
+        assert_eq!(rules.len(), 1);
+        assert_eq!(rules[0].name, "API_KEY");
+        assert!(parse(&stage("network = \"registry\"", "pypi.example.com=K")).is_ok());
+        for (network, credential, said) in [
+            ("", "api.example.com=K", "need `network = { allow"),
+            (
+                "network = { allow = [\"a.example.com\"] }",
+                "b.example.com=K",
+                "b.example.com:443 is not in the stage's `allow` list",
+            ),
+            (
+                "network = { allow = [\"a.example.com\"] }",
+                "a.example.com=K:digest",
+                "is not a way to add it",
+            ),
+        ] {
+            let err = parse(&stage(network, credential)).unwrap_err().to_string();
+            assert!(err.contains(said), "{err}");
+        }
     }
 
     #[test]

@@ -143,6 +143,7 @@ fn stage_sandbox(stage: &StageConfig, cache: &CachePlan) -> (SandboxOptions, Vec
         }
         Some(NetworkSetting::None | NetworkSetting::Host) | None => {}
     }
+    options.proxy.credentials = stage.credential_rules();
     options.limits.memory_bytes = stage.memory;
     options.limits.pids = stage.pids;
     (options, trees)

@@ -895,3 +895,48 @@ fn a_watch_gives_the_fixers_model_client_its_key_outside_the_fixers_environment(
     std::fs::write(scripts.join("merge"), "").unwrap();
     assert_eq!(events.child.wait().unwrap().code(), Some(0));
 }
+
+/// The job service: a project's policy gives its `run` jobs a credential for a host their
+/// network allows; the job sees the placeholder, the host the key, the job's log neither.
+#[cfg(feature = "server")]
+#[test]
+fn the_job_services_policy_gives_a_run_job_a_credential_it_never_sees() {
+    #[path = "support/mod.rs"]
+    mod support;
+    use serde_json::json;
+    require_sandbox!();
+    let ca = TestCa::new();
+    let origin = echo_origin(&ca, "api.test", None);
+    let target = format!("api.test:{}", origin.port);
+    let policy = format!(
+        "[projects.a]\nmax_timeout = \"60s\"\nallow = [[\"sh\", \"*\"]]\n\
+         credentials = [\"{target}=API_KEY\"]\n\
+         network = {{ run = {{ allow = [\"{target}\"] }} }}\n"
+    );
+    let dir = Arc::new(support::TestDir::new());
+    let policy = dir.write("cordon-server.toml", &policy);
+    let hooks = hooks(&ca, &["api.test"]);
+    let server = support::server::Server::start_with(dir, policy, |command| {
+        command
+            .env("CORDON_TEST_NETWORK_HOOKS", &hooks)
+            .env("API_KEY", SECRET);
+    });
+    let token = server.token("a", "submit,read");
+    let script = format!("echo \"key=$API_KEY\"; curl -sS https://{target}/job");
+    let body = json!({"project": "a", "type": "run",
+        "inputs": {"argv": ["sh", "-c", script], "network": {"allow": [target]}}});
+    let job = server.run_to_end(&token, &body);
+    let id = job["id"].as_str().unwrap();
+    let log = support::server::outputs(&server.events(&token, id, None));
+    assert!(log.contains("key=cordon-credential-1\n"), "{log}\n{job}");
+    assert!(
+        log.contains("Authorization: Bearer [REDACTED") || log.contains("Bearer ***"),
+        "{log}"
+    );
+    assert!(!log.contains(SECRET), "{log}");
+    assert!(!job.to_string().contains(SECRET), "{job}");
+    assert_eq!(
+        origin.seen()[0].authorization.as_deref(),
+        Some(&*format!("Bearer {SECRET}"))
+    );
+}

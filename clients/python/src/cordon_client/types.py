@@ -354,9 +354,7 @@ class FromJob(TypedDict):
     from_job: str
 
 
-class HostTraffic(TypedDict):
-    """Traffic to one allowed destination."""
-
+class _HostTrafficRequired(TypedDict):
     #: Bytes received from the destination.
     bytes_down: int
     #: Bytes sent by the program to the destination (request heads included).
@@ -367,6 +365,21 @@ class HostTraffic(TypedDict):
     host: str
     #: The destination port.
     port: int
+
+
+class HostTraffic(_HostTrafficRequired, total=False):
+    """Traffic to one allowed destination."""
+
+    #: The credential the proxy adds to this destination's requests (`--credential`), by
+    #: the name of the host-side variable holding it; never its value. `None`: none, and
+    #: HTTPS connections to it are plain tunnels.
+    credential: Optional[str]
+    #: Of those, the requests that carried the credential (every request of an intercepted
+    #: connection does; plain HTTP requests never do).
+    credential_requests: int
+    #: HTTP requests the proxy saw: plain HTTP requests, and the requests inside intercepted
+    #: HTTPS connections (a tunnel's requests are not seen).
+    requests: int
 
 
 class _IsolationRequired(TypedDict):

@@ -105,6 +105,7 @@ fn hooks(names: &[(&str, &str)], loopback: bool) -> TestHooks {
             .iter()
             .map(|(n, ip)| (n.to_string(), vec![ip.parse::<IpAddr>().unwrap()]))
             .collect(),
+        trust: None,
     }
 }
 
@@ -391,6 +392,7 @@ fn a_name_with_internal_and_permitted_answers_is_pinned_to_the_permitted_one() {
             "mixed.test".into(),
             vec!["10.0.0.1".parse().unwrap(), "127.0.0.1".parse().unwrap()],
         )],
+        trust: None,
     };
     let (report, _) = with_proxy(settings, hooks, |p| {
         let req = format!("GET http://mixed.test:{}/ HTTP/1.1\r\n\r\n", o.port);

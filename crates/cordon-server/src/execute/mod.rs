@@ -136,14 +136,26 @@ impl Attempt<'_> {
             .map(|(_, rules)| rules)
     }
 
-    /// The secret values redacted from the job's output: those of the secrets the project
-    /// may use. Another project's values are not matched: a job printing guesses would
+    /// The project's credentials (checked when the policy was loaded).
+    pub(crate) fn credentials(&self) -> Vec<cordon_proxy::Credential> {
+        self.rules()
+            .map(|rules| rules.credentials.as_slice())
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|spec| cordon_proxy::Credential::parse(spec).ok())
+            .collect()
+    }
+
+    /// The secret values redacted from the job's output: those of the secrets and the
+    /// credentials the project may use (a credential's value also goes to the proxy, never
+    /// to the job). Another project's values are not matched: a job printing guesses would
     /// otherwise learn which guess is another project's secret, and under which name.
     pub(crate) fn secret_values(&self) -> Vec<(String, String)> {
-        let allowed = self
+        let mut allowed = self
             .rules()
             .map(|rules| rules.secrets.clone())
             .unwrap_or_default();
+        allowed.extend(self.credentials().into_iter().map(|c| c.name));
         self.secrets
             .pairs()
             .iter()

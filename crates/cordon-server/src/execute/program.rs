@@ -74,6 +74,14 @@ pub(crate) fn run_program(attempt: &Attempt<'_>, spec: ProgramSpec) -> Outcome {
         output_limit: usize::try_from(output_limit).unwrap_or(usize::MAX),
         ..Bounds::default()
     };
+    // The project's credentials for the hosts this job may reach.
+    if options.network == cordon_types::NetworkMode::Allowlist {
+        options.proxy.credentials = attempt
+            .credentials()
+            .into_iter()
+            .filter(|c| options.proxy.allow.allows(&c.host, c.port))
+            .collect();
+    }
     let mut request = RunRequest::new(spec.argv.iter().cloned(), spec.cwd);
     request.workspace = Some(spec.workspace);
     request.isolation = Isolation::Sandboxed(options);

@@ -78,6 +78,7 @@ fn check_plan(
         ));
     };
     let asked = attempt.secret_names();
+    let credentials = attempt.credentials();
     let running = plan
         .stages
         .iter()
@@ -110,6 +111,16 @@ fn check_plan(
         if let Some(secret) = stage.secrets.iter().find(|s| !asked.contains(s)) {
             return refuse(format!(
                 "asks for the secret {secret:?}, which the job did not name in `secrets`"
+            ));
+        }
+        if let Some(credential) = stage
+            .credential_rules()
+            .into_iter()
+            .find(|c| !credentials.contains(c))
+        {
+            return refuse(format!(
+                "asks for the credential {credential}, which the project's policy does not give \
+                 (`credentials`)"
             ));
         }
     }

@@ -113,6 +113,7 @@ pub(crate) fn stage(
         network: None,
         env: Default::default(),
         secrets: Vec::new(),
+        credentials: Vec::new(),
         cwd: None,
         required,
         when_changed: Vec::new(),
