@@ -7,21 +7,63 @@
 //! (`trust=PATH`, `cordon-proxy/src/hooks.rs`, test builds only), beside the hooks that
 //! resolve the test's host names to loopback and permit loopback destinations.
 
-#[path = "sandbox_helpers/mod.rs"]
-mod helpers;
+mod support;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use cordon_types::NetworkReport;
-use helpers::{Ran, Work};
+use cordon_types::{NetworkReport, RunResult};
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     KeyUsagePurpose, SanType,
 };
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+
+/// Returns from the test when the sandbox is unavailable (failing instead where it is
+/// required: see `support::capabilities_required`).
+macro_rules! require_sandbox {
+    () => {
+        if !support::sandbox_available() {
+            return;
+        }
+    };
+}
+
+/// A working directory for one run, removed at the end.
+struct Work(support::TestDir);
+
+impl Work {
+    fn new() -> Work {
+        Work(support::TestDir::new())
+    }
+
+    /// Its canonical path.
+    fn path(&self) -> PathBuf {
+        self.0.path().canonicalize().unwrap()
+    }
+}
+
+/// What one `cordon run --json` did.
+#[derive(Debug)]
+struct Ran {
+    result: RunResult,
+    #[expect(dead_code, reason = "shown by a failure's Debug output")]
+    stderr: String,
+}
+
+impl Ran {
+    fn stdout(&self) -> &str {
+        &self.result.stdout.head
+    }
+}
+
+/// The program exited 0.
+#[track_caller]
+fn assert_passed(ran: &Ran) {
+    assert_eq!(ran.result.exit_code, Some(0), "{ran:#?}");
+}
 
 /// The secret the tests give cordon; no program may see it.
 const SECRET: &str = "sk-test-0123456789abcdef-never-inside";
@@ -217,14 +259,23 @@ fn hooks(ca: &TestCa, names: &[&str]) -> String {
     text
 }
 
-/// `cordon run` with the hooks and the secret in cordon's environment as `API_KEY`.
+/// `cordon run --json` of `sh -c SCRIPT` in `w` with the hooks and the secret in cordon's
+/// environment as `API_KEY`.
 fn run(w: &Work, ca: &TestCa, names: &[&str], flags: &[&str], script: &str) -> Ran {
-    let hooks = hooks(ca, names);
-    w.run_env(
-        flags,
-        script,
-        &[("CORDON_TEST_NETWORK_HOOKS", &hooks), ("API_KEY", SECRET)],
-    )
+    let out = support::cordon()
+        .args(["run", "--json", "--cwd"])
+        .arg(w.path())
+        .args(flags)
+        .args(["--", "sh", "-c", script])
+        .env("CORDON_TEST_NETWORK_HOOKS", hooks(ca, names))
+        .env("API_KEY", SECRET)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let result: RunResult = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("no run result ({e}): {stderr}"));
+    Ran { result, stderr }
 }
 
 fn network(ran: &Ran) -> &NetworkReport {
@@ -243,7 +294,7 @@ fn traffic<'a>(ran: &'a Ran, host: &str) -> &'a cordon_types::HostTraffic {
 /// The program's output and what it wrote to `seen.txt`: neither holds the secret, and
 /// `env` shows the placeholder.
 fn assert_never_inside(ran: &Ran, w: &Work) {
-    helpers::assert_passed(ran);
+    assert_passed(ran);
     let out = ran.stdout();
     assert!(out.contains("API_KEY=cordon-credential-1\n"), "{ran:#?}");
     assert!(!out.contains(SECRET), "{ran:#?}");
@@ -565,7 +616,7 @@ fn another_host_a_redirect_to_it_and_the_placeholder_sent_there_carry_no_credent
         ],
         &script,
     );
-    helpers::assert_passed(&ran);
+    assert_passed(&ran);
     let seen = other.seen();
     let lines: Vec<&str> = seen.iter().map(|s| s.line.as_str()).collect();
     assert_eq!(
@@ -625,21 +676,21 @@ fn a_response_echoing_the_secret_is_masked_for_the_program_and_the_transcript() 
         ],
         &script,
     );
-    helpers::assert_passed(&ran);
+    assert_passed(&ran);
     let stars = "*".repeat(SECRET.len());
     assert!(
         ran.stdout().ends_with(&format!(" your key is {stars} end")),
         "{ran:#?}"
     );
     let id = ran.result.run_id.clone().expect("a recorded run");
-    let logs = helpers::cordon()
+    let logs = support::cordon()
         .args(["runs", "logs", &id])
         .output()
         .unwrap();
     let logs = String::from_utf8_lossy(&logs.stdout);
     assert!(logs.contains(&format!("your key is {stars} end")), "{logs}");
     assert!(!logs.contains(SECRET), "{logs}");
-    let shown = helpers::cordon()
+    let shown = support::cordon()
         .args(["runs", "show", &id, "--json"])
         .output()
         .unwrap();
@@ -747,7 +798,7 @@ fn credentials_that_cannot_be_used_are_refused_before_the_run() {
         ),
     ];
     for (flags, said) in cases {
-        let out = helpers::cordon()
+        let out = support::cordon()
             .arg("run")
             .arg("--cwd")
             .arg(w.path())
@@ -761,7 +812,7 @@ fn credentials_that_cannot_be_used_are_refused_before_the_run() {
         assert!(stderr.contains(said), "{flags:?}: {stderr}");
         assert!(!stderr.contains(SECRET), "{stderr}");
     }
-    let out = helpers::cordon()
+    let out = support::cordon()
         .args(["run", "--credential=10.0.0.1=K", "--", "true"])
         .output()
         .unwrap();
@@ -821,7 +872,7 @@ fn a_watch_gives_the_fixers_model_client_its_key_outside_the_fixers_environment(
     let scripts = base.path().join("scripts");
     std::fs::create_dir_all(&scripts).unwrap();
     let cordon = |args: &[&str]| {
-        let mut command = helpers::cordon();
+        let mut command = support::cordon();
         command
             .env("CORDON_HOME", &home)
             .current_dir(&repo)
@@ -901,8 +952,6 @@ fn a_watch_gives_the_fixers_model_client_its_key_outside_the_fixers_environment(
 #[cfg(feature = "server")]
 #[test]
 fn the_job_services_policy_gives_a_run_job_a_credential_it_never_sees() {
-    #[path = "support/mod.rs"]
-    mod support;
     use serde_json::json;
     require_sandbox!();
     let ca = TestCa::new();

@@ -213,7 +213,7 @@ impl Relay<'_, '_, '_> {
             let (client_ready, upstream_ready) = (ready(&fds[0]), ready(&fds[1]));
             last = Instant::now();
             if want_up && client_ready {
-                match self.from_program(&mut buf) {
+                match self.read_program(&mut buf) {
                     Ended::Open => {}
                     Ended::Closed => {
                         up_open = false;
@@ -223,7 +223,7 @@ impl Relay<'_, '_, '_> {
                 }
             }
             if want_down && upstream_ready {
-                match self.from_server(&mut buf) {
+                match self.read_server(&mut buf) {
                     Ended::Open => {}
                     Ended::Closed => {
                         let mut out = Vec::new();
@@ -268,7 +268,7 @@ impl Relay<'_, '_, '_> {
     }
 
     /// Reads what the program sent, rewritten for the server.
-    fn from_program(&mut self, buf: &mut [u8]) -> Ended {
+    fn read_program(&mut self, buf: &mut [u8]) -> Ended {
         let eof = match self.program.read_tls(&mut &*self.client) {
             Ok(0) => true,
             Ok(_) => false,
@@ -317,7 +317,7 @@ impl Relay<'_, '_, '_> {
     }
 
     /// Reads what the server sent, masked for the program.
-    fn from_server(&mut self, buf: &mut [u8]) -> Ended {
+    fn read_server(&mut self, buf: &mut [u8]) -> Ended {
         let eof = match self.server.read_tls(&mut &*self.upstream) {
             Ok(0) => true,
             Ok(n) => {
