@@ -9,7 +9,9 @@
 //!    workspace (symlinks resolved), and is not inside cordon's own state;
 //! 2. **environment**: one allow-list of variables taken from cordon's environment
 //!    ([`ENV_ALLOWLIST`]), then the caller's variables, then named secrets
-//!    ([`program_env`]);
+//!    ([`program_env`]); a credential the proxy adds (`SandboxOptions::proxy`'s
+//!    `credentials`) is looked up here too, and the program gets a placeholder in its place
+//!    while the run's certificate authority and the CA bundle the sandbox shows are made;
 //! 3. **policy**: the [`cordon_sandbox::SandboxPolicy`] (the working directory writable, a
 //!    workspace's tree writable and its shared git data read-only, cordon's home masked,
 //!    toolchains, network, limits) and its preparation, refused when the host cannot

@@ -989,3 +989,33 @@ fn the_job_services_policy_gives_a_run_job_a_credential_it_never_sees() {
         Some(&*format!("Bearer {SECRET}"))
     );
 }
+
+/// Neither tier lets the program find the value in another process's environment or memory:
+/// cordon's own environment holds it (in the landlock tier cordon runs beside the program,
+/// with the same user id).
+#[test]
+fn the_program_cannot_read_the_value_from_cordons_process() {
+    require_sandbox!();
+    let ca = TestCa::new();
+    let origin = echo_origin(&ca, "api.test", None);
+    let target = format!("api.test:{}", origin.port);
+    // The script searches for the end of the secret, spelled apart so that its own command
+    // line does not hold it.
+    let script = "for p in /proc/[0-9]*; do cat $p/environ $p/cmdline 2>/dev/null; \
+                  head -c 65536 $p/mem 2>/dev/null; done | tr '\\0' '\\n' \
+                  | grep -c 'never-in''side'; true";
+    for tier in [
+        &["--isolation", "namespaces"][..],
+        &["--isolation", "landlock"],
+    ] {
+        let w = Work::new();
+        let mut flags = tier.to_vec();
+        let (allow, credential) = (
+            format!("--network=allow={target}"),
+            format!("--credential={target}=API_KEY"),
+        );
+        flags.extend([allow.as_str(), credential.as_str()]);
+        let ran = run(&w, &ca, &["api.test"], &flags, script);
+        assert_eq!(ran.stdout(), "0\n", "{tier:?}: {ran:#?}");
+    }
+}
