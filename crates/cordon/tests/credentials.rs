@@ -1019,3 +1019,57 @@ fn the_program_cannot_read_the_value_from_cordons_process() {
         assert_eq!(ran.stdout(), "0\n", "{tier:?}: {ran:#?}");
     }
 }
+
+/// A `cordon.toml` stage's `credentials`: the stage reaches the host with the key it never
+/// holds.
+#[test]
+fn a_verify_stage_gets_the_credential_its_configuration_names() {
+    require_sandbox!();
+    let ca = TestCa::new();
+    let origin = echo_origin(&ca, "api.test", None);
+    let target = format!("api.test:{}", origin.port);
+    let base = tempfile::tempdir().unwrap();
+    let repo = support_repo(base.path());
+    std::fs::write(
+        repo.join("cordon.toml"),
+        format!(
+            "[[stage]]\nname = \"call\"\ncategory = \"test\"\n\
+             run = [\"sh\", \"-c\", \"test \\\"$API_KEY\\\" = cordon-credential-1 && curl -sSf https://{target}/stage\"]\n\
+             network = {{ allow = [\"{target}\"] }}\ncredentials = [\"{target}=API_KEY\"]\n"
+        ),
+    )
+    .unwrap();
+    git_ok(&repo, &["add", "."]);
+    git_ok(
+        &repo,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "plan",
+        ],
+    );
+    let out = support::cordon()
+        .env("CORDON_HOME", base.path().join("home"))
+        .env("CORDON_TEST_NETWORK_HOOKS", hooks(&ca, &["api.test"]))
+        .env("API_KEY", SECRET)
+        .args(["verify", "--json", "--repo"])
+        .arg(&repo)
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{report}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!report.contains(SECRET), "{report}");
+    assert_eq!(
+        origin.seen()[0].authorization.as_deref(),
+        Some(&*format!("Bearer {SECRET}"))
+    );
+}
