@@ -151,6 +151,7 @@ impl Relay<'_, '_, '_> {
         let _ = self.upstream.set_nonblocking(true);
         let idle = self.budget.shared.settings.idle_timeout;
         let mut up_open = true;
+        let mut upstream_hup = false;
         let mut last = Instant::now();
         let mut buf = vec![0u8; 64 * 1024];
         // What arrived with the handshakes.
@@ -184,11 +185,19 @@ impl Relay<'_, '_, '_> {
                 tv_sec: wait.as_secs().try_into().unwrap_or(i64::MAX),
                 tv_nsec: wait.subsec_nanos().into(),
             };
-            let mut fds = [
-                PollFd::new(self.client, flags(want_up, self.program.wants_write())),
-                PollFd::new(self.upstream, flags(want_down, self.server.wants_write())),
+            // A server that hung up while the program is still being served stays out of the
+            // poll until its rest is wanted (its hang-up would wake every poll).
+            let poll_upstream = want_down || !upstream_hup || self.server.wants_write();
+            let mut fds = vec![
                 PollFd::new(&self.budget.shared.stop, PollFlags::IN),
+                PollFd::new(self.client, flags(want_up, self.program.wants_write())),
             ];
+            if poll_upstream {
+                fds.push(PollFd::new(
+                    self.upstream,
+                    flags(want_down, self.server.wants_write()),
+                ));
+            }
             match poll(&mut fds, Some(&timeout)) {
                 Ok(0) if self.masker.holding() => {
                     let mut out = Vec::new();
@@ -203,14 +212,22 @@ impl Relay<'_, '_, '_> {
                 Err(rustix::io::Errno::INTR) => continue,
                 Err(_) => return,
             }
-            if !fds[2].revents().is_empty() {
+            if !fds[0].revents().is_empty() {
                 return;
             }
             let ready = |fd: &PollFd<'_>| {
                 fd.revents()
                     .intersects(PollFlags::IN | PollFlags::HUP | PollFlags::ERR)
             };
-            let (client_ready, upstream_ready) = (ready(&fds[0]), ready(&fds[1]));
+            let hung_up =
+                |fd: &PollFd<'_>| fd.revents().intersects(PollFlags::HUP | PollFlags::ERR);
+            let client_ready = ready(&fds[1]);
+            // The program is gone (nothing more can reach it).
+            if !want_up && hung_up(&fds[1]) {
+                return;
+            }
+            let upstream_ready = fds.get(2).is_some_and(|fd| ready(fd));
+            upstream_hup |= fds.get(2).is_some_and(|fd| hung_up(fd));
             last = Instant::now();
             if want_up && client_ready {
                 match self.read_program(&mut buf) {
