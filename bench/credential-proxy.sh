@@ -10,10 +10,13 @@
 #
 #   bench/credential-proxy.sh                 # builds release (with the test hooks), prints medians
 #   SIZE_MIB=100 RUNS=5 bench/credential-proxy.sh
+#   CORDON=PATH bench/credential-proxy.sh     # a binary built with the test hooks already
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release -q -p cordon --features cordon-proxy/test-hooks
-CORDON=${CARGO_TARGET_DIR:-$PWD/target}/release/cordon
+if [ -z "${CORDON:-}" ]; then
+  cargo build --release -q -p cordon --features cordon-proxy/test-hooks
+  CORDON=${CARGO_TARGET_DIR:-$PWD/target}/release/cordon
+fi
 RUNS=${RUNS:-5}
 SIZE_MIB=${SIZE_MIB:-100}
 work=$(mktemp -d)

@@ -120,6 +120,21 @@ fn handshake<D>(
     Ok(())
 }
 
+/// How many bytes one turn of the relay reads from one side (as the socket has them) before
+/// it writes to the other: TLS reads come 4 KiB at a time, and a poll for each would cost
+/// more than the copying.
+const TURN_BYTES: usize = 256 * 1024;
+
+/// One read of one side.
+enum Step {
+    /// This many bytes came, and were passed on.
+    Read(usize),
+    /// Nothing more for now.
+    Blocked,
+    /// The side ended, or the connection must.
+    End(Ended),
+}
+
 /// The relay of one intercepted connection.
 struct Relay<'a, 'b, 'c> {
     budget: &'a Budget<'b, 'c>,
@@ -226,8 +241,8 @@ impl Relay<'_, '_, '_> {
             if !want_up && hung_up(&fds[1]) {
                 return;
             }
-            let upstream_ready = fds.get(2).is_some_and(|fd| ready(fd));
-            upstream_hup |= fds.get(2).is_some_and(|fd| hung_up(fd));
+            let upstream_ready = fds.get(2).is_some_and(ready);
+            upstream_hup |= fds.get(2).is_some_and(hung_up);
             last = Instant::now();
             if want_up && client_ready {
                 match self.read_program(&mut buf) {
@@ -286,21 +301,34 @@ impl Relay<'_, '_, '_> {
 
     /// Reads what the program sent, rewritten for the server.
     fn read_program(&mut self, buf: &mut [u8]) -> Ended {
-        let eof = match self.program.read_tls(&mut &*self.client) {
-            Ok(0) => true,
-            Ok(_) => false,
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {
-                return Ended::Open;
+        let mut turn = 0;
+        loop {
+            match self.read_program_once(buf) {
+                Step::Read(n) if turn + n < TURN_BYTES => turn += n,
+                Step::Read(_) | Step::Blocked => return Ended::Open,
+                Step::End(ended) => return ended,
             }
-            Err(_) => return Ended::Abort,
+        }
+    }
+
+    /// One read of the program's TLS, passed on.
+    fn read_program_once(&mut self, buf: &mut [u8]) -> Step {
+        let (eof, n) = match self.program.read_tls(&mut &*self.client) {
+            Ok(0) => (true, 0),
+            Ok(n) => (false, n),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {
+                return Step::Blocked;
+            }
+            Err(_) => return Step::End(Ended::Abort),
         };
         if self.program.process_new_packets().is_err() {
             let _ = self.program.write_tls(&mut &*self.client);
-            return Ended::Abort;
+            return Step::End(Ended::Abort);
         }
         match self.drain_program(buf) {
-            Ended::Open if eof => Ended::Closed,
-            ended => ended,
+            Ended::Open if eof => Step::End(Ended::Closed),
+            Ended::Open => Step::Read(n),
+            ended => Step::End(ended),
         }
     }
 
@@ -335,28 +363,41 @@ impl Relay<'_, '_, '_> {
 
     /// Reads what the server sent, masked for the program.
     fn read_server(&mut self, buf: &mut [u8]) -> Ended {
-        let eof = match self.server.read_tls(&mut &*self.upstream) {
-            Ok(0) => true,
+        let mut turn = 0;
+        loop {
+            match self.read_server_once(buf) {
+                Step::Read(n) if turn + n < TURN_BYTES => turn += n,
+                Step::Read(_) | Step::Blocked => return Ended::Open,
+                Step::End(ended) => return ended,
+            }
+        }
+    }
+
+    /// One read of the server's TLS, masked and passed on.
+    fn read_server_once(&mut self, buf: &mut [u8]) -> Step {
+        let (eof, n) = match self.server.read_tls(&mut &*self.upstream) {
+            Ok(0) => (true, 0),
             Ok(n) => {
                 let granted = self.budget.take(n);
                 self.done.moved.down += granted as u64;
                 if granted < n {
-                    return Ended::Abort;
+                    return Step::End(Ended::Abort);
                 }
-                false
+                (false, n)
             }
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {
-                return Ended::Open;
+                return Step::Blocked;
             }
-            Err(_) => return Ended::Abort,
+            Err(_) => return Step::End(Ended::Abort),
         };
         if self.server.process_new_packets().is_err() {
             let _ = self.server.write_tls(&mut &*self.upstream);
-            return Ended::Abort;
+            return Step::End(Ended::Abort);
         }
         match self.drain_server(buf) {
-            Ended::Open if eof => Ended::Closed,
-            ended => ended,
+            Ended::Open if eof => Step::End(Ended::Closed),
+            Ended::Open => Step::Read(n),
+            ended => Step::End(ended),
         }
     }
 
