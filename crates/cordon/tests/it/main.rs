@@ -11,6 +11,7 @@ mod support;
 
 mod cli;
 mod daily_use;
+mod credentials;
 mod diagnostics;
 mod history;
 mod landlock_tier;

@@ -7,7 +7,7 @@
 //! (`trust=PATH`, `cordon-proxy/src/hooks.rs`, test builds only), beside the hooks that
 //! resolve the test's host names to loopback and permit loopback destinations.
 
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
