@@ -2,18 +2,41 @@
 //! placeholder for the program in their place, the run's certificate authority and the CA
 //! bundle the program trusts.
 
-use std::io::Write;
+use std::path::{Path, PathBuf};
 
 use cordon_proxy::{HeldCredential, Interception, ProxySettings, TrustStore, placeholder};
 
 use crate::error::{RunError, RunErrorKind};
+use crate::run_files::RunFiles;
+
+/// The run's CA bundle, in a host directory of the run's own (`$CORDON_HOME/run/<pid>-ca-…`,
+/// removed with the run, or by the next cordon when this one was killed).
+pub(crate) struct CaBundle {
+    /// Held for its drop, which removes the directory.
+    _dir: RunFiles,
+    path: PathBuf,
+}
+
+impl CaBundle {
+    fn write(pem: &str) -> std::io::Result<CaBundle> {
+        let dir = RunFiles::make("ca")?;
+        let path = dir.path().join("ca-bundle.pem");
+        std::fs::write(&path, pem)?;
+        Ok(CaBundle { _dir: dir, path })
+    }
+
+    /// Where the bundle is.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+}
 
 /// What a run with credentials holds.
 pub(crate) struct RunCredentials {
     /// The credentials with their values and the run's authority, for the proxy.
     pub(crate) interception: Interception,
     /// The CA bundle the sandbox shows the program (removed with the run).
-    pub(crate) bundle: tempfile::TempPath,
+    pub(crate) bundle: CaBundle,
     /// The program's variables: each credential's name with its placeholder.
     pub(crate) placeholders: Vec<(String, String)>,
     /// Each credential's name and value, redacted from everything the run shows or keeps.
@@ -53,16 +76,11 @@ pub(crate) fn prepare(
     }
     let trust = TrustStore::host()?;
     let interception = Interception::new(held, &trust)?;
-    let mut file = tempfile::Builder::new()
-        .prefix("cordon-ca-")
-        .suffix(".pem")
-        .tempfile()
-        .map_err(|e| RunError::from(RunErrorKind::CaBundle(e)))?;
-    file.write_all(interception.ca_bundle().as_bytes())
+    let bundle = CaBundle::write(interception.ca_bundle())
         .map_err(|e| RunError::from(RunErrorKind::CaBundle(e)))?;
     Ok(Some(RunCredentials {
         interception,
-        bundle: file.into_temp_path(),
+        bundle,
         placeholders,
         values,
     }))

@@ -123,48 +123,8 @@ pub fn run(request: &RunRequest, hooks: Hooks<'_>) -> Result<Ran, RunError> {
 /// runs or is recorded.
 pub fn prepare(request: &RunRequest) -> Result<PreparedRun, RunError> {
     let (program, rest) = request.argv.split_first().ok_or(RunErrorKind::NoProgram)?;
-    // An overlay workspace's tree exists only inside the sandbox: its working directory is
-    // checked there (the helper refuses to start in one that is not a directory).
     let overlay = request.workspace.as_ref().filter(|ws| ws.overlay.is_some());
-    if let Some(ws) = overlay {
-        if ws.inside(&request.cwd).is_none() {
-            return Err(RunErrorKind::OutsideWorkspace {
-                cwd: request.cwd.clone(),
-                workspace: ws.root.clone(),
-            }
-            .into());
-        }
-    } else if !request.cwd.is_dir() {
-        return Err(RunErrorKind::BadCwd(request.cwd.clone()).into());
-    }
-    let cwd = resolved(&request.cwd);
-    if let Some(ws) = &request.workspace
-        && !cwd.starts_with(resolved(&ws.root))
-    {
-        return Err(RunErrorKind::OutsideWorkspace {
-            cwd: request.cwd.clone(),
-            workspace: ws.root.clone(),
-        }
-        .into());
-    }
-    let home = match cordon_types::cordon_home() {
-        Ok(home) => Some(home),
-        Err(HomeError::Unset) => None,
-        Err(e @ HomeError::Relative(_)) => return Err(e.into()),
-    };
-    if let Some(home) = &home {
-        let in_own_workspace = request
-            .workspace
-            .as_ref()
-            .is_some_and(|ws| cwd.starts_with(resolved(&ws.root)));
-        if cwd.starts_with(resolved(home)) && !in_own_workspace {
-            return Err(RunErrorKind::InsideCordonHome {
-                cwd: request.cwd.clone(),
-                home: home.clone(),
-            }
-            .into());
-        }
-    }
+    let home = check_cwd(request, overlay)?;
     let host = host_env();
     let credentials = run_credentials(request, &host)?;
     let mut set = request.env.clone();
@@ -239,7 +199,7 @@ pub fn prepare(request: &RunRequest) -> Result<PreparedRun, RunError> {
             if let Some(ws) = overlay {
                 overlay_policy(&mut policy, ws, &request.cwd);
             }
-            policy.ca_bundle = credentials.as_ref().map(|c| c.bundle.to_path_buf());
+            policy.ca_bundle = credentials.as_ref().map(|c| c.bundle.path().to_path_buf());
             scrubbed = scrub_git_data(&mut policy, request.workspace.as_ref())?;
             bound = landlock_proxy_listener(&mut policy)?;
             let mut prepared = cordon_sandbox::prepare(&policy, program, rest)?;
@@ -293,6 +253,57 @@ pub fn prepare(request: &RunRequest) -> Result<PreparedRun, RunError> {
         redactor,
         shown_command,
     })
+}
+
+/// Checks where the program starts: in the workspace when there is one (an overlay's
+/// tree exists only inside the sandbox, so there it is checked by the helper), never in
+/// `CORDON_HOME` outside the run's own workspace. The home, when there is one.
+fn check_cwd(
+    request: &RunRequest,
+    overlay: Option<&WorkspaceMount>,
+) -> Result<Option<PathBuf>, RunError> {
+    // An overlay workspace's tree exists only inside the sandbox: its working directory is
+    // checked there (the helper refuses to start in one that is not a directory).
+    if let Some(ws) = overlay {
+        if ws.inside(&request.cwd).is_none() {
+            return Err(RunErrorKind::OutsideWorkspace {
+                cwd: request.cwd.clone(),
+                workspace: ws.root.clone(),
+            }
+            .into());
+        }
+    } else if !request.cwd.is_dir() {
+        return Err(RunErrorKind::BadCwd(request.cwd.clone()).into());
+    }
+    let cwd = resolved(&request.cwd);
+    if let Some(ws) = &request.workspace
+        && !cwd.starts_with(resolved(&ws.root))
+    {
+        return Err(RunErrorKind::OutsideWorkspace {
+            cwd: request.cwd.clone(),
+            workspace: ws.root.clone(),
+        }
+        .into());
+    }
+    let home = match cordon_types::cordon_home() {
+        Ok(home) => Some(home),
+        Err(HomeError::Unset) => None,
+        Err(e @ HomeError::Relative(_)) => return Err(e.into()),
+    };
+    if let Some(home) = &home {
+        let in_own_workspace = request
+            .workspace
+            .as_ref()
+            .is_some_and(|ws| cwd.starts_with(resolved(&ws.root)));
+        if cwd.starts_with(resolved(home)) && !in_own_workspace {
+            return Err(RunErrorKind::InsideCordonHome {
+                cwd: request.cwd.clone(),
+                home: home.clone(),
+            }
+            .into());
+        }
+    }
+    Ok(home)
 }
 
 impl PreparedRun {

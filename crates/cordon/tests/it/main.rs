@@ -10,8 +10,8 @@ mod sandboxed;
 mod support;
 
 mod cli;
-mod daily_use;
 mod credentials;
+mod daily_use;
 mod diagnostics;
 mod history;
 mod landlock_tier;
