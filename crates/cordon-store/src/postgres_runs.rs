@@ -203,8 +203,9 @@ impl Backend for PostgresBackend {
                 return Ok(None);
             };
             let run = summary_from_row(&row)?;
-            let document_schema: Option<String> = get(&row, 11)?;
-            let document = get::<Option<String>>(&row, 12)?
+            // After the summary's twelve columns (0..=11).
+            let document_schema: Option<String> = get(&row, 12)?;
+            let document = get::<Option<String>>(&row, 13)?
                 .map(|text| parse_json(&text, "document"))
                 .transpose()?;
             let stage_rows = sqlx::query(
