@@ -1,15 +1,15 @@
 //! Daily use without traps (issue 34), through the real binary: workspaces that stay,
-//! sandboxes that look normal, no lost commits, failures that say why, README examples that
+//! sandboxes that look normal, no lost commits, failures that say why, documentation examples that
 //! run, quiet pipes and the smaller items. Real git repositories in temp dirs, the real
 //! kernel sandbox, real processes; one module per trap.
 
+mod docs_examples;
 mod kept_commits;
 mod masking;
 #[cfg(feature = "server")]
 mod no_debug;
 #[cfg(feature = "server")]
 mod pipes;
-mod readme;
 mod say_why;
 #[cfg(feature = "server")]
 mod service_logs;
