@@ -174,7 +174,7 @@ pub fn namespace_refusal_remedy() -> Option<String> {
         return Some(
             "AppArmor restricts unprivileged user namespaces \
              (kernel.apparmor_restrict_unprivileged_userns = 1): install the AppArmor profile \
-             cordon ships (packaging/apparmor/cordon: see README), or `sysctl -w \
+             cordon ships (packaging/apparmor/cordon: see docs/troubleshooting.md), or `sysctl -w \
              kernel.apparmor_restrict_unprivileged_userns=0`, or use --isolation landlock"
                 .into(),
         );

@@ -5,7 +5,8 @@
 //! short transaction. The claim ([`Store::claim_job`]) is the one place that enforces the
 //! global and per-project limits, for everything sharing the store (all workers, on every
 //! machine): on SQLite it runs in a `BEGIN IMMEDIATE` transaction (one writer at a time); on
-//! PostgreSQL under a transaction-scoped advisory lock (see the README's architecture notes).
+//! PostgreSQL under a transaction-scoped advisory lock (see ARCHITECTURE.md, "The queue is our
+//! own SQL").
 //!
 //! **Leases and fencing.** A claimed job belongs to the claiming worker until its lease ends;
 //! the worker renews it ([`Store::renew_lease`]) while the job runs. A job whose lease

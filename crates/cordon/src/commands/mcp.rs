@@ -14,8 +14,7 @@ use crate::exit::{CliError, Exit};
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Every bound is the operator's: a tool call asking for more is refused with a tool error naming
-the bound. Set-up for Claude Code, Codex, Gemini CLI and Cursor: see the README's agents
-section.
+the bound. Set-up for Claude Code, Codex, Gemini CLI and Cursor: see docs/agents.md.
 
 Examples:
   cordon mcp                                      the current repository, no network, 10m

@@ -13,6 +13,7 @@ mod cli;
 mod credentials;
 mod daily_use;
 mod diagnostics;
+mod help;
 mod history;
 mod landlock_tier;
 #[cfg(feature = "mcp")]

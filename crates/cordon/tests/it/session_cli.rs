@@ -841,7 +841,7 @@ fn pull_bounds_what_the_change_writes_into_the_checkout() {
 /// showed `upperdir=<CORDON_HOME>/sessions/ID/layer/upper`. The layers are named by
 /// descriptor now. What still names cordon's state is a bind's root, which the kernel
 /// records as the source's path on its filesystem however the bind is made: here only the
-/// `/etc` snapshot, as the README says.
+/// `/etc` snapshot, as docs/security.md says.
 #[test]
 fn a_sessions_mount_table_names_its_layers_by_descriptor_not_by_host_path() {
     if !support::sandbox_available() {
