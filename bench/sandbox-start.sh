@@ -21,7 +21,10 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-cd "$work"
+# The programs run in a directory of their own: the landlock tier refuses a working
+# directory that holds CORDON_HOME (it cannot hide what it cannot unmount).
+mkdir "$work/cwd"
+cd "$work/cwd"
 export CORDON_HOME=$work/home
 "$CORDON" doctor >/dev/null || { echo "cordon doctor: this host cannot sandbox" >&2; exit 1; }
 
