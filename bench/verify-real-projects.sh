@@ -189,12 +189,14 @@ fault "$six" six syntax compile sh -c 'echo "def cordon_broken(:" >> six.py'
 fault "$six" six unused pass sh -c 'printf "\n\ndef cordon_probe():\n    unused = 1\n    return 2\n" >> six.py'
 
 idna=$(project idna "$idna_src" "$py_cmd" 1.3 true | tail -1)
-fault "$idna" idna semantic test sed -i 's/if label\[2:4\] == "--":/if label[2:4] == "-x":/' idna/core.py
+# (label[2:4] alone is no fault: the test's "aa--" also ends with a hyphen and still raises.)
+fault "$idna" idna semantic test sed -i 's/    if label\[0\] == "-" or label\[-1\] == "-":/    if label[0] == "-":/' idna/core.py
 fault "$idna" idna syntax compile sh -c 'echo "def cordon_broken(:" >> idna/core.py'
 fault "$idna" idna unused pass sh -c 'printf "\n\ndef cordon_probe():\n    unused = 1\n    return 2\n" >> idna/core.py'
 
 minimist=$(project minimist "$minimist_src" 'npm test --silent' 2 'npm install --no-audit --no-fund --silent; rm -f package-lock.json' | tail -1)
-fault "$minimist" minimist semantic test sed -i "0,/if (typeof x === 'number') return true;/s//if (typeof x === 'number') return false;/" index.js
+# (isNumber's first line alone is no fault: the regular expressions below it still match.)
+fault "$minimist" minimist semantic test sed -i 's/^function isNumber (x) {$/function isNumber (x) {\n    return false;/' index.js
 fault "$minimist" minimist syntax compile sh -c 'echo "function cordonBroken( {" >> index.js'
 fault "$minimist" minimist unused pass sh -c 'printf "\nfunction cordonProbe () { var unused = 1; return 2; }\n" >> index.js'
 
