@@ -44,6 +44,8 @@ mod tests {
             created_at_ms: 0,
             expires_at_ms: None,
             revoked_at_ms: None,
+            name: None,
+            last_used_at_ms: None,
         }
     }
 

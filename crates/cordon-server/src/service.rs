@@ -490,6 +490,7 @@ impl Service {
             idempotency_key: request.idempotency_key.clone(),
             inputs: inputs.clone(),
             submitted_by: token.id.clone(),
+            rerun_of: None,
         })?;
         if created {
             self.store.audit(

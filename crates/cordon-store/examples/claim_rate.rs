@@ -35,6 +35,7 @@ fn main() {
                     idempotency_key: None,
                     inputs: serde_json::json!({"argv": ["true"]}),
                     submitted_by: "bench".into(),
+                    rerun_of: None,
                 })
                 .expect("enqueue");
         }

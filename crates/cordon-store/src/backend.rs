@@ -7,8 +7,8 @@
 
 use crate::error::StoreErrorKind;
 use crate::jobs::{
-    AttemptEnd, AttemptHistogram, AttemptTiming, Claim, Claimed, JobEvent, JobFilter, JobId,
-    JobRow, JobState, NewJob, QueueDepth, Recovered, TokenRow, Usage,
+    AttemptEnd, AttemptHistogram, AttemptRow, AttemptTiming, Claim, Claimed, JobEvent, JobFilter,
+    JobId, JobRow, JobState, NewJob, QueueDepth, Recovered, TokenRow, Usage,
 };
 use crate::model::{
     Chunk, ChunkFilter, NewRun, RunFilter, RunId, RunRecord, RunState, RunSummary, StageRecord,
@@ -16,6 +16,8 @@ use crate::model::{
 };
 use crate::owner::Owner;
 use crate::sqlite::SqliteBackend;
+use crate::webhooks::{DeliveryRow, DeliveryTry, NewDelivery, TryVerdict};
+use crate::workers::{WorkerInfo, WorkerRow};
 
 /// A transcript chunk ready to be written: numbered, placed, compressed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -157,10 +159,11 @@ pub(crate) trait JobBackend {
         data: &serde_json::Value,
         now: i64,
     ) -> Result<Option<u64>, StoreErrorKind>;
-    /// A job's events after `after_seq`.
+    /// A job's events after `after_seq` (only those of `attempt`, when given).
     fn job_events(
         &self,
         id: &JobId,
+        attempt: Option<u32>,
         after_seq: u64,
         limit: u32,
     ) -> Result<Vec<JobEvent>, StoreErrorKind>;
@@ -186,6 +189,10 @@ pub(crate) trait ServiceBackend {
     fn create_token(&self, token: &NewToken<'_>) -> Result<(), StoreErrorKind>;
     /// The live token with this hash.
     fn find_token(&self, hash: &str, now: i64) -> Result<Option<TokenRow>, StoreErrorKind>;
+    /// The token with this hash, live or not.
+    fn token_by_hash(&self, hash: &str) -> Result<Option<TokenRow>, StoreErrorKind>;
+    /// Records that a token was used at `at`.
+    fn touch_token(&self, id: &str, at: i64) -> Result<(), StoreErrorKind>;
     /// Every token, newest first.
     fn list_tokens(&self) -> Result<Vec<TokenRow>, StoreErrorKind>;
     /// Revokes a live token.
@@ -194,6 +201,53 @@ pub(crate) trait ServiceBackend {
     fn audit(&self, entry: &AuditEntry<'_>) -> Result<(), StoreErrorKind>;
     /// The audit trail, oldest first.
     fn audit_log(&self) -> Result<Vec<(i64, String, String, String)>, StoreErrorKind>;
+}
+
+/// What a backend does for operators: workers, attempts, webhook deliveries, readiness.
+pub(crate) trait OpsBackend {
+    /// Inserts or replaces a worker's row.
+    fn register_worker(&self, worker: &WorkerInfo, now: i64) -> Result<(), StoreErrorKind>;
+    /// Records a heartbeat; `Some(draining)`, or `None` when the worker has no row.
+    fn worker_heartbeat(&self, name: &str, now: i64) -> Result<Option<bool>, StoreErrorKind>;
+    /// Sets a worker's drain flag; `false` when it has no row.
+    fn drain_worker(&self, name: &str) -> Result<bool, StoreErrorKind>;
+    /// Removes a worker's row.
+    fn remove_worker(&self, name: &str) -> Result<(), StoreErrorKind>;
+    /// Removes the rows of workers lost before `before` (heartbeat + lease < before).
+    fn forget_lost_workers(&self, before: i64) -> Result<u64, StoreErrorKind>;
+    /// Every worker, by name, with its running jobs.
+    fn list_workers(&self) -> Result<Vec<WorkerRow>, StoreErrorKind>;
+    /// A job's attempts, in order.
+    fn job_attempts(&self, id: &JobId) -> Result<Vec<AttemptRow>, StoreErrorKind>;
+    /// Queues deliveries.
+    fn enqueue_deliveries(&self, queued: &QueuedDeliveries<'_>) -> Result<(), StoreErrorKind>;
+    /// Locks the first due delivery until `until`.
+    fn claim_delivery(&self, now: i64, until: i64) -> Result<Option<DeliveryRow>, StoreErrorKind>;
+    /// Records a try and what follows it.
+    fn record_delivery_try(
+        &self,
+        id: &str,
+        attempt: &DeliveryTry,
+        verdict: TryVerdict,
+    ) -> Result<(), StoreErrorKind>;
+    /// When the next pending delivery is due.
+    fn next_delivery_at(&self) -> Result<Option<i64>, StoreErrorKind>;
+    /// A job's deliveries with their tries.
+    fn job_deliveries(&self, job: &JobId) -> Result<Vec<DeliveryRow>, StoreErrorKind>;
+    /// A trivial query, within `timeout`.
+    fn ping(&self, timeout: std::time::Duration) -> Result<(), StoreErrorKind>;
+}
+
+/// Deliveries to queue, one per webhook, all of the same body.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct QueuedDeliveries<'a> {
+    pub(crate) ids: &'a [String],
+    pub(crate) job: &'a JobId,
+    pub(crate) project: &'a str,
+    pub(crate) webhooks: &'a [NewDelivery],
+    pub(crate) body: &'a str,
+    pub(crate) max_tries: u32,
+    pub(crate) now: i64,
 }
 
 /// A token to store (its secret's hash only).
@@ -205,6 +259,7 @@ pub(crate) struct NewToken<'a> {
     pub(crate) scopes: &'a [String],
     pub(crate) now: i64,
     pub(crate) expires: Option<i64>,
+    pub(crate) name: Option<&'a str>,
 }
 
 /// One line of the audit trail.

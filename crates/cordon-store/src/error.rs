@@ -25,6 +25,13 @@ impl StoreError {
         }
     }
 
+    /// Whether the store could not be reached or did not answer in time (the database is
+    /// down, restarting, refusing connections; SQLite's file stayed locked): worth trying
+    /// again later, unlike a refused or damaged write.
+    pub fn is_unavailable(&self) -> bool {
+        self.kind.is_unavailable()
+    }
+
     /// How the user can fix it, when there is something to say.
     pub fn hint(&self) -> Option<String> {
         match &self.kind {
@@ -136,6 +143,29 @@ impl StoreErrorKind {
             return StoreErrorKind::NotADatabase;
         }
         StoreErrorKind::Sqlite(error)
+    }
+
+    /// See [`StoreError::is_unavailable`].
+    pub(crate) fn is_unavailable(&self) -> bool {
+        match self {
+            StoreErrorKind::Sqlite(_) => self.is_busy(),
+            #[cfg(feature = "postgres")]
+            StoreErrorKind::Postgres(error) => match error {
+                sqlx::Error::Io(_)
+                | sqlx::Error::Tls(_)
+                | sqlx::Error::Protocol(_)
+                | sqlx::Error::PoolTimedOut
+                | sqlx::Error::PoolClosed
+                | sqlx::Error::WorkerCrashed => true,
+                // Connection exceptions (08…), a server shutting down or starting (57P…), too
+                // many connections (53300).
+                sqlx::Error::Database(db) => db
+                    .code()
+                    .is_some_and(|c| c.starts_with("08") || c.starts_with("57P") || c == "53300"),
+                _ => false,
+            },
+            _ => false,
+        }
     }
 
     /// Whether this is SQLite's "busy"/"locked" (another connection holds a lock that the

@@ -140,6 +140,8 @@ pub struct NewJob {
     pub inputs: serde_json::Value,
     /// The token that submitted it.
     pub submitted_by: String,
+    /// The job this one re-runs (the same inputs, submitted again).
+    pub rerun_of: Option<JobId>,
 }
 
 /// A job as stored.
@@ -186,6 +188,8 @@ pub struct JobRow {
     /// When its worker's lease ends, while it runs (Unix epoch ms): past it, the job is
     /// reclaimed for another attempt and every late write of this attempt is refused.
     pub lease_expires_at_ms: Option<i64>,
+    /// The job this one re-runs.
+    pub rerun_of: Option<JobId>,
 }
 
 /// Which jobs to list, newest first.
@@ -212,6 +216,28 @@ pub struct JobEvent {
     pub kind: String,
     /// What happened (JSON; output already redacted).
     pub data: serde_json::Value,
+    /// The attempt that wrote it (the server's own events: the attempt the job was at; 0
+    /// before the first).
+    pub attempt: u32,
+}
+
+/// One attempt of a job, as recorded: who ran it, when, and how it ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttemptRow {
+    /// Which attempt (from 1).
+    pub attempt: u32,
+    /// The worker that ran it (none for a store of version 3).
+    pub worker: Option<String>,
+    /// When it started (Unix epoch ms).
+    pub started_at_ms: i64,
+    /// When it ended, once it did.
+    pub finished_at_ms: Option<i64>,
+    /// How it ended: a final job state, `retry` or `lost`; `None` while it runs.
+    pub outcome: Option<String>,
+    /// Why it failed (`{category, reason}`), if it did.
+    pub failure: Option<serde_json::Value>,
+    /// Its CPU time, when measured.
+    pub cpu_ms: Option<u64>,
 }
 
 /// How an attempt ended.
@@ -374,6 +400,10 @@ pub struct TokenRow {
     pub expires_at_ms: Option<i64>,
     /// When it was revoked, if it was.
     pub revoked_at_ms: Option<i64>,
+    /// What its creator called it.
+    pub name: Option<String>,
+    /// When it was last used (to the minute: uses are written at most once a minute).
+    pub last_used_at_ms: Option<i64>,
 }
 
 /// What became of running jobs whose worker is gone (its lease expired, or it restarted).

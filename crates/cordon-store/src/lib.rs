@@ -53,6 +53,7 @@ mod backend;
 mod error;
 mod jobs;
 mod model;
+mod observe;
 mod owner;
 #[cfg(feature = "postgres")]
 mod postgres;
@@ -60,6 +61,10 @@ mod postgres;
 mod postgres_admin;
 #[cfg(feature = "postgres")]
 mod postgres_jobs;
+#[cfg(feature = "postgres")]
+mod postgres_listen;
+#[cfg(feature = "postgres")]
+mod postgres_ops;
 #[cfg(feature = "postgres")]
 mod postgres_runs;
 mod queue;
@@ -70,21 +75,27 @@ mod runlog;
 mod sqlite;
 mod sqlite_admin;
 mod sqlite_jobs;
+mod sqlite_ops;
 mod sqlite_runs;
 mod store;
 mod transcript;
+mod webhooks;
+mod workers;
 
 pub use error::{StoreError, StoreErrorKind};
 pub use jobs::{
-    AttemptEnd, AttemptHistogram, AttemptTiming, Claim, Claimed, InvalidJobId, JobEvent, JobFilter,
-    JobId, JobRow, JobState, NewJob, QueueDepth, Recovered, TokenRow, Usage,
+    AttemptEnd, AttemptHistogram, AttemptRow, AttemptTiming, Claim, Claimed, InvalidJobId,
+    JobEvent, JobFilter, JobId, JobRow, JobState, NewJob, QueueDepth, Recovered, TokenRow, Usage,
 };
 pub use model::{
     Chunk, ChunkBody, ChunkFilter, ExportedBody, ExportedChunk, InvalidRunId, NewRun, RunExport,
     RunExportTag, RunFilter, RunId, RunKind, RunList, RunListTag, RunRecord, RunRecordTag,
     RunState, RunSummary, StageRecord, Stream,
 };
+pub use observe::{EventObserver, OutageObserver};
 pub use store::{DATABASE_FILE, Store, StoreLocation};
 pub use transcript::{
     FLUSH_BYTES, FLUSH_INTERVAL, MAX_BUFFERED, MAX_CHUNK, TranscriptStats, TranscriptWriter,
 };
+pub use webhooks::{DeliveryRow, DeliveryState, DeliveryTry, NewDelivery, TryVerdict};
+pub use workers::{WorkerInfo, WorkerRow, WorkerState};

@@ -46,6 +46,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "runs of the review watcher say so",
         include_str!("../migrations/postgres/0005_runs_role.sql"),
     ),
+    (
+        6,
+        "workers, attempts' own logs, re-runs, token names, webhook deliveries",
+        include_str!("../migrations/postgres/0006_operators.sql"),
+    ),
 ];
 
 /// The tables a cordon PostgreSQL store may hold (in its schema).
@@ -59,6 +64,9 @@ const OUR_TABLES: &[&str] = &[
     "runs",
     "stages",
     "transcript_chunks",
+    "webhook_deliveries",
+    "webhook_tries",
+    "workers",
 ];
 
 /// The advisory lock key that serialises migrations (`'cordon:migrate'` as an integer).
@@ -108,6 +116,11 @@ impl PostgresBackend {
         work: impl Future<Output = Result<T, StoreErrorKind>>,
     ) -> Result<T, StoreErrorKind> {
         self.runtime.block_on(work)
+    }
+
+    /// Runs `work` in the background on the backend's runtime, for as long as it lives.
+    pub(crate) fn spawn(&self, work: impl Future<Output = ()> + Send + 'static) {
+        self.runtime.spawn(work);
     }
 }
 

@@ -14,7 +14,7 @@ fn unsigned<T: TryFrom<i64> + Default>(value: i64) -> T {
     T::try_from(value).unwrap_or_default()
 }
 
-fn token_row(row: &PgRow) -> Result<TokenRow, StoreErrorKind> {
+pub(crate) fn token_row(row: &PgRow) -> Result<TokenRow, StoreErrorKind> {
     let scopes: String = get(row, 3)?;
     Ok(TokenRow {
         id: get(row, 0)?,
@@ -27,11 +27,13 @@ fn token_row(row: &PgRow) -> Result<TokenRow, StoreErrorKind> {
         created_at_ms: get(row, 4)?,
         expires_at_ms: get(row, 5)?,
         revoked_at_ms: get(row, 6)?,
+        name: get(row, 7)?,
+        last_used_at_ms: get(row, 8)?,
     })
 }
 
-const TOKEN_COLUMNS: &str =
-    "id, hash, project, scopes, created_at_ms, expires_at_ms, revoked_at_ms";
+pub(crate) const TOKEN_COLUMNS: &str =
+    "id, hash, project, scopes, created_at_ms, expires_at_ms, revoked_at_ms, name, last_used_at_ms";
 
 impl ServiceBackend for PostgresBackend {
     fn project_usage(&self, project: &str, since: i64, now: i64) -> Result<Usage, StoreErrorKind> {
@@ -161,8 +163,8 @@ impl ServiceBackend for PostgresBackend {
     fn create_token(&self, token: &NewToken<'_>) -> Result<(), StoreErrorKind> {
         self.run(async {
             sqlx::query(
-                "INSERT INTO api_tokens (id, hash, project, scopes, created_at_ms, expires_at_ms) \
-                 VALUES ($1, $2, $3, $4, $5, $6)",
+                "INSERT INTO api_tokens (id, hash, project, scopes, created_at_ms, expires_at_ms, \
+                 name) VALUES ($1, $2, $3, $4, $5, $6, $7)",
             )
             .bind(token.id)
             .bind(token.hash)
@@ -170,6 +172,7 @@ impl ServiceBackend for PostgresBackend {
             .bind(token.scopes.join(","))
             .bind(token.now)
             .bind(token.expires)
+            .bind(token.name)
             .execute(&self.pool)
             .await?;
             Ok(())
@@ -187,6 +190,29 @@ impl ServiceBackend for PostgresBackend {
             .fetch_optional(&self.pool)
             .await?;
             row.as_ref().map(token_row).transpose()
+        })
+    }
+
+    fn token_by_hash(&self, hash: &str) -> Result<Option<TokenRow>, StoreErrorKind> {
+        self.run(async {
+            let row = sqlx::query(&format!(
+                "SELECT {TOKEN_COLUMNS} FROM api_tokens WHERE hash = $1"
+            ))
+            .bind(hash)
+            .fetch_optional(&self.pool)
+            .await?;
+            row.as_ref().map(token_row).transpose()
+        })
+    }
+
+    fn touch_token(&self, id: &str, at: i64) -> Result<(), StoreErrorKind> {
+        self.run(async {
+            sqlx::query("UPDATE api_tokens SET last_used_at_ms = $1 WHERE id = $2")
+                .bind(at)
+                .bind(id)
+                .execute(&self.pool)
+                .await?;
+            Ok(())
         })
     }
 

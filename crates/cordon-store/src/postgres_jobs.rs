@@ -35,7 +35,8 @@ const CLAIM_LOCK: i64 = 0x636f_7264_6f6e_636c;
 
 pub(crate) const JOB_COLUMNS: &str = "id, project, type, state, priority, attempt, max_attempts, \
      timeout_ms, idempotency_key, inputs, result, failure, cancel_requested, created_at_ms, \
-     not_before_ms, started_at_ms, finished_at_ms, submitted_by, worker, lease_expires_at_ms";
+     not_before_ms, started_at_ms, finished_at_ms, submitted_by, worker, lease_expires_at_ms, \
+     rerun_of";
 
 fn job_row(row: &PgRow) -> Result<JobRow, StoreErrorKind> {
     let id: String = get(row, 0)?;
@@ -61,6 +62,9 @@ fn job_row(row: &PgRow) -> Result<JobRow, StoreErrorKind> {
         submitted_by: get(row, 17)?,
         worker: get(row, 18)?,
         lease_expires_at_ms: get(row, 19)?,
+        rerun_of: get::<Option<String>>(row, 20)?
+            .map(|id| parse_job_id(&id))
+            .transpose()?,
     })
 }
 
@@ -83,8 +87,8 @@ impl JobBackend for PostgresBackend {
             // The unique (project, idempotency_key) index arbitrates racing submissions.
             let inserted = sqlx::query(&format!(
                 "INSERT INTO jobs (id, project, type, state, priority, attempt, max_attempts, \
-                 timeout_ms, idempotency_key, inputs, created_at_ms, not_before_ms, submitted_by) \
-                 VALUES ($1, $2, $3, 'queued', $4, 0, $5, $6, $7, $8, $9, $9, $10) \
+                 timeout_ms, idempotency_key, inputs, created_at_ms, not_before_ms, submitted_by, \
+                 rerun_of) VALUES ($1, $2, $3, 'queued', $4, 0, $5, $6, $7, $8, $9, $9, $10, $11) \
                  ON CONFLICT (project, idempotency_key) WHERE idempotency_key IS NOT NULL \
                  DO NOTHING RETURNING {JOB_COLUMNS}"
             ))
@@ -98,6 +102,7 @@ impl JobBackend for PostgresBackend {
             .bind(job.inputs.to_string())
             .bind(now)
             .bind(&job.submitted_by)
+            .bind(job.rerun_of.as_ref().map(JobId::as_str))
             .fetch_optional(&self.pool)
             .await?;
             if let Some(row) = inserted {
@@ -378,17 +383,29 @@ impl JobBackend for PostgresBackend {
                     return Ok(None);
                 }
             }
+            let labelled = attempt
+                .map(i64::from)
+                .or(current.as_ref().map(|c| c.1))
+                .unwrap_or(0);
             let seq: i64 = sqlx::query_scalar(
-                "INSERT INTO job_events (job_id, seq, at_ms, kind, data) VALUES ($1, \
+                "INSERT INTO job_events (job_id, seq, at_ms, kind, data, attempt) VALUES ($1, \
                  (SELECT COALESCE(MAX(seq), 0) + 1 FROM job_events WHERE job_id = $1), \
-                 $2, $3, $4) RETURNING seq",
+                 $2, $3, $4, $5) RETURNING seq",
             )
             .bind(id.as_str())
             .bind(now)
             .bind(kind)
             .bind(data.to_string())
+            .bind(labelled)
             .fetch_one(&mut *tx)
             .await?;
+            // Every process listening (API replicas following the job's live log) hears of it
+            // at commit.
+            sqlx::query("SELECT pg_notify($1, $2)")
+                .bind(crate::postgres_listen::CHANNEL)
+                .bind(id.as_str())
+                .execute(&mut *tx)
+                .await?;
             tx.commit().await?;
             Ok(Some(seq.try_into().unwrap_or(0)))
         })
@@ -397,27 +414,30 @@ impl JobBackend for PostgresBackend {
     fn job_events(
         &self,
         id: &JobId,
+        attempt: Option<u32>,
         after_seq: u64,
         limit: u32,
     ) -> Result<Vec<JobEvent>, StoreErrorKind> {
         self.run(async {
-            let rows: Vec<(i64, i64, String, String)> = sqlx::query_as(
-                "SELECT seq, at_ms, kind, data FROM job_events WHERE job_id = $1 AND seq > $2 \
-                 ORDER BY seq LIMIT $3",
+            let rows: Vec<(i64, i64, String, String, Option<i64>)> = sqlx::query_as(
+                "SELECT seq, at_ms, kind, data, attempt FROM job_events WHERE job_id = $1 \
+                 AND seq > $2 AND ($4::bigint IS NULL OR attempt = $4) ORDER BY seq LIMIT $3",
             )
             .bind(id.as_str())
             .bind(i64::try_from(after_seq).unwrap_or(i64::MAX))
             .bind(i64::from(limit))
+            .bind(attempt.map(i64::from))
             .fetch_all(&self.pool)
             .await?;
             rows.into_iter()
-                .map(|(seq, at_ms, kind, data)| {
+                .map(|(seq, at_ms, kind, data, attempt)| {
                     Ok(JobEvent {
                         seq: seq.try_into().unwrap_or(0),
                         at_ms,
                         kind,
                         data: serde_json::from_str(&data)
                             .map_err(|e| corrupt(format!("job event: {e}")))?,
+                        attempt: attempt.and_then(|a| a.try_into().ok()).unwrap_or(0),
                     })
                 })
                 .collect()

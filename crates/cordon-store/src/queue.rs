@@ -112,10 +112,23 @@ impl Store {
         attempt: u32,
         end: &AttemptEnd,
     ) -> Result<bool, StoreError> {
+        self.end_attempt_at(id, attempt, end, now_ms())
+    }
+
+    /// [`Store::end_attempt`], recording that the attempt ended at `finished_at_ms` (by the
+    /// worker's own clock, when the work ended) rather than when the store took the write: an
+    /// end retried while the store was unreachable keeps the attempt's true duration.
+    pub fn end_attempt_at(
+        &self,
+        id: &JobId,
+        attempt: u32,
+        end: &AttemptEnd,
+        finished_at_ms: i64,
+    ) -> Result<bool, StoreError> {
         self.call("end a job attempt", || {
             dispatch!(
                 self.backend(),
-                JobBackend::end_attempt(id, attempt, end, now_ms())
+                JobBackend::end_attempt(id, attempt, end, finished_at_ms)
             )
         })
     }
@@ -129,12 +142,16 @@ impl Store {
         kind: &str,
         data: &serde_json::Value,
     ) -> Result<Option<u64>, StoreError> {
-        self.call("log a job event", || {
+        let seq = self.call("log a job event", || {
             dispatch!(
                 self.backend(),
                 JobBackend::append_attempt_event(id, Some(attempt), kind, data, now_ms())
             )
-        })
+        })?;
+        if seq.is_some() {
+            self.event_recorded(id);
+        }
+        Ok(seq)
     }
 
     /// The running jobs of `worker` whose cancellation was asked for, with their attempt
@@ -180,6 +197,7 @@ impl Store {
                 JobBackend::append_attempt_event(id, None, kind, data, now_ms())
             )
         })?;
+        self.event_recorded(id);
         Ok(seq.unwrap_or(0))
     }
 
@@ -191,7 +209,27 @@ impl Store {
         limit: u32,
     ) -> Result<Vec<JobEvent>, StoreError> {
         self.call("read job events", || {
-            dispatch!(self.backend(), JobBackend::job_events(id, after_seq, limit))
+            dispatch!(
+                self.backend(),
+                JobBackend::job_events(id, None, after_seq, limit)
+            )
+        })
+    }
+
+    /// Up to `limit` events of one attempt of a job after `after_seq`, in order: the
+    /// attempt's own log (its events keep their numbers in the job's log).
+    pub fn attempt_events(
+        &self,
+        id: &JobId,
+        attempt: u32,
+        after_seq: u64,
+        limit: u32,
+    ) -> Result<Vec<JobEvent>, StoreError> {
+        self.call("read an attempt's events", || {
+            dispatch!(
+                self.backend(),
+                JobBackend::job_events(id, Some(attempt), after_seq, limit)
+            )
         })
     }
 
@@ -267,6 +305,18 @@ impl Store {
         scopes: &[String],
         expires_at_ms: Option<i64>,
     ) -> Result<String, StoreError> {
+        self.create_named_token(hash, project, scopes, expires_at_ms, None)
+    }
+
+    /// [`Store::create_token`] with a name for people (`ci`, `alice's laptop`).
+    pub fn create_named_token(
+        &self,
+        hash: &str,
+        project: &str,
+        scopes: &[String],
+        expires_at_ms: Option<i64>,
+        name: Option<&str>,
+    ) -> Result<String, StoreError> {
         let id = random_name("t-");
         self.call("create a token", || {
             let token = NewToken {
@@ -276,6 +326,7 @@ impl Store {
                 scopes,
                 now: now_ms(),
                 expires: expires_at_ms,
+                name,
             };
             dispatch!(self.backend(), ServiceBackend::create_token(&token))
         })?;
@@ -286,6 +337,21 @@ impl Store {
     pub fn find_token(&self, hash: &str) -> Result<Option<TokenRow>, StoreError> {
         self.call("look a token up", || {
             dispatch!(self.backend(), ServiceBackend::find_token(hash, now_ms()))
+        })
+    }
+
+    /// The token with this hash whatever its state (revoked, expired): to tell a client why
+    /// its token no longer works.
+    pub fn token_by_hash(&self, hash: &str) -> Result<Option<TokenRow>, StoreError> {
+        self.call("look a token up", || {
+            dispatch!(self.backend(), ServiceBackend::token_by_hash(hash))
+        })
+    }
+
+    /// Records that the token `id` was used now.
+    pub fn touch_token(&self, id: &str) -> Result<(), StoreError> {
+        self.call("record a token's use", || {
+            dispatch!(self.backend(), ServiceBackend::touch_token(id, now_ms()))
         })
     }
 

@@ -65,6 +65,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "runs of the review watcher say so",
         include_str!("../migrations/sqlite/0005_runs_role.sql"),
     ),
+    (
+        6,
+        "workers, attempts' own logs, re-runs, token names, webhook deliveries",
+        include_str!("../migrations/sqlite/0006_operators.sql"),
+    ),
 ];
 
 /// The tables a cordon SQLite store may hold.
@@ -78,6 +83,9 @@ const OUR_TABLES: &[&str] = &[
     "runs",
     "stages",
     "transcript_chunks",
+    "webhook_deliveries",
+    "webhook_tries",
+    "workers",
 ];
 
 /// What an SQLite database file starts with.

@@ -126,8 +126,8 @@ impl ServiceBackend for SqliteBackend {
     fn create_token(&self, token: &NewToken<'_>) -> Result<(), StoreErrorKind> {
         self.with(|c| {
             c.prepare_cached(
-                "INSERT INTO api_tokens (id, hash, project, scopes, created_at_ms, expires_at_ms) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                "INSERT INTO api_tokens (id, hash, project, scopes, created_at_ms, expires_at_ms, \
+                 name) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             )?
             .execute((
                 token.id,
@@ -136,6 +136,7 @@ impl ServiceBackend for SqliteBackend {
                 token.scopes.join(","),
                 token.now,
                 token.expires,
+                token.name,
             ))?;
             Ok(())
         })
@@ -149,6 +150,22 @@ impl ServiceBackend for SqliteBackend {
             )?;
             let mut rows = statement.query((hash, now))?;
             rows.next()?.map(token_row).transpose()
+        })
+    }
+
+    fn token_by_hash(&self, hash: &str) -> Result<Option<TokenRow>, StoreErrorKind> {
+        self.with(|c| {
+            let mut statement = c.prepare_cached("SELECT * FROM api_tokens WHERE hash = ?1")?;
+            let mut rows = statement.query([hash])?;
+            rows.next()?.map(token_row).transpose()
+        })
+    }
+
+    fn touch_token(&self, id: &str, at: i64) -> Result<(), StoreErrorKind> {
+        self.with(|c| {
+            c.prepare_cached("UPDATE api_tokens SET last_used_at_ms = ?1 WHERE id = ?2")?
+                .execute((at, id))?;
+            Ok(())
         })
     }
 

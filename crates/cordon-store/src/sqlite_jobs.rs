@@ -17,7 +17,7 @@ use crate::sqlite::{SqliteBackend, optional};
 
 const JOB_COLUMNS: &str = "id, project, type, state, priority, attempt, max_attempts, timeout_ms, \
      idempotency_key, inputs, result, failure, cancel_requested, created_at_ms, not_before_ms, \
-     started_at_ms, finished_at_ms, submitted_by, worker, lease_expires_at_ms";
+     started_at_ms, finished_at_ms, submitted_by, worker, lease_expires_at_ms, rerun_of";
 
 fn job_row(row: &Row<'_>) -> Result<JobRow, StoreErrorKind> {
     let id: String = row.get("id")?;
@@ -43,6 +43,10 @@ fn job_row(row: &Row<'_>) -> Result<JobRow, StoreErrorKind> {
         submitted_by: row.get("submitted_by")?,
         worker: row.get("worker")?,
         lease_expires_at_ms: row.get("lease_expires_at_ms")?,
+        rerun_of: row
+            .get::<_, Option<String>>("rerun_of")?
+            .map(|id| id.parse().map_err(|e| corrupt(format!("job id: {e}"))))
+            .transpose()?,
     })
 }
 
@@ -59,6 +63,8 @@ pub(crate) fn token_row(row: &Row<'_>) -> Result<TokenRow, StoreErrorKind> {
         created_at_ms: row.get("created_at_ms")?,
         expires_at_ms: row.get("expires_at_ms")?,
         revoked_at_ms: row.get("revoked_at_ms")?,
+        name: row.get("name")?,
+        last_used_at_ms: row.get("last_used_at_ms")?,
     })
 }
 
@@ -96,8 +102,8 @@ impl JobBackend for SqliteBackend {
             let id = JobId::generate();
             tx.prepare_cached(
                 "INSERT INTO jobs (id, project, type, state, priority, attempt, max_attempts, \
-                 timeout_ms, idempotency_key, inputs, created_at_ms, not_before_ms, submitted_by) \
-                 VALUES (?1, ?2, ?3, 'queued', ?4, 0, ?5, ?6, ?7, ?8, ?9, ?9, ?10)",
+                 timeout_ms, idempotency_key, inputs, created_at_ms, not_before_ms, submitted_by, \
+                 rerun_of) VALUES (?1, ?2, ?3, 'queued', ?4, 0, ?5, ?6, ?7, ?8, ?9, ?9, ?10, ?11)",
             )?
             .execute(rusqlite::params![
                 id.as_str(),
@@ -110,6 +116,7 @@ impl JobBackend for SqliteBackend {
                 job.inputs.to_string(),
                 now,
                 &job.submitted_by,
+                job.rerun_of.as_ref().map(JobId::as_str),
             ])?;
             let row = select_job(tx, id.as_str())?
                 .ok_or_else(|| corrupt("the inserted job is missing"))?;
@@ -333,9 +340,10 @@ impl JobBackend for SqliteBackend {
         self.with(|c| {
             let seq: Option<i64> = optional(
                 c.prepare_cached(
-                    "INSERT INTO job_events (job_id, seq, at_ms, kind, data) SELECT ?1, \
+                    "INSERT INTO job_events (job_id, seq, at_ms, kind, data, attempt) SELECT ?1, \
                      (SELECT COALESCE(MAX(seq), 0) + 1 FROM job_events WHERE job_id = ?1), \
-                     ?2, ?3, ?4 WHERE ?5 IS NULL OR EXISTS (SELECT 1 FROM jobs \
+                     ?2, ?3, ?4, COALESCE(?5, (SELECT attempt FROM jobs WHERE id = ?1), 0) \
+                     WHERE ?5 IS NULL OR EXISTS (SELECT 1 FROM jobs \
                      WHERE id = ?1 AND state = 'running' AND attempt = ?5) RETURNING seq",
                 )?
                 .query_row(
@@ -356,18 +364,20 @@ impl JobBackend for SqliteBackend {
     fn job_events(
         &self,
         id: &JobId,
+        attempt: Option<u32>,
         after_seq: u64,
         limit: u32,
     ) -> Result<Vec<JobEvent>, StoreErrorKind> {
         self.with(|c| {
             let mut statement = c.prepare_cached(
-                "SELECT seq, at_ms, kind, data FROM job_events WHERE job_id = ?1 AND seq > ?2 \
-                 ORDER BY seq LIMIT ?3",
+                "SELECT seq, at_ms, kind, data, attempt FROM job_events WHERE job_id = ?1 \
+                 AND seq > ?2 AND (?4 IS NULL OR attempt = ?4) ORDER BY seq LIMIT ?3",
             )?;
             let mut rows = statement.query((
                 id.as_str(),
                 i64::try_from(after_seq).unwrap_or(i64::MAX),
                 i64::from(limit),
+                attempt.map(i64::from),
             ))?;
             collect(&mut rows, |r| {
                 let data: String = r.get(3)?;
@@ -377,6 +387,10 @@ impl JobBackend for SqliteBackend {
                     kind: r.get(2)?,
                     data: serde_json::from_str(&data)
                         .map_err(|e| corrupt(format!("job event: {e}")))?,
+                    attempt: r
+                        .get::<_, Option<i64>>(4)?
+                        .and_then(|a| a.try_into().ok())
+                        .unwrap_or(0),
                 })
             })
         })

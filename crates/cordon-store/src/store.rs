@@ -108,6 +108,8 @@ struct Inner {
     here: Owner,
     /// The run this handle began last, until its transcript is opened (it has none yet).
     fresh: std::sync::Mutex<Option<RunId>>,
+    /// Who is told of recorded job events and of outages.
+    observers: crate::observe::Observers,
 }
 
 fn lock_fresh(fresh: &std::sync::Mutex<Option<RunId>>) -> std::sync::MutexGuard<'_, Option<RunId>> {
@@ -193,6 +195,7 @@ impl Store {
                 backend,
                 here: Owner::current(),
                 fresh: std::sync::Mutex::new(None),
+                observers: crate::observe::Observers::default(),
             }),
         })
     }
@@ -417,7 +420,22 @@ impl Store {
         operation: &'static str,
         work: impl FnOnce() -> Result<T, StoreErrorKind>,
     ) -> Result<T, StoreError> {
-        work().map_err(|kind| StoreError::new(&self.inner.location, operation, kind))
+        match work() {
+            Ok(value) => {
+                self.inner.observers.succeeded();
+                Ok(value)
+            }
+            Err(kind) => {
+                let error = StoreError::new(&self.inner.location, operation, kind);
+                self.inner.observers.failed(&error);
+                Err(error)
+            }
+        }
+    }
+
+    /// Who is told of recorded job events and of outages.
+    pub(crate) fn observers(&self) -> &crate::observe::Observers {
+        &self.inner.observers
     }
 
     /// The backend (for the job queue's methods).

@@ -326,6 +326,8 @@ mod tests {
             created_at_ms: 0,
             expires_at_ms: None,
             revoked_at_ms: None,
+            name: None,
+            last_used_at_ms: None,
         }
     }
 
@@ -339,6 +341,7 @@ mod tests {
             idempotency_key: None,
             inputs: serde_json::json!({}),
             submitted_by: "t-x".into(),
+            rerun_of: None,
         }
     }
 

@@ -205,6 +205,7 @@ mod tests {
             at_ms,
             kind: kind.into(),
             data,
+            attempt: 0,
         }
     }
 

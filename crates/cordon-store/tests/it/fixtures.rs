@@ -85,6 +85,11 @@ impl TestStore {
     pub fn location(&self) -> &StoreLocation {
         &self.location
     }
+
+    /// Whether the store is a PostgreSQL database.
+    pub fn is_postgres(&self) -> bool {
+        matches!(self.location, StoreLocation::Postgres(_))
+    }
 }
 
 /// A job of `project` (two attempts, a 1 s timeout).
@@ -98,6 +103,7 @@ pub fn job(project: &str, priority: i64, key: Option<&str>) -> NewJob {
         idempotency_key: key.map(str::to_owned),
         inputs: json!({"argv": ["true"]}),
         submitted_by: "t-test".into(),
+        rerun_of: None,
     }
 }
 

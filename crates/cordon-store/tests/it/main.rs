@@ -8,6 +8,7 @@ mod fixtures;
 mod history;
 mod jobs;
 mod leases;
+mod operators;
 mod runlog;
 mod schemas;
 mod store;
