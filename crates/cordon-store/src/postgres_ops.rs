@@ -14,6 +14,9 @@ use crate::rows::json;
 use crate::webhooks::{DeliveryRow, DeliveryState, DeliveryTry, TryVerdict};
 use crate::workers::{WorkerInfo, WorkerRow};
 
+/// A try of a webhook delivery as read: delivery id, try, at, duration, status, error.
+type TryColumns = (String, i64, i64, i64, Option<i64>, Option<String>);
+
 fn unsigned<T: TryFrom<i64> + Default>(value: i64) -> T {
     T::try_from(value).unwrap_or_default()
 }
@@ -282,7 +285,7 @@ impl OpsBackend for PostgresBackend {
                 .iter()
                 .map(delivery_row)
                 .collect::<Result<Vec<_>, _>>()?;
-            let tries: Vec<(String, i64, i64, i64, Option<i64>, Option<String>)> = sqlx::query_as(
+            let tries: Vec<TryColumns> = sqlx::query_as(
                 "SELECT t.delivery_id, t.try, t.at_ms, t.duration_ms, t.status, t.error \
                      FROM webhook_tries t JOIN webhook_deliveries d ON d.id = t.delivery_id \
                      WHERE d.job_id = $1 ORDER BY t.delivery_id, t.try",
