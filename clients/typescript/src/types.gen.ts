@@ -275,7 +275,7 @@ export interface JobDocument {
 export interface JobFailure {
   /**
    * `timeout`, `infra`, `resource`, `setup` (retryable); `exit`, `test`, `compile`,
-   * `lint`, `policy`, `usage`, `cancelled`, …
+   * `lint`, `policy`, `usage` (a refused patch too), `cancelled`, … (final).
    */
   category: string;
   /** What happened. */

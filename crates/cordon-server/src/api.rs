@@ -321,7 +321,7 @@ pub struct SessionExecInputs {
 #[serde(deny_unknown_fields)]
 pub struct JobFailure {
     /// `timeout`, `infra`, `resource`, `setup` (retryable); `exit`, `test`, `compile`,
-    /// `lint`, `policy`, `usage`, `cancelled`, …
+    /// `lint`, `policy`, `usage` (a refused patch too), `cancelled`, … (final).
     pub category: String,
     /// What happened.
     pub reason: String,

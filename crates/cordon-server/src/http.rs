@@ -27,6 +27,7 @@ pub fn router(service: Arc<Service>, max_body: usize) -> Router {
     let dashboard = crate::dashboard::router(Arc::clone(&service));
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
         .route("/openapi.json", get(openapi))
         .route("/metrics", get(metrics))
         .route("/v1/jobs", post(submit).get(list))
@@ -51,6 +52,9 @@ impl IntoResponse for RequestError {
             RequestError::Conflict { .. } => (StatusCode::CONFLICT, "conflict"),
             RequestError::Budget { .. } => (StatusCode::TOO_MANY_REQUESTS, "budget"),
             RequestError::Busy(_) => (StatusCode::TOO_MANY_REQUESTS, "busy"),
+            RequestError::Store(error) if error.is_unavailable() => {
+                (StatusCode::SERVICE_UNAVAILABLE, "unavailable")
+            }
             RequestError::Store(_) | RequestError::Internal => {
                 (StatusCode::INTERNAL_SERVER_ERROR, "internal")
             }
@@ -58,7 +62,13 @@ impl IntoResponse for RequestError {
         let body = ApiError {
             schema: ApiErrorTag,
             error: code.into(),
-            message: self.to_string(),
+            message: match &self {
+                RequestError::Store(error) if error.is_unavailable() => {
+                    "the job store does not answer (the server's log says why); try again shortly"
+                        .into()
+                }
+                _ => self.to_string(),
+            },
             rule: match &self {
                 RequestError::Policy { rule, .. } => Some(rule.clone()),
                 _ => None,
@@ -81,6 +91,7 @@ impl IntoResponse for RequestError {
         let retry_after = match &self {
             RequestError::Budget { resets_at_ms } => Some(seconds_until(*resets_at_ms)),
             RequestError::Busy(_) => Some(BUSY_RETRY_AFTER_SECS),
+            RequestError::Store(error) if error.is_unavailable() => Some(BUSY_RETRY_AFTER_SECS),
             _ => None,
         };
         let mut response = (status, axum::Json(body)).into_response();
@@ -102,6 +113,24 @@ const BUSY_RETRY_AFTER_SECS: u64 = 1;
 fn seconds_until(at_ms: i64) -> u64 {
     let left = at_ms.saturating_sub(crate::service::now_ms()).max(0);
     u64::try_from(left).unwrap_or(0).div_ceil(1000).max(1)
+}
+
+/// How long `/readyz` waits for the store to answer.
+const READY_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Readiness (`/readyz`): 200 while the store answers within [`READY_TIMEOUT`], 503 while it
+/// does not (the cause goes to the server's log, once per outage). `/healthz` is liveness:
+/// it answers as long as the process serves HTTP.
+async fn readyz(State(service): State<Arc<Service>>) -> Response {
+    let pinged = tokio::task::spawn_blocking(move || service.store.ping(READY_TIMEOUT)).await;
+    match pinged {
+        Ok(Ok(())) => "ready\n".into_response(),
+        _ => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready: the store does not answer (the server's log says why)\n",
+        )
+            .into_response(),
+    }
 }
 
 /// Runs `f` on a blocking thread.

@@ -115,3 +115,27 @@ pub(crate) fn shutdown(what: &str, took: Duration) {
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
+
+/// Tells the server's log when the store stops answering (once per outage, with the whole
+/// cause) and when it answers again.
+#[derive(Debug, Default)]
+pub(crate) struct OutageLog;
+
+impl cordon_store::OutageObserver for OutageLog {
+    fn failing(&self, error: &cordon_store::StoreError) {
+        let mut text = error.to_string();
+        let mut source = std::error::Error::source(error);
+        while let Some(cause) = source {
+            text.push_str(&format!("\n  caused by: {cause}"));
+            source = cause.source();
+        }
+        eprintln!("cordon: the store does not answer (told once until it is back): {text}");
+    }
+
+    fn recovered(&self, down: Duration, failures: u64) {
+        eprintln!(
+            "cordon: the store answers again after {:.1}s ({failures} operations failed meanwhile)",
+            down.as_secs_f64()
+        );
+    }
+}

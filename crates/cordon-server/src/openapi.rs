@@ -138,7 +138,12 @@ fn paths() -> Value {
     };
     json!({
         "/healthz": {"get": {"security": [], "operationId": "healthz",
-            "responses": {"200": {"description": "the server is up", "content": {"text/plain": {"schema": {"type": "string"}}}}}}},
+            "responses": {"200": {"description": "the server is up (liveness: the store is not asked)", "content": {"text/plain": {"schema": {"type": "string"}}}}}}},
+        "/readyz": {"get": {"security": [], "operationId": "readyz",
+            "responses": {
+                "200": {"description": "the store answers: the server can serve requests", "content": {"text/plain": {"schema": {"type": "string"}}}},
+                "503": {"description": "the store does not answer (the server's log says why, once per outage)", "content": {"text/plain": {"schema": {"type": "string"}}}}
+            }}},
         "/metrics": {"get": {"operationId": "metrics",
             "responses": auth_errors(json!({"200": {"description": "Prometheus text: queue depth, running jobs, attempt durations by project, type and outcome (a token with the admin scope: an operator token sees every project)", "content": {"text/plain": {"schema": {"type": "string"}}}}}))}},
         "/openapi.json": {"get": {"security": [], "operationId": "openapi",

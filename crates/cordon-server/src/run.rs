@@ -205,6 +205,8 @@ fn start(
         return Err(ServeError::Settings("the lease must be at least 1s".into()));
     }
     let secrets = policy.load_secrets()?;
+    // An unreachable store is told once per outage, with its cause, and again when it is back.
+    store.observe_outages(Arc::new(crate::logging::OutageLog));
     let slots = settings.slots.or(default_slots).unwrap_or(policy.workers);
     let name_lock = (slots > 0)
         .then(|| lock_name(&data_dir, &settings.name))

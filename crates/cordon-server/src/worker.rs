@@ -238,6 +238,9 @@ fn finish(service: &Service, job: &JobRow, outcome: Outcome) {
 }
 
 fn finish_with(service: &Service, job: &JobRow, outcome: Outcome, running: Option<&RunningJob>) {
+    // The attempt ended now, by this worker's clock, however long its end takes to record
+    // (the store may be unreachable for a while).
+    let ended_at_ms = now_ms();
     let store = &service.store;
     let shut_down = service.shutting_down.load(Ordering::SeqCst)
         && outcome.state == JobState::Cancelled
@@ -278,7 +281,7 @@ fn finish_with(service: &Service, job: &JobRow, outcome: Outcome, running: Optio
     // would run again): the end is retried while the lease is held.
     let mut retries = END_RETRIES.iter();
     loop {
-        match store.end_attempt(&job.id, job.attempt, &end) {
+        match store.end_attempt_at(&job.id, job.attempt, &end, ended_at_ms) {
             Ok(true) => break,
             Ok(false) => {
                 eprintln!(

@@ -37,6 +37,7 @@ mod capability;
 mod dir;
 mod git;
 pub mod postgres;
+pub mod postgres_relay;
 mod process;
 pub mod server;
 

@@ -438,7 +438,7 @@ class JobFailure(TypedDict):
     """Why a job failed."""
 
     #: `timeout`, `infra`, `resource`, `setup` (retryable); `exit`, `test`, `compile`,
-    #: `lint`, `policy`, `usage`, `cancelled`, …
+    #: `lint`, `policy`, `usage` (a refused patch too), `cancelled`, … (final).
     category: str
     #: What happened.
     reason: str

@@ -3,6 +3,7 @@
 //! patches, `cordon-session` for sessions), with live output (already redacted by the
 //! runner) written to the job's event log.
 
+mod failure;
 mod program;
 mod repo;
 mod session;

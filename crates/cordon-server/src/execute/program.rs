@@ -103,14 +103,7 @@ pub(crate) fn run_program(attempt: &Attempt<'_>, spec: ProgramSpec) -> Outcome {
     sink.flush();
     let ran = match ran {
         Ok(ran) => ran,
-        Err(error) => {
-            let category = match error.class() {
-                cordon_runner::RunErrorClass::Infra => "infra",
-                cordon_runner::RunErrorClass::Unenforceable => "setup",
-                cordon_runner::RunErrorClass::Usage => "usage",
-            };
-            return Outcome::failed(category, error.to_string());
-        }
+        Err(error) => return super::failure::run_failed(&error),
     };
     let cpu = cpu_ms(&ran.result.resource);
     let result = serde_json::to_value(&ran.result).ok();
@@ -137,7 +130,10 @@ pub(crate) fn run_program(attempt: &Attempt<'_>, spec: ProgramSpec) -> Outcome {
                         .ok()
                         .and_then(|v| v.as_str().map(str::to_owned))
                         .unwrap_or_else(|| "infra".into());
-                    (category, f.reason.clone())
+                    (
+                        super::failure::terminal_category(category, &f.reason),
+                        f.reason.clone(),
+                    )
                 },
             );
             (cordon_store::JobState::Failed, Some((category, reason)))

@@ -321,9 +321,10 @@ fn apply_and_commit(
         cordon_git::Worktree::from_parts(git_dir.clone(), git_dir.clone(), root.to_owned());
     let git = WorkspaceGit::new(root);
     git.require_clean()?;
-    let changed = worktree
-        .apply_patch(inputs.patch.as_bytes())
-        .map_err(|e| Outcome::failed("usage", format!("the patch was refused: {e}")))?;
+    let changed = worktree.apply_patch(inputs.patch.as_bytes()).map_err(|e| {
+        let reason = super::failure::chain(&e, None);
+        Outcome::failed("usage", format!("the patch was refused: {reason}"))
+    })?;
     let mut applied: Vec<String> = changed.iter().map(|c| c.path.to_string()).collect();
     applied.sort();
     let paths = touched_paths(&changed);

@@ -188,7 +188,7 @@ fn verify_in(
     // The plan first: a verify whose plan breaks the policy is refused before anything runs.
     let plan = match cordon_verify::explain(&request) {
         Ok((plan, _)) => plan,
-        Err(error) => return Outcome::failed("setup", error.to_string()),
+        Err(error) => return super::failure::verify_failed(&error),
     };
     let only = match selection(&plan, inputs) {
         Ok(only) => only,
@@ -258,7 +258,7 @@ fn verify_in(
     let _ = watchdog.join();
     let verified = match verified {
         Ok(v) => v,
-        Err(error) => return Outcome::failed("setup", error.to_string()),
+        Err(error) => return super::failure::verify_failed(&error),
     };
     let report = &verified.report;
     let cpu = report.stages.iter().map(|s| cpu_ms(&s.resource)).sum();
@@ -294,7 +294,10 @@ fn verify_in(
                         .ok()
                         .and_then(|v| v.as_str().map(str::to_owned))
                         .unwrap_or_else(|| "infra".into());
-                    (category, f.reason.clone())
+                    (
+                        super::failure::terminal_category(category, &f.reason),
+                        f.reason.clone(),
+                    )
                 },
             );
             Outcome {

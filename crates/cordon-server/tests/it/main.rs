@@ -22,4 +22,5 @@ mod serve;
 mod serve_cluster;
 mod serve_jobs;
 mod serve_limits;
+mod serve_operators;
 mod serve_schemathesis;
