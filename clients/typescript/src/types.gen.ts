@@ -37,6 +37,45 @@ export interface ApplyPatchInputs {
   workspace: FromJob;
 }
 
+/** One attempt of a job, as recorded. */
+export interface AttemptDocument {
+  /** Which attempt (from 1). */
+  attempt: number;
+  /** CPU time of its programs, milliseconds, when measured. */
+  cpu_ms?: number | null;
+  /** How long it ran, milliseconds, once it ended. */
+  duration_ms?: number | null;
+  /** Why it failed, if it did. */
+  failure?: JobFailure | null;
+  /** When it ended (RFC 3339, by its worker's clock), once it did. */
+  finished_at?: string | null;
+  /**
+   * How it ended: `succeeded`, `failed`, `cancelled`, `interrupted`, `retry` (failed; the
+   * job was queued again) or `lost` (its worker died or lost its lease); `null` while it
+   * runs.
+   */
+  outcome?: string | null;
+  /** When it started (RFC 3339). */
+  started_at: string;
+  /** The worker that ran it. */
+  worker?: string | null;
+}
+
+/**
+ * `GET /v1/jobs/{id}/attempts`: every attempt of a job, oldest first (each one's output:
+ * `GET /v1/jobs/{id}/transcript?attempt=N`).
+ */
+export interface AttemptList {
+  /** Its attempts. */
+  attempts: AttemptDocument[];
+  /** The job. */
+  job: string;
+  /** `cordon.attempt-list/v1`. */
+  schema: AttemptListTag;
+}
+
+export type AttemptListTag = "cordon.attempt-list/v1";
+
 /** A finding compared with the base commit's findings of the same stage. */
 export type Baseline = "new" | "existing";
 
@@ -988,6 +1027,41 @@ export interface VerifyJobRequest {
 
 /** The state of a job, on the wire. */
 export type WireState = "queued" | "running" | "succeeded" | "failed" | "cancelled" | "interrupted";
+
+/** A process that runs jobs. */
+export interface WorkerDocument {
+  /** Its last heartbeat (RFC 3339). */
+  heartbeat_at: string;
+  /** The host it runs on. */
+  host: string;
+  /** Its name (`cordon serve`: the host name by default; `cordon worker --name`). */
+  name: string;
+  /** Its process id on that host. */
+  pid: number;
+  /** The jobs it runs now. */
+  running: string[];
+  /** Jobs it runs at once. */
+  slots: number;
+  /** When it started (RFC 3339). */
+  started_at: string;
+  /**
+   * `live`; `draining` (finishes its jobs, takes no new ones); `lost` (no heartbeat for
+   * longer than its lease: killed, paused or cut off; its jobs go to other workers).
+   */
+  state: string;
+  /** The cordon version it runs. */
+  version: string;
+}
+
+/** `GET /v1/workers`: every worker registered in the store, by name (an operator token). */
+export interface WorkerList {
+  /** `cordon.worker-list/v1`. */
+  schema: WorkerListTag;
+  /** The workers. */
+  workers: WorkerDocument[];
+}
+
+export type WorkerListTag = "cordon.worker-list/v1";
 
 /** The workspace a verification ran in. */
 export interface WorkspaceInfo {

@@ -408,7 +408,7 @@ pub struct JobDocument {
     pub failure: Option<JobFailure>,
 }
 
-fn rfc3339(ms: i64) -> String {
+pub(crate) fn rfc3339(ms: i64) -> String {
     let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64);
     humantime::format_rfc3339_millis(at).to_string()
 }

@@ -74,11 +74,39 @@ fn beat(service: &Service, stop: &AtomicBool) {
         if last_renewal.elapsed() >= renew_every {
             last_renewal = Instant::now();
             renew(service);
+            worker_beat(service);
             match service.store.expire_leases() {
                 Ok(recovered) => crate::worker::log_recovered(&service.store, &recovered),
                 Err(error) => eprintln!("cordon: cannot reclaim expired leases: {error}"),
             }
         }
+    }
+}
+
+/// The heartbeat of this process in the store's list of workers: brings the drain flag, and
+/// registers the process again when an operator removed it (or the store lost it). Also
+/// beaten by a worker thread after each attempt, before it claims another: a busy worker
+/// asked to drain takes no new job.
+pub(crate) fn worker_beat(service: &Service) {
+    let Some(info) = &service.worker_info else {
+        return;
+    };
+    match service.store.worker_heartbeat(&info.name) {
+        Ok(Some(draining)) => {
+            if draining && !service.draining.swap(true, Ordering::SeqCst) {
+                eprintln!(
+                    "cordon: worker {} drains: it finishes its running jobs and takes no new ones",
+                    info.name
+                );
+            }
+        }
+        Ok(None) => {
+            if let Err(error) = service.store.register_worker(info) {
+                eprintln!("cordon: cannot register worker {}: {error}", info.name);
+            }
+        }
+        // An unreachable store is told once per outage (the outage log).
+        Err(_) => {}
     }
 }
 

@@ -35,6 +35,8 @@ pub fn router(service: Arc<Service>, max_body: usize) -> Router {
         .route("/v1/jobs/{id}/cancel", post(cancel))
         .route("/v1/jobs/{id}/events", get(events))
         .route("/v1/jobs/{id}/transcript", get(transcript))
+        .route("/v1/jobs/{id}/attempts", get(crate::ops_routes::attempts))
+        .route("/v1/workers", get(crate::ops_routes::workers))
         .layer(DefaultBodyLimit::max(max_body))
         .with_state(service)
         .merge(dashboard)
@@ -150,7 +152,7 @@ fn bearer(headers: &HeaderMap) -> Option<String> {
         .map(str::to_owned)
 }
 
-async fn authenticate(
+pub(crate) async fn authenticate(
     service: &Arc<Service>,
     headers: &HeaderMap,
 ) -> Result<TokenRow, RequestError> {
@@ -267,15 +269,28 @@ async fn cancel(
     Ok(axum::Json(JobDocument::from(&job)))
 }
 
+/// The query of `GET /v1/jobs/{id}/transcript`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TranscriptQuery {
+    /// One attempt's output only.
+    attempt: Option<u32>,
+}
+
 async fn transcript(
     State(service): State<Arc<Service>>,
     headers: HeaderMap,
     Path(id): Path<String>,
+    query: Result<Query<TranscriptQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, RequestError> {
+    let Query(query) = query.map_err(|e| RequestError::BadRequest(e.body_text()))?;
     let token = authenticate(&service, &headers).await?;
     let text = blocking(move || {
         let job = service.visible_job(&token, &id)?;
-        transcript_text(&service, &job.id)
+        match query.attempt {
+            Some(attempt) => attempt_transcript_text(&service, &job, attempt),
+            None => transcript_text(&service, &job.id),
+        }
     })
     .await?;
     Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response())
@@ -283,10 +298,33 @@ async fn transcript(
 
 /// A job's output so far, every attempt's (redacted when it was written), as one text.
 pub(crate) fn transcript_text(service: &Service, id: &JobId) -> Result<String, RequestError> {
+    output_text(|after| Ok(service.store.job_events(id, after, 1000)?))
+}
+
+/// One attempt's output (404 for an attempt the job has not started).
+pub(crate) fn attempt_transcript_text(
+    service: &Service,
+    job: &cordon_store::JobRow,
+    attempt: u32,
+) -> Result<String, RequestError> {
+    if attempt == 0 || attempt > job.attempt {
+        return Err(RequestError::NotFound);
+    }
+    output_text(|after| {
+        Ok(service
+            .store
+            .attempt_events(&job.id, attempt, after, 1000)?)
+    })
+}
+
+/// The text of the `output` events `page` reads, page after page.
+fn output_text(
+    page: impl Fn(u64) -> Result<Vec<cordon_store::JobEvent>, RequestError>,
+) -> Result<String, RequestError> {
     let mut text = String::new();
     let mut after = 0;
     loop {
-        let page = service.store.job_events(id, after, 1000)?;
+        let page = page(after)?;
         let Some(last) = page.last() else { break };
         after = last.seq;
         for event in page.iter().filter(|e| e.kind == "output") {
@@ -329,6 +367,17 @@ pub(crate) fn last_event_id(headers: &HeaderMap) -> u64 {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(0)
+}
+
+/// An event's data with the attempt that wrote it (`attempt`), unless it says already: a
+/// live log that spans a retry tells which attempt each line comes from.
+fn labelled(mut data: serde_json::Value, attempt: u32) -> serde_json::Value {
+    if let Some(map) = data.as_object_mut()
+        && !map.contains_key("attempt")
+    {
+        map.insert("attempt".into(), attempt.into());
+    }
+    data
 }
 
 /// How often an open live log looks its client's token up again.
@@ -394,7 +443,7 @@ pub(crate) fn live_log(
                 let sse = Event::default()
                     .id(event.seq.to_string())
                     .event(event.kind.clone())
-                    .data(event.data.to_string());
+                    .data(labelled(event.data, event.attempt).to_string());
                 return Some((Ok::<_, Infallible>(sse), f));
             }
             if f.ended

@@ -46,6 +46,8 @@ mod listen;
 mod logging;
 mod metrics;
 mod openapi;
+mod ops_api;
+mod ops_routes;
 mod policy;
 mod retention;
 mod run;
@@ -66,13 +68,17 @@ pub use execute::{Outcome, STAGE_CATEGORIES};
 pub use listen::Listen;
 pub use logging::{LogFormat, init_logging};
 pub use openapi::document as openapi_document;
+pub use ops_api::{
+    AttemptDocument, AttemptList, AttemptListTag, WorkerDocument, WorkerList, WorkerListTag,
+};
 pub use policy::{
     Budget, DEFAULT_TOOLS, DenyRule, NetworkRule, Policy, PolicyError, ProjectPolicy, Refusal,
 };
 pub use run::{Routes, ServeError, ServeOptions, WorkOptions, WorkerSettings, serve, work};
 pub use secrets::{SecretValues, SecretsError};
 pub use service::{
-    RequestError, RunningJob, SCOPES, Service, clone_remote, create_token, require, token_hash,
+    RequestError, RunningJob, SCOPES, Service, clone_remote, create_token, drain_worker, require,
+    token_hash,
 };
 pub use worker::{DEFAULT_LEASE, default_name};
 

@@ -8,6 +8,7 @@ use crate::api::{
     ApiError, ApplyPatchInputs, CloneInputs, JobDocument, JobList, JobRequest, JobType, RunInputs,
     SessionCreateInputs, SessionExecInputs, SessionInputs, VerifyInputs,
 };
+use crate::ops_api::{AttemptList, WorkerList};
 use crate::policy::Policy;
 
 /// The component that describes a job type's inputs.
@@ -64,6 +65,8 @@ fn schemas() -> serde_json::Map<String, Value> {
         JobRequest,
         JobDocument,
         JobList,
+        AttemptList,
+        WorkerList,
         ApiError,
         RunInputs,
         VerifyInputs,
@@ -195,10 +198,21 @@ fn paths() -> Value {
                 "404": error("no such job visible to this token"),
                 "429": limited("this token (32) or the server (2048) holds as many live logs open as it may: close one, or try again later")
             }))}},
-        "/v1/jobs/{id}/transcript": {"get": {"operationId": "jobTranscript", "parameters": [id],
+        "/v1/jobs/{id}/transcript": {"get": {"operationId": "jobTranscript",
+            "parameters": [id.clone(), {"name": "attempt", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 4294967295_u64}}],
             "responses": auth_errors(json!({
-                "200": {"description": "the job's output so far (redacted)", "content": {"text/plain": {"schema": {"type": "string"}}}},
+                "200": {"description": "the job's output so far (redacted): every attempt's, or one attempt's (`attempt`)", "content": {"text/plain": {"schema": {"type": "string"}}}},
+                "400": error("bad query"),
+                "404": error("no such job visible to this token, or no such attempt")
+            }))}},
+        "/v1/jobs/{id}/attempts": {"get": {"operationId": "jobAttempts", "parameters": [id],
+            "responses": auth_errors(json!({
+                "200": {"description": "every attempt of the job, oldest first: its worker, start, end (by the worker's clock), outcome, failure", "content": {"application/json": {"schema": r("AttemptList")}}},
                 "404": error("no such job visible to this token")
+            }))}},
+        "/v1/workers": {"get": {"operationId": "listWorkers",
+            "responses": auth_errors(json!({
+                "200": {"description": "every worker registered in the store (an operator token: project `*`, scope admin): slots, running jobs, last heartbeat, state", "content": {"application/json": {"schema": r("WorkerList")}}}
             }))}}
     })
 }

@@ -129,6 +129,9 @@ pub enum ServeError {
     /// Recovering the previous process's jobs failed.
     #[error("cannot recover the jobs of the previous server")]
     Recover(#[source] cordon_store::StoreError),
+    /// Listing this process among the store's workers failed.
+    #[error("cannot register this worker in the store")]
+    Register(#[source] cordon_store::StoreError),
     /// Serving failed.
     #[error("the server failed")]
     Serve(#[source] std::io::Error),
@@ -232,7 +235,23 @@ fn start(
         shutting_down: AtomicBool::new(false),
         over_budget: Mutex::new(None),
         live_streams: Default::default(),
+        worker_info: (slots > 0).then(|| cordon_store::WorkerInfo {
+            name: settings.name.clone(),
+            host: crate::worker::default_name(),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            pid: std::process::id(),
+            slots,
+            lease: settings.lease,
+        }),
+        draining: AtomicBool::new(false),
     });
+    if let Some(info) = &service.worker_info {
+        // Listed for operators (`GET /v1/workers`) from now until it stops.
+        service
+            .store
+            .register_worker(info)
+            .map_err(ServeError::Register)?;
+    }
     if slots > 0 {
         // Scratch directories of attempts that died with this worker's previous process.
         let _ = std::fs::remove_dir_all(service.scratch_dir());
@@ -256,6 +275,11 @@ impl Started {
         self.service.notify();
         for thread in self.threads {
             let _ = thread.join();
+        }
+        if let Some(info) = &self.service.worker_info
+            && let Err(error) = self.service.store.remove_worker(&info.name)
+        {
+            eprintln!("cordon: cannot remove this worker from the store's list: {error}");
         }
     }
 }
@@ -371,12 +395,27 @@ pub fn work(options: WorkOptions, ready: impl FnOnce(u32)) -> Result<(), ServeEr
     runtime.block_on(async {
         reload_on_hangup(&service);
         ready(slots);
-        shutdown_signal().await;
+        tokio::select! {
+            () = shutdown_signal() => {}
+            () = drained(&service) => {
+                eprintln!("cordon: drained: the running jobs ended; stopping");
+            }
+        }
     });
     let stopping = std::time::Instant::now();
     started.stop();
     crate::logging::shutdown("worker", stopping.elapsed());
     Ok(())
+}
+
+/// Ends once this worker was asked to drain and runs no job any more.
+async fn drained(service: &Service) {
+    loop {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if service.draining.load(Ordering::SeqCst) && service.running_jobs().is_empty() {
+            return;
+        }
+    }
 }
 
 async fn shutdown_signal() {

@@ -97,6 +97,11 @@ pub struct Service {
     pub over_budget: Mutex<Option<(std::time::Instant, Vec<String>)>>,
     /// The open live-log streams (bounded per token and in all).
     pub live_streams: Arc<crate::streams::LiveStreams>,
+    /// How this process's workers registered in the store (`None`: it runs no jobs).
+    pub worker_info: Option<cordon_store::WorkerInfo>,
+    /// Set once an operator asked this process's workers to drain (`cordon worker --drain`):
+    /// they finish their running jobs and claim no new ones.
+    pub draining: std::sync::atomic::AtomicBool,
 }
 
 /// A job one of this process's workers runs.
@@ -178,6 +183,16 @@ pub fn create_token(
         &serde_json::json!({"project": project, "scopes": scopes}),
     )?;
     Ok((id, secret))
+}
+
+/// Asks worker `name` to drain (`cordon worker --drain`): it finishes its running jobs, takes
+/// no new ones and (`cordon worker`) stops. `false` when no worker of that name is registered.
+pub fn drain_worker(store: &Store, name: &str) -> Result<bool, RequestError> {
+    let found = store.drain_worker(name)?;
+    if found {
+        store.audit("cli", "worker.drain", name, &serde_json::json!({}))?;
+    }
+    Ok(found)
 }
 
 pub(crate) fn now_ms() -> i64 {

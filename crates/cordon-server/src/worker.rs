@@ -95,6 +95,13 @@ fn work(service: &Service, stop: &AtomicBool) {
     let mut idle = IDLE_POLL;
     while !stop.load(Ordering::SeqCst) {
         let seen = *service.wake.0.lock().unwrap_or_else(|e| e.into_inner());
+        if service.draining.load(Ordering::SeqCst) {
+            // Drained: no new job; the process stops once its running jobs end.
+            let (lock, cvar) = &service.wake;
+            let guard = lock.lock().unwrap_or_else(|e| e.into_inner());
+            let _ = cvar.wait_timeout(guard, IDLE_POLL_MAX);
+            continue;
+        }
         let policy = service.policy();
         service.refresh_over_budget();
         let claimed = service.store.claim_job(&Claim {
@@ -117,6 +124,7 @@ fn work(service: &Service, stop: &AtomicBool) {
             Ok(Some(job)) => {
                 idle = IDLE_POLL;
                 run_attempt(service, job);
+                crate::heartbeat::worker_beat(service);
                 service.notify();
             }
             Ok(None) => {

@@ -12,6 +12,9 @@ __all__ = [
     "ApiError",
     "ApiErrorTag",
     "ApplyPatchInputs",
+    "AttemptDocument",
+    "AttemptList",
+    "AttemptListTag",
     "Baseline",
     "BaselineSource",
     "CacheInfo",
@@ -83,10 +86,15 @@ __all__ = [
     "VerifyInputs",
     "VerifyJobRequest",
     "WireState",
+    "WorkerDocument",
+    "WorkerList",
+    "WorkerListTag",
     "WorkspaceInfo",
 ]
 
 ApiErrorTag = Literal["cordon.api-error/v1"]
+
+AttemptListTag = Literal["cordon.attempt-list/v1"]
 
 #: A finding compared with the base commit's findings of the same stage.
 Baseline = Literal["new", "existing"]
@@ -163,6 +171,8 @@ SubjectKind = Literal["working_tree", "commit", "patch"]
 #: The state of a job, on the wire.
 WireState = Literal["queued", "running", "succeeded", "failed", "cancelled", "interrupted"]
 
+WorkerListTag = Literal["cordon.worker-list/v1"]
+
 
 class _ApiErrorRequired(TypedDict):
     #: A stable code: `unauthorized`, `forbidden`, `not_found`, `bad_request`,
@@ -201,6 +211,45 @@ class ApplyPatchInputs(_ApplyPatchInputsRequired, total=False):
 
     #: When given, the patch must change exactly these paths (else nothing is applied).
     expect_files: Optional[List[str]]
+
+
+class _AttemptDocumentRequired(TypedDict):
+    #: Which attempt (from 1).
+    attempt: int
+    #: When it started (RFC 3339).
+    started_at: str
+
+
+class AttemptDocument(_AttemptDocumentRequired, total=False):
+    """One attempt of a job, as recorded."""
+
+    #: CPU time of its programs, milliseconds, when measured.
+    cpu_ms: Optional[int]
+    #: How long it ran, milliseconds, once it ended.
+    duration_ms: Optional[int]
+    #: Why it failed, if it did.
+    failure: Optional[JobFailure]
+    #: When it ended (RFC 3339, by its worker's clock), once it did.
+    finished_at: Optional[str]
+    #: How it ended: `succeeded`, `failed`, `cancelled`, `interrupted`, `retry` (failed; the
+    #: job was queued again) or `lost` (its worker died or lost its lease); `null` while it
+    #: runs.
+    outcome: Optional[str]
+    #: The worker that ran it.
+    worker: Optional[str]
+
+
+class AttemptList(TypedDict):
+    """`GET /v1/jobs/{id}/attempts`: every attempt of a job, oldest first (each one's output:
+    `GET /v1/jobs/{id}/transcript?attempt=N`).
+    """
+
+    #: Its attempts.
+    attempts: List[AttemptDocument]
+    #: The job.
+    job: str
+    #: `cordon.attempt-list/v1`.
+    schema: AttemptListTag
 
 
 class _CacheInfoRequired(TypedDict):
@@ -1141,6 +1190,39 @@ class VerifyJobRequest(_VerifyJobRequestRequired, total=False):
     secrets: List[str]
     #: Time limit per attempt (`"90s"`, `"10m"`); at most the project's `max_timeout`.
     timeout: Optional[str]
+
+
+class WorkerDocument(TypedDict):
+    """A process that runs jobs."""
+
+    #: Its last heartbeat (RFC 3339).
+    heartbeat_at: str
+    #: The host it runs on.
+    host: str
+    #: Its name (`cordon serve`: the host name by default; `cordon worker --name`).
+    name: str
+    #: Its process id on that host.
+    pid: int
+    #: The jobs it runs now.
+    running: List[str]
+    #: Jobs it runs at once.
+    slots: int
+    #: When it started (RFC 3339).
+    started_at: str
+    #: `live`; `draining` (finishes its jobs, takes no new ones); `lost` (no heartbeat for
+    #: longer than its lease: killed, paused or cut off; its jobs go to other workers).
+    state: str
+    #: The cordon version it runs.
+    version: str
+
+
+class WorkerList(TypedDict):
+    """`GET /v1/workers`: every worker registered in the store, by name (an operator token)."""
+
+    #: `cordon.worker-list/v1`.
+    schema: WorkerListTag
+    #: The workers.
+    workers: List[WorkerDocument]
 
 
 class _WorkspaceInfoRequired(TypedDict):

@@ -18,7 +18,7 @@ use super::job_view::{self, Outcome};
 use super::layout::{self, Nav};
 use super::timeline::Timeline;
 use crate::api::JobDocument;
-use crate::http::{blocking, last_event_id, live_log, transcript_text};
+use crate::http::{attempt_transcript_text, blocking, last_event_id, live_log, transcript_text};
 use crate::service::{RequestError, Service, now_ms};
 
 /// At most this many events of a job are read for its timeline (its log can be long; the
@@ -58,12 +58,17 @@ pub(crate) async fn page(
     Path(id): Path<String>,
 ) -> Result<Response, PageError> {
     let (job, timeline) = load_async(&dash, &viewer, id).await?;
+    let attempts = {
+        let (service, id) = (Arc::clone(&dash.service), job.id.clone());
+        blocking(move || Ok(service.store.job_attempts(&id)?)).await?
+    };
     let body = html! {
         p.crumbs { a href="/" { "← Jobs" } }
         div #job-summary data-summary={ "/jobs/" (job.id) "/summary" }
             data-final=(job.state.is_final()) {
             (job_view::summary(&job, &timeline, &viewer))
         }
+        (job_view::attempts(&job, &attempts))
         section.log-section aria-labelledby="log-h" {
             div.log-head {
                 h2 #log-h { "Log" }
@@ -130,8 +135,16 @@ pub(crate) async fn cancel(
         .into_response())
 }
 
+/// The attempt whose log `file` names (`log-N.txt`).
+fn attempt_log(file: &str) -> Option<u32> {
+    file.strip_prefix("log-")?
+        .strip_suffix(".txt")?
+        .parse()
+        .ok()
+}
+
 /// `GET /jobs/{id}/download/{file}`: `job.json`, `report.json`, `report.xml` (JUnit),
-/// `report.md`, `log.txt`.
+/// `report.md`, `log.txt`, one attempt's `log-N.txt`.
 pub(crate) async fn download(
     State(dash): State<Arc<Dashboard>>,
     viewer: Viewer,
@@ -144,6 +157,8 @@ pub(crate) async fn download(
         let job = service.visible_job(&token, &id)?;
         let body = if wanted == "log.txt" {
             Some(transcript_text(&service, &job.id)?)
+        } else if let Some(n) = attempt_log(&wanted) {
+            Some(attempt_transcript_text(&service, &job, n)?)
         } else {
             None
         };
@@ -174,6 +189,9 @@ pub(crate) async fn download(
             cordon_verify::render::markdown(report.as_ref().ok_or(PageError::NotFound)?),
         ),
         "log.txt" => ("text/plain; charset=utf-8", body.unwrap_or_default()),
+        _ if attempt_log(&file).is_some() => {
+            ("text/plain; charset=utf-8", body.unwrap_or_default())
+        }
         _ => return Err(PageError::NotFound),
     };
     // The id is checked (`j-` and base32) and the name one of the above: safe in the header.

@@ -356,3 +356,50 @@ pub(crate) fn summary(job: &JobRow, timeline: &Timeline, viewer: &Viewer) -> Mar
         (downloads(job, &outcome))
     }
 }
+
+/// The job's attempts, oldest first: who ran each, when, how it ended, and its own log.
+pub(crate) fn attempts(job: &JobRow, attempts: &[cordon_store::AttemptRow]) -> Markup {
+    html! {
+        @if !attempts.is_empty() {
+            section.attempts-section aria-labelledby="attempts-h" {
+                h2 #attempts-h { "Attempts" }
+                table.attempts {
+                    thead {
+                        tr {
+                            th scope="col" { "Attempt" }
+                            th scope="col" { "Worker" }
+                            th scope="col" { "Started (UTC)" }
+                            th scope="col" { "Took" }
+                            th scope="col" { "Outcome" }
+                            th scope="col" { "Log" }
+                        }
+                    }
+                    tbody {
+                        @for a in attempts {
+                            tr data-attempt=(a.attempt) {
+                                th scope="row" data-label="Attempt" { (a.attempt) }
+                                td data-label="Worker" { code { (a.worker.as_deref().unwrap_or("?")) } }
+                                td data-label="Started (UTC)" { (layout::when(a.started_at_ms)) }
+                                td data-label="Took" {
+                                    @match a.finished_at_ms {
+                                        Some(end) => (layout::duration(u64::try_from(end - a.started_at_ms).unwrap_or(0))),
+                                        None => "running",
+                                    }
+                                }
+                                td data-label="Outcome" {
+                                    (a.outcome.as_deref().unwrap_or("running"))
+                                    @if let Some(reason) = a.failure.as_ref().and_then(|f| f.get("reason")).and_then(|r| r.as_str()) {
+                                        " " span.muted { (layout::short(reason, 200)) }
+                                    }
+                                }
+                                td data-label="Log" {
+                                    a href={ "/jobs/" (job.id) "/download/log-" (a.attempt) ".txt" } { "log-" (a.attempt) ".txt" }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

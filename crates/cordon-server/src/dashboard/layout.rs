@@ -16,6 +16,8 @@ pub(crate) enum Nav {
     Projects,
     /// The sessions.
     Sessions,
+    /// The workers.
+    Workers,
     /// None (login, errors).
     None,
 }
@@ -52,6 +54,7 @@ pub(crate) fn page(title: &str, viewer: Option<&Viewer>, nav: Nav, body: Markup)
                             (link(Nav::Jobs, "/", "Jobs"))
                             (link(Nav::Projects, "/projects", "Projects"))
                             (link(Nav::Sessions, "/sessions", "Sessions"))
+                            (link(Nav::Workers, "/workers", "Workers"))
                         }
                         div.who {
                             span {

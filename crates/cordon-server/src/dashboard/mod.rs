@@ -18,6 +18,7 @@ mod layout;
 mod projects_page;
 mod sessions_page;
 mod timeline;
+mod workers_page;
 
 use std::sync::Arc;
 
@@ -56,6 +57,7 @@ pub(crate) fn router(service: Arc<Service>) -> Router {
         .route("/jobs/{id}/download/{file}", get(job_page::download))
         .route("/projects", get(projects_page::page))
         .route("/sessions", get(sessions_page::page))
+        .route("/workers", get(workers_page::page))
         .route("/login", get(auth::login_form).post(auth::login))
         .route("/logout", post(auth::logout))
         .route("/assets/{file}", get(assets::serve))

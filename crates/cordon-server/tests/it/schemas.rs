@@ -3,7 +3,10 @@
 
 use std::path::PathBuf;
 
-use cordon_server::{ApiError, JobDocument, JobList, JobRequest, Policy, TokenDocument, TokenList};
+use cordon_server::{
+    ApiError, AttemptList, JobDocument, JobList, JobRequest, Policy, TokenDocument, TokenList,
+    WorkerList,
+};
 
 fn check(file: &str, generated: String) {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -64,5 +67,17 @@ fn token_schemas_are_current() {
     check(
         "token-list.v1.json",
         cordon_types::schema_json::<TokenList>(),
+    );
+}
+
+#[test]
+fn operator_schemas_are_current() {
+    check(
+        "attempt-list.v1.json",
+        cordon_types::schema_json::<AttemptList>(),
+    );
+    check(
+        "worker-list.v1.json",
+        cordon_types::schema_json::<WorkerList>(),
     );
 }

@@ -3,14 +3,15 @@
 //! the cause of an outage logged once, durations from the worker's own clock; failures that
 //! another attempt cannot fix end the job at once, with their real cause.
 
-use std::process::Stdio;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cordon_test_support::postgres::Database;
 use cordon_test_support::postgres_relay::Relay;
 use cordon_test_support::server::Server;
-use cordon_test_support::{TestDir, repo_with};
+use cordon_test_support::{TestDir, cordon_bin, repo_with};
 use serde_json::{Value, json};
 
 const POLICY: &str = r#"
@@ -193,4 +194,277 @@ fn an_argument_list_too_long_for_the_kernel_fails_once() {
     assert_eq!(failure["category"], "usage", "{failure}");
     let reason = job["failure"]["reason"].as_str().unwrap();
     assert!(reason.contains("Argument list too long"), "{reason}");
+}
+
+#[test]
+fn a_job_whose_server_was_killed_keeps_both_attempts_with_their_own_logs() {
+    let server = Server::start(POLICY);
+    let token = server.token("a", "submit,read");
+    let (status, job) = server.submit(
+        &token,
+        &json!({"project": "a", "type": "run", "inputs": {"argv": ["sh", "-c", "echo hello; sleep 2"]}}),
+    );
+    assert_eq!(status, 201, "{job}");
+    let id = job["id"].as_str().unwrap().to_owned();
+    server.wait_for_output(&token, &id);
+    let mut server = server;
+    server.kill9();
+    // The restarted server takes back what its worker left running: attempt 2.
+    let server = server.restart();
+    let events = server.events(&token, &id, None);
+    let job = server.job(&token, &id);
+    assert_eq!(
+        (job["state"].as_str(), job["attempt"].as_u64()),
+        (Some("succeeded"), Some(2))
+    );
+
+    // The live log says which attempt wrote each output.
+    let outputs: Vec<(u64, &str)> = events
+        .iter()
+        .filter(|(_, kind, _)| kind == "output")
+        .map(|(_, _, data)| {
+            (
+                data["attempt"].as_u64().unwrap(),
+                data["text"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(outputs, [(1, "hello\n"), (2, "hello\n")], "{events:?}");
+
+    let (status, list) = server.json(
+        "GET",
+        &format!("/v1/jobs/{id}/attempts"),
+        &token,
+        &Value::Null,
+    );
+    assert_eq!(status, 200, "{list}");
+    assert_eq!(list["schema"], "cordon.attempt-list/v1");
+    let attempts = list["attempts"].as_array().unwrap();
+    let summary: Vec<(u64, &str)> = attempts
+        .iter()
+        .map(|a| {
+            (
+                a["attempt"].as_u64().unwrap(),
+                a["outcome"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(summary, [(1, "lost"), (2, "succeeded")], "{list}");
+    for attempt in attempts {
+        assert!(attempt["worker"].is_string(), "{attempt}");
+        assert!(attempt["finished_at"].is_string(), "{attempt}");
+    }
+    // The second attempt started after the first ended, and ran its 2 s.
+    assert!(
+        ms(&attempts[1]["started_at"]) >= ms(&attempts[0]["finished_at"]),
+        "{list}"
+    );
+    assert!(
+        attempts[1]["duration_ms"].as_u64().unwrap() >= 2000,
+        "{list}"
+    );
+
+    // Each attempt's own log; the job's transcript holds both.
+    let text = |query: &str| {
+        let (status, _, body) = server.request(
+            "GET",
+            &format!("/v1/jobs/{id}/transcript{query}"),
+            Some(&token),
+            &[],
+            b"",
+        );
+        (status, String::from_utf8(body).unwrap())
+    };
+    assert_eq!(text("?attempt=1"), (200, "hello\n".to_owned()));
+    assert_eq!(text("?attempt=2"), (200, "hello\n".to_owned()));
+    assert_eq!(text(""), (200, "hello\nhello\n".to_owned()));
+    assert_eq!(text("?attempt=3").0, 404);
+
+    // The job's page lists both attempts, each with its own log.
+    let cookie = login(&server, &token);
+    let (status, html) = page(&server, &cookie, &format!("/jobs/{id}"));
+    assert_eq!(status, 200);
+    assert!(
+        html.contains("data-attempt=\"1\"") && html.contains("data-attempt=\"2\""),
+        "{html}"
+    );
+    let (status, log) = page(&server, &cookie, &format!("/jobs/{id}/download/log-1.txt"));
+    assert_eq!((status, log.as_str()), (200, "hello\n"));
+}
+
+/// A `cordon worker` on the server's store (its home's SQLite file), one slot.
+fn start_worker(server: &Server, name: &str, lease: &str) -> Child {
+    let mut child = Command::new(cordon_bin())
+        .args([
+            "worker", "--slots", "1", "--lease", lease, "--name", name, "--config",
+        ])
+        .arg(&server.policy)
+        .env("CORDON_HOME", &server.home)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("cordon worker starts");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), format!("cordon worker: {name} runs 1 slot(s)"));
+    child
+}
+
+/// The workers as `GET /v1/workers` lists them: (name, state, running jobs).
+fn workers(server: &Server, token: &str) -> Vec<(String, String, Vec<String>)> {
+    let (status, list) = server.json("GET", "/v1/workers", token, &Value::Null);
+    assert_eq!(status, 200, "{list}");
+    assert_eq!(list["schema"], "cordon.worker-list/v1");
+    list["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| {
+            assert_eq!(w["slots"], 1, "{w}");
+            assert!(
+                w["heartbeat_at"].is_string() && w["version"].is_string(),
+                "{w}"
+            );
+            (
+                w["name"].as_str().unwrap().to_owned(),
+                w["state"].as_str().unwrap().to_owned(),
+                serde_json::from_value(w["running"].clone()).unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn workers_are_listed_drain_on_request_and_a_killed_one_is_shown_lost() {
+    let dir = Arc::new(TestDir::new());
+    let policy = dir.write("cordon-server.toml", POLICY);
+    let server = Server::start_with(dir, policy, |c| {
+        c.arg("--no-workers");
+    });
+    let operator = server.token("*", "admin");
+    let token = server.token("a", "submit,read");
+    // A project token does not see the workers.
+    let (status, _) = server.json("GET", "/v1/workers", &token, &Value::Null);
+    assert_eq!(status, 403);
+    assert_eq!(workers(&server, &operator), []);
+
+    let mut first = start_worker(&server, "w1", "10s");
+    assert_eq!(
+        workers(&server, &operator),
+        [("w1".into(), "live".into(), vec![])]
+    );
+    let (_, job) = server.submit(
+        &token,
+        &json!({"project": "a", "type": "run", "inputs": {"argv": ["sh", "-c", "echo go; sleep 2"]}}),
+    );
+    let id = job["id"].as_str().unwrap().to_owned();
+    server.wait_for_output(&token, &id);
+    assert_eq!(
+        workers(&server, &operator),
+        [("w1".into(), "live".into(), vec![id.clone()])]
+    );
+
+    // Drained: the running job ends normally, the next one waits, the worker stops.
+    let drain = Command::new(cordon_bin())
+        .args(["worker", "--drain", "--name", "w1"])
+        .env("CORDON_HOME", &server.home)
+        .output()
+        .unwrap();
+    assert!(
+        drain.status.success(),
+        "{}",
+        String::from_utf8_lossy(&drain.stderr)
+    );
+    let unknown = Command::new(cordon_bin())
+        .args(["worker", "--drain", "--name", "nobody"])
+        .env("CORDON_HOME", &server.home)
+        .output()
+        .unwrap();
+    assert_eq!(unknown.status.code(), Some(2));
+    until("the drain to be seen", || {
+        workers(&server, &operator)[0].1 == "draining"
+    });
+    let (_, next) = server.submit(
+        &token,
+        &json!({"project": "a", "type": "run", "inputs": {"argv": ["true"]}}),
+    );
+    let next = next["id"].as_str().unwrap().to_owned();
+    let status = first.wait().unwrap();
+    assert!(status.success(), "{status}");
+    assert_eq!(server.job(&token, &id)["state"], "succeeded");
+    assert_eq!(server.job(&token, &next)["state"], "queued");
+    assert_eq!(
+        workers(&server, &operator),
+        [],
+        "a drained worker leaves the list"
+    );
+
+    // A worker killed with SIGKILL is shown lost once its lease runs out.
+    let mut second = start_worker(&server, "w2", "1s");
+    until("the queued job to run", || {
+        server.job(&token, &next)["state"] == "succeeded"
+    });
+    second.kill().unwrap();
+    second.wait().unwrap();
+    until("the killed worker to be lost", || {
+        workers(&server, &operator) == [("w2".into(), "lost".into(), vec![])]
+    });
+    // The Workers page shows it so, to operators only.
+    let (status, html) = page(&server, &login(&server, &operator), "/workers");
+    assert_eq!(status, 200);
+    assert!(html.contains("data-worker=\"w2\""), "{html}");
+    assert!(html.contains("status-lost"), "{html}");
+    let (_, html) = page(&server, &login(&server, &token), "/workers");
+    assert!(!html.contains("data-worker"), "{html}");
+}
+
+/// A raw HTTP/1.1 exchange with the server (TCP): (status, head, body).
+fn raw(server: &Server, request: &str) -> (u16, String, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(&server.url).unwrap();
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+    (
+        head[9..12].parse().unwrap(),
+        head.to_owned(),
+        body.to_owned(),
+    )
+}
+
+/// Logs in to the dashboard with `token`; returns the login's cookie.
+fn login(server: &Server, token: &str) -> String {
+    let form = format!("token={token}");
+    let (status, head, _) = raw(
+        server,
+        &format!(
+            "POST /login HTTP/1.1\r\nHost: {}\r\nContent-Type: application/x-www-form-urlencoded\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{form}",
+            server.url,
+            form.len()
+        ),
+    );
+    assert_eq!(status, 303, "{head}");
+    head.lines()
+        .find_map(|l| {
+            l.strip_prefix("set-cookie: ")
+                .or_else(|| l.strip_prefix("Set-Cookie: "))
+        })
+        .and_then(|c| c.split(';').next())
+        .expect("a login cookie")
+        .to_owned()
+}
+
+/// A dashboard page as the login of `cookie` sees it.
+fn page(server: &Server, cookie: &str, path: &str) -> (u16, String) {
+    let (status, _, body) = raw(
+        server,
+        &format!(
+            "GET {path} HTTP/1.1\r\nHost: {}\r\nCookie: {cookie}\r\nConnection: close\r\n\r\n",
+            server.url
+        ),
+    );
+    (status, body)
 }

@@ -95,6 +95,10 @@ pub struct WorkerArgs {
     /// The first retry waits this long; each next one twice as long.
     #[arg(long, value_name = "DUR", default_value = "1s", value_parser = cordon_types::units::parse_duration)]
     pub retry_backoff: Duration,
+    /// Ask the running worker named by --name to drain: it finishes its running jobs, takes
+    /// no new ones, and stops. Returns at once (`GET /v1/workers` shows it `draining`).
+    #[arg(long, requires = "name")]
+    pub drain: bool,
     #[command(flatten)]
     pub common: WorkerFlags,
 }
@@ -153,6 +157,19 @@ fn load_policy(config: Option<&PathBuf>) -> Result<Policy, CliError> {
 /// Runs `cordon worker`.
 pub(crate) fn worker(args: &WorkerArgs) -> Result<Exit, CliError> {
     cordon_server::init_logging(args.common.log_format);
+    if args.drain {
+        let name = args.common.name.as_deref().unwrap_or_default();
+        let store = args.common.open_store()?;
+        let found = cordon_server::drain_worker(&store, name)
+            .map_err(|e| CliError::new(Exit::CordonFailed, e))?;
+        if !found {
+            return Err(CliError::usage(anyhow::anyhow!(
+                "no worker named {name:?} is registered in the store"
+            )));
+        }
+        out!("cordon worker: {name} drains: it finishes its running jobs, then stops")?;
+        return Ok(Exit::Success);
+    }
     let policy = load_policy(args.config.as_ref())?;
     let store = args.common.open_store()?;
     let home = cordon_types::cordon_home().map_err(CliError::usage)?;
