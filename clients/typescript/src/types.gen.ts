@@ -296,6 +296,8 @@ export interface JobDocument {
   priority: number;
   /** Its project. */
   project: string;
+  /** The job this one re-runs (`POST /v1/jobs/{id}/rerun`), if it does. */
+  rerun_of?: string | null;
   /** The type's output document. */
   result?: unknown;
   /** `cordon.job/v1`. */
@@ -1026,7 +1028,7 @@ export interface VerifyJobRequest {
 }
 
 /** The state of a job, on the wire. */
-export type WireState = "queued" | "running" | "succeeded" | "failed" | "cancelled" | "interrupted";
+export type WireState = "queued" | "running" | "cancelling" | "succeeded" | "failed" | "cancelled" | "interrupted";
 
 /** A process that runs jobs. */
 export interface WorkerDocument {

@@ -345,6 +345,9 @@ pub enum WireState {
     Queued,
     /// Running.
     Running,
+    /// Running, its cancel asked for: its process tree is being ended (a final state
+    /// follows within moments).
+    Cancelling,
     /// Did its work (a verify: the gate passed).
     Succeeded,
     /// Did not.
@@ -406,6 +409,9 @@ pub struct JobDocument {
     pub result: Option<serde_json::Value>,
     /// Why it failed (or why the last attempt failed, while a retry waits).
     pub failure: Option<JobFailure>,
+    /// The job this one re-runs (`POST /v1/jobs/{id}/rerun`), if it does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rerun_of: Option<String>,
 }
 
 pub(crate) fn rfc3339(ms: i64) -> String {
@@ -420,7 +426,11 @@ impl From<&JobRow> for JobDocument {
             id: row.id.to_string(),
             project: row.project.clone(),
             job_type: row.job_type.clone(),
-            state: row.state.into(),
+            state: if row.state == JobState::Running && row.cancel_requested {
+                WireState::Cancelling
+            } else {
+                row.state.into()
+            },
             attempt: row.attempt,
             max_attempts: row.max_attempts,
             priority: row.priority,
@@ -435,6 +445,7 @@ impl From<&JobRow> for JobDocument {
                 .failure
                 .clone()
                 .and_then(|f| serde_json::from_value(f).ok()),
+            rerun_of: row.rerun_of.as_ref().map(ToString::to_string),
         }
     }
 }

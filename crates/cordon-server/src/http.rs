@@ -18,9 +18,6 @@ use serde::Deserialize;
 use crate::api::{ApiError, ApiErrorTag, JobDocument, JobList, JobListTag, JobRequest};
 use crate::service::{RequestError, Service, require, token_hash};
 
-/// How often a live log looks for new events.
-const EVENT_POLL: Duration = Duration::from_millis(100);
-
 /// The service's routes, with request bodies bounded to `max_body` bytes (413 beyond), and
 /// the dashboard's (`/`, `/jobs/…`, `/projects`, `/sessions`, `/login`, `/assets/…`).
 pub fn router(service: Arc<Service>, max_body: usize) -> Router {
@@ -33,6 +30,7 @@ pub fn router(service: Arc<Service>, max_body: usize) -> Router {
         .route("/v1/jobs", post(submit).get(list))
         .route("/v1/jobs/{id}", get(show))
         .route("/v1/jobs/{id}/cancel", post(cancel))
+        .route("/v1/jobs/{id}/rerun", post(rerun))
         .route("/v1/jobs/{id}/events", get(events))
         .route("/v1/jobs/{id}/transcript", get(transcript))
         .route("/v1/jobs/{id}/attempts", get(crate::ops_routes::attempts))
@@ -277,6 +275,16 @@ struct TranscriptQuery {
     attempt: Option<u32>,
 }
 
+async fn rerun(
+    State(service): State<Arc<Service>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Response, RequestError> {
+    let token = authenticate(&service, &headers).await?;
+    let job = blocking(move || service.rerun(&token, &id)).await?;
+    Ok((StatusCode::CREATED, axum::Json(JobDocument::from(&job))).into_response())
+}
+
 async fn transcript(
     State(service): State<Arc<Service>>,
     headers: HeaderMap,
@@ -383,8 +391,9 @@ fn labelled(mut data: serde_json::Value, attempt: u32) -> serde_json::Value {
 /// How often an open live log looks its client's token up again.
 const TOKEN_RECHECK: Duration = Duration::from_secs(5);
 
-/// Quiet polls of a live log between two looks at its job's state (2 s).
-const ENDLESS_CHECK_POLLS: u32 = 20;
+/// How long a live log stays quiet before it looks at its job's state (and again as long as
+/// it stays quiet).
+const ENDLESS_CHECK: Duration = Duration::from_secs(2);
 
 /// Where a live log stands.
 struct Follow {
@@ -393,7 +402,10 @@ struct Follow {
     after: u64,
     buffered: std::collections::VecDeque<cordon_store::JobEvent>,
     ended: bool,
-    idle_polls: u32,
+    /// Wakes the stream when its job has new events.
+    changes: crate::live_wake::Subscription,
+    /// When the stream last had an event to send, or last looked at the job's state.
+    quiet_since: std::time::Instant,
     /// The SHA-256 of the client's token, looked up again every [`TOKEN_RECHECK`].
     token_hash: String,
     token_checked: std::time::Instant,
@@ -414,13 +426,15 @@ pub(crate) fn live_log(
         .live_streams
         .open(token_id)
         .map_err(RequestError::Busy)?;
+    let changes = service.live_wake.subscribe(&id);
     let follow = Follow {
         service,
         id,
         after,
         buffered: std::collections::VecDeque::new(),
         ended: false,
-        idle_polls: 0,
+        changes,
+        quiet_since: std::time::Instant::now(),
         token_hash,
         token_checked: std::time::Instant::now(),
         _permit: permit,
@@ -453,6 +467,8 @@ pub(crate) fn live_log(
             {
                 return None;
             }
+            // Seen from here: an event recorded from now on wakes the wait below.
+            f.changes.changes.borrow_and_update();
             let page = {
                 let (service, id, after) = (Arc::clone(&f.service), f.id.clone(), f.after);
                 tokio::task::spawn_blocking(move || service.store.job_events(&id, after, 256)).await
@@ -460,17 +476,17 @@ pub(crate) fn live_log(
             match page {
                 Ok(Ok(page)) if !page.is_empty() => {
                     f.buffered = page.into();
-                    f.idle_polls = 0;
+                    f.quiet_since = std::time::Instant::now();
                 }
                 Ok(Ok(_)) => {
-                    f.idle_polls += 1;
                     // A job that ended without its `end` event (the store refused the write
                     // under load): after a quiet while, the stream ends with one made up from
                     // the job's state, instead of waiting for ever. Its events are read once
                     // more after the state (a worker records the state, then the events):
                     // an event that came meanwhile is sent instead. The made-up event's `id`
                     // is the last real one's, so a client resuming from it misses nothing.
-                    if f.idle_polls % ENDLESS_CHECK_POLLS == 0 {
+                    if f.quiet_since.elapsed() >= ENDLESS_CHECK {
+                        f.quiet_since = std::time::Instant::now();
                         let (service, id, after) = (Arc::clone(&f.service), f.id.clone(), f.after);
                         let looked = tokio::task::spawn_blocking(move || {
                             let job = service.store.get_job(&id)?;
@@ -482,7 +498,6 @@ pub(crate) fn live_log(
                             && !late.is_empty()
                         {
                             f.buffered = late.clone().into();
-                            f.idle_polls = 0;
                             continue;
                         }
                         if let Ok(Ok((Some(job), _))) = looked
@@ -499,7 +514,13 @@ pub(crate) fn live_log(
                             return Some((Ok(sse), f));
                         }
                     }
-                    tokio::time::sleep(EVENT_POLL).await;
+                    // Woken when the job has a new event (recorded here, or NOTIFYed by
+                    // another process on PostgreSQL); read again after a while anyway.
+                    let _ = tokio::time::timeout(
+                        crate::live_wake::FALLBACK,
+                        f.changes.changes.changed(),
+                    )
+                    .await;
                 }
                 _ => return None,
             }

@@ -43,6 +43,7 @@ mod heartbeat;
 mod http;
 mod input_check;
 mod listen;
+mod live_wake;
 mod logging;
 mod metrics;
 mod openapi;

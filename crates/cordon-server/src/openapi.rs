@@ -181,7 +181,14 @@ fn paths() -> Value {
         "/v1/jobs/{id}": {"get": {"operationId": "getJob", "parameters": [id.clone()],
             "responses": auth_errors(json!({"200": job("the job"), "404": error("no such job visible to this token")}))}},
         "/v1/jobs/{id}/cancel": {"post": {"operationId": "cancelJob", "parameters": [id.clone()],
-            "responses": auth_errors(json!({"200": job("the job after the cancel"), "404": error("no such job visible to this token")}))}},
+            "responses": auth_errors(json!({"200": job("the job in its final state, or `cancelling` when it did not stop within 5 s"), "404": error("no such job visible to this token")}))}},
+        "/v1/jobs/{id}/rerun": {"post": {"operationId": "rerunJob", "parameters": [id.clone()],
+            "responses": auth_errors(json!({
+                "201": job_links("a new job with the same type, inputs, secrets, variables, priority and timeout (`rerun_of` names the original), queued under today's policy"),
+                "404": error("no such job visible to this token"),
+                "409": error("the job has not ended yet"),
+                "429": limited("the project's daily budget is spent, or its queue is full")
+            }))}},
         "/v1/jobs/{id}/events": {"get": {"operationId": "jobEvents",
             "parameters": [id.clone(), {"name": "Last-Event-ID", "in": "header", "schema": {"type": "string"}}],
             "responses": auth_errors(json!({

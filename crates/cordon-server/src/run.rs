@@ -129,6 +129,9 @@ pub enum ServeError {
     /// Recovering the previous process's jobs failed.
     #[error("cannot recover the jobs of the previous server")]
     Recover(#[source] cordon_store::StoreError),
+    /// Listening for the store's recorded events failed.
+    #[error("cannot listen for the store's job events")]
+    Observe(#[source] cordon_store::StoreError),
     /// Listing this process among the store's workers failed.
     #[error("cannot register this worker in the store")]
     Register(#[source] cordon_store::StoreError),
@@ -210,6 +213,7 @@ fn start(
     let secrets = policy.load_secrets()?;
     // An unreachable store is told once per outage, with its cause, and again when it is back.
     store.observe_outages(Arc::new(crate::logging::OutageLog));
+    let live_wake = Arc::new(crate::live_wake::LiveWake::default());
     let slots = settings.slots.or(default_slots).unwrap_or(policy.workers);
     let name_lock = (slots > 0)
         .then(|| lock_name(&data_dir, &settings.name))
@@ -244,6 +248,7 @@ fn start(
             lease: settings.lease,
         }),
         draining: AtomicBool::new(false),
+        live_wake,
     });
     if let Some(info) = &service.worker_info {
         // Listed for operators (`GET /v1/workers`) from now until it stops.
@@ -340,6 +345,11 @@ pub fn serve(options: ServeOptions, ready: impl FnOnce(&Listen)) -> Result<(), S
         None,
     )?;
     let service = Arc::clone(&started.service);
+    // Live logs wake when their job has new events (PostgreSQL: also other processes').
+    service
+        .store
+        .observe_events(Arc::clone(&service.live_wake) as Arc<dyn cordon_store::EventObserver>)
+        .map_err(ServeError::Observe)?;
     let result = runtime.block_on(async {
         ready(&listener.bound);
         let mut app = http::router(Arc::clone(&service), options.max_body);

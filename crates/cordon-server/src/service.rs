@@ -97,6 +97,8 @@ pub struct Service {
     pub over_budget: Mutex<Option<(std::time::Instant, Vec<String>)>>,
     /// The open live-log streams (bounded per token and in all).
     pub live_streams: Arc<crate::streams::LiveStreams>,
+    /// Wakes live logs when their job has new events.
+    pub live_wake: Arc<crate::live_wake::LiveWake>,
     /// How this process's workers registered in the store (`None`: it runs no jobs).
     pub worker_info: Option<cordon_store::WorkerInfo>,
     /// Set once an operator asked this process's workers to drain (`cordon worker --drain`):
@@ -202,6 +204,10 @@ pub(crate) fn now_ms() -> i64 {
 }
 
 const DAY_MS: i64 = 86_400_000;
+
+/// How long a cancel waits for a running job to reach its final state before it answers with
+/// the job still `cancelling` (its worker may be on another machine, or slow to stop it).
+pub const CANCEL_WAIT: Duration = Duration::from_secs(5);
 
 impl Service {
     /// The policy in force.
@@ -376,12 +382,11 @@ impl Service {
         }
     }
 
-    /// Checks a submission against the token, the policy and the budget, then enqueues it
-    /// (or finds the job its idempotency key names). Returns the job and whether it is new.
-    pub fn submit(
+    fn submit_job(
         &self,
         token: &TokenRow,
         request: &JobRequest,
+        rerun_of: Option<JobId>,
     ) -> Result<(JobRow, bool), RequestError> {
         require(token, "submit")?;
         for (field, value, limit) in [
@@ -505,7 +510,7 @@ impl Service {
             idempotency_key: request.idempotency_key.clone(),
             inputs: inputs.clone(),
             submitted_by: token.id.clone(),
-            rerun_of: None,
+            rerun_of,
         })?;
         if created {
             self.store.audit(
@@ -543,8 +548,84 @@ impl Service {
         .check()
     }
 
+    /// Checks a submission against the token, the policy and the budget, then enqueues it
+    /// (or finds the job its idempotency key names). Returns the job and whether it is new.
+    pub fn submit(
+        &self,
+        token: &TokenRow,
+        request: &JobRequest,
+    ) -> Result<(JobRow, bool), RequestError> {
+        self.submit_job(token, request, None)
+    }
+
+    /// Submits an ended job again (`POST /v1/jobs/{id}/rerun`): a new job with the same type,
+    /// inputs, secrets, variables, priority and timeout, linked to the original, checked
+    /// against today's policy and budgets like any submission.
+    pub fn rerun(&self, token: &TokenRow, id: &str) -> Result<JobRow, RequestError> {
+        require(token, "submit")?;
+        let original = self.job_of(token, id)?;
+        if !original.state.is_final() {
+            return Err(RequestError::Conflict {
+                job: original.id.to_string(),
+                message: format!(
+                    "job {} is still {}: re-run it once it ended",
+                    original.id,
+                    original.state.as_str()
+                ),
+            });
+        }
+        let job_type = crate::api::JobType::ALL
+            .iter()
+            .find(|t| t.as_str() == original.job_type)
+            .copied()
+            .ok_or_else(|| {
+                RequestError::BadRequest(format!("unknown job type {:?}", original.job_type))
+            })?;
+        let mut inputs = original.inputs.clone();
+        let mut names = |key: &str| -> Vec<String> {
+            inputs
+                .as_object_mut()
+                .and_then(|m| m.remove(key))
+                .and_then(|v| serde_json::from_value(v).ok())
+                .unwrap_or_default()
+        };
+        let (secrets, env_keys) = (names("secrets"), names("env_keys"));
+        let request = JobRequest {
+            schema: None,
+            project: original.project.clone(),
+            job_type,
+            inputs,
+            timeout: Some(format!("{}ms", original.timeout_ms)),
+            idempotency_key: None,
+            secrets,
+            env_keys,
+            priority: original.priority,
+        };
+        // Against today's policy: a timeout longer than it now allows is cut to its maximum.
+        let request = match self.policy().project(&original.project) {
+            Some((_, rules))
+                if Duration::from_millis(original.timeout_ms) > rules.max_timeout() =>
+            {
+                JobRequest {
+                    timeout: None,
+                    ..request
+                }
+            }
+            _ => request,
+        };
+        let (job, _) = self.submit_job(token, &request, Some(original.id.clone()))?;
+        self.store.audit(
+            &token.id,
+            "job.rerun",
+            job.id.as_str(),
+            &serde_json::json!({"rerun_of": original.id.as_str()}),
+        )?;
+        Ok(job)
+    }
+
     /// Cancels a job the token may see: queued ones at once, running ones by killing their
-    /// process tree. Returns the job after.
+    /// process tree. Returns the job once it reached its final state, or (after
+    /// [`CANCEL_WAIT`]) as it stands: `cancelling` on the wire.
     pub fn cancel(&self, token: &TokenRow, id: &str) -> Result<JobRow, RequestError> {
         require(token, "submit")?;
         let job = self.job_of(token, id)?;
@@ -576,7 +657,14 @@ impl Service {
             }
             _ => {}
         }
-        self.store.get_job(&job.id)?.ok_or(RequestError::NotFound)
+        let deadline = std::time::Instant::now() + CANCEL_WAIT;
+        loop {
+            let now = self.store.get_job(&job.id)?.ok_or(RequestError::NotFound)?;
+            if now.state.is_final() || std::time::Instant::now() >= deadline {
+                return Ok(now);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 }
 

@@ -169,7 +169,7 @@ StageStatus = Literal["pass", "fail", "timeout", "error", "skipped"]
 SubjectKind = Literal["working_tree", "commit", "patch"]
 
 #: The state of a job, on the wire.
-WireState = Literal["queued", "running", "succeeded", "failed", "cancelled", "interrupted"]
+WireState = Literal["queued", "running", "cancelling", "succeeded", "failed", "cancelled", "interrupted"]
 
 WorkerListTag = Literal["cordon.worker-list/v1"]
 
@@ -477,6 +477,8 @@ class JobDocument(_JobDocumentRequired, total=False):
     finished_at: Optional[str]
     #: The client's idempotency key.
     idempotency_key: Optional[str]
+    #: The job this one re-runs (`POST /v1/jobs/{id}/rerun`), if it does.
+    rerun_of: Optional[str]
     #: The type's output document.
     result: Any
     #: Latest attempt started.

@@ -135,6 +135,25 @@ pub(crate) async fn cancel(
         .into_response())
 }
 
+/// `POST /jobs/{id}/rerun`: submits the ended job again, then to the new job's page.
+pub(crate) async fn rerun(
+    State(dash): State<Arc<Dashboard>>,
+    viewer: Viewer,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Form(form): Form<ChangeForm>,
+) -> Result<Response, PageError> {
+    check_change(&viewer, &headers, &form.csrf)?;
+    let service = Arc::clone(&dash.service);
+    let token = viewer.token;
+    let job = blocking(move || service.rerun(&token, &id)).await?;
+    Ok((
+        StatusCode::SEE_OTHER,
+        [(header::LOCATION, format!("/jobs/{}", job.id))],
+    )
+        .into_response())
+}
+
 /// The attempt whose log `file` names (`log-N.txt`).
 fn attempt_log(file: &str) -> Option<u32> {
     file.strip_prefix("log-")?

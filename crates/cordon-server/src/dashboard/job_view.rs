@@ -345,6 +345,12 @@ pub(crate) fn summary(job: &JobRow, timeline: &Timeline, viewer: &Viewer) -> Mar
                     button.danger type="submit" { "Cancel job" }
                 }
             }
+            @if job.state.is_final() && viewer.may_cancel() {
+                form.rerun method="post" action={ "/jobs/" (job.id) "/rerun" } {
+                    input type="hidden" name="csrf" value=(viewer.csrf);
+                    button type="submit" { "Re-run" }
+                }
+            }
         }
         (facts(job, &outcome))
         section.timeline-section aria-labelledby="timeline-h" {

@@ -54,6 +54,7 @@ pub(crate) fn router(service: Arc<Service>) -> Router {
         .route("/jobs/{id}/summary", get(job_page::summary))
         .route("/jobs/{id}/live", get(job_page::live))
         .route("/jobs/{id}/cancel", post(job_page::cancel))
+        .route("/jobs/{id}/rerun", post(job_page::rerun))
         .route("/jobs/{id}/download/{file}", get(job_page::download))
         .route("/projects", get(projects_page::page))
         .route("/sessions", get(sessions_page::page))

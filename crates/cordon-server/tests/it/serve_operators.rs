@@ -468,3 +468,84 @@ fn page(server: &Server, cookie: &str, path: &str) -> (u16, String) {
     );
     (status, body)
 }
+
+#[test]
+fn a_cancel_answers_the_final_state_and_a_rerun_submits_the_job_again() {
+    let server = Server::start(POLICY);
+    let token = server.token("a", "submit,read");
+    let (_, job) = server.submit(
+        &token,
+        &json!({"project": "a", "type": "run", "priority": 3,
+                "inputs": {"argv": ["sh", "-c", "echo go; sleep 30"]}}),
+    );
+    let id = job["id"].as_str().unwrap().to_owned();
+    // Not ended yet: nothing to re-run.
+    let (status, answer) = server.json(
+        "POST",
+        &format!("/v1/jobs/{id}/rerun"),
+        &token,
+        &Value::Null,
+    );
+    assert_eq!(
+        (status, answer["error"].as_str()),
+        (409, Some("conflict")),
+        "{answer}"
+    );
+    server.wait_for_output(&token, &id);
+    let (status, cancelled) = server.json(
+        "POST",
+        &format!("/v1/jobs/{id}/cancel"),
+        &token,
+        &Value::Null,
+    );
+    assert_eq!(status, 200, "{cancelled}");
+    assert_eq!(
+        cancelled["state"], "cancelled",
+        "the final state, not `running`"
+    );
+
+    let (status, again) = server.json(
+        "POST",
+        &format!("/v1/jobs/{id}/rerun"),
+        &token,
+        &Value::Null,
+    );
+    assert_eq!(status, 201, "{again}");
+    let new = again["id"].as_str().unwrap();
+    assert_ne!(new, id);
+    assert_eq!(again["rerun_of"], id.as_str());
+    assert_eq!(
+        (
+            &again["inputs"],
+            &again["priority"],
+            &again["type"],
+            &again["timeout_ms"]
+        ),
+        (
+            &job["inputs"],
+            &job["priority"],
+            &job["type"],
+            &job["timeout_ms"]
+        )
+    );
+    assert!(job.get("rerun_of").is_none(), "{job}");
+    // Another project's token sees neither.
+    let other = server.token("b", "submit,read");
+    let (status, _) = server.json(
+        "POST",
+        &format!("/v1/jobs/{id}/rerun"),
+        &other,
+        &Value::Null,
+    );
+    assert_eq!(status, 404);
+    let (status, cancelled) = server.json(
+        "POST",
+        &format!("/v1/jobs/{new}/cancel"),
+        &token,
+        &Value::Null,
+    );
+    assert_eq!(
+        (status, cancelled["state"].as_str()),
+        (200, Some("cancelled"))
+    );
+}
