@@ -140,6 +140,57 @@ export interface CloneInputs {
   url: string;
 }
 
+/** One delivery of a job's end to one webhook. */
+export interface DeliveryDocument {
+  /** When it was queued (RFC 3339). */
+  created_at: string;
+  /** When it was delivered or given up. */
+  finished_at?: string | null;
+  /** Its id (`d-…`), sent as `X-Cordon-Delivery` on every try. */
+  id: string;
+  /** Tries allowed. */
+  max_tries: number;
+  /** When the next try is due, while it is pending. */
+  next_at?: string | null;
+  /**
+   * `pending` (tried again at `next_at`), `delivered` (a 2xx answer) or `failed` (given
+   * up after `max_tries`).
+   */
+  state: string;
+  /** Tries made. */
+  tries: number;
+  /** Every try, oldest first. */
+  try_log: DeliveryTryDocument[];
+  /** Where it goes. */
+  url: string;
+}
+
+/** `GET /v1/jobs/{id}/deliveries`: the webhook deliveries of a job's end, oldest first. */
+export interface DeliveryList {
+  /** Its deliveries. */
+  deliveries: DeliveryDocument[];
+  /** The job. */
+  job: string;
+  /** `cordon.delivery-list/v1`. */
+  schema: DeliveryListTag;
+}
+
+export type DeliveryListTag = "cordon.delivery-list/v1";
+
+/** One try of a webhook delivery. */
+export interface DeliveryTryDocument {
+  /** When it was sent (RFC 3339). */
+  at: string;
+  /** How long the receiver took to answer, or to fail, milliseconds. */
+  duration_ms: number;
+  /** Why the try failed without an answer. */
+  error?: string | null;
+  /** Which try (from 1). */
+  number: number;
+  /** The receiver's HTTP status, when it answered. */
+  status?: number | null;
+}
+
 /** One refused connection attempt. */
 export interface DeniedConnection {
   /**

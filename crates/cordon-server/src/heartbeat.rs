@@ -76,7 +76,7 @@ fn beat(service: &Service, stop: &AtomicBool) {
             renew(service);
             worker_beat(service);
             match service.store.expire_leases() {
-                Ok(recovered) => crate::worker::log_recovered(&service.store, &recovered),
+                Ok(recovered) => crate::worker::log_recovered(service, &recovered),
                 Err(error) => eprintln!("cordon: cannot reclaim expired leases: {error}"),
             }
         }

@@ -34,8 +34,15 @@ pub fn router(service: Arc<Service>, max_body: usize) -> Router {
         .route("/v1/jobs/{id}/events", get(events))
         .route("/v1/jobs/{id}/transcript", get(transcript))
         .route("/v1/jobs/{id}/attempts", get(crate::ops_routes::attempts))
+        .route(
+            "/v1/jobs/{id}/deliveries",
+            get(crate::ops_routes::deliveries),
+        )
         .route("/v1/workers", get(crate::ops_routes::workers))
         .layer(DefaultBodyLimit::max(max_body))
+        .layer(axum::middleware::map_response(
+            move |r: Response| async move { too_large_document(r, max_body) },
+        ))
         .with_state(service)
         .merge(dashboard)
         .layer(axum::middleware::from_fn(crate::logging::log_request))
@@ -102,6 +109,30 @@ impl IntoResponse for RequestError {
         }
         response
     }
+}
+
+/// A `413` of the body limit as the error document (axum's own is plain text), like every
+/// other refusal of the API.
+fn too_large_document(response: Response, max_body: usize) -> Response {
+    let json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if response.status() != StatusCode::PAYLOAD_TOO_LARGE || json {
+        return response;
+    }
+    let body = ApiError {
+        schema: ApiErrorTag,
+        error: "too_large".into(),
+        message: format!(
+            "the request body is larger than the server takes ({max_body} bytes: cordon serve \
+             --max-body)"
+        ),
+        rule: None,
+        resets_at: None,
+        job: None,
+    };
+    (StatusCode::PAYLOAD_TOO_LARGE, axum::Json(body)).into_response()
 }
 
 /// The `Retry-After` of a `busy` answer (a full queue, too many live logs), in seconds: when

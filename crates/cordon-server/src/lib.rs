@@ -56,6 +56,7 @@ mod secrets;
 mod service;
 mod sources;
 mod streams;
+mod webhooks;
 mod worker;
 
 pub use api::{
@@ -70,10 +71,12 @@ pub use listen::Listen;
 pub use logging::{LogFormat, init_logging};
 pub use openapi::document as openapi_document;
 pub use ops_api::{
-    AttemptDocument, AttemptList, AttemptListTag, WorkerDocument, WorkerList, WorkerListTag,
+    AttemptDocument, AttemptList, AttemptListTag, DeliveryDocument, DeliveryList, DeliveryListTag,
+    DeliveryTryDocument, WorkerDocument, WorkerList, WorkerListTag,
 };
 pub use policy::{
     Budget, DEFAULT_TOOLS, DenyRule, NetworkRule, Policy, PolicyError, ProjectPolicy, Refusal,
+    Webhook,
 };
 pub use run::{Routes, ServeError, ServeOptions, WorkOptions, WorkerSettings, serve, work};
 pub use secrets::{SecretValues, SecretsError};

@@ -8,7 +8,7 @@ use crate::api::{
     ApiError, ApplyPatchInputs, CloneInputs, JobDocument, JobList, JobRequest, JobType, RunInputs,
     SessionCreateInputs, SessionExecInputs, SessionInputs, VerifyInputs,
 };
-use crate::ops_api::{AttemptList, WorkerList};
+use crate::ops_api::{AttemptList, DeliveryList, WorkerList};
 use crate::policy::Policy;
 
 /// The component that describes a job type's inputs.
@@ -66,6 +66,7 @@ fn schemas() -> serde_json::Map<String, Value> {
         JobDocument,
         JobList,
         AttemptList,
+        DeliveryList,
         WorkerList,
         ApiError,
         RunInputs,
@@ -160,7 +161,7 @@ fn paths() -> Value {
                     "200": job("the job this idempotency key already names"),
                     "400": error("malformed request (the field is named)"),
                     "409": error("the idempotency key already names a job submitted with a different type or inputs (`job` names it)"),
-                    "413": {"description": "the body is too large"},
+                    "413": error("the body is larger than the server takes (`too_large`)"),
                     "429": limited("the project's daily budget is spent (`budget`; resets_at says when it resets), or its queue is full (`busy`: max_queued)")
                 }))
             },
@@ -212,9 +213,14 @@ fn paths() -> Value {
                 "400": error("bad query"),
                 "404": error("no such job visible to this token, or no such attempt")
             }))}},
-        "/v1/jobs/{id}/attempts": {"get": {"operationId": "jobAttempts", "parameters": [id],
+        "/v1/jobs/{id}/attempts": {"get": {"operationId": "jobAttempts", "parameters": [id.clone()],
             "responses": auth_errors(json!({
                 "200": {"description": "every attempt of the job, oldest first: its worker, start, end (by the worker's clock), outcome, failure", "content": {"application/json": {"schema": r("AttemptList")}}},
+                "404": error("no such job visible to this token")
+            }))}},
+        "/v1/jobs/{id}/deliveries": {"get": {"operationId": "jobDeliveries", "parameters": [id],
+            "responses": auth_errors(json!({
+                "200": {"description": "the webhook deliveries of the job's end (its project's `webhooks`), oldest first, with every try", "content": {"application/json": {"schema": r("DeliveryList")}}},
                 "404": error("no such job visible to this token")
             }))}},
         "/v1/workers": {"get": {"operationId": "listWorkers",

@@ -1,10 +1,11 @@
-//! The wire documents operators read: a job's attempts (`cordon.attempt-list/v1`) and the
-//! workers sharing the store (`cordon.worker-list/v1`).
+//! The wire documents operators read: a job's attempts (`cordon.attempt-list/v1`), its
+//! webhook deliveries (`cordon.delivery-list/v1`) and the workers sharing the store
+//! (`cordon.worker-list/v1`).
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use cordon_store::{AttemptRow, WorkerRow};
+use cordon_store::{AttemptRow, DeliveryRow, WorkerRow};
 
 use crate::api::{JobFailure, rfc3339};
 
@@ -12,6 +13,11 @@ cordon_types::schema_tag!(
     /// The tag of a job's attempts: `cordon.attempt-list/v1`.
     AttemptListTag,
     "cordon.attempt-list/v1"
+);
+cordon_types::schema_tag!(
+    /// The tag of a job's webhook deliveries: `cordon.delivery-list/v1`.
+    DeliveryListTag,
+    "cordon.delivery-list/v1"
 );
 cordon_types::schema_tag!(
     /// The tag of the workers' list: `cordon.worker-list/v1`.
@@ -126,4 +132,84 @@ pub struct WorkerList {
     pub schema: WorkerListTag,
     /// The workers.
     pub workers: Vec<WorkerDocument>,
+}
+
+/// One try of a webhook delivery.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeliveryTryDocument {
+    /// Which try (from 1).
+    pub number: u32,
+    /// When it was sent (RFC 3339).
+    pub at: String,
+    /// How long the receiver took to answer, or to fail, milliseconds.
+    pub duration_ms: u64,
+    /// The receiver's HTTP status, when it answered.
+    pub status: Option<u16>,
+    /// Why the try failed without an answer.
+    pub error: Option<String>,
+}
+
+/// One delivery of a job's end to one webhook.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeliveryDocument {
+    /// Its id (`d-…`), sent as `X-Cordon-Delivery` on every try.
+    pub id: String,
+    /// Where it goes.
+    pub url: String,
+    /// `pending` (tried again at `next_at`), `delivered` (a 2xx answer) or `failed` (given
+    /// up after `max_tries`).
+    pub state: String,
+    /// Tries made.
+    pub tries: u32,
+    /// Tries allowed.
+    pub max_tries: u32,
+    /// When it was queued (RFC 3339).
+    pub created_at: String,
+    /// When the next try is due, while it is pending.
+    pub next_at: Option<String>,
+    /// When it was delivered or given up.
+    pub finished_at: Option<String>,
+    /// Every try, oldest first.
+    pub try_log: Vec<DeliveryTryDocument>,
+}
+
+impl From<&DeliveryRow> for DeliveryDocument {
+    fn from(row: &DeliveryRow) -> Self {
+        let pending = row.state == cordon_store::DeliveryState::Pending;
+        DeliveryDocument {
+            id: row.id.clone(),
+            url: row.url.clone(),
+            state: row.state.as_str().into(),
+            tries: row.tries,
+            max_tries: row.max_tries,
+            created_at: rfc3339(row.created_at_ms),
+            next_at: pending.then(|| rfc3339(row.next_at_ms)),
+            finished_at: row.finished_at_ms.map(rfc3339),
+            try_log: row
+                .try_log
+                .iter()
+                .map(|t| DeliveryTryDocument {
+                    number: t.number,
+                    at: rfc3339(t.at_ms),
+                    duration_ms: t.duration_ms,
+                    status: t.status,
+                    error: t.error.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// `GET /v1/jobs/{id}/deliveries`: the webhook deliveries of a job's end, oldest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeliveryList {
+    /// `cordon.delivery-list/v1`.
+    pub schema: DeliveryListTag,
+    /// The job.
+    pub job: String,
+    /// Its deliveries.
+    pub deliveries: Vec<DeliveryDocument>,
 }

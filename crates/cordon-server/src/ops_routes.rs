@@ -31,6 +31,29 @@ pub(crate) async fn attempts(
     }))
 }
 
+/// The webhook deliveries of a job's end, with every try.
+pub(crate) async fn deliveries(
+    State(service): State<Arc<Service>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Json<crate::ops_api::DeliveryList>, RequestError> {
+    let token = authenticate(&service, &headers).await?;
+    let (job, rows) = blocking(move || {
+        let job = service.visible_job(&token, &id)?;
+        let rows = service.store.job_deliveries(&job.id)?;
+        Ok((job, rows))
+    })
+    .await?;
+    Ok(Json(crate::ops_api::DeliveryList {
+        schema: crate::ops_api::DeliveryListTag,
+        job: job.id.to_string(),
+        deliveries: rows
+            .iter()
+            .map(crate::ops_api::DeliveryDocument::from)
+            .collect(),
+    }))
+}
+
 /// Every registered worker: live, draining or lost (an operator token: workers run every
 /// project's jobs).
 pub(crate) async fn workers(

@@ -53,6 +53,18 @@ fn default_workers() -> u32 {
     4
 }
 
+/// A webhook of a project (`[[projects.NAME.webhooks]]`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Webhook {
+    /// Where job documents are POSTed: `http://HOST[:PORT]/PATH` (plain HTTP: a receiver on
+    /// the same host or network, or a TLS-terminating proxy in front of a remote one).
+    pub url: String,
+    /// The name of the secret (from the secrets file, else the server's environment) whose
+    /// value signs each delivery.
+    pub secret: String,
+}
+
 /// One project's rules.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -91,6 +103,10 @@ pub struct ProjectPolicy {
     /// its environment), which is redacted from everything stored or streamed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub credentials: Vec<String>,
+    /// Webhooks told of each job's end: its job document POSTed to `url`, signed with the
+    /// secret `secret` names (HMAC-SHA256 over `TIMESTAMP.BODY`), retried with backoff.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub webhooks: Vec<Webhook>,
     /// Attempts a job gets at most (retries of infrastructure failures).
     #[serde(default = "default_attempts")]
     pub max_attempts: u32,
@@ -294,6 +310,7 @@ impl Policy {
                 env_keys: Vec::new(),
                 secrets: Vec::new(),
                 credentials: Vec::new(),
+                webhooks: Vec::new(),
                 max_attempts: default_attempts(),
                 network: default_network(),
                 limits: JobLimits::default(),
@@ -392,6 +409,10 @@ impl Policy {
                         })?;
                     }
                 }
+            }
+            for hook in &project.webhooks {
+                crate::webhooks::Target::parse(&hook.url)
+                    .map_err(|e| invalid(format!("projects.{name}.webhooks: {e}")))?;
             }
             for spec in &project.credentials {
                 cordon_proxy::Credential::parse(spec)

@@ -218,13 +218,6 @@ fn start(
     let name_lock = (slots > 0)
         .then(|| lock_name(&data_dir, &settings.name))
         .transpose()?;
-    if slots > 0 {
-        // What this worker left running when it died: back to the queue at once.
-        let recovered = store
-            .recover_jobs(&settings.name)
-            .map_err(ServeError::Recover)?;
-        worker::log_recovered(&store, &recovered);
-    }
     let service = Arc::new(Service {
         store,
         policy: RwLock::new(Arc::new(policy)),
@@ -249,7 +242,16 @@ fn start(
         }),
         draining: AtomicBool::new(false),
         live_wake,
+        webhook_wake: Default::default(),
     });
+    if slots > 0 {
+        // What this worker left running when it died: back to the queue at once.
+        let recovered = service
+            .store
+            .recover_jobs(&settings.name)
+            .map_err(ServeError::Recover)?;
+        worker::log_recovered(&service, &recovered);
+    }
     if let Some(info) = &service.worker_info {
         // Listed for operators (`GET /v1/workers`) from now until it stops.
         service
@@ -262,7 +264,8 @@ fn start(
         let _ = std::fs::remove_dir_all(service.scratch_dir());
     }
     let stop = Arc::new(AtomicBool::new(false));
-    let threads = worker::start(&service, slots, &stop);
+    let mut threads = worker::start(&service, slots, &stop);
+    threads.push(crate::webhooks::start(&service, &stop));
     Ok(Started {
         service,
         stop,

@@ -97,6 +97,8 @@ pub struct Service {
     pub over_budget: Mutex<Option<(std::time::Instant, Vec<String>)>>,
     /// The open live-log streams (bounded per token and in all).
     pub live_streams: Arc<crate::streams::LiveStreams>,
+    /// Wakes the webhook sender when a delivery is queued.
+    pub webhook_wake: crate::webhooks::Wake,
     /// Wakes live logs when their job has new events.
     pub live_wake: Arc<crate::live_wake::LiveWake>,
     /// How this process's workers registered in the store (`None`: it runs no jobs).
@@ -648,6 +650,7 @@ impl Service {
                     "end",
                     &serde_json::json!({"state": "cancelled"}),
                 )?;
+                crate::webhooks::job_ended(self, &job.id);
             }
             Some(JobState::Running) => {
                 // Here at once; on another machine, its worker's heartbeat sees the flag.

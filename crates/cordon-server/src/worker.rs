@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use cordon_exec::CancelHandle;
-use cordon_store::{AttemptEnd, Claim, JobRow, JobState, Recovered, Store};
+use cordon_store::{AttemptEnd, Claim, JobRow, JobState, Recovered};
 
 use crate::api::JobFailure;
 use crate::execute::{Outcome, execute};
@@ -48,7 +48,8 @@ pub fn default_name() -> String {
 }
 
 /// Logs the state (and end) events of jobs reclaimed from a worker that is gone.
-pub(crate) fn log_recovered(store: &Store, recovered: &Recovered) {
+pub(crate) fn log_recovered(service: &Service, recovered: &Recovered) {
+    let store = &service.store;
     for (ids, state) in [
         (&recovered.requeued, "queued"),
         (&recovered.interrupted, "interrupted"),
@@ -60,6 +61,7 @@ pub(crate) fn log_recovered(store: &Store, recovered: &Recovered) {
             let _ = store.append_job_event(id, "state", &data);
             if state != "queued" {
                 let _ = store.append_job_event(id, "end", &serde_json::json!({"state": state}));
+                crate::webhooks::job_ended(service, id);
             }
         }
     }
@@ -118,7 +120,7 @@ fn work(service: &Service, stop: &AtomicBool) {
             },
         });
         if let Ok(claimed) = &claimed {
-            log_recovered(&service.store, &claimed.expired);
+            log_recovered(service, &claimed.expired);
         }
         match claimed.map(|c| c.job) {
             Ok(Some(job)) => {
@@ -341,6 +343,9 @@ fn finish_with(service: &Service, job: &JobRow, outcome: Outcome, running: Optio
         if let Err(error) = store.append_job_event(&job.id, kind, &data) {
             eprintln!("cordon serve: job {}: cannot log an event: {error}", job.id);
         }
+    }
+    if !retry {
+        crate::webhooks::job_ended(service, &job.id);
     }
 }
 

@@ -21,6 +21,10 @@ __all__ = [
     "CapturedOutput",
     "ChangeCounts",
     "CloneInputs",
+    "DeliveryDocument",
+    "DeliveryList",
+    "DeliveryListTag",
+    "DeliveryTryDocument",
     "DeniedConnection",
     "Enforcement",
     "EnforcementSummary",
@@ -101,6 +105,8 @@ Baseline = Literal["new", "existing"]
 
 #: How the base commit's findings were known.
 BaselineSource = Literal["unchanged", "recorded", "ran", "unavailable"]
+
+DeliveryListTag = Literal["cordon.delivery-list/v1"]
 
 #: A mechanism that enforces a limit.
 Enforcement = Literal["cgroup-v2", "cgroup-v1", "rlimit", "none"]
@@ -319,6 +325,62 @@ class CloneInputs(_CloneInputsRequired, total=False):
     depth: Optional[int]
     #: The ref to check out (default `HEAD`).
     ref: Optional[str]
+
+
+class _DeliveryDocumentRequired(TypedDict):
+    #: When it was queued (RFC 3339).
+    created_at: str
+    #: Its id (`d-…`), sent as `X-Cordon-Delivery` on every try.
+    id: str
+    #: Tries allowed.
+    max_tries: int
+    #: `pending` (tried again at `next_at`), `delivered` (a 2xx answer) or `failed` (given
+    #: up after `max_tries`).
+    state: str
+    #: Tries made.
+    tries: int
+    #: Every try, oldest first.
+    try_log: List[DeliveryTryDocument]
+    #: Where it goes.
+    url: str
+
+
+class DeliveryDocument(_DeliveryDocumentRequired, total=False):
+    """One delivery of a job's end to one webhook."""
+
+    #: When it was delivered or given up.
+    finished_at: Optional[str]
+    #: When the next try is due, while it is pending.
+    next_at: Optional[str]
+
+
+class DeliveryList(TypedDict):
+    """`GET /v1/jobs/{id}/deliveries`: the webhook deliveries of a job's end, oldest first."""
+
+    #: Its deliveries.
+    deliveries: List[DeliveryDocument]
+    #: The job.
+    job: str
+    #: `cordon.delivery-list/v1`.
+    schema: DeliveryListTag
+
+
+class _DeliveryTryDocumentRequired(TypedDict):
+    #: When it was sent (RFC 3339).
+    at: str
+    #: How long the receiver took to answer, or to fail, milliseconds.
+    duration_ms: int
+    #: Which try (from 1).
+    number: int
+
+
+class DeliveryTryDocument(_DeliveryTryDocumentRequired, total=False):
+    """One try of a webhook delivery."""
+
+    #: Why the try failed without an answer.
+    error: Optional[str]
+    #: The receiver's HTTP status, when it answered.
+    status: Optional[int]
 
 
 class _DeniedConnectionRequired(TypedDict):

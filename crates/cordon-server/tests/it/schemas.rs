@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 
 use cordon_server::{
-    ApiError, AttemptList, JobDocument, JobList, JobRequest, Policy, TokenDocument, TokenList,
-    WorkerList,
+    ApiError, AttemptList, DeliveryList, JobDocument, JobList, JobRequest, Policy, TokenDocument,
+    TokenList, WorkerList,
 };
 
 fn check(file: &str, generated: String) {
@@ -75,6 +75,10 @@ fn operator_schemas_are_current() {
     check(
         "attempt-list.v1.json",
         cordon_types::schema_json::<AttemptList>(),
+    );
+    check(
+        "delivery-list.v1.json",
+        cordon_types::schema_json::<DeliveryList>(),
     );
     check(
         "worker-list.v1.json",

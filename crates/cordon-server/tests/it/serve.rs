@@ -185,8 +185,15 @@ fn serve_answers_malformed_and_oversized_requests_with_400_and_413() {
         );
     }
     let huge = vec![b'x'; 5 * 1024 * 1024];
-    let (status, _, _) = server.request("POST", "/v1/jobs", Some(&token), &[], &huge);
+    let (status, _, body) = server.request("POST", "/v1/jobs", Some(&token), &[], &huge);
     assert_eq!(status, 413);
+    // The error document, as for every other refusal.
+    let answer: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        (answer["schema"].as_str(), answer["error"].as_str()),
+        (Some("cordon.api-error/v1"), Some("too_large")),
+        "{answer}"
+    );
     let (status, _, _) = server.request("GET", "/v1/jobs/j-nothere234", Some(&token), &[], b"");
     assert_eq!(status, 404);
     let (status, _, _) = server.request("GET", "/v1/jobs?limit=x", Some(&token), &[], b"");

@@ -549,3 +549,164 @@ fn a_cancel_answers_the_final_state_and_a_rerun_submits_the_job_again() {
         (200, Some("cancelled"))
     );
 }
+
+/// The requests a receiver got: each one's head (lowercased) and body.
+type Requests = Arc<std::sync::Mutex<Vec<(String, Vec<u8>)>>>;
+
+/// A webhook receiver on a loopback port: answers 500 to the first request, 200 after;
+/// keeps every request (its head, lowercased, and its body).
+struct Receiver {
+    port: u16,
+    seen: Requests,
+}
+
+impl Receiver {
+    fn start() -> Receiver {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen: Requests = Arc::default();
+        let keep = Arc::clone(&seen);
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let mut raw = Vec::new();
+                let mut byte = [0u8; 1];
+                while !raw.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap_or(0) == 1 {
+                    raw.push(byte[0]);
+                }
+                let head = String::from_utf8_lossy(&raw).to_ascii_lowercase();
+                let length: usize = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length: "))
+                    .and_then(|v| v.trim().parse().ok())
+                    .unwrap_or(0);
+                let mut body = vec![0u8; length];
+                let _ = stream.read_exact(&mut body);
+                let first = {
+                    let mut seen = keep.lock().unwrap();
+                    seen.push((head, body));
+                    seen.len() == 1
+                };
+                let status = if first {
+                    "500 Internal Server Error"
+                } else {
+                    "200 OK"
+                };
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                );
+            }
+        });
+        Receiver { port, seen }
+    }
+}
+
+fn header<'a>(head: &'a str, name: &str) -> &'a str {
+    head.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}: ")))
+        .unwrap_or_else(|| panic!("no {name} in {head}"))
+        .trim()
+}
+
+#[test]
+fn a_jobs_end_is_posted_to_its_webhook_signed_and_retried_after_a_500() {
+    use hmac::{Hmac, Mac};
+    use std::os::unix::fs::PermissionsExt;
+
+    let receiver = Receiver::start();
+    let dir = Arc::new(TestDir::new());
+    let secrets = dir.write("secrets.env", "HOOK_SECRET=whsec-test-0123456789\n");
+    std::fs::set_permissions(&secrets, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let policy = dir.write(
+        "cordon-server.toml",
+        &format!(
+            "secrets_file = {:?}\n{POLICY}webhooks = [{{ url = \"http://127.0.0.1:{}/hook\", \
+             secret = \"HOOK_SECRET\" }}]\n",
+            secrets.display().to_string(),
+            receiver.port
+        ),
+    );
+    let server = Server::start_in(dir, policy);
+    let token = server.token("a", "submit,read");
+    let job = server.run_to_end(
+        &token,
+        &json!({"project": "a", "type": "run", "inputs": {"argv": ["true"]}}),
+    );
+    assert_eq!(job["state"], "succeeded", "{job}");
+    let id = job["id"].as_str().unwrap();
+    until("two tries", || receiver.seen.lock().unwrap().len() >= 2);
+
+    let seen = receiver.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2, "delivered once the receiver took it");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    for (head, body) in &seen {
+        assert!(head.starts_with("post /hook http/1.1"), "{head}");
+        assert_eq!(
+            header(head, "x-cordon-delivery"),
+            header(&seen[0].0, "x-cordon-delivery")
+        );
+        let timestamp: u64 = header(head, "x-cordon-timestamp").parse().unwrap();
+        assert!(now.abs_diff(timestamp) < 60, "{timestamp} vs {now}");
+        // What a receiver checks: HMAC-SHA256 over `TIMESTAMP.BODY` with the shared secret.
+        let mut mac = Hmac::<sha2::Sha256>::new_from_slice(b"whsec-test-0123456789").unwrap();
+        mac.update(format!("{timestamp}.").as_bytes());
+        mac.update(body);
+        let expected: String = mac
+            .finalize()
+            .into_bytes()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(
+            header(head, "x-cordon-signature"),
+            format!("sha256={expected}")
+        );
+        let document: Value = serde_json::from_slice(body).unwrap();
+        assert_eq!(
+            (
+                document["schema"].as_str(),
+                document["id"].as_str(),
+                document["state"].as_str()
+            ),
+            (Some("cordon.job/v1"), Some(id), Some("succeeded"))
+        );
+    }
+    assert_eq!(seen[0].1, seen[1].1, "the same body on every try");
+
+    // The delivery and its tries, as recorded.
+    let (status, list) = server.json(
+        "GET",
+        &format!("/v1/jobs/{id}/deliveries"),
+        &token,
+        &Value::Null,
+    );
+    assert_eq!(status, 200, "{list}");
+    assert_eq!(list["schema"], "cordon.delivery-list/v1");
+    let delivery = &list["deliveries"][0];
+    assert_eq!(list["deliveries"].as_array().unwrap().len(), 1, "{list}");
+    assert_eq!(
+        (delivery["state"].as_str(), delivery["tries"].as_u64()),
+        (Some("delivered"), Some(2)),
+        "{list}"
+    );
+    assert_eq!(
+        delivery["id"].as_str(),
+        Some(header(&seen[0].0, "x-cordon-delivery"))
+    );
+    let statuses: Vec<Value> = delivery["try_log"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["status"].clone())
+        .collect();
+    assert_eq!(statuses, [json!(500), json!(200)], "{list}");
+    assert!(
+        !list.to_string().contains("whsec-test"),
+        "no secret value: {list}"
+    );
+}
