@@ -485,6 +485,13 @@ pub struct TokenDocument {
     /// When it was revoked (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revoked_at: Option<String>,
+    /// What its creator called it (`cordon token create --name`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// When it was last used (RFC 3339, to the minute: uses are recorded at most once a
+    /// minute), if ever.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_used_at: Option<String>,
     /// The secret, shown this once (on creation only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret: Option<String>,
@@ -516,6 +523,8 @@ impl TokenDocument {
             created_at: time(row.created_at_ms),
             expires_at: row.expires_at_ms.map(time),
             revoked_at: row.revoked_at_ms.map(time),
+            name: row.name.clone(),
+            last_used_at: row.last_used_at_ms.map(time),
             secret: None,
         }
     }

@@ -51,7 +51,9 @@ pub fn router(service: Arc<Service>, max_body: usize) -> Router {
 impl IntoResponse for RequestError {
     fn into_response(self) -> Response {
         let (status, code) = match &self {
-            RequestError::Unauthorized => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            RequestError::Unauthorized | RequestError::TokenRefused(_) => {
+                (StatusCode::UNAUTHORIZED, "unauthorized")
+            }
             RequestError::Scope(_) => (StatusCode::FORBIDDEN, "forbidden"),
             RequestError::NotFound => (StatusCode::NOT_FOUND, "not_found"),
             RequestError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),

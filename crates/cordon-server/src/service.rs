@@ -19,9 +19,12 @@ use crate::secrets::SecretValues;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RequestError {
-    /// No token, or an unknown, expired or revoked one.
+    /// No token.
     #[error("a valid bearer token is required")]
     Unauthorized,
+    /// A token that does not work: unknown, expired or revoked (which one is said).
+    #[error("{0}")]
+    TokenRefused(&'static str),
     /// The token lacks the scope.
     #[error("the token lacks the `{0}` scope")]
     Scope(&'static str),
@@ -152,14 +155,20 @@ pub fn token_hash(token: &str) -> String {
         .collect()
 }
 
-/// Creates a token for `project` with `scopes`: returns `(id, secret)`. The secret is shown
-/// once; the store keeps only its hash.
+/// Creates a token for `project` with `scopes` (and a `name` for people): returns `(id,
+/// secret)`. The secret is shown once; the store keeps only its hash.
 pub fn create_token(
     store: &Store,
     project: &str,
     scopes: &[String],
     expires: Option<Duration>,
+    name: Option<&str>,
 ) -> Result<(String, String), RequestError> {
+    if name.is_some_and(|n| n.trim().is_empty() || n.len() > 200) {
+        return Err(RequestError::BadRequest(
+            "a token's name is 1 to 200 characters".into(),
+        ));
+    }
     if let Some(bad) = scopes.iter().find(|s| !SCOPES.contains(&s.as_str())) {
         return Err(RequestError::BadRequest(format!(
             "unknown scope {bad:?} (known: submit, read, admin)"
@@ -179,12 +188,12 @@ pub fn create_token(
         .chain(bytes.iter().map(|b| format!("{b:02x}")))
         .collect();
     let expires_at = expires.map(|d| now_ms() + i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-    let id = store.create_token(&token_hash(&secret), project, scopes, expires_at)?;
+    let id = store.create_named_token(&token_hash(&secret), project, scopes, expires_at, name)?;
     store.audit(
         "cli",
         "token.create",
         &id,
-        &serde_json::json!({"project": project, "scopes": scopes}),
+        &serde_json::json!({"project": project, "scopes": scopes, "name": name}),
     )?;
     Ok((id, secret))
 }
@@ -206,6 +215,9 @@ pub(crate) fn now_ms() -> i64 {
 }
 
 const DAY_MS: i64 = 86_400_000;
+
+/// A token's last use is recorded to this resolution (one write per token at most this often).
+const TOKEN_USE_RESOLUTION_MS: i64 = 60_000;
 
 /// How long a cancel waits for a running job to reach its final state before it answers with
 /// the job still `cancelling` (its worker may be on another machine, or slow to stop it).
@@ -352,9 +364,25 @@ impl Service {
             .map(|(_, secret)| secret.trim())
             .filter(|s| !s.is_empty())
             .ok_or(RequestError::Unauthorized)?;
-        self.store
-            .find_token(&token_hash(secret))?
-            .ok_or(RequestError::Unauthorized)
+        let hash = token_hash(secret);
+        let Some(token) = self.store.find_token(&hash)? else {
+            // Why it does not work, as the dashboard's login says: the client can act on it.
+            let why = match self.store.token_by_hash(&hash)? {
+                Some(t) if t.revoked_at_ms.is_some() => "this token was revoked",
+                Some(_) => "this token has expired",
+                None => "this token is unknown to this server",
+            };
+            return Err(RequestError::TokenRefused(why));
+        };
+        // Its last use, to the minute (one write a minute at most per token).
+        if token
+            .last_used_at_ms
+            .is_none_or(|at| now_ms() - at >= TOKEN_USE_RESOLUTION_MS)
+            && let Err(error) = self.store.touch_token(&token.id)
+        {
+            eprintln!("cordon: cannot record token {}'s use: {error}", token.id);
+        }
+        Ok(token)
     }
 
     /// cordon's own state, which no job may clone from: the service's data directory and

@@ -32,7 +32,7 @@ pub(crate) enum PageError {
 impl From<RequestError> for PageError {
     fn from(error: RequestError) -> Self {
         match error {
-            RequestError::Unauthorized => PageError::Unauthorized,
+            RequestError::Unauthorized | RequestError::TokenRefused(_) => PageError::Unauthorized,
             RequestError::Scope(_) | RequestError::Policy { .. } | RequestError::Budget { .. } => {
                 PageError::Forbidden(error.to_string())
             }

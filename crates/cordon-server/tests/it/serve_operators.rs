@@ -678,14 +678,18 @@ fn a_jobs_end_is_posted_to_its_webhook_signed_and_retried_after_a_500() {
     }
     assert_eq!(seen[0].1, seen[1].1, "the same body on every try");
 
-    // The delivery and its tries, as recorded.
-    let (status, list) = server.json(
-        "GET",
-        &format!("/v1/jobs/{id}/deliveries"),
-        &token,
-        &Value::Null,
-    );
-    assert_eq!(status, 200, "{list}");
+    // The delivery and its tries, as recorded (the second try's answer is recorded just
+    // after the receiver sent it).
+    let deliveries = || {
+        let path = format!("/v1/jobs/{id}/deliveries");
+        let (status, list) = server.json("GET", &path, &token, &Value::Null);
+        assert_eq!(status, 200, "{list}");
+        list
+    };
+    until("the delivery's record", || {
+        deliveries()["deliveries"][0]["state"] != "pending"
+    });
+    let list = deliveries();
     assert_eq!(list["schema"], "cordon.delivery-list/v1");
     let delivery = &list["deliveries"][0];
     assert_eq!(list["deliveries"].as_array().unwrap().len(), 1, "{list}");
@@ -709,4 +713,72 @@ fn a_jobs_end_is_posted_to_its_webhook_signed_and_retried_after_a_500() {
         !list.to_string().contains("whsec-test"),
         "no secret value: {list}"
     );
+}
+
+#[test]
+fn tokens_have_names_and_a_last_use_and_a_refused_one_says_why() {
+    let server = Server::start(POLICY);
+    let cordon = |args: &[&str]| {
+        let out = Command::new(cordon_bin())
+            .args(args)
+            .env("CORDON_HOME", &server.home)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let created: Value = serde_json::from_str(&cordon(&[
+        "token",
+        "create",
+        "--project",
+        "a",
+        "--name",
+        "ci",
+        "--json",
+    ]))
+    .unwrap();
+    assert_eq!(created["name"], "ci");
+    assert!(created.get("last_used_at").is_none(), "{created}");
+    let secret = created["secret"].as_str().unwrap().to_owned();
+    let id = created["id"].as_str().unwrap().to_owned();
+    let (status, _) = server.json("GET", "/v1/jobs", &secret, &Value::Null);
+    assert_eq!(status, 200);
+    let list: Value = serde_json::from_str(&cordon(&["token", "list", "--json"])).unwrap();
+    let listed = list["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == id.as_str())
+        .unwrap()
+        .clone();
+    assert_eq!(listed["name"], "ci");
+    assert!(listed["last_used_at"].is_string(), "{listed}");
+    let text = cordon(&["token", "list"]);
+    assert!(
+        text.contains(&format!("{id}\ta\tsubmit,read\tlive\tci\tused ")),
+        "{text}"
+    );
+
+    // Unknown, expired and revoked tokens are refused, each saying why.
+    let refused = |token: &str| {
+        let (status, answer) = server.json("GET", "/v1/jobs", token, &Value::Null);
+        assert_eq!(
+            (status, answer["error"].as_str()),
+            (401, Some("unauthorized"))
+        );
+        answer["message"].as_str().unwrap().to_owned()
+    };
+    assert_eq!(
+        refused("cdn_nothing"),
+        "this token is unknown to this server"
+    );
+    let short = cordon(&["token", "create", "--project", "a", "--expires", "1s"]);
+    std::thread::sleep(Duration::from_millis(1100));
+    assert_eq!(refused(short.trim()), "this token has expired");
+    cordon(&["token", "revoke", &id]);
+    assert_eq!(refused(&secret), "this token was revoked");
 }

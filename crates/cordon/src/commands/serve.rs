@@ -128,8 +128,11 @@ pub enum TokenCommand {
         /// It stops working after this long.
         #[arg(long, value_name = "DUR", value_parser = cordon_types::units::parse_duration)]
         expires: Option<Duration>,
+        /// What people call it (`ci`, `alice's laptop`): shown by `token list`.
+        #[arg(long, value_name = "NAME")]
+        name: Option<String>,
     },
-    /// List tokens (ids, projects, scopes; never secrets).
+    /// List tokens: id, project, scopes, state, name, last use (never secrets).
     List,
     /// Revoke a token by id.
     Revoke {
@@ -256,9 +259,11 @@ pub(crate) fn token(args: &TokenArgs) -> Result<Exit, CliError> {
             project,
             scope,
             expires,
+            name,
         } => {
-            let (id, secret) = cordon_server::create_token(&store, project, scope, *expires)
-                .map_err(CliError::usage)?;
+            let (id, secret) =
+                cordon_server::create_token(&store, project, scope, *expires, name.as_deref())
+                    .map_err(CliError::usage)?;
             if args.json {
                 let mut doc = described(&id)?;
                 doc.secret = Some(secret);
@@ -286,11 +291,14 @@ pub(crate) fn token(args: &TokenArgs) -> Result<Exit, CliError> {
             } else {
                 for t in tokens {
                     outln!(
-                        "{}\t{}\t{}\t{}",
+                        "{}\t{}\t{}\t{}\t{}\t{}",
                         t.id,
                         t.project,
                         t.scopes.join(","),
-                        t.state
+                        t.state,
+                        t.name.as_deref().unwrap_or("-"),
+                        t.last_used_at
+                            .map_or_else(|| "never used".to_owned(), |at| format!("used {at}"))
                     )?;
                 }
             }
