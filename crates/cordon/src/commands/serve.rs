@@ -9,6 +9,8 @@ use clap::{Args, Subcommand};
 use cordon_server::{Policy, ServeOptions, WorkOptions, WorkerSettings};
 use cordon_store::{Store, StoreLocation};
 
+mod jobs_follow;
+
 use crate::documents::ErrorKind;
 use crate::exit::{CliError, Exit};
 
@@ -377,6 +379,38 @@ pub enum JobsCommand {
         /// The job's id.
         id: String,
     },
+    /// Submit a `run` job of CMD ARGS… (`cordon jobs run -- make test`); prints its id, or
+    /// with --wait follows it to its end (exit 0 when it succeeded, 1 otherwise).
+    Run {
+        /// The project (default: `$CORDON_PROJECT`).
+        #[arg(long)]
+        project: Option<String>,
+        /// Follow the job's live log until it ends.
+        #[arg(long)]
+        wait: bool,
+        /// The program and its arguments.
+        #[arg(last = true, required = true, value_name = "CMD")]
+        argv: Vec<String>,
+    },
+    /// Submit a `verify` job of a repository at a ref, with a patch on top; prints its id, or
+    /// with --wait follows it (stages, output, verdict) to its end.
+    Verify {
+        /// The project (default: `$CORDON_PROJECT`).
+        #[arg(long)]
+        project: Option<String>,
+        /// The repository to clone (a URL or a path the server reaches).
+        #[arg(long, value_name = "URL")]
+        repo: String,
+        /// The ref to verify (default: the repository's HEAD).
+        #[arg(long = "ref", value_name = "REF")]
+        rev: Option<String>,
+        /// A patch (unified diff) to apply on top before verifying.
+        #[arg(long, value_name = "FILE")]
+        patch: Option<PathBuf>,
+        /// Follow the job's live log until it ends.
+        #[arg(long)]
+        wait: bool,
+    },
 }
 
 /// Runs `cordon jobs`.
@@ -425,6 +459,27 @@ pub(crate) fn jobs(args: &JobsArgs) -> Result<Exit, CliError> {
             path = format!("/v1/jobs/{id}/cancel");
             client.request("POST", &path, b"").map_err(client_error)?
         }
+        JobsCommand::Run { project, argv, .. } => {
+            let body = jobs_follow::run_request(&jobs_follow::project(project.as_ref())?, argv);
+            path = "/v1/jobs".to_owned();
+            client.request("POST", &path, &body).map_err(client_error)?
+        }
+        JobsCommand::Verify {
+            project,
+            repo,
+            rev,
+            patch,
+            ..
+        } => {
+            let body = jobs_follow::verify_request(
+                &jobs_follow::project(project.as_ref())?,
+                repo,
+                rev.as_deref(),
+                patch.as_deref(),
+            )?;
+            path = "/v1/jobs".to_owned();
+            client.request("POST", &path, &body).map_err(client_error)?
+        }
         JobsCommand::Logs { id, follow: false } if !args.json => {
             path = format!("/v1/jobs/{id}/transcript");
             client.request("GET", &path, b"").map_err(client_error)?
@@ -459,46 +514,19 @@ pub(crate) fn jobs(args: &JobsArgs) -> Result<Exit, CliError> {
             }
             return Ok(job_ended(&state));
         }
-        JobsCommand::Logs { id, .. } => {
-            let mut state = String::new();
-            let mut closed = false;
-            let status = client
-                .follow(id, None, &mut |_, kind, data| {
-                    let text = data.get("text").and_then(|t| t.as_str()).unwrap_or("");
-                    match (kind, data.get("stream").and_then(|s| s.as_str())) {
-                        ("output", Some("stderr")) => eprint!("{text}"),
-                        ("output", _) => {
-                            closed = out!("{text}").is_err() || std::io::stdout().flush().is_err();
-                        }
-                        ("end", _) => {
-                            state = data
-                                .get("state")
-                                .and_then(|s| s.as_str())
-                                .unwrap_or("")
-                                .to_owned();
-                        }
-                        _ => {}
-                    }
-                    !closed
-                })
-                .map_err(client_error)?;
-            if closed {
-                return Err(CliError::stdout_closed());
-            }
-            if status != 200 {
-                return Err(api_error(
-                    status,
-                    b"",
-                    &url(&format!("/v1/jobs/{id}/events")),
-                ));
-            }
-            eprintln!("job {id}: {state}");
-            return Ok(job_ended(&state));
-        }
+        JobsCommand::Logs { id, .. } => return follow_text(&client, id, &url),
     };
     // An error answer is not printed as it came: the edge prints it as cordon.error/v1.
     if answer.status >= 400 {
         return Err(api_error(answer.status, &answer.body, &url(&path)));
+    }
+    if let JobsCommand::Run { wait: true, .. } | JobsCommand::Verify { wait: true, .. } =
+        &args.command
+    {
+        let job: cordon_server::JobDocument = serde_json::from_slice(&answer.body)
+            .map_err(|e| CliError::msg(Exit::CordonFailed, format_args!("{e}")))?;
+        eprintln!("job {} submitted", job.id);
+        return follow_text(&client, &job.id, &url);
     }
     let is_transcript = matches!(args.command, JobsCommand::Logs { .. });
     if args.json || is_transcript {
@@ -511,6 +539,38 @@ pub(crate) fn jobs(args: &JobsArgs) -> Result<Exit, CliError> {
         print_jobs_text(&args.command, &answer.body)?;
     }
     Ok(Exit::Success)
+}
+
+/// Follows a job's live log as text (output, stages, verdict) until it ends.
+fn follow_text(
+    client: &cordon_server::Client,
+    id: &str,
+    url: &dyn Fn(&str) -> String,
+) -> Result<Exit, CliError> {
+    let mut state = String::new();
+    let mut closed = false;
+    let status = client
+        .follow(id, None, &mut |_, kind, data| {
+            match jobs_follow::print_event(kind, data) {
+                Ok(Some(end)) => state = end,
+                Ok(None) => {}
+                Err(()) => closed = true,
+            }
+            !closed
+        })
+        .map_err(client_error)?;
+    if closed {
+        return Err(CliError::stdout_closed());
+    }
+    if status != 200 {
+        return Err(api_error(
+            status,
+            b"",
+            &url(&format!("/v1/jobs/{id}/events")),
+        ));
+    }
+    eprintln!("job {id}: {state}");
+    Ok(job_ended(&state))
 }
 
 /// How `jobs logs --follow` exits: 0 when the job succeeded, 1 otherwise.
@@ -546,7 +606,7 @@ fn api_error(status: u16, body: &[u8], url: &str) -> CliError {
         }
         (Some("not_found"), _) | (None, 404) => (Exit::Usage, ErrorKind::NotFound),
         (Some("conflict"), _) | (None, 409) => (Exit::Failed, ErrorKind::Conflict),
-        (Some("busy"), _) | (None, 503) => (Exit::Failed, ErrorKind::Unavailable),
+        (Some("busy" | "unavailable"), _) | (None, 503) => (Exit::Failed, ErrorKind::Unavailable),
         (Some("internal"), _) | (None, 500..) => (Exit::CordonFailed, ErrorKind::Internal),
         _ => (Exit::Failed, ErrorKind::Refused),
     };
@@ -605,7 +665,7 @@ fn print_jobs_text(command: &JobsCommand, body: &[u8]) -> Result<(), CliError> {
                 eprintln!("(more: GET /v1/jobs?cursor={cursor})");
             }
         }
-        JobsCommand::Submit { .. } => {
+        JobsCommand::Submit { .. } | JobsCommand::Run { .. } | JobsCommand::Verify { .. } => {
             let job: cordon_server::JobDocument = serde_json::from_slice(body).map_err(protocol)?;
             outln!("{}", job.id)?;
             eprintln!(

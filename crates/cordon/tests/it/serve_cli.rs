@@ -169,3 +169,90 @@ fn jobs_commands_print_text_or_the_services_documents() {
         "text mode prints no error document"
     );
 }
+
+#[test]
+fn jobs_run_and_verify_shortcuts_submit_and_follow_with_stages_and_verdict() {
+    let server = Server::start(
+        r#"
+[projects.a]
+allow = [["sh", "*"], ["git", "*"], ["true"]]
+"#,
+    );
+    let token = server.token("a", "submit,read");
+    // Without a project, and without CORDON_PROJECT, nothing is submitted.
+    let none = cordon(&server, Some(&token), &["jobs", "run", "--", "true"], "");
+    assert_eq!(none.status.code(), Some(2), "{none:?}");
+    // `jobs run -- CMD ARGS…`: the id; with --wait, the output and the end.
+    let id = stdout(&cordon(
+        &server,
+        Some(&token),
+        &[
+            "jobs",
+            "run",
+            "--project",
+            "a",
+            "--",
+            "sh",
+            "-c",
+            "echo from-run",
+        ],
+        "",
+    ));
+    assert!(id.trim().starts_with("j-"), "{id}");
+    let waited = cordon(
+        &server,
+        Some(&token),
+        &[
+            "jobs",
+            "run",
+            "--project",
+            "a",
+            "--wait",
+            "--",
+            "sh",
+            "-c",
+            "echo waited; exit 3",
+        ],
+        "",
+    );
+    assert_eq!(waited.status.code(), Some(1), "a failed job: exit 1");
+    assert_eq!(String::from_utf8_lossy(&waited.stdout), "waited\n");
+    assert!(
+        String::from_utf8_lossy(&waited.stderr).contains(": failed"),
+        "{waited:?}"
+    );
+
+    // `jobs verify --repo --wait`: each stage's start and end, and the verdict.
+    let repo = cordon_test_support::repo_with(
+        server.dir.path(),
+        &[(
+            "cordon.toml",
+            "[[stage]]\nname = \"check\"\ncategory = \"test\"\nrun = [\"sh\", \"-c\", \"echo checking\"]\n",
+        )],
+    );
+    let verified = cordon(
+        &server,
+        Some(&token),
+        &[
+            "jobs",
+            "verify",
+            "--project",
+            "a",
+            "--repo",
+            repo.to_str().unwrap(),
+            "--wait",
+        ],
+        "",
+    );
+    let stderr = String::from_utf8_lossy(&verified.stderr);
+    assert!(verified.status.success(), "{verified:?}");
+    assert!(
+        String::from_utf8_lossy(&verified.stdout).contains("checking"),
+        "{verified:?}"
+    );
+    assert!(
+        stderr.contains("── stage check: running") && stderr.contains("── stage check: pass ("),
+        "{stderr}"
+    );
+    assert!(stderr.contains("── verdict: pass"), "{stderr}");
+}
