@@ -782,3 +782,45 @@ fn tokens_have_names_and_a_last_use_and_a_refused_one_says_why() {
     cordon(&["token", "revoke", &id]);
     assert_eq!(refused(&secret), "this token was revoked");
 }
+
+/// The resident memory of a process, KiB.
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .expect("VmRSS")
+}
+
+#[test]
+fn large_submissions_leave_the_api_process_its_memory() {
+    let dir = Arc::new(TestDir::new());
+    let policy = dir.write(
+        "cordon-server.toml",
+        "[projects.a]\nallow = [[\"sh\", \"*\"]]\nmax_queued = 1000\n",
+    );
+    let server = Server::start_with(dir, policy, |c| {
+        c.arg("--no-workers");
+    });
+    let token = server.token("a", "submit,read");
+    let submit = |argv: Value| {
+        let body = json!({"project": "a", "type": "run", "inputs": {"argv": argv}}).to_string();
+        let (status, _, _) = server.request("POST", "/v1/jobs", Some(&token), &[], body.as_bytes());
+        assert_eq!(status, 201);
+    };
+    submit(json!(["sh", "-c", "true"]));
+    std::thread::sleep(Duration::from_millis(500));
+    let before = rss_kib(server.child.id());
+    // 20 bodies just under the 4 MiB limit (before the fix: 37 → 61 MiB, and it stayed).
+    let long = "x".repeat(4 * 1024 * 1024 - 4096);
+    for _ in 0..20 {
+        submit(json!(["sh", "-c", "true", long]));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    let after = rss_kib(server.child.id());
+    assert!(
+        after * 2 <= before * 3,
+        "VmRSS {before} KiB before, {after} KiB after 20 submissions of 4 MiB"
+    );
+}

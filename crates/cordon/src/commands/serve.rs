@@ -162,6 +162,7 @@ fn load_policy(config: Option<&PathBuf>) -> Result<Policy, CliError> {
 /// Runs `cordon worker`.
 pub(crate) fn worker(args: &WorkerArgs) -> Result<Exit, CliError> {
     cordon_server::init_logging(args.common.log_format);
+    crate::allocator::return_large_blocks();
     if args.drain {
         let name = args.common.name.as_deref().unwrap_or_default();
         let store = args.common.open_store()?;
@@ -210,6 +211,7 @@ pub(crate) fn serve(args: &ServeArgs) -> Result<Exit, CliError> {
         return Ok(Exit::Success);
     }
     cordon_server::init_logging(args.common.log_format);
+    crate::allocator::return_large_blocks();
     let policy = load_policy(args.config.as_ref())?;
     let store = args.common.open_store()?;
     let home = cordon_types::cordon_home().map_err(CliError::usage)?;
