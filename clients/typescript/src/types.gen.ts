@@ -361,6 +361,11 @@ export interface JobDocument {
   timeout_ms: number;
   /** Its type. */
   type: string;
+  /**
+   * Why a queued job is not running yet, when something holds it back (`GET /v1/jobs/{id}`
+   * only): its project's daily budget is spent, or a retry waits for its backoff.
+   */
+  waiting?: string | null;
 }
 
 /** Why a job failed. */

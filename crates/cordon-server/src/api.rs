@@ -409,6 +409,10 @@ pub struct JobDocument {
     pub result: Option<serde_json::Value>,
     /// Why it failed (or why the last attempt failed, while a retry waits).
     pub failure: Option<JobFailure>,
+    /// Why a queued job is not running yet, when something holds it back (`GET /v1/jobs/{id}`
+    /// only): its project's daily budget is spent, or a retry waits for its backoff.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<String>,
     /// The job this one re-runs (`POST /v1/jobs/{id}/rerun`), if it does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rerun_of: Option<String>,
@@ -445,6 +449,7 @@ impl From<&JobRow> for JobDocument {
                 .failure
                 .clone()
                 .and_then(|f| serde_json::from_value(f).ok()),
+            waiting: None,
             rerun_of: row.rerun_of.as_ref().map(ToString::to_string),
         }
     }

@@ -224,8 +224,16 @@ async fn show(
     Path(id): Path<String>,
 ) -> Result<axum::Json<JobDocument>, RequestError> {
     let token = authenticate(&service, &headers).await?;
-    let job = blocking(move || service.visible_job(&token, &id)).await?;
-    Ok(axum::Json(JobDocument::from(&job)))
+    let (job, waiting) = blocking(move || {
+        let job = service.visible_job(&token, &id)?;
+        let waiting = service.waiting_reason(&job)?;
+        Ok((job, waiting))
+    })
+    .await?;
+    Ok(axum::Json(JobDocument {
+        waiting,
+        ..JobDocument::from(&job)
+    }))
 }
 
 /// The query of `GET /v1/jobs`.

@@ -257,6 +257,44 @@ impl Service {
         Ok(())
     }
 
+    /// Why a queued job is held back, if something holds it: its project's daily budget is
+    /// spent (it runs once the budget resets), or it waits for its retry's backoff.
+    pub fn waiting_reason(&self, job: &JobRow) -> Result<Option<String>, RequestError> {
+        if job.state != JobState::Queued {
+            return Ok(None);
+        }
+        let now = now_ms();
+        let policy = self.policy();
+        if let Some((key, rules)) = policy.project(&job.project)
+            && (rules.daily_wall().is_some() || rules.daily_cpu().is_some())
+        {
+            let day_start = now - now.rem_euclid(DAY_MS);
+            let used = self.store.project_usage(&job.project, day_start)?;
+            let spent = |budget: Option<Duration>, used: u64| {
+                budget.is_some_and(|b| u128::from(used) >= b.as_millis())
+            };
+            if spent(rules.daily_wall(), used.wall_ms) || spent(rules.daily_cpu(), used.cpu_ms) {
+                let resets = humantime::format_rfc3339_seconds(
+                    std::time::UNIX_EPOCH
+                        + Duration::from_millis(u64::try_from(day_start + DAY_MS).unwrap_or(0)),
+                );
+                return Ok(Some(format!(
+                    "project {:?} spent its daily budget (projects.{key}.daily_budget): the job \
+                     runs after it resets at {resets}",
+                    job.project
+                )));
+            }
+        }
+        if job.not_before_ms > now {
+            return Ok(Some(format!(
+                "attempt {} failed; the next one waits {} ms for its backoff",
+                job.attempt,
+                job.not_before_ms - now
+            )));
+        }
+        Ok(None)
+    }
+
     /// Counts again which projects are past a daily budget, when the last count is more
     /// than a few seconds old. Called before a claim (never inside one: it asks the store).
     pub fn refresh_over_budget(&self) {

@@ -545,6 +545,9 @@ class JobDocument(_JobDocumentRequired, total=False):
     result: Any
     #: Latest attempt started.
     started_at: Optional[str]
+    #: Why a queued job is not running yet, when something holds it back (`GET /v1/jobs/{id}`
+    #: only): its project's daily budget is spent, or a retry waits for its backoff.
+    waiting: Optional[str]
 
 
 class JobFailure(TypedDict):

@@ -869,6 +869,16 @@ fn serve_jobs_queued_before_a_budget_ran_out_wait_for_the_next_day() {
         assert_eq!(server.job(&token, &second)["state"], "queued");
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
+    // The job says why it waits (the first one, ended, says nothing).
+    let waiting = server.job(&token, &second)["waiting"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        waiting.contains("spent its daily budget") && waiting.contains("resets at"),
+        "{waiting}"
+    );
+    assert!(server.job(&token, &first).get("waiting").is_none());
     let (status, answer) = server.submit(
         &token,
         &json!({"project": "a", "type": "run", "inputs": {"argv": ["sh", "-c", "true"]}}),
