@@ -15,7 +15,8 @@ use super::layout;
 pub(crate) struct Bar {
     /// The stage (or the job type, for a job without stages).
     pub name: String,
-    /// `pass`, `fail`, `timeout`, `error`, `skipped`, `cancelled` or `running`.
+    /// `pass`, `fail`, `timeout`, `error`, `skipped`, `cancelled`, `interrupted` (its worker
+    /// stopped or died while it ran) or `running`.
     pub status: String,
     /// From the attempt's start, milliseconds.
     pub start_ms: u64,
@@ -41,8 +42,9 @@ fn status_of_state(state: &str) -> &'static str {
     match state {
         "succeeded" => "pass",
         "failed" => "fail",
-        "cancelled" | "interrupted" => "cancelled",
-        "queued" => "error",
+        "cancelled" => "cancelled",
+        // The worker stopped or died: the job was interrupted or queued for another attempt.
+        "interrupted" | "queued" => "interrupted",
         _ => "running",
     }
 }
@@ -104,7 +106,15 @@ impl Timeline {
                     }
                 }
                 "state" if ended.is_none() => {
-                    ended = Some((event.at_ms, text(event, "state").unwrap_or("")));
+                    // A failed attempt queued again for a retry failed; one queued again
+                    // without a failure lost its worker.
+                    let state = match text(event, "state").unwrap_or("") {
+                        "queued" if event.data.get("failure").is_some_and(|f| !f.is_null()) => {
+                            "failed"
+                        }
+                        state => state,
+                    };
+                    ended = Some((event.at_ms, state));
                 }
                 _ => {}
             }
@@ -123,8 +133,15 @@ impl Timeline {
         for bar in bars.iter_mut().filter(|b| b.status == "running") {
             // Still running, or its attempt ended without saying how the stage did.
             bar.duration_ms = offset(end).saturating_sub(bar.start_ms);
-            if ended.is_some() {
-                bar.status = "cancelled".into();
+            // How the attempt ended says how the stage did: cancelled, interrupted (its
+            // worker stopped), or an error (the attempt ended without its stage's end).
+            if let Some((_, state)) = ended {
+                bar.status = match status_of_state(state) {
+                    "cancelled" => "cancelled",
+                    "interrupted" => "interrupted",
+                    _ => "error",
+                }
+                .into();
             }
         }
         Timeline { attempt, bars }
@@ -308,6 +325,42 @@ mod tests {
             ("cancelled", 700)
         );
         assert_eq!(Timeline::from_events(&[], "run", 5), Timeline::default());
+    }
+
+    #[test]
+    fn a_stage_whose_worker_died_is_interrupted_not_cancelled() {
+        let mut events = vec![
+            event(1, 0, "state", json!({"state": "running", "attempt": 1})),
+            event(
+                2,
+                10,
+                "stage",
+                json!({"stage": "test", "status": "running"}),
+            ),
+        ];
+        for (state, shown) in [
+            ("queued", "interrupted"),
+            ("retry", "error"),
+            ("interrupted", "interrupted"),
+            ("cancelled", "cancelled"),
+            ("failed", "error"),
+        ] {
+            events.truncate(2);
+            let data = match state {
+                "retry" => json!({"state": "queued", "failure": {"category": "infra"}}),
+                _ => json!({"state": state}),
+            };
+            events.push(event(3, 900, "state", data));
+            let timeline = Timeline::from_events(&events, "verify", 2_000);
+            assert_eq!(
+                (
+                    timeline.bars[0].status.as_str(),
+                    timeline.bars[0].duration_ms
+                ),
+                (shown, 890),
+                "{state}"
+            );
+        }
     }
 
     #[test]
