@@ -52,7 +52,7 @@ fn watch(service: &Service, stop: &AtomicBool) {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .elapsed();
-            if since >= limit && !job.is_lost() {
+            if since >= limit && !job.is_lost() && !job.has_ended() {
                 eprintln!(
                     "cordon: job {id} attempt {}: its lease was not renewed for {}ms; ending its \
                      process tree before another worker may take it",
@@ -129,9 +129,14 @@ fn poll_cancels(service: &Service) {
     }
 }
 
-/// Renews the lease of every job running here; ends those it lost.
+/// Renews the lease of every job running here; ends those it lost. A job whose end is
+/// recorded (it leaves the running map just after) has no lease left: the store refuses its
+/// renewal, which is no loss.
 fn renew(service: &Service) {
     for (id, job) in service.running_jobs() {
+        if job.has_ended() {
+            continue;
+        }
         match service
             .store
             .renew_lease(&id, job.attempt, &service.worker_name, service.lease)
@@ -162,5 +167,105 @@ fn renew(service: &Service) {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::{Condvar, Mutex, RwLock};
+
+    use cordon_exec::CancelHandle;
+    use cordon_store::{AttemptEnd, Claim, JobState, NewJob, Store, StoreLocation};
+
+    use super::*;
+    use crate::policy::Policy;
+    use crate::service::RunningJob;
+
+    fn service(store: Store) -> Service {
+        Service {
+            store,
+            policy: RwLock::new(Arc::new(Policy::builtin())),
+            secrets: RwLock::default(),
+            policy_path: None,
+            data_dir: std::env::temp_dir(),
+            retry_backoff: Duration::from_millis(50),
+            running: Mutex::new(HashMap::new()),
+            worker_name: "w".into(),
+            lease: Duration::from_secs(30),
+            wake: (Mutex::new(0), Condvar::new()),
+            shutting_down: AtomicBool::new(false),
+            over_budget: Mutex::new(None),
+            live_streams: Arc::default(),
+            worker_info: None,
+            draining: AtomicBool::new(false),
+            live_wake: Arc::default(),
+            webhook_wake: crate::webhooks::Wake::default(),
+        }
+    }
+
+    /// A job claimed by `w` and run to its end in the store, as its worker's still-listed
+    /// entry (between the end's record and its removal from the running map).
+    fn ended_job(service: &Service) -> Arc<RunningJob> {
+        let (job, _) = service
+            .store
+            .insert_job(&NewJob {
+                project: "p".into(),
+                job_type: "run".into(),
+                priority: 0,
+                max_attempts: 1,
+                timeout_ms: 1000,
+                idempotency_key: None,
+                inputs: serde_json::json!({}),
+                submitted_by: "t".into(),
+                rerun_of: None,
+            })
+            .unwrap();
+        let claimed = service
+            .store
+            .claim_job(&Claim {
+                worker: "w",
+                lease: service.lease,
+                workers: 4,
+                concurrency: &|_| 4,
+            })
+            .unwrap()
+            .job
+            .unwrap();
+        assert_eq!(claimed.id, job.id);
+        let end = AttemptEnd::Final {
+            state: JobState::Succeeded,
+            result: None,
+            failure: None,
+            cpu_ms: None,
+        };
+        assert!(service.store.end_attempt(&job.id, 1, &end).unwrap());
+        let running = Arc::new(RunningJob::new(1, Arc::new(CancelHandle::new().unwrap())));
+        service
+            .running
+            .lock()
+            .unwrap()
+            .insert(job.id.clone(), Arc::clone(&running));
+        running
+    }
+
+    #[test]
+    fn an_attempt_whose_end_is_recorded_is_not_taken_for_a_lost_lease() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&StoreLocation::Sqlite(dir.path().join("cordon.db"))).unwrap();
+        let service = service(store);
+        // Its end recorded (as the worker marks it): the refused renewal is no loss.
+        let ended = ended_job(&service);
+        ended.ended.store(true, Ordering::SeqCst);
+        renew(&service);
+        assert!(
+            !ended.is_lost(),
+            "a finished job's lease was taken for lost"
+        );
+        // Unmarked, the same refusal is a lost lease (what it was taken for before).
+        service.running.lock().unwrap().clear();
+        let unmarked = ended_job(&service);
+        renew(&service);
+        assert!(unmarked.is_lost());
     }
 }

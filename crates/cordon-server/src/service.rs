@@ -122,6 +122,9 @@ pub struct RunningJob {
     pub renewed: Mutex<std::time::Instant>,
     /// Set when the lease is lost: the attempt must not write anything more.
     pub lost: std::sync::atomic::AtomicBool,
+    /// Set once the attempt's end is recorded: it holds no lease any more (the heartbeat
+    /// neither renews it nor takes the refused renewal for a lost lease).
+    pub ended: std::sync::atomic::AtomicBool,
 }
 
 impl RunningJob {
@@ -132,7 +135,13 @@ impl RunningJob {
             cancel,
             renewed: Mutex::new(std::time::Instant::now()),
             lost: std::sync::atomic::AtomicBool::new(false),
+            ended: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Whether the attempt's end is recorded.
+    pub fn has_ended(&self) -> bool {
+        self.ended.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// The lease is gone: the job's process tree is ended and nothing more is written.

@@ -292,7 +292,12 @@ fn finish_with(service: &Service, job: &JobRow, outcome: Outcome, running: Optio
     let mut retries = END_RETRIES.iter();
     loop {
         match store.end_attempt_at(&job.id, job.attempt, &end, ended_at_ms) {
-            Ok(true) => break,
+            Ok(true) => {
+                if let Some(running) = running {
+                    running.ended.store(true, Ordering::SeqCst);
+                }
+                break;
+            }
             Ok(false) => {
                 eprintln!(
                     "cordon: job {} attempt {}: no longer running it; result dropped",
