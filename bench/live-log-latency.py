@@ -11,8 +11,9 @@ interleaves the servers job by job, n times:
 - latency: a `sh -c 'sleep 0.2'` job is submitted and its live log opened at once; the time
   the `end` event arrives minus the job's `finished_at` (written by the worker, before the
   end event, on the same machine's clock, to the millisecond).
-- overhead: a `run` of ["true"], from the submission to its `end` event, minus the wall time
-  of `cordon run -- true` measured right before it (same binary, same machine).
+- overhead: a `run` of ["true"], from the submission to its `end` event ("job"), minus the
+  wall time of `cordon run -- true` measured right before it ("run"; same binary, same
+  machine); the medians of both are printed too.
 
 Prints medians and 90th percentiles (milliseconds). Needs python3 and, for PostgreSQL, psql.
 """
@@ -53,7 +54,7 @@ class Server:
         self.token = subprocess.check_output(
             [cordon, "token", "create", "--project", "p", "--scope", "submit,read"],
             env=self.env).decode().strip()
-        self.latency, self.overhead = [], []
+        self.latency, self.overhead, self.direct, self.e2e = [], [], [], []
 
     def conn(self):
         host, port = self.addr.rsplit(":", 1)
@@ -103,7 +104,10 @@ class Server:
         direct = time.time() - start
         start = time.time()
         self.until_end(self.submit(["true"]))
-        self.overhead.append((time.time() - start - direct) * 1000)
+        e2e = time.time() - start
+        self.direct.append(direct * 1000)
+        self.e2e.append(e2e * 1000)
+        self.overhead.append((e2e - direct) * 1000)
 
     def stop(self):
         self.proc.terminate()
@@ -148,10 +152,12 @@ def main():
             s.stop()
         for db in databases:
             subprocess.run(["psql", "-qAtc", f"DROP DATABASE IF EXISTS {db} WITH (FORCE)", args.postgres])
-    print(f"{'server':<20} {'end→SSE p50':>12} {'p90':>8} {'overhead p50':>13} {'p90':>8}   (ms, n={args.n})")
+    print(f"{'server':<20} {'end→SSE p50':>12} {'p90':>8} {'overhead p50':>13} {'p90':>8} "
+          f"{'run p50':>8} {'job p50':>8}   (ms, n={args.n})")
     for s in servers:
         print(f"{s.name:<20} {statistics.median(s.latency):>12.1f} {pct(s.latency, 0.9):>8.1f} "
-              f"{statistics.median(s.overhead):>13.1f} {pct(s.overhead, 0.9):>8.1f}")
+              f"{statistics.median(s.overhead):>13.1f} {pct(s.overhead, 0.9):>8.1f} "
+              f"{statistics.median(s.direct):>8.1f} {statistics.median(s.e2e):>8.1f}")
 
 
 if __name__ == "__main__":
