@@ -173,7 +173,7 @@ pub(crate) fn worker(args: &WorkerArgs) -> Result<Exit, CliError> {
                 "no worker named {name:?} is registered in the store"
             )));
         }
-        out!("cordon worker: {name} drains: it finishes its running jobs, then stops")?;
+        outln!("cordon worker: {name} drains: it finishes its running jobs, then stops")?;
         return Ok(Exit::Success);
     }
     let policy = load_policy(args.config.as_ref())?;
