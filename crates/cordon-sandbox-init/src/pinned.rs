@@ -288,7 +288,15 @@ pub fn layered(
         }
         joined.push(&lower.name);
     }
-    fsconfig_set_string(&fs, "lowerdir", joined.as_os_str()).map_err(|e| err("lowerdir", e))?;
+    // The kernel takes at most 255 bytes per value: a deeper stack (a forked session's
+    // frozen layers) is given one layer at a time (`lowerdir+`, Linux 6.8 and later).
+    if joined.len() < 256 {
+        fsconfig_set_string(&fs, "lowerdir", joined.as_os_str()).map_err(|e| err("lowerdir", e))?;
+    } else {
+        for lower in &lowers {
+            fsconfig_set_string(&fs, "lowerdir+", &lower.name).map_err(|e| err("lowerdir+", e))?;
+        }
+    }
     // Open until the overlay is made: a kernel may resolve the names only then.
     let mut held = Vec::new();
     if let Some((upper_path, work_path)) = upper {

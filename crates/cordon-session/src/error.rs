@@ -187,6 +187,16 @@ pub enum SessionErrorKind {
         /// The variable.
         name: String,
     },
+    /// The session's tree is a full checkout of its own (made with the `git-worktree`
+    /// strategy, or where overlays are not available): it has no layer to share.
+    #[error("the session is not an overlay session: only a session over a base tree forks")]
+    NotForkable,
+    /// A fork asked for no session, or for more than [`crate::MAX_FORKS`].
+    #[error("--count {0}: a fork makes 1 to {max} sessions", max = crate::MAX_FORKS)]
+    ForkCount(u32),
+    /// The session's tree already has [`crate::MAX_LAYERS`] frozen layers.
+    #[error("the session already has {0} frozen layers (forks of forks): the most a tree may have")]
+    TooManyLayers(usize),
     /// The state file cannot be read or written as JSON.
     #[error("bad state file")]
     State(#[source] serde_json::Error),
@@ -228,6 +238,7 @@ impl SessionError {
                 K::BundleRefused(_)
                 | K::LocalSubmodule { .. }
                 | K::CheckoutTooLarge { .. }
+                | K::TooManyLayers(_)
                 | K::WaitCancelled => ErrorClass::new(exit_code::FAILED, ErrorKind::Refused),
                 _ => ErrorClass::new(exit_code::FAILED, ErrorKind::Conflict),
             },
@@ -251,6 +262,8 @@ impl SessionError {
             | K::NotABranch(_)
             | K::NoCommits
             | K::MissingSecret { .. }
+            | K::NotForkable
+            | K::ForkCount(_)
             | K::KeptCommitsGone { .. } => SessionErrorClass::Usage,
             K::Git(e) if matches!(e.kind, cordon_git::GitErrorKind::BadRefName { .. }) => {
                 SessionErrorClass::Usage
@@ -262,7 +275,8 @@ impl SessionError {
             | K::DirtyCheckout { .. }
             | K::BundleRefused(_)
             | K::LocalSubmodule { .. }
-            | K::CheckoutTooLarge { .. } => SessionErrorClass::Refused,
+            | K::CheckoutTooLarge { .. }
+            | K::TooManyLayers(_) => SessionErrorClass::Refused,
             K::WaitTimedOut { .. } => SessionErrorClass::Timeout,
             K::WaitCancelled => SessionErrorClass::Refused,
             K::Run(e) if e.class() == cordon_runner::RunErrorClass::Usage => {
@@ -330,6 +344,14 @@ impl SessionError {
                     .to_owned(),
             ),
             K::Run(e) => e.hint(),
+            K::NotForkable => Some(
+                "create the session where overlays work (`cordon doctor` says), without CORDON_WORKSPACE_STRATEGY=git-worktree"
+                    .to_owned(),
+            ),
+            K::TooManyLayers(_) => Some(
+                "fork the session's forks instead of forking a fork of a fork, or pull and start a new session"
+                    .to_owned(),
+            ),
             _ => None,
         }
     }

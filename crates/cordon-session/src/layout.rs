@@ -11,7 +11,9 @@
 //!   tree/          the session's own repository (work tree + .git), the sandbox's workspace;
 //!                  for an overlay session an empty directory, its tree being
 //!   layer/         an overlay session's layer (`upper/`: its `.git` and its changes; `work/`)
-//!                  over the commit's shared base tree ($CORDON_HOME/bases/<commit>)
+//!                  over the commit's shared base tree ($CORDON_HOME/bases/<commit>); after
+//!                  a fork, `layer/<n>/` (`upper/`, `work/`) over its frozen layers
+//!                  ($CORDON_HOME/layers/<id>, shared with the forks)
 //!   transfer-*/    cordon's scratch for one bundle on its way in or out; removed after use
 //! ```
 
@@ -62,6 +64,15 @@ impl Layout {
 
     pub(crate) fn watcher_lock(&self, id: &SessionId) -> PathBuf {
         self.dir(id).join("watcher.lock")
+    }
+
+    /// The directory of an overlay session's upper layer of `generation` (`upper/`, `work/`):
+    /// `layer/` for the first, `layer/<n>/` for each after a fork.
+    pub(crate) fn generation(&self, id: &SessionId, generation: u32) -> PathBuf {
+        match generation {
+            0 => self.layer(id),
+            n => self.layer(id).join(n.to_string()),
+        }
     }
 
     /// A fresh scratch directory name for one transfer.

@@ -10,6 +10,8 @@
 //! - [`Session`] is one of them: [`push`](Session::push) new host commits in,
 //!   [`exec`](Session::exec) a program (or [`begin_exec`](Session::begin_exec) for callers
 //!   that run it themselves through `cordon_runner`) writable or [`Access::ReadOnly`],
+//!   [`fork`](Session::fork) it into new sessions with its exact state (copy-on-write: its
+//!   upper layer frozen and shared, [`ForkRequest`], [`ForkReport`]),
 //!   [`pull`](Session::pull) its branch back as a fast-forward, [`diff`](Session::diff) it
 //!   against its base, [`remove`](Session::remove),
 //!   [`watch`](Session::watch) it: review comments fed to a fixer in rounds until the change
@@ -50,6 +52,7 @@ mod backoff;
 mod diff;
 mod error;
 mod exec;
+mod fork;
 mod gc;
 mod id;
 mod layout;
@@ -69,6 +72,7 @@ pub use backoff::Backoff;
 pub use diff::{MAX_DIFF_BYTES, SessionDiff, SessionDiffTag};
 pub use error::{SessionError, SessionErrorClass, SessionErrorKind};
 pub use exec::{Access, ExecLease};
+pub use fork::{ForkReport, ForkReportTag, ForkRequest, MAX_FORKS, MAX_LAYERS};
 pub use id::SessionId;
 pub use pull::{
     DEFAULT_MAX_CHECKOUT_BYTES, DEFAULT_MAX_CHECKOUT_FILE_BYTES, DEFAULT_PULL_WAIT, PullRequest,

@@ -328,24 +328,32 @@ impl Session {
         transfer: &std::path::Path,
         request: &PullRequest,
     ) -> Result<Option<CommitId>, SessionError> {
-        let bundle = transfer.join("session.bundle");
-        // Only the session's git data is needed (an overlay session's is in its upper layer).
-        let git_dir = self.git_dir(rec);
-        let out = SandboxedGit {
-            step: "bundling the session's branch",
-            root: transfer,
-            read_only: false,
-            read_only_binds: vec![git_dir.clone()],
-            overlay: None,
-            script: EXPORT_SCRIPT,
-            args: vec![
-                git_dir.to_string_lossy().into_owned(),
-                rec.branch.clone(),
-                rec.base_commit.to_string(),
-                bundle.to_string_lossy().into_owned(),
-            ],
-        }
-        .run()?;
+        let (bundle, out) = match self.git_dir(rec) {
+            // Only the session's git data is needed (an overlay session's is in its upper
+            // layer).
+            Some(git_dir) => {
+                let bundle = transfer.join("session.bundle");
+                let out = SandboxedGit {
+                    step: "bundling the session's branch",
+                    root: transfer,
+                    read_only: false,
+                    read_only_binds: vec![git_dir.clone()],
+                    overlay: None,
+                    script: EXPORT_SCRIPT,
+                    args: vec![
+                        git_dir.to_string_lossy().into_owned(),
+                        rec.branch.clone(),
+                        rec.base_commit.to_string(),
+                        bundle.to_string_lossy().into_owned(),
+                    ],
+                }
+                .run()?;
+                (bundle, out)
+            }
+            // A forked session's git data is spread over its layers: its whole tree, read
+            // only, under a throw-away layer of the transfer's that takes the bundle.
+            None => self.export_through_layers(rec, transfer)?,
+        };
         let line = out.trim();
         if line == "same" {
             return Ok(None);
@@ -360,6 +368,52 @@ impl Session {
         check_bundle_file(&bundle, &branch_ref, Some(&tip), request.max_bundle_bytes)?;
         import_into_host(host, &bundle, &branch_ref, &self.id.host_ref())?;
         Ok(Some(tip))
+    }
+
+    /// Runs [`EXPORT_SCRIPT`] over the session's whole tree (its layers read-only, under a
+    /// scratch upper layer in `transfer`); the bundle's host path and the script's output.
+    fn export_through_layers(
+        &self,
+        rec: &SessionRecord,
+        transfer: &std::path::Path,
+    ) -> Result<(std::path::PathBuf, String), SessionError> {
+        let Some(session) = self.overlay(rec)? else {
+            return Err(SessionError::io(
+                &rec.path,
+                std::io::Error::other("the session has no layers"),
+            ));
+        };
+        let root = transfer.join("tree");
+        let scratch = transfer.join("layer");
+        for dir in [&root, &scratch] {
+            std::fs::create_dir(dir).map_err(|e| SessionError::io(dir, e))?;
+        }
+        let mut lowers = vec![session.layer.join("upper")];
+        lowers.extend(session.lowers);
+        let inside = std::path::Path::new(cordon_sandbox::SANDBOX_WORKSPACE);
+        let name = ".cordon-session.bundle";
+        let out = SandboxedGit {
+            step: "bundling the session's branch",
+            root: &root,
+            read_only: false,
+            read_only_binds: Vec::new(),
+            overlay: Some(cordon_runner::OverlayMount {
+                lowers,
+                layer: scratch.clone(),
+                git_dir: None,
+                dot_git: None,
+                caches: Vec::new(),
+            }),
+            script: EXPORT_SCRIPT,
+            args: vec![
+                inside.join(".git").to_string_lossy().into_owned(),
+                rec.branch.clone(),
+                rec.base_commit.to_string(),
+                inside.join(name).to_string_lossy().into_owned(),
+            ],
+        }
+        .run()?;
+        Ok((scratch.join("upper").join(name), out))
     }
 
     /// Refuses a pull after which a submodule URL of `.gitmodules` would not go to a host

@@ -338,7 +338,7 @@ impl std::fmt::Display for ReviewPhase {
 /// The state of one session (`$CORDON_HOME/sessions/<id>/state.json`), printed by
 /// `cordon session create|show --json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[schemars(extend("x-revision" = 3))]
+#[schemars(extend("x-revision" = 4))]
 pub struct SessionRecord {
     /// Always `cordon.session/v1`.
     pub schema: SessionRecordTag,
@@ -363,6 +363,18 @@ pub struct SessionRecord {
     /// `None`: the tree is a full checkout of its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tree_base: Option<cordon_git::CommitId>,
+    /// An overlay session's frozen layers (`$CORDON_HOME/layers/<id>`), topmost first:
+    /// read-only, between its own upper layer and the base tree. A fork freezes the upper
+    /// layer the session had and shares it with the new sessions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub layers: Vec<String>,
+    /// Which upper layer of its own an overlay session writes to: 0 is `layer/upper`, `n`
+    /// is `layer/<n>/upper` (each fork of the session starts the next one).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub layer_generation: u32,
+    /// The session this one was forked from (`cordon session fork`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<SessionId>,
     /// Where the session is in its life.
     pub state: SessionStatus,
     /// Whether the session ends with the process that created it.
@@ -419,6 +431,10 @@ impl SessionRecord {
         let excess = self.runs.len().saturating_sub(MAX_RUNS_KEPT);
         self.runs.drain(..excess);
     }
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Now, as the records write it (RFC 3339, UTC, milliseconds).

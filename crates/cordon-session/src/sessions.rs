@@ -168,6 +168,9 @@ impl Sessions {
             base_commit: commit.clone(),
             path: self.layout.tree(&id),
             tree_base: None,
+            layers: Vec::new(),
+            layer_generation: 0,
+            parent: None,
             state: SessionStatus::Creating,
             transient: request.transient,
             shallow: request.depth.is_some(),
@@ -231,7 +234,7 @@ impl Sessions {
 
     /// Picks a fresh random id by creating its directory (`mkdir` is atomic: a collision
     /// with a live or ended session picks again).
-    fn claim_id(&self) -> Result<SessionId, SessionError> {
+    pub(crate) fn claim_id(&self) -> Result<SessionId, SessionError> {
         loop {
             let id = SessionId::random()?;
             let dir = self.layout.dir(&id);
@@ -353,7 +356,8 @@ pub fn check_bundle_file(
 }
 
 impl Session {
-    /// An overlay session's layers as the sandbox mounts them (`None`: a full checkout).
+    /// An overlay session's layers as the sandbox mounts them (`None`: a full checkout): its
+    /// current upper layer over its frozen layers over the base tree.
     pub(crate) fn overlay(
         &self,
         rec: &SessionRecord,
@@ -361,20 +365,40 @@ impl Session {
         let Some(commit) = &rec.tree_base else {
             return Ok(None);
         };
-        let base = cordon_workspace::Workspaces::new(self.sessions.home())
-            .existing_base(commit)
-            .ok_or_else(|| {
-                SessionError::io(
-                    self.sessions.home().join("bases").join(commit.as_str()),
-                    std::io::Error::other("the session's base tree is missing"),
-                )
-            })?;
-        let layer = self.sessions.layout.layer(&self.id);
+        let workspaces = cordon_workspace::Workspaces::new(self.sessions.home());
+        let base = workspaces.existing_base(commit).ok_or_else(|| {
+            SessionError::io(
+                self.sessions.home().join("bases").join(commit.as_str()),
+                std::io::Error::other("the session's base tree is missing"),
+            )
+        })?;
+        let mut lowers = Vec::with_capacity(rec.layers.len() + 1);
+        for (i, id) in rec.layers.iter().enumerate() {
+            let layer = workspaces.frozen_layer(id);
+            if i == 0 && !layer.is_dir() && rec.layer_generation > 0 {
+                // A fork that died between recording the freeze and making it: the upper
+                // layer it froze is still where it was.
+                let previous = self
+                    .sessions
+                    .layout
+                    .generation(&self.id, rec.layer_generation - 1)
+                    .join("upper");
+                workspaces
+                    .publish_layer(id, &previous)
+                    .map_err(|e| SessionError::io(&layer, std::io::Error::other(e.to_string())))?;
+            }
+            lowers.push(layer);
+        }
+        lowers.push(base.tree);
+        let layer = self
+            .sessions
+            .layout
+            .generation(&self.id, rec.layer_generation);
         let layer = layer
             .canonicalize()
             .map_err(|e| SessionError::io(&layer, e))?;
         Ok(Some(cordon_runner::OverlayMount {
-            lowers: vec![base.tree],
+            lowers,
             layer,
             git_dir: None,
             dot_git: None,
@@ -383,11 +407,13 @@ impl Session {
     }
 
     /// The session's own git directory as the host sees it (an overlay's is in its upper
-    /// layer: the base tree never has a `.git`).
-    pub(crate) fn git_dir(&self, rec: &SessionRecord) -> PathBuf {
+    /// layer: the base tree never has a `.git`); `None` for a forked overlay session, whose
+    /// git directory is spread over its layers (seen whole only in a sandbox).
+    pub(crate) fn git_dir(&self, rec: &SessionRecord) -> Option<PathBuf> {
         match rec.tree_base {
-            Some(_) => self.sessions.layout.layer(&self.id).join("upper/.git"),
-            None => rec.path.join(".git"),
+            Some(_) if !rec.layers.is_empty() => None,
+            Some(_) => Some(self.sessions.layout.layer(&self.id).join("upper/.git")),
+            None => Some(rec.path.join(".git")),
         }
     }
 
@@ -515,8 +541,10 @@ impl Session {
         if let Ok(rec) = self.record()
             && let Some(commit) = &rec.tree_base
         {
-            let _ = cordon_workspace::Workspaces::new(self.sessions.home())
-                .release_base(commit.as_str(), &format!("session-{}", self.id));
+            let workspaces = cordon_workspace::Workspaces::new(self.sessions.home());
+            let holder = format!("session-{}", self.id);
+            let _ = workspaces.release_base(commit.as_str(), &holder);
+            let _ = workspaces.release_layers(&rec.layers, &holder);
         }
         if let Ok(entries) = std::fs::read_dir(layout.dir(&self.id)) {
             for entry in entries.flatten() {

@@ -136,6 +136,29 @@ impl Workspaces {
         })
     }
 
+    /// The existing base tree of `commit`, held by `holder` too (a copy of a tree over it:
+    /// a session's fork); fails when there is none.
+    pub fn hold_existing_base(
+        &self,
+        commit: &CommitId,
+        holder: &BaseHolder,
+    ) -> Result<BaseTree, WorkspaceError> {
+        check_holder_name(&holder.name)?;
+        let _lock = self.lock_base(commit.as_str())?;
+        let base = self.existing_base(commit).ok_or_else(|| {
+            WorkspaceError::io(
+                &self.base_dir(commit.as_str()),
+                std::io::Error::other("the base tree is gone"),
+            )
+        })?;
+        let holds = self.base_holds(commit.as_str());
+        std::fs::create_dir_all(&holds).map_err(|e| WorkspaceError::io(&holds, e))?;
+        let hold = holds.join(&holder.name);
+        std::fs::write(&hold, holder.proof.as_os_str().as_encoded_bytes())
+            .map_err(|e| WorkspaceError::io(&hold, e))?;
+        Ok(base)
+    }
+
     /// Lets go of a base (the base stays until gc finds it without holders).
     pub fn release_base(&self, commit: &str, holder: &str) -> Result<(), WorkspaceError> {
         check_holder_name(holder)?;

@@ -79,6 +79,7 @@ impl Workspaces {
         // After the workspaces and the caches: the ones just removed no longer hold their bases.
         (report.caches_removed, report.cache_failures) = self.caches().gc(older_than);
         (report.bases_removed, report.base_failures) = self.gc_bases();
+        (report.layers_removed, report.layer_failures) = self.gc_layers();
         if let Some(age) = older_than {
             crate::ended::forget_older_than(&self.layout().ended(), age);
         }
@@ -107,6 +108,8 @@ impl Workspaces {
             base_failures: Vec::new(),
             caches_removed: Vec::new(),
             cache_failures: Vec::new(),
+            layers_removed: Vec::new(),
+            layer_failures: Vec::new(),
         };
         let mut repos = BTreeSet::new();
         for id in ids {

@@ -16,6 +16,9 @@
 //! - [`Strategy`] says how the files are made: today a detached `git worktree`
 //!   ([`Strategy::GitWorktree`], through the hardened `cordon-git`).
 //! - [`TransientWorkspace`] removes its workspace when dropped.
+//! - Frozen layers ([`Workspaces::reserve_layer`], [`Workspaces::publish_layer`]): an
+//!   overlay's upper layer made read-only and shared by the trees made from it (a session's
+//!   forks), held like base trees and collected by gc.
 //! - [`state`] holds what workspaces and sessions (`cordon-session`) keep on disk alike: short
 //!   random ids, the state directory's layout, file locks, atomically written records, the
 //!   owner process's liveness.
@@ -47,6 +50,7 @@ mod caches;
 mod ended;
 mod error;
 mod export;
+mod frozen;
 mod gc;
 mod id;
 mod layout;
@@ -68,6 +72,7 @@ pub use caches::{
 pub use cordon_types::{HomeError, cordon_home};
 pub use ended::{WorkspaceEnd, WorkspaceEndReason};
 pub use error::{WorkspaceError, WorkspaceErrorKind};
+pub use frozen::LayerRemoval;
 pub use id::WorkspaceId;
 pub use record::{Strategy, WorkspaceRecord, WorkspaceRecordTag, WorkspaceState};
 pub use remove::remove_tree;

@@ -181,4 +181,11 @@ pub struct GcReport {
     /// Caches and cache layers that could not be removed, with the reason.
     #[serde(default)]
     pub cache_failures: Vec<String>,
+    /// Frozen layers (a forked session's shared state) removed because nothing held them
+    /// any more (full gc only).
+    #[serde(default)]
+    pub layers_removed: Vec<crate::frozen::LayerRemoval>,
+    /// Frozen layers that could not be removed, with the reason.
+    #[serde(default)]
+    pub layer_failures: Vec<String>,
 }

@@ -283,6 +283,8 @@ pub enum SchemaDocument {
     SessionPush,
     /// cordon.session-pull/v1, printed by `cordon session pull --json`.
     SessionPull,
+    /// cordon.session-fork/v1, printed by `cordon session fork --json`.
+    SessionFork,
     /// cordon.review-event/v1, printed by `cordon session watch --json-events`, one a line.
     ReviewEvent,
     /// cordon.error/v1, printed on stdout by every command given `--json` when it fails.

@@ -14,6 +14,7 @@ fn session_schemas_are_current() {
     check::<cordon_session::SessionList>("session-list.v1.json");
     check::<cordon_session::PushReport>("session-push.v1.json");
     check::<cordon_session::PullReport>("session-pull.v1.json");
+    check::<cordon_session::ForkReport>("session-fork.v1.json");
     check::<cordon_session::SessionDiff>("session-diff.v1.json");
     check::<cordon_session::ReviewEvent>("review-event.v1.json");
 }

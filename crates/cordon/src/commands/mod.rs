@@ -68,6 +68,7 @@ pub(crate) fn wants_json(command: &Command) -> bool {
             | SessionCommand::List { json, .. }
             | SessionCommand::Poke { json, .. }
             | SessionCommand::Show { json, .. }
+            | SessionCommand::Fork { json, .. }
             | SessionCommand::Remove { json, .. } => *json,
             SessionCommand::Exec(args) => args.run.json,
             SessionCommand::Watch(args) => args.json_events,

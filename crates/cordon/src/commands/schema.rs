@@ -39,6 +39,7 @@ pub(crate) fn run(args: &SchemaArgs) -> Result<Exit, CliError> {
         SchemaDocument::SessionList => cordon_types::schema_json::<cordon_session::SessionList>(),
         SchemaDocument::SessionPush => cordon_types::schema_json::<cordon_session::PushReport>(),
         SchemaDocument::SessionPull => cordon_types::schema_json::<cordon_session::PullReport>(),
+        SchemaDocument::SessionFork => cordon_types::schema_json::<cordon_session::ForkReport>(),
         SchemaDocument::ReviewEvent => cordon_types::schema_json::<cordon_session::ReviewEvent>(),
         SchemaDocument::Error => cordon_types::schema_json::<crate::documents::ErrorDocument>(),
         #[cfg(feature = "server")]

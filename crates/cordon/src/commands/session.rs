@@ -1,6 +1,6 @@
 //! `cordon session`: persistent sandboxes that agents share (see `cordon-session`).
 //!
-//! Exit codes of `create`, `push`, `pull`, `list`, `show`, `remove`: 0 success (merged or
+//! Exit codes of `create`, `push`, `pull`, `fork`, `list`, `show`, `remove`: 0 success (merged or
 //! already up to date for `pull`), 1 refused (diverged, a writer in the session, a hostile
 //! bundle; nothing changed), 2 usage (bad id, bad branch, ended session), 124 a `--wait` ran
 //! out, 125 cordon failed. `exec` exits like `cordon run` (the program's own code; 2 usage;
@@ -15,8 +15,8 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use cordon_runner::Isolation;
 use cordon_session::{
-    Access, CreateRequest, PullRequest, PushReport, PushReportTag, PushRequest, SessionError,
-    SessionList, SessionListTag, SessionRecord, Sessions,
+    Access, CreateRequest, ForkRequest, PullRequest, PushReport, PushReportTag, PushRequest,
+    SessionError, SessionList, SessionListTag, SessionRecord, Sessions,
 };
 use cordon_types::units::{parse_duration, parse_size};
 use cordon_workspace::ProcessIdentity;
@@ -180,6 +180,27 @@ pub enum SessionCommand {
         #[arg(long, value_name = "TEXT")]
         comment: Option<String>,
         /// Print {session, item, watcher_pid} as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Fork the session into N new sessions that start from its exact current state (its
+    /// committed, uncommitted and untracked files, its history, its branch) without copying
+    /// its tree: its upper layer is frozen and shared, read-only, under a new layer for each
+    /// fork and for the source, which goes on as it was. Each fork is an ordinary session
+    /// that records its parent. Prints the new ids, one a line.
+    Fork {
+        /// The session to fork.
+        id: String,
+        /// How many sessions to make.
+        #[arg(long, value_name = "N", default_value_t = 1)]
+        count: u32,
+        /// How long to wait for a writer in the session to finish (default: refuse at once).
+        #[arg(long, value_name = "DUR", default_value = "0s", value_parser = parse_duration)]
+        wait: Duration,
+        /// End the forks with the process that made them (your shell, your agent).
+        #[arg(long)]
+        transient: bool,
+        /// Print the fork's report (cordon.session-fork/v1) as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -351,6 +372,22 @@ pub(crate) fn run(args: SessionArgs) -> Result<Exit, CliError> {
         }
         SessionCommand::List { all, json } => list(&sessions, all, json),
         SessionCommand::Show { id, json } => show(&sessions, &id, json),
+        SessionCommand::Fork {
+            id,
+            count,
+            wait,
+            transient,
+            json,
+        } => {
+            let request = ForkRequest {
+                count,
+                wait,
+                transient,
+                // The CLI exits at once: transient forks belong to whoever ran it.
+                owner: transient.then(ProcessIdentity::parent),
+            };
+            fork(&sessions, &id, &request, json)
+        }
         SessionCommand::Remove {
             id,
             wait,
@@ -407,6 +444,33 @@ fn pull(
                 eprintln!("{} is up to date with session {}", report.into, report.id)
             }
         }
+    }
+    Ok(Exit::Success)
+}
+
+/// `cordon session fork`: the new sessions' ids, one a line (or the report as JSON).
+fn fork(
+    sessions: &Sessions,
+    id: &str,
+    request: &ForkRequest,
+    json: bool,
+) -> Result<Exit, CliError> {
+    let report = sessions
+        .open_str(id)
+        .and_then(|s| s.fork(request))
+        .map_err(fail)?;
+    if json {
+        print_json(&report)?;
+    } else {
+        for rec in &report.sessions {
+            outln!("{}", rec.id)?;
+        }
+        eprintln!(
+            "forked session {} into {} session(s) ({} frozen layer(s) shared)",
+            report.source,
+            report.sessions.len(),
+            report.depth
+        );
     }
     Ok(Exit::Success)
 }

@@ -511,6 +511,12 @@ pub(crate) fn gc(args: &GcArgs) -> Result<Exit, CliError> {
                 None => eprintln!("ended session {} ({why})", ended.id),
             }
         }
+        for layer in &report.layers_removed {
+            eprintln!(
+                "removed frozen layer {} ({} bytes; no session over it is left)",
+                layer.layer, layer.size_bytes
+            );
+        }
         for deleted in &sessions.deleted {
             eprintln!("deleted session record {deleted}");
         }

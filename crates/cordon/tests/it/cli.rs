@@ -32,6 +32,7 @@ fn printed_schemas_are_the_committed_ones() {
         ("session-list", "session-list.v1.json"),
         ("session-push", "session-push.v1.json"),
         ("session-pull", "session-pull.v1.json"),
+        ("session-fork", "session-fork.v1.json"),
     ] {
         let out = cordon().args(["schema", document]).output().unwrap();
         assert!(out.status.success());
