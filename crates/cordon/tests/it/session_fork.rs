@@ -314,3 +314,31 @@ fn a_fork_of_no_sessions_or_of_an_ended_one_is_refused() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Forks of forks twelve deep: more layers than one `lowerdir` option holds (255 bytes), so
+/// the sandbox gives them one at a time; a writer and a reader both see every layer.
+#[test]
+fn a_stack_deeper_than_one_mount_option_holds_still_mounts_whole() {
+    if !support::sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let mut id = f.create();
+    for i in 0..12 {
+        f.sh(&id, &format!("echo {i} > f{i}.txt"));
+        id = ids(&f.fork(&id, 1)).remove(0);
+    }
+    assert_eq!(
+        f.json(&["session", "show", &id, "--json"])["layers"]
+            .as_array()
+            .unwrap()
+            .len(),
+        12
+    );
+    let expected: String = (0..12).map(|i| format!("{i}\n")).collect();
+    let cat =
+        "cat f0.txt f1.txt f2.txt f3.txt f4.txt f5.txt f6.txt f7.txt f8.txt f9.txt f10.txt f11.txt";
+    assert_eq!(f.sh(&id, cat), expected);
+    let out = f.ok(&["session", "exec", &id, "--read-only", "--", "sh", "-c", cat]);
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), expected);
+}
