@@ -5,7 +5,7 @@
 //! ([`detect`]), applies the patch (all or nothing, confined), narrows the plan to the changed
 //! files ([`target`]; fail closed), runs each stage in the kernel sandbox (`cordon-sandbox`,
 //! `cordon-exec`), and assembles a [`cordon_types::RunReport`] with a fail-closed promotion
-//! gate. [`render`] turns the report into JUnit XML and Markdown.
+//! gate. [`compare`] verifies several candidates at once and ranks them. [`render`] turns the report into JUnit XML and Markdown.
 //!
 //! ```no_run
 //! use cordon_verify::{Quiet, VerifyHooks, VerifyRequest, verify};
@@ -21,6 +21,7 @@ mod base_run;
 mod baseline;
 mod cache;
 mod checkout;
+mod compare;
 pub mod config;
 mod counts;
 pub mod detect;
@@ -39,6 +40,10 @@ mod tree;
 
 pub use cache::CacheMode;
 pub use checkout::Uncommitted;
+pub use compare::{
+    Candidate, CompareRecording, CompareReport, CompareReportTag, NoRecording, RankedCandidate,
+    Verdict, compare, rank,
+};
 pub use config::{Config, NetworkSetting, ReadyConfig, StageConfig};
 pub use error::{ConfigError, VerifyError};
 pub use pipeline::{

@@ -147,7 +147,7 @@ impl Workspaces {
         let _lock = self.lock_base(commit.as_str())?;
         let base = self.existing_base(commit).ok_or_else(|| {
             WorkspaceError::io(
-                &self.base_dir(commit.as_str()),
+                self.base_dir(commit.as_str()),
                 std::io::Error::other("the base tree is gone"),
             )
         })?;

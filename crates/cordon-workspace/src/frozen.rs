@@ -63,7 +63,7 @@ impl Workspaces {
     pub fn reserve_layer(&self, holders: &[BaseHolder]) -> Result<String, WorkspaceError> {
         let _lock = self.lock_layers()?;
         let id = crate::state::random_short_id()
-            .map_err(|e| WorkspaceError::io(&self.layers_dir(), e))?;
+            .map_err(|e| WorkspaceError::io(self.layers_dir(), e))?;
         let holds = self.layer_holds(&id);
         std::fs::create_dir(&holds).map_err(|e| WorkspaceError::io(&holds, e))?;
         for holder in holders {
@@ -101,7 +101,7 @@ impl Workspaces {
             let holds = self.layer_holds(id);
             if !holds.is_dir() {
                 return Err(WorkspaceError::io(
-                    &self.frozen_layer(id),
+                    self.frozen_layer(id),
                     std::io::Error::other("the frozen layer is gone"),
                 ));
             }

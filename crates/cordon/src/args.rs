@@ -285,6 +285,8 @@ pub enum SchemaDocument {
     SessionPull,
     /// cordon.session-fork/v1, printed by `cordon session fork --json`.
     SessionFork,
+    /// cordon.session-compare/v1, printed by `cordon session compare --json`.
+    SessionCompare,
     /// cordon.review-event/v1, printed by `cordon session watch --json-events`, one a line.
     ReviewEvent,
     /// cordon.error/v1, printed on stdout by every command given `--json` when it fails.

@@ -15,6 +15,7 @@ pub(crate) mod serve;
 #[path = "serve_not_built.rs"]
 pub(crate) mod serve;
 pub(crate) mod session;
+mod session_compare;
 mod session_watch;
 pub(crate) mod verify;
 mod verify_view;
@@ -71,6 +72,7 @@ pub(crate) fn wants_json(command: &Command) -> bool {
             | SessionCommand::Fork { json, .. }
             | SessionCommand::Remove { json, .. } => *json,
             SessionCommand::Exec(args) => args.run.json,
+            SessionCommand::Compare(args) => args.json,
             SessionCommand::Watch(args) => args.json_events,
             SessionCommand::Resume { json_events, .. } => *json_events,
         },

@@ -40,6 +40,9 @@ pub(crate) fn run(args: &SchemaArgs) -> Result<Exit, CliError> {
         SchemaDocument::SessionPush => cordon_types::schema_json::<cordon_session::PushReport>(),
         SchemaDocument::SessionPull => cordon_types::schema_json::<cordon_session::PullReport>(),
         SchemaDocument::SessionFork => cordon_types::schema_json::<cordon_session::ForkReport>(),
+        SchemaDocument::SessionCompare => {
+            cordon_types::schema_json::<cordon_verify::CompareReport>()
+        }
         SchemaDocument::ReviewEvent => cordon_types::schema_json::<cordon_session::ReviewEvent>(),
         SchemaDocument::Error => cordon_types::schema_json::<crate::documents::ErrorDocument>(),
         #[cfg(feature = "server")]

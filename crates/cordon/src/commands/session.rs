@@ -204,6 +204,12 @@ pub enum SessionCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Verify each session's current state as `cordon verify` would (its change against its
+    /// base commit, with warm build caches), several at once, and print one ranked table:
+    /// the gate, blocking findings, new lint findings, tests passed, diff size, duration.
+    /// Exit 0 when a candidate passed the gate (the winner: `cordon session pull ID`), 1
+    /// when none did.
+    Compare(Box<super::session_compare::CompareArgs>),
     /// Show one session.
     Show {
         /// The session id.
@@ -372,6 +378,7 @@ pub(crate) fn run(args: SessionArgs) -> Result<Exit, CliError> {
         }
         SessionCommand::List { all, json } => list(&sessions, all, json),
         SessionCommand::Show { id, json } => show(&sessions, &id, json),
+        SessionCommand::Compare(args) => super::session_compare::compare(&sessions, *args),
         SessionCommand::Fork {
             id,
             count,

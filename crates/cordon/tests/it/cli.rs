@@ -33,6 +33,7 @@ fn printed_schemas_are_the_committed_ones() {
         ("session-push", "session-push.v1.json"),
         ("session-pull", "session-pull.v1.json"),
         ("session-fork", "session-fork.v1.json"),
+        ("session-compare", "session-compare.v1.json"),
     ] {
         let out = cordon().args(["schema", document]).output().unwrap();
         assert!(out.status.success());

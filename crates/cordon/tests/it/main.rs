@@ -33,6 +33,7 @@ mod serve;
 #[cfg(feature = "server")]
 mod serve_cli;
 mod session_cli;
+mod session_compare;
 mod session_fork;
 mod state_home;
 #[cfg(feature = "postgres")]
