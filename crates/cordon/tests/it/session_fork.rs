@@ -342,3 +342,31 @@ fn a_stack_deeper_than_one_mount_option_holds_still_mounts_whole() {
     let out = f.ok(&["session", "exec", &id, "--read-only", "--", "sh", "-c", cat]);
     assert_eq!(String::from_utf8(out.stdout).unwrap(), expected);
 }
+
+/// A fork that died between recording the freeze and making it (the source's record names a
+/// frozen layer that is not there yet; its upper layer still where it was): the next command
+/// that mounts the source finishes the rename, and nothing is lost.
+#[test]
+fn an_interrupted_freeze_is_finished_by_the_next_mount() {
+    if !support::sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let source = f.create();
+    f.sh(&source, "echo kept > kept.txt");
+    let before = f.fingerprint(&source);
+    let report = f.fork(&source, 1);
+    let layer = report["frozen_layer"].as_str().unwrap().to_owned();
+    // Back to the moment between the record and the rename.
+    let frozen = f.home.path().join("layers").join(&layer);
+    let upper = f
+        .home
+        .path()
+        .join("sessions")
+        .join(&source)
+        .join("layer/upper");
+    std::fs::rename(&frozen, &upper).unwrap();
+    assert_eq!(f.fingerprint(&source), before);
+    assert!(frozen.is_dir() && !upper.exists());
+    assert_eq!(f.fingerprint(&ids(&report)[0]), before);
+}
