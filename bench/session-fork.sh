@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The cost of `cordon session fork` (issue 40), with its baselines measured in the same run:
 #   1. `session fork ID --count 1` and `--count 8` on a 3,000-file and a 30,000-file
-#      repository (the source writes one file before each fork, untimed, so that every fork
-#      freezes a layer: the costly path), against `git worktree add` and `session create` of
-#      the same repository;
+#      repository (each timed fork is of a fresh fork that has just written a file, untimed,
+#      so that every fork freezes a layer: the costly path), against `git worktree add` and
+#      `session create` of the same repository (hyperfine through a shell, its start
+#      subtracted);
 #   2. the disk a fork adds before it writes (du of $CORDON_HOME before and after 8 forks);
 #   3. `session compare` of 4 forks of a small Rust crate that each change one line, against
 #      one warm `cordon verify` of one such change (the trusted build cache made first).
@@ -51,29 +52,51 @@ for files in 3000 30000; do
   make_repo "$repo" "$files"
   cd "$repo"
   echo "== $files files ($(git ls-files | wc -l) in HEAD)"
-  id=$("$CORDON" session create 2>/dev/null)
-  "$CORDON" session exec "$id" -- sh -c 'echo dirty >> dir0/file0.txt; echo new > untracked.txt' >/dev/null
-  write="$CORDON session exec $id -- sh -c 'date +%N > w.txt'"
-  hyperfine -N -S none --style none --runs "$RUNS" --prepare "$write" \
-    --export-json "$work/fork1.json" "$CORDON session fork $id --count 1" >/dev/null 2>&1
-  hyperfine -N -S none --style none --runs "$RUNS" --prepare "$write" \
-    --export-json "$work/fork8.json" "$CORDON session fork $id --count 8" >/dev/null 2>&1
-  # Disk: 8 forks of a source that wrote, du before and after (the freeze is a rename).
-  eval "$write" >/dev/null
+  src=$("$CORDON" session create 2>/dev/null)
+  "$CORDON" session exec "$src" -- sh -c 'echo dirty >> dir0/file0.txt; echo new > untracked.txt' >/dev/null
+  # Each timed fork is of a fresh fork of the source that has just written a file (untimed):
+  # every timed fork freezes a layer, and the stack stays two layers deep whatever the run.
+  prepare="sh -c 'f=\$($CORDON session fork $src 2>/dev/null) && $CORDON session exec \$f -- sh -c \"date +%N > w.txt\" >/dev/null && echo \$f > $work/current'"
+  hyperfine --style none --runs "$RUNS" --prepare "$prepare" \
+    --export-json "$work/fork1.json" "$CORDON session fork \$(cat $work/current) --count 1" >/dev/null
+  hyperfine --style none --runs "$RUNS" --prepare "$prepare" \
+    --export-json "$work/fork8.json" "$CORDON session fork \$(cat $work/current) --count 8" >/dev/null
+  # Disk: 8 forks of a session that wrote, du before and after (the freeze is a rename).
+  eval "$prepare" >/dev/null
   before=$(du -sk "$CORDON_HOME" | cut -f1)
-  "$CORDON" session fork "$id" --count 8 >/dev/null 2>&1
+  "$CORDON" session fork "$(cat "$work/current")" --count 8 >/dev/null 2>&1
   after=$(du -sk "$CORDON_HOME" | cut -f1)
-  hyperfine -N -S none --style none --runs "$BASE_RUNS" \
+  hyperfine -N --style none --runs "$BASE_RUNS" \
     --prepare "sh -c 'git -C $repo worktree remove --force $work/wt 2>/dev/null; true'" \
     --export-json "$work/wt.json" "git -C $repo worktree add -q --detach $work/wt" >/dev/null 2>&1
   git -C "$repo" worktree remove --force "$work/wt"
-  hyperfine -N -S none --style none --runs "$BASE_RUNS" \
+  hyperfine -N --style none --runs "$BASE_RUNS" \
     --export-json "$work/create.json" "$CORDON session create --repo $repo" >/dev/null 2>&1
   printf '  session fork --count 1   median %7s ms  (%s runs)\n' "$(median "$work/fork1.json")" "$RUNS"
   printf '  session fork --count 8   median %7s ms  (%s runs)\n' "$(median "$work/fork8.json")" "$RUNS"
   printf '  disk added per fork      %7s KiB (du of CORDON_HOME, 8 forks)\n' "$(( (after - before) / 8 ))"
+  if [ "$files" = 3000 ]; then
+    # How depth costs a program: a session forked again after each write, its source's stack
+    # one layer deeper each time; `git status` and reading every file, read-only, by depth.
+    deep=$("$CORDON" session create 2>/dev/null)
+    depth=0
+    for target in 1 8 16 31; do
+      while [ "$depth" -lt "$target" ]; do
+        "$CORDON" session exec "$deep" -- sh -c "echo $depth > d$depth.txt" >/dev/null
+        "$CORDON" session fork "$deep" >/dev/null 2>&1
+        depth=$((depth + 1))
+      done
+      hyperfine -N --style none --runs 10 --export-json "$work/depth$depth.json" \
+        "$CORDON session exec $deep --read-only -- sh -c 'git status --porcelain >/dev/null; cat dir*/*.txt d*.txt >/dev/null'" >/dev/null 2>&1
+    done
+  fi
   printf '  git worktree add         median %7s ms  (%s runs)\n' "$(median "$work/wt.json")" "$BASE_RUNS"
   printf '  session create           median %7s ms  (%s runs)\n' "$(median "$work/create.json")" "$BASE_RUNS"
+  if [ "$files" = 3000 ]; then
+    for d in 1 8 16 31; do
+      printf '  exec (git status + read all files) at depth %2d: median %7s ms  (10 runs)\n' "$d" "$(median "$work/depth$d.json")"
+    done
+  fi
   for s in $("$CORDON" session list --json | python3 -c 'import json,sys; print(" ".join(s["id"] for s in json.load(sys.stdin)["sessions"]))'); do
     "$CORDON" session remove --discard "$s" >/dev/null 2>&1 || true
   done
@@ -106,9 +129,9 @@ for f in "${forks[@]}"; do
 done
 sed 's/^    a + b$/    a + b + 1 - 1/' src/lib.rs > "$work/lib.rs"
 diff -u src/lib.rs "$work/lib.rs" | sed '1s|.*|--- a/src/lib.rs|;2s|.*|+++ b/src/lib.rs|' > "$work/one-line.patch" || true
-hyperfine -N -S none --style none --runs "$CMP_RUNS" --export-json "$work/verify.json" \
+hyperfine -N --style none --runs "$CMP_RUNS" --export-json "$work/verify.json" \
   "$CORDON verify --no-record --patch $work/one-line.patch" >/dev/null 2>&1
-hyperfine -N -S none --style none --runs "$CMP_RUNS" --export-json "$work/compare.json" \
+hyperfine -N --style none --runs "$CMP_RUNS" --export-json "$work/compare.json" \
   "$CORDON session compare --no-record ${forks[*]}" >/dev/null 2>&1 || true
 echo "== compare (4 one-line candidates of a crate with 401 functions and 400 tests)"
 printf '  one warm verify          median %7s ms  (%s runs)\n' "$(median "$work/verify.json")" "$CMP_RUNS"
