@@ -35,6 +35,10 @@ pub enum ToolName {
     SessionShow,
     /// A session ended.
     SessionRemove,
+    /// A session copied, copy-on-write, into new sessions.
+    SessionFork,
+    /// Sessions verified and ranked.
+    SessionCompare,
     /// A recorded run.
     RunsShow,
     /// A recorded run's transcript.
@@ -43,7 +47,7 @@ pub enum ToolName {
 
 impl ToolName {
     /// Every tool, in the order they are listed.
-    pub const ALL: [ToolName; 14] = [
+    pub const ALL: [ToolName; 16] = [
         ToolName::Run,
         ToolName::Verify,
         ToolName::WorkspaceCreate,
@@ -56,6 +60,8 @@ impl ToolName {
         ToolName::SessionPull,
         ToolName::SessionShow,
         ToolName::SessionRemove,
+        ToolName::SessionFork,
+        ToolName::SessionCompare,
         ToolName::RunsShow,
         ToolName::RunsLogs,
     ];
@@ -75,6 +81,8 @@ impl ToolName {
             ToolName::SessionPull => "session_pull",
             ToolName::SessionShow => "session_show",
             ToolName::SessionRemove => "session_remove",
+            ToolName::SessionFork => "session_fork",
+            ToolName::SessionCompare => "session_compare",
             ToolName::RunsShow => "runs_show",
             ToolName::RunsLogs => "runs_logs",
         }
@@ -306,6 +314,25 @@ fn describe(name: ToolName) -> Listing {
              runs stay in the history.",
             REMOVES,
         ),
+        ToolName::SessionFork => listing::<inputs::SessionForkInput, cordon_session::ForkReport>(
+            "Fork a session",
+            "Makes new sessions that start from a session's exact current state — its \
+             commits, uncommitted and untracked files, history and branch — without copying \
+             its tree (its layer is frozen and shared, copy-on-write). Each fork is an \
+             ordinary session that records its parent; writes in one reach no other.",
+            ADDS,
+        ),
+        ToolName::SessionCompare => {
+            listing::<inputs::SessionCompareInput, cordon_verify::CompareReport>(
+                "Compare sessions",
+                "Verifies each session's change as verify does (against the commit it \
+                 started from, the base's plan, warm build caches), several at once, and \
+                 ranks them: gate, blocking findings, new lint findings, tests passed, diff \
+                 size, duration, with a reason per candidate. The winner comes back with \
+                 session_pull.",
+                ADDS,
+            )
+        }
         ToolName::RunsShow => listing::<inputs::IdInput, RunRecord>(
             "Show a recorded run",
             "A recorded run (run, session_exec or verify): its state, its stages and its \

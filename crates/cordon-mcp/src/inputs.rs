@@ -235,6 +235,28 @@ pub struct DiffInput {
     pub max_bytes: Option<u64>,
 }
 
+/// `session_fork`: new sessions with a session's exact state.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionForkInput {
+    /// The session to fork.
+    pub id: String,
+    /// How many sessions to make (1 to 100; default 1).
+    #[serde(default)]
+    pub count: Option<u32>,
+}
+
+/// `session_compare`: sessions verified and ranked.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionCompareInput {
+    /// The sessions to compare (forks of one session, typically).
+    pub ids: Vec<String>,
+    /// Run only these stages.
+    #[serde(default)]
+    pub stages: Option<Vec<String>>,
+}
+
 /// A workspace, session or run named by its id.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

@@ -553,6 +553,8 @@ impl Backend for Jobs {
             | ToolName::WorkspaceDiff
             | ToolName::WorkspaceRemove
             | ToolName::SessionDiff
+            | ToolName::SessionFork
+            | ToolName::SessionCompare
             | ToolName::SessionShow => self.places(name, args, call),
         }
     }

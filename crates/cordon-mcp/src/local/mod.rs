@@ -90,6 +90,8 @@ impl Backend for Local {
             ToolName::SessionPull => self.session_pull(arguments(name, args)?, call),
             ToolName::SessionShow => self.session_show(arguments(name, args)?, call),
             ToolName::SessionRemove => self.session_remove(arguments(name, args)?, call),
+            ToolName::SessionFork => self.session_fork(arguments(name, args)?, call),
+            ToolName::SessionCompare => self.session_compare(arguments(name, args)?, call),
             ToolName::RunsShow => self.runs_show(arguments(name, args)?, call),
             ToolName::RunsLogs => self.runs_logs(arguments(name, args)?, call),
         }

@@ -10,8 +10,8 @@ use cordon_workspace::{CreateRequest, ProcessIdentity, WorkspaceId, WorkspaceRec
 use super::Local;
 use crate::failure::ToolFailure;
 use crate::inputs::{
-    DiffInput, IdInput, SessionCreateInput, SessionPullInput, WorkspaceApplyInput,
-    WorkspaceCreateInput,
+    DiffInput, IdInput, SessionCreateInput, SessionForkInput, SessionPullInput,
+    WorkspaceApplyInput, WorkspaceCreateInput,
 };
 use crate::outputs::{WorkspacePatch, WorkspacePatchTag};
 use crate::server::{Call, ToolOutput};
@@ -241,6 +241,23 @@ impl Local {
             record.runs.len()
         );
         Ok(ToolOutput::of(&record, summary))
+    }
+
+    pub(super) fn session_fork(
+        &self,
+        input: SessionForkInput,
+        call: &Call,
+    ) -> Result<ToolOutput, ToolFailure> {
+        let session = self.open_session(&input.id, call)?;
+        let report = session.fork(&cordon_session::ForkRequest::new(input.count.unwrap_or(1)))?;
+        let ids: Vec<String> = report.sessions.iter().map(|s| s.id.to_string()).collect();
+        let summary = format!(
+            "forked session {} into {} ({} frozen layer(s) shared)",
+            report.source,
+            ids.join(", "),
+            report.depth
+        );
+        Ok(ToolOutput::of(&report, summary))
     }
 
     pub(super) fn session_remove(

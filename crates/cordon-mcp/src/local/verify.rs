@@ -333,3 +333,99 @@ impl Watchdog {
         let _ = self.thread.join();
     }
 }
+
+/// `session_compare`'s verifications, each recorded in the run history under its session.
+struct CompareHistory {
+    store: cordon_store::Store,
+}
+
+impl cordon_verify::CompareRecording for CompareHistory {
+    fn begin(&self, candidate: &cordon_verify::Candidate) -> Option<cordon_runner::Recorder> {
+        let command = vec!["session_compare".to_owned(), candidate.id.clone()];
+        cordon_runner::Recorder::begin_on(
+            self.store.clone(),
+            RunKind::Verify,
+            Some(&candidate.request.repo),
+            Some(&candidate.id),
+            &command,
+            TRANSCRIPT_LIMIT,
+        )
+        .ok()
+    }
+
+    fn finish(&self, recorder: cordon_runner::Recorder, report: &RunReport) {
+        let state = match report.overall {
+            Overall::Pass => RunState::Pass,
+            Overall::Fail => RunState::Fail,
+            Overall::Error => RunState::Error,
+        };
+        let _ = recorder.finish(state, report);
+    }
+}
+
+impl Local {
+    /// `session_compare`: each session's change verified as `verify` with `session` would
+    /// (its plan judged against the operator's bounds first), several at once, ranked.
+    pub(super) fn session_compare(
+        &self,
+        input: crate::inputs::SessionCompareInput,
+        call: &Call,
+    ) -> Result<ToolOutput, ToolFailure> {
+        if input.ids.is_empty() {
+            return Err(ToolFailure::usage("give `ids`: the sessions to compare"));
+        }
+        let mut candidates = Vec::with_capacity(input.ids.len());
+        for id in &input.ids {
+            let verify = VerifyInput {
+                repo: None,
+                session: Some(id.clone()),
+                workspace: None,
+                rev: None,
+                base: None,
+                patch: None,
+                project: None,
+                stages: input.stages.clone(),
+                keep_going: false,
+            };
+            let request = self.verify_request(&verify, call)?;
+            let (plan, _) = cordon_verify::explain(&request)?;
+            self.check_plan(&plan, request.only.as_deref())?;
+            candidates.push(cordon_verify::Candidate {
+                id: id.clone(),
+                request,
+                unavailable: None,
+            });
+        }
+        let timed_out = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let watchdog = Watchdog::start(
+            Arc::clone(&call.cancel),
+            self.bounds.max_timeout,
+            Arc::clone(&timed_out),
+        );
+        let parallel = std::thread::available_parallelism().map_or(1, usize::from);
+        let history = CompareHistory {
+            store: self.store.clone(),
+        };
+        let report = cordon_verify::compare(candidates, parallel, Some(&call.cancel), &history);
+        watchdog.stop();
+        let mut summary: Vec<String> = report
+            .candidates
+            .iter()
+            .map(|r| format!("{}. {}: {}", r.rank, r.id, r.reason))
+            .collect();
+        summary.push(match &report.winner {
+            Some(winner) => format!("winner: {winner} (session_pull brings its commits)"),
+            None => "no candidate passed the gate".to_owned(),
+        });
+        if timed_out.load(std::sync::atomic::Ordering::SeqCst) {
+            summary.insert(
+                0,
+                format!(
+                    "stopped at the operator's bound --max-timeout {}",
+                    humantime::format_duration(self.bounds.max_timeout)
+                ),
+            );
+        }
+        Ok(ToolOutput::of(&report, summary.join("\n")))
+    }
+}

@@ -313,6 +313,14 @@ async def scenario_places(session, env):
     check("+    return a - b" in sdiff["patch"] and "+new" in sdiff["patch"], "session_diff: the patch", sdiff)
     report = await call_ok(session, "verify", {"session": sid})
     check(report["promotion"]["allowed"] is False, "verify of the session's change", report["promotion"])
+    forked = await call_ok(session, "session_fork", {"id": sid, "count": 2})
+    forks = [s["id"] for s in forked["sessions"]]
+    check(len(forks) == 2 and all(s["parent"] == sid for s in forked["sessions"]), "session_fork", forked)
+    compared = await call_ok(session, "session_compare", {"ids": forks})
+    check(compared["schema"] == "cordon.session-compare/v1" and compared["winner"] is None, "session_compare", compared)
+    check([c["verdict"] for c in compared["candidates"]] == ["blocked", "blocked"], "session_compare: the verdicts", compared)
+    for fork in forks:
+        await call_ok(session, "session_remove", {"id": fork})
     shown = await call_ok(session, "session_show", {"id": sid})
     check(len(shown["runs"]) >= 2, "session_show: the runs", shown)
     pulled = await call_ok(session, "session_pull", {"id": sid})

@@ -19,7 +19,7 @@ use serde_json::json;
 /// seconds: a cancelled run's whole tree is gone within it.
 const GRACE_SECONDS: f64 = 2.0;
 
-const TOOLS: [&str; 14] = [
+const TOOLS: [&str; 16] = [
     "run",
     "verify",
     "workspace_create",
@@ -32,6 +32,8 @@ const TOOLS: [&str; 14] = [
     "session_pull",
     "session_show",
     "session_remove",
+    "session_fork",
+    "session_compare",
     "runs_show",
     "runs_logs",
 ];
