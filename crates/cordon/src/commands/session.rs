@@ -513,6 +513,12 @@ fn show(sessions: &Sessions, id: &str, json: bool) -> Result<Exit, CliError> {
         print_json(&rec)?;
     } else {
         outln!("{}", describe(&rec))?;
+        if let Some(parent) = &rec.parent {
+            outln!(
+                "  forked from {parent}; {} frozen layer(s) shared",
+                rec.layers.len()
+            )?;
+        }
         for run in &rec.runs {
             outln!(
                 "  {}  {}  {}  exit {}  {}",

@@ -83,37 +83,32 @@ impl CompareRecording for History {
 }
 
 pub(crate) fn compare(sessions: &Sessions, args: CompareArgs) -> Result<Exit, CliError> {
-    let mut candidates = Vec::with_capacity(args.ids.len());
-    let mut repos = Vec::with_capacity(args.ids.len());
-    for id in &args.ids {
-        let session = sessions.open_str(id).map_err(super::session::fail)?;
-        let rec = session.record().map_err(super::session::fail)?;
-        let mut request = VerifyRequest {
-            repo: rec.repo.clone(),
-            rev: rec.base_commit.to_string(),
-            base: Some(rec.base_commit.to_string()),
-            only: args.stages.clone(),
-            output_limit: 256 * 1024,
-            ..VerifyRequest::default()
-        };
-        // Its change, read in its sandbox (commits, edits and new files alike).
-        let unavailable = match session.diff(MAX_DIFF_BYTES) {
-            Ok(diff) if diff.truncated => Some(format!(
-                "its change is {} bytes, more than the {MAX_DIFF_BYTES} bytes compare takes",
-                diff.patch_bytes
-            )),
-            Ok(diff) => {
-                request.patch = (!diff.patch.is_empty()).then(|| diff.patch.into_bytes());
-                None
-            }
-            Err(e) => Some(format!("its change could not be read: {e}")),
-        };
-        repos.push((session.id().to_string(), rec.repo.clone()));
-        candidates.push(Candidate {
-            id: session.id().to_string(),
-            request,
-            unavailable,
+    // Each candidate's change, read in its own sandbox, all at once.
+    let prepared: Vec<Result<(Candidate, std::path::PathBuf), CliError>> =
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = args
+                .ids
+                .iter()
+                .map(|id| scope.spawn(|| candidate(sessions, id, args.stages.clone())))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(CliError::msg(
+                            Exit::CordonFailed,
+                            "reading a candidate's change panicked",
+                        ))
+                    })
+                })
+                .collect()
         });
+    let mut candidates = Vec::with_capacity(prepared.len());
+    let mut repos = Vec::with_capacity(prepared.len());
+    for item in prepared {
+        let (candidate, repo) = item?;
+        repos.push((candidate.id.clone(), repo));
+        candidates.push(candidate);
     }
     let parallel = args.parallel.map_or_else(
         || std::thread::available_parallelism().map_or(1, usize::from),
@@ -141,6 +136,42 @@ pub(crate) fn compare(sessions: &Sessions, args: CompareArgs) -> Result<Exit, Cl
         Some(_) => Exit::Success,
         None => Exit::Failed,
     })
+}
+
+/// One session as a candidate: the verification of its change (commits, edits and new files,
+/// read in its sandbox) as a patch on its base commit; and its host repository.
+fn candidate(
+    sessions: &Sessions,
+    id: &str,
+    stages: Option<Vec<String>>,
+) -> Result<(Candidate, std::path::PathBuf), CliError> {
+    let session = sessions.open_str(id).map_err(super::session::fail)?;
+    let rec = session.record().map_err(super::session::fail)?;
+    let mut request = VerifyRequest {
+        repo: rec.repo.clone(),
+        rev: rec.base_commit.to_string(),
+        base: Some(rec.base_commit.to_string()),
+        only: stages,
+        output_limit: 256 * 1024,
+        ..VerifyRequest::default()
+    };
+    let unavailable = match session.diff(MAX_DIFF_BYTES) {
+        Ok(diff) if diff.truncated => Some(format!(
+            "its change is {} bytes, more than the {MAX_DIFF_BYTES} bytes compare takes",
+            diff.patch_bytes
+        )),
+        Ok(diff) => {
+            request.patch = (!diff.patch.is_empty()).then(|| diff.patch.into_bytes());
+            None
+        }
+        Err(e) => Some(format!("its change could not be read: {e}")),
+    };
+    let candidate = Candidate {
+        id: session.id().to_string(),
+        request,
+        unavailable,
+    };
+    Ok((candidate, rec.repo))
 }
 
 /// The table, for people (stderr, also beside `--json`'s document on stdout).

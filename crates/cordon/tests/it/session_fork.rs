@@ -370,3 +370,66 @@ fn an_interrupted_freeze_is_finished_by_the_next_mount() {
     assert!(frozen.is_dir() && !upper.exists());
     assert_eq!(f.fingerprint(&ids(&report)[0]), before);
 }
+
+/// The source's state must hold still: a fork while a writer runs in it is refused (exit 1,
+/// nothing made), or waits for it with --wait; a session without layers (a full checkout,
+/// the git-worktree strategy) cannot fork (exit 2).
+#[test]
+fn a_fork_waits_for_the_writer_or_is_refused_and_a_full_checkout_cannot_fork() {
+    if !support::sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let source = f.create();
+    let mut writer = f
+        .command(&[
+            "session",
+            "exec",
+            &source,
+            "--",
+            "sh",
+            "-c",
+            "sleep 2; echo late > late.txt",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while f.json(&["session", "show", &source, "--json"])["writer"].is_null() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the writer never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let refused = f.command(&["session", "fork", &source]).output().unwrap();
+    assert_eq!(
+        refused.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("another writer"));
+    let listed = f.json(&["session", "list", "--json"]);
+    assert_eq!(listed["sessions"].as_array().unwrap().len(), 1, "{listed}");
+    let waited = f.json(&["session", "fork", &source, "--wait", "30s", "--json"]);
+    assert!(writer.wait().unwrap().success());
+    let fork = waited["sessions"][0]["id"].as_str().unwrap().to_owned();
+    assert_eq!(f.sh(&fork, "cat late.txt"), "late\n");
+
+    let full = f
+        .command(&["session", "create", "--json"])
+        .env("CORDON_WORKSPACE_STRATEGY", "git-worktree")
+        .output()
+        .unwrap();
+    assert!(full.status.success());
+    let full: serde_json::Value = serde_json::from_slice(&full.stdout).unwrap();
+    assert!(full["tree_base"].is_null(), "{full}");
+    let out = f
+        .command(&["session", "fork", full["id"].as_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not an overlay session"));
+}
