@@ -16,7 +16,7 @@
 //! 2. the frozen layer reserved, its holds written (the source and every fork);
 //! 3. the source's record names the frozen layer and its next upper layer;
 //! 4. the source's upper layer renamed into the frozen layer (a crash between 3 and 4 is
-//!    finished by whoever next mounts the source: [`Session::overlay`]);
+//!    finished by whoever next mounts the source, in `Session::overlay`);
 //! 5. each fork's record, active, naming its parent.
 //!
 //! A crash before 5 leaves fork directories without records, which gc deletes; their holds
