@@ -5,7 +5,7 @@
 //! the block's size (up to 32 MiB), so every later block of that size comes from the heap and
 //! stays with the process after it is freed. A server that parses a 4 MiB submission once
 //! keeps tens of megabytes for the rest of its life (measured: 33 → 76 MiB after 50
-//! submissions of 4 MiB; with a fixed threshold, 33 → 36 MiB: bench/RESULTS-issue-39.md).
+//! submissions of 4 MiB; with a fixed threshold, 33 → 36 MiB: BENCHMARKS.md).
 //! Setting the threshold explicitly turns that adjustment off.
 
 /// Keeps glibc's `mmap` threshold at its default (128 KiB) for the life of the process.

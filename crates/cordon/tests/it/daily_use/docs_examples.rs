@@ -322,6 +322,7 @@ page_tests! {
     docs_job_service => "docs/job-service.md";
     docs_many_machines => "docs/many-machines.md";
     docs_operations => "docs/operations.md";
+    docs_fork_and_compare => "docs/fork-and-compare.md";
     docs_agents => "docs/agents.md";
     docs_network => "docs/network.md";
     docs_security => "docs/security.md";
