@@ -342,6 +342,9 @@ pub(crate) async fn login(
                 "That token is not valid (unknown, revoked or expired).",
             ));
         }
+        Err(crate::service::RequestError::TokenRefused(why)) => {
+            return Ok(refuse(&format!("That token is not valid: {why}.")));
+        }
         Err(error) => return Err(error.into()),
     };
     if require(&token, "read").is_err() {
