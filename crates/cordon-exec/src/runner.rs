@@ -150,6 +150,9 @@ impl Observed {
             processes_killed: self.watched.processes_killed,
             output_held_open: self.watched.output_held_open,
         };
+        // Whether the program's own end is known: a supervised run's comes only from the
+        // supervisor's report (the supervisor's own exit status says nothing of it).
+        let mut end_known = true;
         if let Some(bytes) = &self.report {
             match parse_report(bytes, &ending) {
                 Ok(child) => {
@@ -165,7 +168,9 @@ impl Observed {
                         exit_code: 125,
                     };
                 }
-                Err(_) => {}
+                // Stopped by cordon before the supervisor reported: the program's exit code
+                // and signal are unknown, not the supervisor's (which exits 0).
+                Err(_) => end_known = false,
             }
         }
         let verdict = classify(
@@ -175,6 +180,7 @@ impl Observed {
             &describe_timeout(spec),
         );
         let (exit_code, signal) = match ending {
+            _ if !end_known => (None, None),
             Ending::Exited(code) => (Some(code), None),
             Ending::Signaled(sig) => (None, Some(signal_name(sig))),
             Ending::NotStarted { .. } => (None, None),

@@ -327,9 +327,40 @@ fn cancelling_cordon_ends_the_sandboxed_tree() {
     let out = child.wait_with_output().unwrap();
     let result: cordon_types::RunResult = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(result.status, RunStatus::Cancelled, "{result:#?}");
+    // The program did not exit 0: its own end (killed) or nothing, never the supervisor's.
+    assert_eq!(result.exit_code, None, "{result:#?}");
     assert!(
         host_processes_with_cmdline(&["sleep", &sleeper]).is_empty(),
         "a sandboxed process survived cancellation"
+    );
+}
+
+/// Regression (issue 39): a sandboxed run cancelled by Ctrl-C was recorded with
+/// `"exit_code": 0`, the supervisor's own exit, as if the program had succeeded.
+#[test]
+fn a_cancelled_sandboxed_program_is_not_reported_as_exiting_0() {
+    require_sandbox!();
+    let w = Work::new();
+    let sleeper = unique_sleep(33306);
+    let child = sandboxed::cordon()
+        .args(["run", "--json", "--", "sleep", &sleeper])
+        .current_dir(w.path())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until("the sandboxed sleep runs", Duration::from_secs(30), || {
+        host_processes_with_cmdline(&["sleep", &sleeper]).len() == 1
+    });
+    // SAFETY: signalling the cordon process this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130));
+    let result: cordon_types::RunResult = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(result.status, RunStatus::Cancelled, "{result:#?}");
+    assert_ne!(result.exit_code, Some(0), "{result:#?}");
+    assert!(
+        result.exit_code.is_none(),
+        "a killed program has no exit code: {result:#?}"
     );
 }
 
