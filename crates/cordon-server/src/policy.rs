@@ -57,8 +57,9 @@ fn default_workers() -> u32 {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Webhook {
-    /// Where job documents are POSTed: `http://HOST[:PORT]/PATH` (plain HTTP: a receiver on
-    /// the same host or network, or a TLS-terminating proxy in front of a remote one).
+    /// Where job documents are POSTed: `https://HOST[:PORT]/PATH` (the receiver verified
+    /// against the host's trust store) or `http://HOST[:PORT]/PATH` (a receiver on the same
+    /// host or network).
     pub url: String,
     /// The name of the secret (from the secrets file, else the server's environment) whose
     /// value signs each delivery.

@@ -10,11 +10,15 @@
 //!
 //! One sender thread per process takes due deliveries from the store (a lock per delivery, so
 //! processes sharing a store never send one twice at once).
+//!
+//! `https://` receivers are verified against the host's trust store (`SSL_CERT_FILE` or
+//! `SSL_CERT_DIR` of the server's environment, else the system's roots), as the credential
+//! proxy verifies its hosts.
 
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use cordon_store::{DeliveryRow, DeliveryTry, JobId, NewDelivery, TryVerdict};
@@ -36,21 +40,29 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 /// The longest wait of an idle sender before it looks for due deliveries again.
 const IDLE: Duration = Duration::from_secs(1);
 
-/// Where a webhook's deliveries go: a plain-HTTP URL taken apart.
+/// Where a webhook's deliveries go: an `http://` or `https://` URL taken apart.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
     /// `HOST:PORT`.
     pub authority: String,
     /// The path and query (`/` at least).
     pub path: String,
+    /// Whether the receiver is reached over TLS (`https://`).
+    pub tls: bool,
 }
 
 impl Target {
-    /// Parses `http://HOST[:PORT][/PATH]`.
+    /// Parses `http://HOST[:PORT][/PATH]` or `https://HOST[:PORT][/PATH]`.
     pub fn parse(url: &str) -> Result<Target, String> {
-        let rest = url
-            .strip_prefix("http://")
-            .ok_or_else(|| format!("{url:?}: only http:// URLs are supported"))?;
+        let (rest, tls) = match (url.strip_prefix("http://"), url.strip_prefix("https://")) {
+            (Some(rest), _) => (rest, false),
+            (None, Some(rest)) => (rest, true),
+            (None, None) => {
+                return Err(format!(
+                    "{url:?}: only http:// and https:// URLs are supported"
+                ));
+            }
+        };
         let (authority, path) = match rest.find('/') {
             Some(at) => (&rest[..at], &rest[at..]),
             None => (rest, "/"),
@@ -64,13 +76,46 @@ impl Target {
         {
             authority.to_owned()
         } else {
-            format!("{authority}:80")
+            format!("{authority}:{}", if tls { 443 } else { 80 })
         };
         Ok(Target {
             authority,
             path: path.to_owned(),
+            tls,
         })
     }
+
+    /// The host, as the receiver's certificate must name it (without brackets or port).
+    fn host(&self) -> &str {
+        let host = self
+            .authority
+            .rsplit_once(':')
+            .map_or(self.authority.as_str(), |(host, _)| host);
+        host.trim_start_matches('[').trim_end_matches(']')
+    }
+}
+
+/// The TLS client of `https://` receivers, made once: the host's roots, ring as the provider.
+fn tls_client() -> Result<Arc<rustls::ClientConfig>, String> {
+    static CLIENT: OnceLock<Result<Arc<rustls::ClientConfig>, String>> = OnceLock::new();
+    CLIENT
+        .get_or_init(|| {
+            let trust = cordon_proxy::TrustStore::host().map_err(|e| e.to_string())?;
+            let mut roots = rustls::RootCertStore::empty();
+            let (_, _) = roots.add_parsable_certificates(trust.roots().iter().cloned());
+            if roots.is_empty() {
+                return Err("the host's trust store holds no usable certificate".to_owned());
+            }
+            let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+            Ok(Arc::new(config))
+        })
+        .clone()
 }
 
 /// The signature of `body` sent at `timestamp` with `secret`: `sha256=HEX`.
@@ -236,10 +281,32 @@ fn post(delivery: &DeliveryRow, secret: &str) -> Result<u16, String> {
         .map_err(|e| format!("cannot resolve {}: {e}", target.authority))?
         .next()
         .ok_or_else(|| format!("{} resolves to nothing", target.authority))?;
-    let mut stream = TcpStream::connect_timeout(&address, TIMEOUT)
+    let stream = TcpStream::connect_timeout(&address, TIMEOUT)
         .map_err(|e| format!("cannot connect to {}: {e}", target.authority))?;
     let _ = stream.set_read_timeout(Some(TIMEOUT));
     let _ = stream.set_write_timeout(Some(TIMEOUT));
+    if !target.tls {
+        return exchange(stream, &target, delivery, secret);
+    }
+    let name = rustls::pki_types::ServerName::try_from(target.host().to_owned())
+        .map_err(|e| format!("{}: not a host name for TLS: {e}", target.host()))?;
+    let connection = rustls::ClientConnection::new(tls_client()?, name)
+        .map_err(|e| format!("cannot start TLS with {}: {e}", target.authority))?;
+    exchange(
+        rustls::StreamOwned::new(connection, stream),
+        &target,
+        delivery,
+        secret,
+    )
+}
+
+/// Sends the delivery's request over `stream` and reads the receiver's status.
+fn exchange(
+    mut stream: impl Read + Write,
+    target: &Target,
+    delivery: &DeliveryRow,
+    secret: &str,
+) -> Result<u16, String> {
     let timestamp = u64::try_from(now_ms() / 1000).unwrap_or(0);
     let body = delivery.body.as_bytes();
     let head = format!(
@@ -278,19 +345,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn urls_are_plain_http_with_a_host() {
+    fn urls_are_http_or_https_with_a_host() {
         assert_eq!(
             Target::parse("http://127.0.0.1:9000/hook?x=1").unwrap(),
             Target {
                 authority: "127.0.0.1:9000".into(),
-                path: "/hook?x=1".into()
+                path: "/hook?x=1".into(),
+                tls: false,
             }
         );
         assert_eq!(
             Target::parse("http://hooks.example").unwrap().authority,
             "hooks.example:80"
         );
-        assert!(Target::parse("https://hooks.example/").is_err());
+        let https = Target::parse("https://hooks.example/hook").unwrap();
+        assert_eq!(
+            (https.authority.as_str(), https.host(), https.tls),
+            ("hooks.example:443", "hooks.example", true)
+        );
+        assert_eq!(Target::parse("https://[::1]:8443/").unwrap().host(), "::1");
+        assert!(Target::parse("ftp://hooks.example/").is_err());
         assert!(Target::parse("http://user@hooks.example/").is_err());
         assert!(Target::parse("http:///x").is_err());
     }

@@ -562,45 +562,71 @@ struct Receiver {
 
 impl Receiver {
     fn start() -> Receiver {
-        use std::io::{Read, Write};
+        Receiver::start_with(None)
+    }
+
+    /// A receiver over TLS with `config` (a certificate of the test's own authority).
+    fn start_tls(config: Arc<rustls::ServerConfig>) -> Receiver {
+        Receiver::start_with(Some(config))
+    }
+
+    fn start_with(tls: Option<Arc<rustls::ServerConfig>>) -> Receiver {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let seen: Requests = Arc::default();
         let keep = Arc::clone(&seen);
         std::thread::spawn(move || {
             for stream in listener.incoming() {
-                let Ok(mut stream) = stream else { continue };
-                let mut raw = Vec::new();
-                let mut byte = [0u8; 1];
-                while !raw.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap_or(0) == 1 {
-                    raw.push(byte[0]);
+                let Ok(stream) = stream else { continue };
+                match &tls {
+                    None => answer(stream, &keep),
+                    Some(config) => {
+                        let Ok(connection) = rustls::ServerConnection::new(Arc::clone(config))
+                        else {
+                            continue;
+                        };
+                        answer(rustls::StreamOwned::new(connection, stream), &keep);
+                    }
                 }
-                let head = String::from_utf8_lossy(&raw).to_ascii_lowercase();
-                let length: usize = head
-                    .lines()
-                    .find_map(|l| l.strip_prefix("content-length: "))
-                    .and_then(|v| v.trim().parse().ok())
-                    .unwrap_or(0);
-                let mut body = vec![0u8; length];
-                let _ = stream.read_exact(&mut body);
-                let first = {
-                    let mut seen = keep.lock().unwrap();
-                    seen.push((head, body));
-                    seen.len() == 1
-                };
-                let status = if first {
-                    "500 Internal Server Error"
-                } else {
-                    "200 OK"
-                };
-                let _ = write!(
-                    stream,
-                    "HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-                );
             }
         });
         Receiver { port, seen }
     }
+}
+
+/// Reads one request from `stream`, keeps it, and answers 500 to the first, 200 after.
+fn answer(mut stream: impl std::io::Read + std::io::Write, seen: &Requests) {
+    let mut raw = Vec::new();
+    let mut byte = [0u8; 1];
+    while !raw.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap_or(0) == 1 {
+        raw.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&raw).to_ascii_lowercase();
+    let length: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length: "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    let mut body = vec![0u8; length];
+    let _ = stream.read_exact(&mut body);
+    if head.is_empty() {
+        return; // a handshake that failed: nothing was asked
+    }
+    let first = {
+        let mut seen = seen.lock().unwrap();
+        seen.push((head, body));
+        seen.len() == 1
+    };
+    let status = if first {
+        "500 Internal Server Error"
+    } else {
+        "200 OK"
+    };
+    let _ = write!(
+        stream,
+        "HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    let _ = stream.flush();
 }
 
 fn header<'a>(head: &'a str, name: &str) -> &'a str {
@@ -712,6 +738,137 @@ fn a_jobs_end_is_posted_to_its_webhook_signed_and_retried_after_a_500() {
     assert!(
         !list.to_string().contains("whsec-test"),
         "no secret value: {list}"
+    );
+}
+
+/// An `https://` receiver is reached over TLS and verified against the host's trust store
+/// (here `SSL_CERT_FILE`: the test's own authority); one whose certificate the store does not
+/// trust gets nothing, and the delivery's try records why.
+#[test]
+fn a_webhook_over_https_is_delivered_to_a_trusted_receiver_only() {
+    use rcgen::{
+        BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+        KeyUsagePurpose, SanType,
+    };
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+    use std::os::unix::fs::PermissionsExt;
+
+    let dir = Arc::new(TestDir::new());
+    // An authority of the test's own, and a receiver's certificate for "localhost" from it.
+    let authority = |name: &str| {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::default();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, name);
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.key_usages = vec![KeyUsagePurpose::KeyCertSign];
+        let cert = params.self_signed(&key).unwrap();
+        (cert.pem(), Issuer::new(params, key))
+    };
+    let server_config = |issuer: &Issuer<'static, KeyPair>| {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::default();
+        params.subject_alt_names =
+            vec![SanType::DnsName("localhost".to_owned().try_into().unwrap())];
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        let cert = params.signed_by(&key, issuer).unwrap();
+        let chain: Vec<CertificateDer<'static>> = vec![cert.der().clone()];
+        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
+        Arc::new(
+            rustls::ServerConfig::builder_with_provider(Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .unwrap(),
+        )
+    };
+    let (trusted_pem, trusted) = authority("cordon test authority");
+    let (_, stranger) = authority("an authority nobody trusts");
+    let ca = dir.write("ca.pem", &trusted_pem);
+    let good = Receiver::start_tls(server_config(&trusted));
+    let bad = Receiver::start_tls(server_config(&stranger));
+
+    let secrets = dir.write("secrets.env", "HOOK_SECRET=whsec-test-0123456789\n");
+    std::fs::set_permissions(&secrets, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let policy = dir.write(
+        "cordon-server.toml",
+        &format!(
+            "secrets_file = {:?}\n{POLICY}webhooks = [\
+             {{ url = \"https://localhost:{}/hook\", secret = \"HOOK_SECRET\" }}, \
+             {{ url = \"https://localhost:{}/hook\", secret = \"HOOK_SECRET\" }}]\n",
+            secrets.display().to_string(),
+            good.port,
+            bad.port,
+        ),
+    );
+    let server = Server::start_with(dir, policy, |command| {
+        command.env("SSL_CERT_FILE", &ca).env_remove("SSL_CERT_DIR");
+    });
+    let token = server.token("a", "submit,read");
+    let job = server.run_to_end(
+        &token,
+        &json!({"project": "a", "type": "run", "inputs": {"argv": ["true"]}}),
+    );
+    assert_eq!(job["state"], "succeeded", "{job}");
+    let id = job["id"].as_str().unwrap();
+    until("the trusted receiver's two tries", || {
+        good.seen.lock().unwrap().len() >= 2
+    });
+    let seen = good.seen.lock().unwrap().clone();
+    assert!(
+        seen[1].0.starts_with("post /hook http/1.1"),
+        "{}",
+        seen[1].0
+    );
+    let document: Value = serde_json::from_slice(&seen[1].1).unwrap();
+    assert_eq!(document["id"].as_str(), Some(id));
+
+    // The untrusted receiver: every try refused at the handshake, recorded with its reason.
+    let deliveries = || {
+        let (status, list) = server.json(
+            "GET",
+            &format!("/v1/jobs/{id}/deliveries"),
+            &token,
+            &Value::Null,
+        );
+        assert_eq!(status, 200, "{list}");
+        list
+    };
+    until("a refused try of the untrusted receiver", || {
+        deliveries()["deliveries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| {
+                d["url"]
+                    .as_str()
+                    .is_some_and(|u| u.contains(&bad.port.to_string()))
+                    && d["tries"].as_u64().unwrap_or(0) >= 1
+            })
+    });
+    let list = deliveries();
+    let refused = list["deliveries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| {
+            d["url"]
+                .as_str()
+                .is_some_and(|u| u.contains(&bad.port.to_string()))
+        })
+        .unwrap();
+    assert_ne!(refused["state"], "delivered", "{list}");
+    assert!(
+        bad.seen.lock().unwrap().is_empty(),
+        "the untrusted receiver got a request"
+    );
+    assert!(
+        list.to_string().contains("UnknownIssuer") || list.to_string().contains("certificate"),
+        "the try says why: {list}"
     );
 }
 
