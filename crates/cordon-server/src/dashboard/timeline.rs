@@ -1,6 +1,8 @@
-//! A job's stage timeline, read from its event log: the latest attempt's `stage` events say
-//! when each stage started and how it ended (a job without stages is one bar of its own), and
-//! the bars are drawn on one time axis, coloured by status, with their durations in text.
+//! A job's stage timeline, read from its event log: each attempt's `stage` events say when
+//! each stage started and how it ended (a job without stages is one bar of its own), and the
+//! bars are drawn on one time axis, coloured by status, with their durations in text. The
+//! latest attempt is shown open; earlier attempts (after a retry or a lost worker) folded
+//! below it.
 //!
 //! Bars are small inline SVGs (a rectangle's `x` and `width` are attributes, so the page
 //! needs no inline style, which its Content-Security-Policy forbids).
@@ -24,13 +26,15 @@ pub(crate) struct Bar {
     pub duration_ms: u64,
 }
 
-/// The bars of the latest attempt.
+/// The bars of the latest attempt, and the timelines of the attempts before it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Timeline {
     /// The attempt they belong to (0: none started).
     pub attempt: u32,
     /// In the order the stages started.
     pub bars: Vec<Bar>,
+    /// The earlier attempts' timelines, oldest first (their own `earlier` empty).
+    pub earlier: Vec<Timeline>,
 }
 
 fn text<'a>(event: &'a JobEvent, key: &str) -> Option<&'a str> {
@@ -53,12 +57,26 @@ impl Timeline {
     /// The timeline of the latest attempt in `events` (a job's whole log, in order), with
     /// running bars drawn up to `now_ms`. `job_type` names the bar of a job without stages.
     pub(crate) fn from_events(events: &[JobEvent], job_type: &str, now_ms: i64) -> Timeline {
-        let Some(start) = events
+        let starts: Vec<usize> = events
             .iter()
-            .rposition(|e| e.kind == "state" && text(e, "state") == Some("running"))
-        else {
+            .enumerate()
+            .filter(|(_, e)| e.kind == "state" && text(e, "state") == Some("running"))
+            .map(|(i, _)| i)
+            .collect();
+        let Some((&latest, before)) = starts.split_last() else {
             return Timeline::default();
         };
+        let mut timeline = Timeline::of_attempt(events, latest, job_type, now_ms);
+        timeline.earlier = before
+            .iter()
+            .map(|&start| Timeline::of_attempt(events, start, job_type, now_ms))
+            .collect();
+        timeline
+    }
+
+    /// The timeline of the attempt whose `running` state event is `events[start]`: its
+    /// events up to the first state event after it (how the attempt ended).
+    fn of_attempt(events: &[JobEvent], start: usize, job_type: &str, now_ms: i64) -> Timeline {
         let t0 = events[start].at_ms;
         let offset = |at: i64| u64::try_from(at - t0).unwrap_or(0);
         let attempt = events[start]
@@ -71,6 +89,9 @@ impl Timeline {
         // Where the attempt ended: the first state event after its start.
         let mut ended: Option<(i64, &str)> = None;
         for event in &events[start + 1..] {
+            if event.kind == "state" && text(event, "state") == Some("running") {
+                break; // the next attempt
+            }
             match event.kind.as_str() {
                 "stage" => {
                     let name = text(event, "stage").unwrap_or("?").to_owned();
@@ -144,7 +165,11 @@ impl Timeline {
                 .into();
             }
         }
-        Timeline { attempt, bars }
+        Timeline {
+            attempt,
+            bars,
+            earlier: Vec::new(),
+        }
     }
 
     /// The axis length: the end of the last bar (at least 1 ms).
@@ -157,9 +182,23 @@ impl Timeline {
             .max(1)
     }
 
-    /// The timeline as HTML: one row per bar (name, status, start and duration written out,
-    /// the bar drawn on the shared axis).
+    /// The timeline as HTML: the latest attempt's, then each earlier attempt's folded (a
+    /// `details` element, newest first).
     pub(crate) fn render(&self) -> Markup {
+        html! {
+            (self.render_one())
+            @for earlier in self.earlier.iter().rev() {
+                details.earlier-attempt data-attempt=(earlier.attempt) {
+                    summary { "Attempt " (earlier.attempt) }
+                    (earlier.render_one())
+                }
+            }
+        }
+    }
+
+    /// One attempt's timeline as HTML: one row per bar (name, status, start and duration
+    /// written out, the bar drawn on the shared axis).
+    fn render_one(&self) -> Markup {
         let total = self.total_ms();
         // The bar's place on a 1000-unit axis; a bar is at least 3 units wide to be seen.
         let place = |bar: &Bar| {
@@ -290,10 +329,34 @@ mod tests {
             ]
         );
         assert_eq!(timeline.total_ms(), 1500);
+        // The first attempt keeps its own timeline: its stage ended when the attempt was
+        // queued again without a failure (its worker was lost).
+        assert_eq!(timeline.earlier.len(), 1);
+        let first = &timeline.earlier[0];
+        assert_eq!(first.attempt, 1);
+        let bars: Vec<(&str, &str, u64, u64)> = first
+            .bars
+            .iter()
+            .map(|b| {
+                (
+                    b.name.as_str(),
+                    b.status.as_str(),
+                    b.start_ms,
+                    b.duration_ms,
+                )
+            })
+            .collect();
+        assert_eq!(bars, [("old", "interrupted", 10, 10)]);
         let html = timeline.render().into_string();
-        assert_eq!(html.matches("<rect").count(), 3, "{html}");
+        assert_eq!(html.matches("<rect").count(), 4, "{html}");
         assert!(
             html.contains("bar-fail") && html.contains("1.0 s"),
+            "{html}"
+        );
+        assert!(
+            html.contains(
+                r#"<details class="earlier-attempt" data-attempt="1"><summary>Attempt 1</summary>"#
+            ),
             "{html}"
         );
     }

@@ -288,6 +288,14 @@ fn a_job_whose_server_was_killed_keeps_both_attempts_with_their_own_logs() {
         html.contains("data-attempt=\"1\"") && html.contains("data-attempt=\"2\""),
         "{html}"
     );
+    // Each attempt's timeline: the second's open, the first's (interrupted by the kill)
+    // folded below it.
+    assert!(
+        html.contains("aria-label=\"Stages of attempt 2\"")
+            && html.contains("<details class=\"earlier-attempt\" data-attempt=\"1\">")
+            && html.contains("aria-label=\"Stages of attempt 1\""),
+        "{html}"
+    );
     let (status, log) = page(&server, &cookie, &format!("/jobs/{id}/download/log-1.txt"));
     assert_eq!((status, log.as_str()), (200, "hello\n"));
 }
