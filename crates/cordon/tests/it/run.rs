@@ -270,20 +270,32 @@ fn runaway_output_is_bounded_and_counted_exactly() {
 #[test]
 #[expect(clippy::zombie_processes, reason = "reaped by wait4, for its rusage")]
 fn cordon_memory_stays_flat_whatever_the_program_prints() {
-    // 256 MiB through cordon (five times the bound below; a debug build redacts and records
-    // about 30 MB/s); its own peak RSS must not grow with the volume.
-    let child = cordon()
-        .args(["run", "--no-sandbox", "--json", "--", "sh", "-c"])
-        .arg("head -c 268435456 /dev/zero")
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let pid = child.id() as i32;
-    let (status, max_rss) = support::wait4(pid);
-    assert_eq!(status, 0);
+    // cordon's peak RSS after the program printed `bytes` (a debug build redacts and records
+    // about 30 MB/s).
+    let peak = |bytes: u64| {
+        let child = cordon()
+            .args(["run", "--no-sandbox", "--json", "--", "sh", "-c"])
+            .arg(format!("head -c {bytes} /dev/zero"))
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let (status, max_rss) = support::wait4(child.id() as i32);
+        assert_eq!(status, 0);
+        max_rss
+    };
+    // Four times the output must not grow the peak: what cordon holds is bounded (its
+    // buffers, the transcript's limit), not proportional to what the program prints. The
+    // fixed part (the binary's pages, the buffers at their bound) is measured, not assumed.
+    let at_64_mib = peak(64 << 20);
+    let at_256_mib = peak(256 << 20);
     assert!(
-        max_rss < 48 * 1024 * 1024,
-        "cordon's peak RSS was {max_rss} bytes"
+        at_256_mib <= at_64_mib + (8 << 20),
+        "cordon's peak RSS grew with the output: {at_64_mib} bytes after 64 MiB, \
+         {at_256_mib} after 256 MiB"
+    );
+    assert!(
+        at_256_mib < 96 << 20,
+        "cordon's peak RSS was {at_256_mib} bytes"
     );
 }
 
