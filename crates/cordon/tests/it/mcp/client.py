@@ -223,7 +223,8 @@ async def scenario_cancel(session, env):
         shown = await session.call_tool("runs_show", {"id": run_id})
         doc = structured(shown)
         state = doc.get("run", {}).get("status") if "run" in doc else doc.get("state")
-        return doc if state not in (None, "running", "queued") else None
+        # `cancelling`: the cancel was asked and the job is still ending (not final yet).
+        return doc if state not in (None, "running", "queued", "cancelling") else None
 
     doc = await wait_for("the cancelled run recorded", ended)
     if env["transport"] == "stdio":
