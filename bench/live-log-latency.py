@@ -12,8 +12,10 @@ interleaves the servers job by job, n times:
   the `end` event arrives minus the job's `finished_at` (written by the worker, before the
   end event, on the same machine's clock, to the millisecond).
 - overhead: a `run` of ["true"], from the submission to its `end` event ("job"), minus the
-  wall time of `cordon run -- true` measured right before it ("run"; same binary, same
-  machine); the medians of both are printed too.
+  wall time of `cordon run` of `true` with the job's default limits (`--memory 4GiB --pids
+  1024 --output-limit 1MiB`: a job always runs with limits, and moving a process into a
+  memory or pids cgroup has a kernel cost of its own, see docs/operations.md) measured right
+  before it ("run"; same binary, same machine); the medians of both are printed too.
 
 Prints medians and 90th percentiles (milliseconds). Needs python3 and, for PostgreSQL, psql.
 """
@@ -34,6 +36,9 @@ POLICY = """workers = 2
 max_timeout = "60s"
 allow = [["sh", "*"], ["true"]]
 """
+
+# The limits a job of POLICY runs with (the job service's defaults).
+JOB_LIMITS = ["--memory", "4GiB", "--pids", "1024", "--output-limit", "1MiB"]
 
 
 class Server:
@@ -99,7 +104,7 @@ class Server:
 
     def measure_overhead(self):
         start = time.time()
-        subprocess.run([self.cordon, "run", "--", "true"], env=self.env, check=True,
+        subprocess.run([self.cordon, "run", *JOB_LIMITS, "--", "true"], env=self.env, check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         direct = time.time() - start
         start = time.time()

@@ -99,6 +99,11 @@ pub struct CgroupReport {
     pub v1_pids: Option<String>,
     /// The summary check: can memory and pids be limited per tree.
     pub limits: Check,
+    /// Whether a cgroup hierarchy is mounted with `favordynmods`, which keeps moving a run into
+    /// its cgroups fast (without it the first move after a quiet moment waits for the kernel:
+    /// 10-20 ms measured; docs/operations.md).
+    #[serde(default)]
+    pub favordynmods: bool,
 }
 
 /// What `cordon run` will enforce with its default policy plus limits.
@@ -290,6 +295,7 @@ fn cgroup_report(h: &HostSupport) -> CgroupReport {
         v1_memory: show(&c.v1_memory),
         v1_pids: show(&c.v1_pids),
         limits: check(ok, detail, Some(&cgroup_hint())),
+        favordynmods: c.favordynmods,
     }
 }
 

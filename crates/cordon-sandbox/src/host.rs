@@ -36,6 +36,11 @@ pub struct CgroupSupport {
     pub v1_memory: Option<PathBuf>,
     /// Our own group in the v1 pids hierarchy, when mounted and writable.
     pub v1_pids: Option<PathBuf>,
+    /// Whether a cgroup hierarchy is mounted with `favordynmods`. Without it the kernel makes
+    /// every move of a process into a cgroup wait for an RCU grace period once the host has
+    /// been quiet for a moment (the first move after a pause: 10-20 ms measured here, see
+    /// docs/operations.md); with it, moves are fast and forks a little slower.
+    pub favordynmods: bool,
 }
 
 impl CgroupSupport {
@@ -124,6 +129,9 @@ pub fn cgroup_support() -> CgroupSupport {
         let mut rf = right.split(' ');
         let fstype = rf.next().unwrap_or("");
         let opts = rf.nth(1).unwrap_or("");
+        if fstype.starts_with("cgroup") && opts.split(',').any(|o| o == "favordynmods") {
+            out.favordynmods = true;
+        }
         match fstype {
             "cgroup2" if out.v2_mount.is_none() => out.v2_mount = mount_point,
             "cgroup" => {

@@ -120,6 +120,16 @@ pub fn render(r: &DoctorReport) -> String {
         c.v1_memory.as_deref().unwrap_or("unavailable"),
         c.v1_pids.as_deref().unwrap_or("unavailable"),
     );
+    if c.limits.ok && !c.favordynmods {
+        let _ = writeln!(
+            out,
+            "  cgroup moves: no hierarchy is mounted with favordynmods, so the first run with \
+             --memory or --pids after a quiet moment waits for the kernel (10-20 ms measured); \
+             `mount -o remount,favordynmods {}` removes that wait (Linux 6.0 or later, or \
+             boot with cgroup_favordynmods=true; docs/operations.md)",
+            c.v2_mount.as_deref().unwrap_or("/sys/fs/cgroup"),
+        );
+    }
     let e = &r.enforce;
     let _ = writeln!(out, "\ncordon run will enforce:");
     let _ = writeln!(

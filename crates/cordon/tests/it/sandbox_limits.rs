@@ -265,10 +265,32 @@ fn doctor_reports_truthfully() {
     let helper = PathBuf::from(env!("CARGO_BIN_EXE_cordon-sandbox-init"));
     assert_eq!(d["helper"]["ok"], true, "{d:#}");
     assert_eq!(d["helper"]["detail"].as_str(), helper.to_str(), "{d:#}");
+    // Whether a cgroup hierarchy is mounted with favordynmods, read here from the mount table
+    // itself (the super block's options, after " - ").
+    let favordynmods = std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_once(" - ").map(|(_, fs)| fs.to_owned()))
+        .any(|fs| {
+            let mut words = fs.split(' ');
+            let kind = words.next().unwrap_or("");
+            kind.starts_with("cgroup")
+                && words
+                    .nth(1)
+                    .is_some_and(|o| o.split(',').any(|o| o == "favordynmods"))
+        });
+    assert_eq!(d["cgroup"]["favordynmods"], favordynmods, "{d:#}");
     let human = sandboxed::cordon().arg("doctor").output().unwrap();
     let text = String::from_utf8_lossy(&human.stdout);
     assert!(
         text.contains("user namespaces") && text.contains("cordon run will enforce"),
+        "{text}"
+    );
+    // The slow cgroup moves are named, with the fix, exactly when limits use cgroups without it.
+    let slow_moves = d["cgroup"]["limits"]["ok"] == true && !favordynmods;
+    assert_eq!(
+        text.contains("cgroup moves:") && text.contains("favordynmods"),
+        slow_moves,
         "{text}"
     );
 }
