@@ -87,6 +87,29 @@ pub(crate) async fn page(
     Ok(layout::page(&title, Some(&viewer), Nav::Jobs, body).into_response())
 }
 
+/// `GET /jobs/{id}/candidates/{session}`: one candidate of a `session.compare` job, its
+/// verification's report rendered as a verify job's page renders one.
+pub(crate) async fn candidate(
+    State(dash): State<Arc<Dashboard>>,
+    viewer: Viewer,
+    Path((id, session)): Path<(String, String)>,
+) -> Result<Response, PageError> {
+    let service = Arc::clone(&dash.service);
+    let token = viewer.token.clone();
+    let job = blocking(move || service.visible_job(&token, &id)).await?;
+    let Outcome::Compare(report) = Outcome::of(&job) else {
+        return Err(PageError::NotFound);
+    };
+    let row = report
+        .candidates
+        .iter()
+        .find(|c| c.id == session)
+        .ok_or(PageError::NotFound)?;
+    let title = format!("Candidate {} of job {}", row.id, job.id);
+    let body = job_view::candidate(&job, row);
+    Ok(layout::page(&title, Some(&viewer), Nav::Jobs, body).into_response())
+}
+
 /// `GET /jobs/{id}/summary`: the part above the log, for the live update.
 pub(crate) async fn summary(
     State(dash): State<Arc<Dashboard>>,
