@@ -469,6 +469,13 @@ pub struct JobDocument {
     /// The job this one re-runs (`POST /v1/jobs/{id}/rerun`), if it does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rerun_of: Option<String>,
+    /// Slots of the concurrency limits the job holds while it runs, when more than one: a
+    /// `session.compare` verifies this many candidates at once (its project's concurrency
+    /// and the workers permitting), counts as this many running jobs, and its wall-clock
+    /// time is charged to the daily budget this many times.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 2))]
+    pub slots: Option<u32>,
 }
 
 pub(crate) fn rfc3339(ms: i64) -> String {
@@ -504,6 +511,7 @@ impl From<&JobRow> for JobDocument {
                 .and_then(|f| serde_json::from_value(f).ok()),
             waiting: None,
             rerun_of: row.rerun_of.as_ref().map(ToString::to_string),
+            slots: (row.slots > 1).then_some(row.slots),
         }
     }
 }

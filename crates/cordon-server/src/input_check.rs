@@ -6,8 +6,8 @@ use cordon_types::units::parse_duration;
 
 use crate::api::{
     ApplyPatchInputs, CloneInputs, FromJob, JobRequest, JobType, MAX_SESSIONS, RunInputs,
-    SessionCompareInputs, SessionCreateInputs, SessionExecInputs, SessionForkInputs,
-    SessionInputs, SessionRef, VerifyInputs,
+    SessionCompareInputs, SessionCreateInputs, SessionExecInputs, SessionForkInputs, SessionInputs,
+    SessionRef, VerifyInputs,
 };
 use crate::policy::{NetworkRule, ProjectPolicy, Refusal};
 use crate::service::{RequestError, Service, clone_remote};

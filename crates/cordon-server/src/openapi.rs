@@ -6,8 +6,8 @@ use serde_json::{Value, json};
 
 use crate::api::{
     ApiError, ApplyPatchInputs, CloneInputs, JobDocument, JobList, JobRequest, JobType, RunInputs,
-    SessionCompareInputs, SessionCreateInputs, SessionExecInputs, SessionForkInputs,
-    SessionInputs, VerifyInputs,
+    SessionCompareInputs, SessionCreateInputs, SessionExecInputs, SessionForkInputs, SessionInputs,
+    VerifyInputs,
 };
 use crate::ops_api::{AttemptList, DeliveryList, WorkerList};
 use crate::policy::Policy;

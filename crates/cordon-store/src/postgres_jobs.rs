@@ -15,8 +15,6 @@
 //! Per-job event numbers and every fenced write lock the job's row first (`FOR UPDATE`), so a
 //! reclaim and a late write of the dead attempt cannot interleave.
 
-use std::collections::HashMap;
-
 use sqlx::postgres::PgRow;
 use sqlx::{PgConnection, Postgres, Transaction};
 

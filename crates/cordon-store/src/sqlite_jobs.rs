@@ -1,7 +1,6 @@
 //! The job queue on SQLite: short transactions; the claim in `BEGIN IMMEDIATE` (one writer at
 //! a time, so two claimers can never both take the last slot).
 
-
 use rusqlite::{Row, Transaction};
 
 use crate::backend::JobBackend;

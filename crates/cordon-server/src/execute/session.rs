@@ -44,7 +44,8 @@ fn sessions() -> Result<Sessions, Outcome> {
 /// made: a `session.create` job's, or one of a `session.fork` job's.
 fn record_of(attempt: &Attempt<'_>, session: &SessionRef) -> Result<serde_json::Value, Outcome> {
     let from_job = &session.from_job;
-    let result = attempt.earlier_result(from_job, &[JobType::SessionCreate, JobType::SessionFork])?;
+    let result =
+        attempt.earlier_result(from_job, &[JobType::SessionCreate, JobType::SessionFork])?;
     let forked = result.get("schema").and_then(|s| s.as_str()) == Some("cordon.session-fork/v1");
     let record = match (forked, session.fork) {
         (false, None) => Some(result),
@@ -77,10 +78,7 @@ fn record_of(attempt: &Attempt<'_>, session: &SessionRef) -> Result<serde_json::
 fn session_of(attempt: &Attempt<'_>, session: &SessionRef) -> Result<Session, Outcome> {
     let record = record_of(attempt, session)?;
     let id = record.get("id").and_then(|v| v.as_str()).ok_or_else(|| {
-        Outcome::failed(
-            "usage",
-            format!("job {} made no session", session.from_job),
-        )
+        Outcome::failed("usage", format!("job {} made no session", session.from_job))
     })?;
     sessions()?.open_str(id).map_err(|e| failed(&e))
 }

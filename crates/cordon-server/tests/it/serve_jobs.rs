@@ -116,7 +116,7 @@ fn serve_session_jobs_create_exec_review_pull_and_remove() {
         refused["message"]
             .as_str()
             .unwrap()
-            .contains("no session.create job"),
+            .contains("no session.create or session.fork job"),
         "{refused}"
     );
 
