@@ -414,6 +414,13 @@ export interface JobDocument {
   result?: unknown;
   /** `cordon.job/v1`. */
   schema: JobTag;
+  /**
+   * Slots of the concurrency limits the job holds while it runs, when more than one: a
+   * `session.compare` verifies this many candidates at once (its project's concurrency
+   * and the workers permitting), counts as this many running jobs, and its wall-clock
+   * time is charged to the daily budget this many times.
+   */
+  slots?: number | null;
   /** Latest attempt started. */
   started_at?: string | null;
   /** Its state. */
@@ -453,7 +460,7 @@ export interface JobList {
 export type JobListTag = "cordon.job-list/v1";
 
 /** `POST /v1/jobs`: a job to run. */
-export type JobRequest = RunJobRequest | VerifyJobRequest | RepoCloneJobRequest | RepoApplyPatchJobRequest | SessionCreateJobRequest | SessionPushJobRequest | SessionExecJobRequest | SessionPullJobRequest | SessionRemoveJobRequest;
+export type JobRequest = RunJobRequest | VerifyJobRequest | RepoCloneJobRequest | RepoApplyPatchJobRequest | SessionCreateJobRequest | SessionPushJobRequest | SessionExecJobRequest | SessionPullJobRequest | SessionRemoveJobRequest | SessionForkJobRequest | SessionCompareJobRequest;
 
 export type JobRequestTag = "cordon.job-request/v1";
 
@@ -941,6 +948,39 @@ export interface SandboxSummary {
   warnings?: string[];
 }
 
+/** Inputs of a `session.compare` job. */
+export interface SessionCompareInputs {
+  /** Only the stages of these categories (as a `verify` job's). */
+  categories?: string[] | null;
+  /**
+   * The candidates (1 to 100, each once): each session's change is verified on its base
+   * commit with the base's plan, then all are ranked.
+   */
+  sessions: SessionRef[];
+  /** Only these stages (the others count as not passed). */
+  stages?: string[] | null;
+}
+
+/** `POST /v1/jobs`: a job to run. */
+export interface SessionCompareJobRequest {
+  /** Names of variables of the server's environment passed on. */
+  env_keys?: string[];
+  /** The same key in the same project returns the existing job instead of a new one. */
+  idempotency_key?: string | null;
+  inputs: SessionCompareInputs;
+  /** Higher runs first within the project. */
+  priority?: number;
+  /** The project (the token must belong to it). */
+  project: string;
+  /** Optional tag `cordon.job-request/v1`. */
+  schema?: JobRequestTag | null;
+  /** Names of secrets the job's programs get (values stay on the server, redacted). */
+  secrets?: string[];
+  /** Time limit per attempt (`"90s"`, `"10m"`); at most the project's `max_timeout`. */
+  timeout?: string | null;
+  type: "session.compare";
+}
+
 /** Inputs of a `session.create` job. */
 export interface SessionCreateInputs {
   /** Only this many commits of history. */
@@ -1011,6 +1051,34 @@ export interface SessionExecJobRequest {
   /** Time limit per attempt (`"90s"`, `"10m"`); at most the project's `max_timeout`. */
   timeout?: string | null;
   type: "session.exec";
+}
+
+/** Inputs of a `session.fork` job. */
+export interface SessionForkInputs {
+  /** How many new sessions (1 to 100; default 1). */
+  count?: number;
+  /** The session forked (it goes on as it was). */
+  session: SessionRef;
+}
+
+/** `POST /v1/jobs`: a job to run. */
+export interface SessionForkJobRequest {
+  /** Names of variables of the server's environment passed on. */
+  env_keys?: string[];
+  /** The same key in the same project returns the existing job instead of a new one. */
+  idempotency_key?: string | null;
+  inputs: SessionForkInputs;
+  /** Higher runs first within the project. */
+  priority?: number;
+  /** The project (the token must belong to it). */
+  project: string;
+  /** Optional tag `cordon.job-request/v1`. */
+  schema?: JobRequestTag | null;
+  /** Names of secrets the job's programs get (values stay on the server, redacted). */
+  secrets?: string[];
+  /** Time limit per attempt (`"90s"`, `"10m"`); at most the project's `max_timeout`. */
+  timeout?: string | null;
+  type: "session.fork";
 }
 
 export type SessionId = string;
@@ -1145,9 +1213,17 @@ export interface SessionRecord {
 
 export type SessionRecordTag = "cordon.session/v1";
 
-/** A reference to the session an earlier `session.create` job made. */
+/**
+ * A reference to a session an earlier job of the same project made: a `session.create`
+ * job's session, or one of a `session.fork` job's new sessions.
+ */
 export interface SessionRef {
-  /** The `session.create` job (of the same project). */
+  /**
+   * With a `session.fork` job, which of its new sessions: 0 for the first of its result's
+   * `sessions` (required then; not with a `session.create` job).
+   */
+  fork?: number | null;
+  /** The `session.create` or `session.fork` job (of the same project). */
   from_job: string;
 }
 

@@ -82,10 +82,14 @@ __all__ = [
     "RunResultTag",
     "RunStatus",
     "SandboxSummary",
+    "SessionCompareInputs",
+    "SessionCompareJobRequest",
     "SessionCreateInputs",
     "SessionCreateJobRequest",
     "SessionExecInputs",
     "SessionExecJobRequest",
+    "SessionForkInputs",
+    "SessionForkJobRequest",
     "SessionId",
     "SessionInputs",
     "SessionPullJobRequest",
@@ -160,7 +164,7 @@ ItemOrigin = Literal["source", "reviewer", "poke"]
 JobListTag = Literal["cordon.job-list/v1"]
 
 #: `POST /v1/jobs`: a job to run.
-JobRequest = Union["RunJobRequest", "VerifyJobRequest", "RepoCloneJobRequest", "RepoApplyPatchJobRequest", "SessionCreateJobRequest", "SessionPushJobRequest", "SessionExecJobRequest", "SessionPullJobRequest", "SessionRemoveJobRequest"]
+JobRequest = Union["RunJobRequest", "VerifyJobRequest", "RepoCloneJobRequest", "RepoApplyPatchJobRequest", "SessionCreateJobRequest", "SessionPushJobRequest", "SessionExecJobRequest", "SessionPullJobRequest", "SessionRemoveJobRequest", "SessionForkJobRequest", "SessionCompareJobRequest"]
 
 JobRequestTag = Literal["cordon.job-request/v1"]
 
@@ -647,6 +651,11 @@ class JobDocument(_JobDocumentRequired, total=False):
     rerun_of: Optional[str]
     #: The type's output document.
     result: Any
+    #: Slots of the concurrency limits the job holds while it runs, when more than one: a
+    #: `session.compare` verifies this many candidates at once (its project's concurrency
+    #: and the workers permitting), counts as this many running jobs, and its wall-clock
+    #: time is charged to the daily budget this many times.
+    slots: Optional[int]
     #: Latest attempt started.
     started_at: Optional[str]
     #: Why a queued job is not running yet, when something holds it back (`GET /v1/jobs/{id}`
@@ -1153,6 +1162,45 @@ class SandboxSummary(_SandboxSummaryRequired, total=False):
     warnings: List[str]
 
 
+class _SessionCompareInputsRequired(TypedDict):
+    #: The candidates (1 to 100, each once): each session's change is verified on its base
+    #: commit with the base's plan, then all are ranked.
+    sessions: List[SessionRef]
+
+
+class SessionCompareInputs(_SessionCompareInputsRequired, total=False):
+    """Inputs of a `session.compare` job."""
+
+    #: Only the stages of these categories (as a `verify` job's).
+    categories: Optional[List[str]]
+    #: Only these stages (the others count as not passed).
+    stages: Optional[List[str]]
+
+
+class _SessionCompareJobRequestRequired(TypedDict):
+    inputs: SessionCompareInputs
+    #: The project (the token must belong to it).
+    project: str
+    type: Literal["session.compare"]
+
+
+class SessionCompareJobRequest(_SessionCompareJobRequestRequired, total=False):
+    """`POST /v1/jobs`: a job to run."""
+
+    #: Names of variables of the server's environment passed on.
+    env_keys: List[str]
+    #: The same key in the same project returns the existing job instead of a new one.
+    idempotency_key: Optional[str]
+    #: Higher runs first within the project.
+    priority: int
+    #: Optional tag `cordon.job-request/v1`.
+    schema: Optional[JobRequestTag]
+    #: Names of secrets the job's programs get (values stay on the server, redacted).
+    secrets: List[str]
+    #: Time limit per attempt (`"90s"`, `"10m"`); at most the project's `max_timeout`.
+    timeout: Optional[str]
+
+
 class _SessionCreateInputsRequired(TypedDict):
     #: The host side: an earlier `repo.clone` or `repo.applyPatch` job's workspace, whose
     #: branch the session starts from and later pulls into.
@@ -1221,6 +1269,42 @@ class _SessionExecJobRequestRequired(TypedDict):
 
 
 class SessionExecJobRequest(_SessionExecJobRequestRequired, total=False):
+    """`POST /v1/jobs`: a job to run."""
+
+    #: Names of variables of the server's environment passed on.
+    env_keys: List[str]
+    #: The same key in the same project returns the existing job instead of a new one.
+    idempotency_key: Optional[str]
+    #: Higher runs first within the project.
+    priority: int
+    #: Optional tag `cordon.job-request/v1`.
+    schema: Optional[JobRequestTag]
+    #: Names of secrets the job's programs get (values stay on the server, redacted).
+    secrets: List[str]
+    #: Time limit per attempt (`"90s"`, `"10m"`); at most the project's `max_timeout`.
+    timeout: Optional[str]
+
+
+class _SessionForkInputsRequired(TypedDict):
+    #: The session forked (it goes on as it was).
+    session: SessionRef
+
+
+class SessionForkInputs(_SessionForkInputsRequired, total=False):
+    """Inputs of a `session.fork` job."""
+
+    #: How many new sessions (1 to 100; default 1).
+    count: int
+
+
+class _SessionForkJobRequestRequired(TypedDict):
+    inputs: SessionForkInputs
+    #: The project (the token must belong to it).
+    project: str
+    type: Literal["session.fork"]
+
+
+class SessionForkJobRequest(_SessionForkJobRequestRequired, total=False):
     """`POST /v1/jobs`: a job to run."""
 
     #: Names of variables of the server's environment passed on.
@@ -1364,11 +1448,19 @@ class SessionRecord(_SessionRecordRequired, total=False):
     writer: Optional[WriterInfo]
 
 
-class SessionRef(TypedDict):
-    """A reference to the session an earlier `session.create` job made."""
-
-    #: The `session.create` job (of the same project).
+class _SessionRefRequired(TypedDict):
+    #: The `session.create` or `session.fork` job (of the same project).
     from_job: str
+
+
+class SessionRef(_SessionRefRequired, total=False):
+    """A reference to a session an earlier job of the same project made: a `session.create`
+    job's session, or one of a `session.fork` job's new sessions.
+    """
+
+    #: With a `session.fork` job, which of its new sessions: 0 for the first of its result's
+    #: `sessions` (required then; not with a `session.create` job).
+    fork: Optional[int]
 
 
 class _SessionRemoveJobRequestRequired(TypedDict):
