@@ -283,7 +283,9 @@ pub(crate) fn fork_job(attempt: &Attempt<'_>) -> Outcome {
         wait: wait(attempt),
         ..ForkRequest::new(inputs.count)
     };
-    match session.fork(&request) {
+    // The wait for a writer in the source ends on the job's cancel, within its timeout.
+    let stop = || attempt.cancel.is_cancelled();
+    match session.fork_or_stop(&request, &stop) {
         Ok(report) => document(&report),
         Err(e) => failed(&e),
     }
