@@ -287,9 +287,11 @@ pub struct Claim<'a> {
     pub worker: &'a str,
     /// How long the claimed job stays this worker's without a [`crate::Store::renew_lease`].
     pub lease: Duration,
-    /// The most jobs running at once across everything sharing the store.
+    /// The most jobs running at once across everything sharing the store (in slots: a job
+    /// holding several counts as that many).
     pub workers: u32,
-    /// The most jobs of a project running at once across everything sharing the store.
+    /// The most jobs of a project running at once across everything sharing the store (in
+    /// slots, as `workers`).
     pub concurrency: &'a (dyn Fn(&str) -> u32 + Sync),
 }
 

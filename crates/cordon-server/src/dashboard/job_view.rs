@@ -363,6 +363,20 @@ fn gate(verdict: cordon_verify::Verdict) -> (&'static str, &'static str) {
     }
 }
 
+/// A candidate's gate as a badge coloured as a stage's status.
+fn gate_badge(gate_name: &str, status: &str) -> Markup {
+    let icon = match status {
+        "pass" => "✓",
+        "fail" => "✗",
+        _ => "⚠",
+    };
+    html! {
+        span class={ "status status-" (status) } {
+            span.icon aria-hidden="true" { (icon) } " " (gate_name)
+        }
+    }
+}
+
 /// A `session.compare`'s ranked table, each candidate linked to its own report.
 fn comparison(job: &JobRow, report: &cordon_verify::CompareReport) -> Markup {
     html! {
@@ -395,7 +409,7 @@ fn comparison(job: &JobRow, report: &cordon_verify::CompareReport) -> Markup {
                             th scope="row" data-label="Session" {
                                 a href={ "/jobs/" (job.id) "/candidates/" (row.id) } { code { (row.id) } }
                             }
-                            td data-label="Gate" { (layout::status_badge(status)) " " (gate_name) }
+                            td data-label="Gate" { (gate_badge(gate_name, status)) }
                             td data-label="Blocking findings" { (row.blocking_findings) }
                             td data-label="New lint findings" { (row.new_lint_findings) }
                             td data-label="Tests passed" { (row.tests_passed) }
@@ -459,7 +473,7 @@ pub(crate) fn candidate(job: &JobRow, row: &cordon_verify::RankedCandidate) -> M
     html! {
         p.crumbs { a href={ "/jobs/" (job.id) } { "← Comparison " code { (job.id) } } }
         div.job-head {
-            h1 { "Candidate " code { (row.id) } " " (layout::status_badge(status)) }
+            h1 { "Candidate " code { (row.id) } " " (gate_badge(gate_name, status)) }
         }
         dl.facts {
             (fact("Rank", html! { (row.rank) }))
@@ -512,7 +526,12 @@ fn downloads(job: &JobRow, outcome: &Outcome) -> Markup {
 }
 
 /// Everything above the log (what the script swaps when the job changes).
-pub(crate) fn summary(job: &JobRow, timeline: &Timeline, viewer: &Viewer) -> Markup {
+pub(crate) fn summary(
+    job: &JobRow,
+    timeline: &Timeline,
+    waiting: Option<&str>,
+    viewer: &Viewer,
+) -> Markup {
     let outcome = Outcome::of(job);
     let cancellable = !job.state.is_final() && viewer.may_cancel();
     html! {
@@ -530,6 +549,9 @@ pub(crate) fn summary(job: &JobRow, timeline: &Timeline, viewer: &Viewer) -> Mar
                     button type="submit" { "Re-run" }
                 }
             }
+        }
+        @if let Some(why) = waiting {
+            p.waiting role="status" { strong { "Waiting: " } (layout::clean(why)) }
         }
         (facts(job, &outcome))
         section.timeline-section aria-labelledby="timeline-h" {

@@ -110,6 +110,14 @@ try {
     check((await text('dl.facts')).includes(scene.source), 'the source session is not named');
   });
 
+  await step('waiting-reason', async () => {
+    await page.goto(url(`/jobs/${scene.waiting}`));
+    check((await text('.job-head .state')).includes('queued'), 'the waiting compare is not queued');
+    const why = await text('p.waiting');
+    check(why.includes('runs 2 verifications at once') && why.includes('starts when 2 are free'), `waiting: ${why}`);
+    check((await text('dl.facts')).includes('2 sessions, 2 verified at once'), 'the candidates are not described');
+  });
+
   await step('no-csp-violations', async () => {
     check(violations.length === 0, `violations: ${JSON.stringify(violations)}`);
   });

@@ -437,10 +437,22 @@ fn dashboard_shows_a_comparison_and_each_candidates_report() {
     assert_eq!(job["state"], "succeeded", "{job}");
     let fork = server.job(&token, &forked.fork_job);
     let ids = &forked.ids;
+    // A second comparison waits for its two slots while a job holds one of them.
+    let (status, blocker) = server.submit(
+        &token,
+        &json!({"project": "a", "type": "run", "inputs": {"argv": ["sh", "-c",
+            "echo holding a slot; exec sleep 600"]}}),
+    );
+    assert_eq!(status, 201, "{blocker}");
+    let blocker = blocker["id"].as_str().unwrap().to_owned();
+    server.wait_for_output(&token, &blocker);
+    let waiting = submit_compare(&server, &token, &forked, &[0, 1]);
+    assert_eq!(server.job(&token, &waiting)["state"], "queued");
     let scene = json!({
         "url": format!("http://{}", server.url),
         "token": token,
         "compare": compare,
+        "waiting": waiting,
         "fork": forked.fork_job,
         "forks": ids,
         "source": fork["result"]["source"],
@@ -475,8 +487,18 @@ fn dashboard_shows_a_comparison_and_each_candidates_report() {
             "ranked-table",
             "candidate-links",
             "fork-sessions",
+            "waiting-reason",
             "no-csp-violations"
         ],
         "{stdout}\n{stderr}"
     );
+    let (status, after) = server.json(
+        "POST",
+        &format!("/v1/jobs/{blocker}/cancel"),
+        &token,
+        &Value::Null,
+    );
+    assert_eq!(status, 200, "{after}");
+    let job = finish(&server, &token, &waiting);
+    assert_eq!(job["state"], "succeeded", "{job}");
 }
