@@ -71,11 +71,20 @@ pub enum JobType {
     /// The session ended and removed; the result is its last record.
     #[serde(rename = "session.remove")]
     SessionRemove,
+    /// New sessions with a session's exact state (`cordon session fork`); the result is a
+    /// `cordon.session-fork/v1` report listing them.
+    #[serde(rename = "session.fork")]
+    SessionFork,
+    /// Sessions verified and ranked (`cordon session compare`), several verifications at
+    /// once, each holding a slot of the concurrency limits; the result is a
+    /// `cordon.session-compare/v1` report with every candidate's report.
+    #[serde(rename = "session.compare")]
+    SessionCompare,
 }
 
 impl JobType {
     /// Every job type.
-    pub const ALL: [JobType; 9] = [
+    pub const ALL: [JobType; 11] = [
         JobType::Run,
         JobType::Verify,
         JobType::RepoClone,
@@ -85,6 +94,8 @@ impl JobType {
         JobType::SessionExec,
         JobType::SessionPull,
         JobType::SessionRemove,
+        JobType::SessionFork,
+        JobType::SessionCompare,
     ];
 
     /// The type's name on the wire.
@@ -99,6 +110,8 @@ impl JobType {
             JobType::SessionExec => "session.exec",
             JobType::SessionPull => "session.pull",
             JobType::SessionRemove => "session.remove",
+            JobType::SessionFork => "session.fork",
+            JobType::SessionCompare => "session.compare",
         }
     }
 
@@ -128,7 +141,7 @@ pub struct JobRequest {
     pub job_type: JobType,
     /// The type's inputs, an object (see [`RunInputs`], [`VerifyInputs`], [`CloneInputs`],
     /// [`ApplyPatchInputs`], [`SessionCreateInputs`], [`SessionInputs`],
-    /// [`SessionExecInputs`]).
+    /// [`SessionExecInputs`], [`SessionForkInputs`], [`SessionCompareInputs`]).
     #[schemars(with = "serde_json::Map<String, serde_json::Value>")]
     pub inputs: serde_json::Value,
     /// Time limit per attempt (`"90s"`, `"10m"`); at most the project's `max_timeout`.
@@ -262,12 +275,52 @@ pub struct ApplyPatchInputs {
     pub expect_files: Option<Vec<String>>,
 }
 
-/// A reference to the session an earlier `session.create` job made.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+/// A reference to a session an earlier job of the same project made: a `session.create`
+/// job's session, or one of a `session.fork` job's new sessions.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SessionRef {
-    /// The `session.create` job (of the same project).
+    /// The `session.create` or `session.fork` job (of the same project).
     pub from_job: String,
+    /// With a `session.fork` job, which of its new sessions: 0 for the first of its result's
+    /// `sessions` (required then; not with a `session.create` job).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fork: Option<u32>,
+}
+
+/// The most sessions a `session.fork` job makes, and a `session.compare` job compares.
+pub const MAX_SESSIONS: u32 = cordon_session::MAX_FORKS;
+
+/// Inputs of a `session.fork` job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionForkInputs {
+    /// The session forked (it goes on as it was).
+    pub session: SessionRef,
+    /// How many new sessions (1 to 100; default 1).
+    #[serde(default = "one")]
+    #[schemars(range(min = 1, max = 100))]
+    pub count: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// Inputs of a `session.compare` job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionCompareInputs {
+    /// The candidates (1 to 100, each once): each session's change is verified on its base
+    /// commit with the base's plan, then all are ranked.
+    #[schemars(length(min = 1, max = 100))]
+    pub sessions: Vec<SessionRef>,
+    /// Only these stages (the others count as not passed).
+    #[serde(default)]
+    pub stages: Option<Vec<String>>,
+    /// Only the stages of these categories (as a `verify` job's).
+    #[serde(default)]
+    pub categories: Option<Vec<String>>,
 }
 
 /// Inputs of a `session.create` job.
@@ -416,6 +469,13 @@ pub struct JobDocument {
     /// The job this one re-runs (`POST /v1/jobs/{id}/rerun`), if it does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rerun_of: Option<String>,
+    /// Slots of the concurrency limits the job holds while it runs, when more than one: a
+    /// `session.compare` verifies this many candidates at once (its project's concurrency
+    /// and the workers permitting), counts as this many running jobs, and its wall-clock
+    /// time is charged to the daily budget this many times.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 2))]
+    pub slots: Option<u32>,
 }
 
 pub(crate) fn rfc3339(ms: i64) -> String {
@@ -451,6 +511,7 @@ impl From<&JobRow> for JobDocument {
                 .and_then(|f| serde_json::from_value(f).ok()),
             waiting: None,
             rerun_of: row.rerun_of.as_ref().map(ToString::to_string),
+            slots: (row.slots > 1).then_some(row.slots),
         }
     }
 }

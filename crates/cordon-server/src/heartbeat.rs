@@ -219,6 +219,7 @@ mod tests {
                 inputs: serde_json::json!({}),
                 submitted_by: "t".into(),
                 rerun_of: None,
+                slots: 1,
             })
             .unwrap();
         let claimed = service

@@ -5,8 +5,9 @@ use cordon_store::JobId;
 use cordon_types::units::parse_duration;
 
 use crate::api::{
-    ApplyPatchInputs, CloneInputs, FromJob, JobRequest, JobType, RunInputs, SessionCreateInputs,
-    SessionExecInputs, SessionInputs, SessionRef, VerifyInputs,
+    ApplyPatchInputs, CloneInputs, FromJob, JobRequest, JobType, MAX_SESSIONS, RunInputs,
+    SessionCompareInputs, SessionCreateInputs, SessionExecInputs, SessionForkInputs, SessionInputs,
+    SessionRef, VerifyInputs,
 };
 use crate::policy::{NetworkRule, ProjectPolicy, Refusal};
 use crate::service::{RequestError, Service, clone_remote};
@@ -63,14 +64,7 @@ impl InputCheck<'_> {
                         ));
                     }
                 }
-                for category in inputs.categories.iter().flatten() {
-                    if !crate::execute::STAGE_CATEGORIES.contains(&category.as_str()) {
-                        return Err(RequestError::BadRequest(format!(
-                            "inputs.categories: unknown category {category:?} (known: {})",
-                            crate::execute::STAGE_CATEGORIES.join(", ")
-                        )));
-                    }
-                }
+                categories(inputs.categories.as_deref())?;
             }
             JobType::RepoApplyPatch => {
                 let inputs: ApplyPatchInputs = serde_json::from_value(value).map_err(bad)?;
@@ -98,6 +92,37 @@ impl InputCheck<'_> {
                 self.program(&inputs.argv, &inputs.network)?;
                 self.session(&inputs.session)?;
                 self.limits(&inputs.memory, inputs.pids, &None)?;
+            }
+            JobType::SessionFork => {
+                let inputs: SessionForkInputs = serde_json::from_value(value).map_err(bad)?;
+                if inputs.count == 0 || inputs.count > MAX_SESSIONS {
+                    return Err(RequestError::BadRequest(format!(
+                        "inputs.count: {} is not within 1 to {MAX_SESSIONS}",
+                        inputs.count
+                    )));
+                }
+                self.session_at("session", &inputs.session)?;
+            }
+            JobType::SessionCompare => {
+                let inputs: SessionCompareInputs = serde_json::from_value(value).map_err(bad)?;
+                let n = inputs.sessions.len();
+                if n == 0 || n > MAX_SESSIONS as usize {
+                    return Err(RequestError::BadRequest(format!(
+                        "inputs.sessions: {n} sessions; compare 1 to {MAX_SESSIONS}"
+                    )));
+                }
+                let mut seen = std::collections::HashSet::new();
+                for (i, session) in inputs.sessions.iter().enumerate() {
+                    if !seen.insert(session) {
+                        return Err(RequestError::BadRequest(format!(
+                            "inputs.sessions[{i}] names the same session as an earlier entry \
+                             ({}): compare each session once",
+                            describe(session)
+                        )));
+                    }
+                    self.session_at(&format!("sessions[{i}]"), session)?;
+                }
+                categories(inputs.categories.as_deref())?;
             }
         }
         Ok(())
@@ -133,9 +158,55 @@ impl InputCheck<'_> {
         )
     }
 
-    /// A session made by an earlier `session.create` job.
+    /// A session made by an earlier `session.create` or `session.fork` job.
     fn session(&self, f: &SessionRef) -> Result<(), RequestError> {
-        self.earlier("session", &f.from_job, &[JobType::SessionCreate])
+        self.session_at("session", f)
+    }
+
+    /// A session made by an earlier `session.create` job, or one of a `session.fork` job's
+    /// (`inputs.<field>`): the job of this project, and for a fork an index within its count.
+    fn session_at(&self, field: &str, f: &SessionRef) -> Result<(), RequestError> {
+        self.earlier(
+            field,
+            &f.from_job,
+            &[JobType::SessionCreate, JobType::SessionFork],
+        )?;
+        let id: JobId = f
+            .from_job
+            .parse()
+            .map_err(|e| RequestError::BadRequest(format!("inputs.{field}.from_job: {e}")))?;
+        let Some(job) = self.service.store.get_job(&id)? else {
+            return Err(RequestError::BadRequest(format!(
+                "inputs.{field}.from_job: no job {id} in this project"
+            )));
+        };
+        let forked = job.job_type == JobType::SessionFork.as_str();
+        match (forked, f.fork) {
+            (false, None) => Ok(()),
+            (false, Some(_)) => Err(RequestError::BadRequest(format!(
+                "inputs.{field}.fork: job {id} is a session.create job, which made one session; \
+                 `fork` names one of a session.fork job's sessions"
+            ))),
+            (true, None) => Err(RequestError::BadRequest(format!(
+                "inputs.{field}: job {id} is a session.fork job: name which of its sessions \
+                 with `fork` (0 for the first)"
+            ))),
+            (true, Some(index)) => {
+                let count = job
+                    .inputs
+                    .get("count")
+                    .and_then(|c| c.as_u64())
+                    .unwrap_or(1);
+                if u64::from(index) >= count {
+                    return Err(RequestError::BadRequest(format!(
+                        "inputs.{field}.fork: {index} is past the {count} sessions job {id} \
+                         makes (0 to {})",
+                        count - 1
+                    )));
+                }
+                Ok(())
+            }
+        }
     }
 
     /// A repository the server clones on the host: its URL against the allow rules
@@ -237,4 +308,25 @@ impl InputCheck<'_> {
         }
         Ok(())
     }
+}
+
+/// A session reference as an error names it.
+fn describe(session: &SessionRef) -> String {
+    match session.fork {
+        Some(i) => format!("fork {i} of job {}", session.from_job),
+        None => format!("the session of job {}", session.from_job),
+    }
+}
+
+/// Stage categories asked for: each one cordon knows.
+fn categories(asked: Option<&[String]>) -> Result<(), RequestError> {
+    for category in asked.into_iter().flatten() {
+        if !crate::execute::STAGE_CATEGORIES.contains(&category.as_str()) {
+            return Err(RequestError::BadRequest(format!(
+                "inputs.categories: unknown category {category:?} (known: {})",
+                crate::execute::STAGE_CATEGORIES.join(", ")
+            )));
+        }
+    }
+    Ok(())
 }

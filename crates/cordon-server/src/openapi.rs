@@ -6,7 +6,8 @@ use serde_json::{Value, json};
 
 use crate::api::{
     ApiError, ApplyPatchInputs, CloneInputs, JobDocument, JobList, JobRequest, JobType, RunInputs,
-    SessionCreateInputs, SessionExecInputs, SessionInputs, VerifyInputs,
+    SessionCompareInputs, SessionCreateInputs, SessionExecInputs, SessionForkInputs, SessionInputs,
+    VerifyInputs,
 };
 use crate::ops_api::{AttemptList, DeliveryList, WorkerList};
 use crate::policy::Policy;
@@ -21,6 +22,8 @@ fn inputs_schema(job_type: JobType) -> &'static str {
         JobType::SessionCreate => "SessionCreateInputs",
         JobType::SessionPush | JobType::SessionPull | JobType::SessionRemove => "SessionInputs",
         JobType::SessionExec => "SessionExecInputs",
+        JobType::SessionFork => "SessionForkInputs",
+        JobType::SessionCompare => "SessionCompareInputs",
     }
 }
 
@@ -76,6 +79,8 @@ fn schemas() -> serde_json::Map<String, Value> {
         SessionCreateInputs,
         SessionInputs,
         SessionExecInputs,
+        SessionForkInputs,
+        SessionCompareInputs,
         Policy
     );
     let mut schemas = generator.take_definitions(true);

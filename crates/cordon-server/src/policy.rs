@@ -114,7 +114,7 @@ pub struct ProjectPolicy {
     /// The most network each job type may have (`"none"`, `"registry"`, `"host"` or
     /// `{ allow = ["HOST[:PORT]", "*.example.org"] }`); a type not named gets none. A `run`
     /// or `session.exec` job asks for its network (default none); every stage of a `verify`
-    /// plan is checked before anything runs; `repo.clone` needs more than none for anything
+    /// plan (of each candidate's plan, for `session.compare`) is checked before anything runs; `repo.clone` needs more than none for anything
     /// but a local path.
     #[serde(default = "default_network")]
     pub network: BTreeMap<String, NetworkRule>,
@@ -205,6 +205,7 @@ fn default_network() -> BTreeMap<String, NetworkRule> {
         ("verify", NetworkRule::Registry),
         ("repo.clone", NetworkRule::Host),
         ("session.exec", NetworkRule::None),
+        ("session.compare", NetworkRule::Registry),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))

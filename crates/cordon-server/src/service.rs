@@ -301,7 +301,45 @@ impl Service {
                 job.not_before_ms - now
             )));
         }
+        if job.slots > 1
+            && let Some((key, rules)) = policy.project(&job.project)
+        {
+            return self.slots_wait(job, key, rules.concurrency, policy.workers);
+        }
         Ok(None)
+    }
+
+    /// Why a job holding several slots waits, when too few are free now.
+    fn slots_wait(
+        &self,
+        job: &JobRow,
+        key: &str,
+        concurrency: u32,
+        workers: u32,
+    ) -> Result<Option<String>, RequestError> {
+        let running = self.store.list_jobs(&cordon_store::JobFilter {
+            projects: Vec::new(),
+            state: Some(JobState::Running),
+            before: None,
+            limit: 10_000,
+        })?;
+        let held = |j: &JobRow| i64::from(j.slots.min(workers).max(1));
+        let total: i64 = running.iter().map(held).sum();
+        let busy: i64 = running
+            .iter()
+            .filter(|j| j.project == job.project)
+            .map(held)
+            .sum();
+        let need = cordon_store::effective_slots(i64::from(job.slots), concurrency, workers);
+        if busy + need <= i64::from(concurrency) && total + need <= i64::from(workers) {
+            return Ok(None);
+        }
+        Ok(Some(format!(
+            "this {} runs {need} verifications at once and holds {need} slots of the \
+             concurrency limits: it starts when {need} are free (project {:?}: {busy} of {} \
+             busy, projects.{key}.concurrency; all projects: {total} of {workers} workers busy)",
+            job.job_type, job.project, concurrency
+        )))
     }
 
     /// Counts again which projects are past a daily budget, when the last count is more
@@ -588,6 +626,7 @@ impl Service {
             inputs: inputs.clone(),
             submitted_by: token.id.clone(),
             rerun_of,
+            slots: slots_of(request, rules.concurrency, policy.workers),
         })?;
         if created {
             self.store.audit(
@@ -794,4 +833,23 @@ fn same_request(
             ),
         })
     }
+}
+
+/// The slots of the concurrency limits a job holds while it runs: a `session.compare` of N
+/// candidates runs up to N verifications at once, as many as its project's concurrency and
+/// the workers allow (the rest wait for a free one inside the job); every other job, one.
+fn slots_of(request: &JobRequest, concurrency: u32, workers: u32) -> u32 {
+    let n = match request.job_type {
+        crate::api::JobType::SessionCompare => request
+            .inputs
+            .get("sessions")
+            .and_then(|s| s.as_array())
+            .map_or(1, Vec::len),
+        _ => 1,
+    };
+    u32::try_from(n)
+        .unwrap_or(u32::MAX)
+        .min(concurrency)
+        .min(workers)
+        .max(1)
 }

@@ -92,13 +92,23 @@ impl Session {
     /// Forks the session into `request.count` new sessions with its exact current state
     /// (see the module documentation); the source goes on as it was.
     pub fn fork(&self, request: &ForkRequest) -> Result<ForkReport, SessionError> {
+        self.fork_or_stop(request, &|| false)
+    }
+
+    /// Like [`Session::fork`], and the wait for the source's writer ends as soon as `stop`
+    /// says so (the caller's cancel): [`SessionErrorKind::WaitCancelled`].
+    pub fn fork_or_stop(
+        &self,
+        request: &ForkRequest,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<ForkReport, SessionError> {
         if request.count == 0 || request.count > MAX_FORKS {
             return Err(SessionError::new(SessionErrorKind::ForkCount(
                 request.count,
             )));
         }
         // The state holds still: no writer in the source until the forks exist.
-        let _writer = self.writer_lock_or_stop(request.wait, &|| false)?;
+        let _writer = self.writer_lock_or_stop(request.wait, stop)?;
         let rec = self.active_record()?;
         let Some(base) = rec.tree_base.clone() else {
             return Err(SessionError::new(SessionErrorKind::NotForkable).with_id(&self.id));

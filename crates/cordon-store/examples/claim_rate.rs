@@ -36,6 +36,7 @@ fn main() {
                     inputs: serde_json::json!({"argv": ["true"]}),
                     submitted_by: "bench".into(),
                     rerun_of: None,
+                    slots: 1,
                 })
                 .expect("enqueue");
         }

@@ -142,6 +142,9 @@ pub struct NewJob {
     pub submitted_by: String,
     /// The job this one re-runs (the same inputs, submitted again).
     pub rerun_of: Option<JobId>,
+    /// Slots of the concurrency limits it holds while it runs (at least 1): a job that runs
+    /// several things at once (a `session.compare`) counts as that many jobs.
+    pub slots: u32,
 }
 
 /// A job as stored.
@@ -190,6 +193,8 @@ pub struct JobRow {
     pub lease_expires_at_ms: Option<i64>,
     /// The job this one re-runs.
     pub rerun_of: Option<JobId>,
+    /// Slots of the concurrency limits it holds while it runs (see [`NewJob::slots`]).
+    pub slots: u32,
 }
 
 /// Which jobs to list, newest first.
@@ -282,9 +287,11 @@ pub struct Claim<'a> {
     pub worker: &'a str,
     /// How long the claimed job stays this worker's without a [`crate::Store::renew_lease`].
     pub lease: Duration,
-    /// The most jobs running at once across everything sharing the store.
+    /// The most jobs running at once across everything sharing the store (in slots: a job
+    /// holding several counts as that many).
     pub workers: u32,
-    /// The most jobs of a project running at once across everything sharing the store.
+    /// The most jobs of a project running at once across everything sharing the store (in
+    /// slots, as `workers`).
     pub concurrency: &'a (dyn Fn(&str) -> u32 + Sync),
 }
 
@@ -419,4 +426,39 @@ pub struct Recovered {
 
 pub(crate) fn corrupt(what: impl Into<String>) -> StoreErrorKind {
     StoreErrorKind::Corrupt { what: what.into() }
+}
+
+/// The slots a job holding `slots` really takes under `claim`'s limits: never more than its
+/// project's concurrency or all the workers (a limit lowered since it was queued does not
+/// keep it waiting for ever), at least one.
+pub fn effective_slots(slots: i64, concurrency: u32, workers: u32) -> i64 {
+    slots
+        .min(i64::from(concurrency))
+        .min(i64::from(workers))
+        .max(1)
+}
+
+/// The slots the running jobs `(project, slots)` hold: in all, and per project (each as
+/// many as it asked for when queued, within all the workers: a project past its budget, whose
+/// concurrency now reads 0, still holds what its running jobs took).
+pub(crate) fn busy_slots(
+    claim: &Claim<'_>,
+    running: Vec<(String, i64)>,
+) -> (i64, std::collections::HashMap<String, i64>) {
+    let mut per_project = std::collections::HashMap::new();
+    let mut total = 0;
+    for (project, slots) in running {
+        let held = slots.min(i64::from(claim.workers)).max(1);
+        total += held;
+        *per_project.entry(project).or_insert(0) += held;
+    }
+    (total, per_project)
+}
+
+/// Whether a queued job of `project` holding `slots` fits beside the `busy` slots of its
+/// project and the `total` of all.
+pub(crate) fn fits(claim: &Claim<'_>, project: &str, slots: i64, busy: i64, total: i64) -> bool {
+    let concurrency = (claim.concurrency)(project);
+    let need = effective_slots(slots, concurrency, claim.workers);
+    busy + need <= i64::from(concurrency) && total + need <= i64::from(claim.workers)
 }

@@ -51,6 +51,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "workers, attempts' own logs, re-runs, token names, webhook deliveries",
         include_str!("../migrations/postgres/0006_operators.sql"),
     ),
+    (
+        7,
+        "jobs hold slots of the concurrency limits",
+        include_str!("../migrations/postgres/0007_job_slots.sql"),
+    ),
 ];
 
 /// The tables a cordon PostgreSQL store may hold (in its schema).

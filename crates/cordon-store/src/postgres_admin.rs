@@ -39,9 +39,11 @@ impl ServiceBackend for PostgresBackend {
     fn project_usage(&self, project: &str, since: i64, now: i64) -> Result<Usage, StoreErrorKind> {
         self.run(async {
             let (wall, cpu): (Option<i64>, Option<i64>) = sqlx::query_as(
-                "SELECT SUM(COALESCE(finished_at_ms, $1) - GREATEST(started_at_ms, $2))::bigint, \
-                 SUM(CASE WHEN finished_at_ms IS NOT NULL THEN cpu_ms END)::bigint \
-                 FROM job_attempts WHERE project = $3 AND COALESCE(finished_at_ms, $1) > $2",
+                "SELECT SUM((COALESCE(a.finished_at_ms, $1) - GREATEST(a.started_at_ms, $2)) \
+                 * COALESCE(j.slots, 1))::bigint, \
+                 SUM(CASE WHEN a.finished_at_ms IS NOT NULL THEN a.cpu_ms END)::bigint \
+                 FROM job_attempts a LEFT JOIN jobs j ON j.id = a.job_id \
+                 WHERE a.project = $3 AND COALESCE(a.finished_at_ms, $1) > $2",
             )
             .bind(now)
             .bind(since)

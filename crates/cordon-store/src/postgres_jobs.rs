@@ -15,8 +15,6 @@
 //! Per-job event numbers and every fenced write lock the job's row first (`FOR UPDATE`), so a
 //! reclaim and a late write of the dead attempt cannot interleave.
 
-use std::collections::HashMap;
-
 use sqlx::postgres::PgRow;
 use sqlx::{PgConnection, Postgres, Transaction};
 
@@ -36,7 +34,7 @@ const CLAIM_LOCK: i64 = 0x636f_7264_6f6e_636c;
 pub(crate) const JOB_COLUMNS: &str = "id, project, type, state, priority, attempt, max_attempts, \
      timeout_ms, idempotency_key, inputs, result, failure, cancel_requested, created_at_ms, \
      not_before_ms, started_at_ms, finished_at_ms, submitted_by, worker, lease_expires_at_ms, \
-     rerun_of";
+     rerun_of, slots";
 
 fn job_row(row: &PgRow) -> Result<JobRow, StoreErrorKind> {
     let id: String = get(row, 0)?;
@@ -65,6 +63,7 @@ fn job_row(row: &PgRow) -> Result<JobRow, StoreErrorKind> {
         rerun_of: get::<Option<String>>(row, 20)?
             .map(|id| parse_job_id(&id))
             .transpose()?,
+        slots: get::<i64>(row, 21)?.try_into().unwrap_or(1),
     })
 }
 
@@ -88,7 +87,8 @@ impl JobBackend for PostgresBackend {
             let inserted = sqlx::query(&format!(
                 "INSERT INTO jobs (id, project, type, state, priority, attempt, max_attempts, \
                  timeout_ms, idempotency_key, inputs, created_at_ms, not_before_ms, submitted_by, \
-                 rerun_of) VALUES ($1, $2, $3, 'queued', $4, 0, $5, $6, $7, $8, $9, $9, $10, $11) \
+                 rerun_of, slots) \
+                 VALUES ($1, $2, $3, 'queued', $4, 0, $5, $6, $7, $8, $9, $9, $10, $11, $12) \
                  ON CONFLICT (project, idempotency_key) WHERE idempotency_key IS NOT NULL \
                  DO NOTHING RETURNING {JOB_COLUMNS}"
             ))
@@ -103,6 +103,7 @@ impl JobBackend for PostgresBackend {
             .bind(now)
             .bind(&job.submitted_by)
             .bind(job.rerun_of.as_ref().map(JobId::as_str))
+            .bind(i64::from(job.slots.max(1)))
             .fetch_optional(&self.pool)
             .await?;
             if let Some(row) = inserted {
@@ -452,19 +453,17 @@ async fn choose_and_claim(
     claim: &Claim<'_>,
     now: i64,
 ) -> Result<Option<JobRow>, StoreErrorKind> {
-    let running: Vec<(String, i64)> = sqlx::query_as(
-        "SELECT project, COUNT(*) FROM jobs WHERE state = 'running' GROUP BY project",
-    )
-    .fetch_all(&mut **tx)
-    .await?;
-    let total: i64 = running.iter().map(|r| r.1).sum();
+    let running: Vec<(String, i64)> =
+        sqlx::query_as("SELECT project, slots FROM jobs WHERE state = 'running'")
+            .fetch_all(&mut **tx)
+            .await?;
+    let (total, running) = crate::jobs::busy_slots(claim, running);
     if total >= i64::from(claim.workers) {
         return Ok(None);
     }
-    let running: HashMap<String, i64> = running.into_iter().collect();
     // The head of each project's queue (highest priority, then oldest, then submission order).
-    let heads: Vec<(String, String, i64, i64)> = sqlx::query_as(
-        "SELECT DISTINCT ON (project) project, id, created_at_ms, seq FROM jobs \
+    let heads: Vec<(String, String, i64, i64, i64)> = sqlx::query_as(
+        "SELECT DISTINCT ON (project) project, id, created_at_ms, seq, slots FROM jobs \
          WHERE state = 'queued' AND not_before_ms <= $1 \
          ORDER BY project, priority DESC, created_at_ms, seq",
     )
@@ -473,9 +472,9 @@ async fn choose_and_claim(
     .await?;
     let mut candidates: Vec<(i64, i64, i64, String, String)> = heads
         .into_iter()
-        .filter_map(|(project, id, created, order)| {
+        .filter_map(|(project, id, created, order, slots)| {
             let busy = running.get(&project).copied().unwrap_or(0);
-            (busy < i64::from((claim.concurrency)(&project)))
+            crate::jobs::fits(claim, &project, slots, busy, total)
                 .then_some((busy, created, order, id, project))
         })
         .collect();

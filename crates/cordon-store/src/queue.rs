@@ -63,9 +63,12 @@ impl Store {
 
     /// Claims the next job to run for `claim.worker`, if the limits allow one: never more
     /// than `claim.workers` running in all, never more than `concurrency(project)` in a
-    /// project — counted across every worker sharing the store. Among the projects with room,
-    /// the one with the fewest running jobs goes first (then the oldest waiting job), so one
-    /// busy project cannot starve the others; within a project, higher priority first, then
+    /// project — counted across every worker sharing the store, in slots: a job holds
+    /// [`JobRow::slots`] (within those limits, see [`crate::effective_slots`]), and the head
+    /// of a project's queue waits until it fits (the jobs behind it wait too). Among the
+    /// projects with room, the one with the fewest running slots goes first (then the oldest
+    /// waiting job), so one busy project cannot starve the others; within a project, higher
+    /// priority first, then
     /// oldest; a retry waits for its `not_before_ms`. The job becomes `running` with
     /// `attempt + 1`, leased to the worker until now + `claim.lease`, and the attempt is
     /// recorded. In the same transaction, before choosing, expired leases are reclaimed (as

@@ -18,9 +18,11 @@ impl ServiceBackend for SqliteBackend {
         self.with(|c| {
             let (wall, cpu): (Option<i64>, Option<i64>) = c
                 .prepare_cached(
-                    "SELECT SUM(COALESCE(finished_at_ms, ?1) - MAX(started_at_ms, ?2)), \
-                     SUM(CASE WHEN finished_at_ms IS NOT NULL THEN cpu_ms END) \
-                     FROM job_attempts WHERE project = ?3 AND COALESCE(finished_at_ms, ?1) > ?2",
+                    "SELECT SUM((COALESCE(a.finished_at_ms, ?1) - MAX(a.started_at_ms, ?2)) \
+                     * COALESCE(j.slots, 1)), \
+                     SUM(CASE WHEN a.finished_at_ms IS NOT NULL THEN a.cpu_ms END) \
+                     FROM job_attempts a LEFT JOIN jobs j ON j.id = a.job_id \
+                     WHERE a.project = ?3 AND COALESCE(a.finished_at_ms, ?1) > ?2",
                 )?
                 .query_row((now, since, project), |r| Ok((r.get(0)?, r.get(1)?)))?;
             Ok(Usage {

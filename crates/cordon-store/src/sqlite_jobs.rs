@@ -1,8 +1,6 @@
 //! The job queue on SQLite: short transactions; the claim in `BEGIN IMMEDIATE` (one writer at
 //! a time, so two claimers can never both take the last slot).
 
-use std::collections::HashMap;
-
 use rusqlite::{Row, Transaction};
 
 use crate::backend::JobBackend;
@@ -17,7 +15,7 @@ use crate::sqlite::{SqliteBackend, optional};
 
 const JOB_COLUMNS: &str = "id, project, type, state, priority, attempt, max_attempts, timeout_ms, \
      idempotency_key, inputs, result, failure, cancel_requested, created_at_ms, not_before_ms, \
-     started_at_ms, finished_at_ms, submitted_by, worker, lease_expires_at_ms, rerun_of";
+     started_at_ms, finished_at_ms, submitted_by, worker, lease_expires_at_ms, rerun_of, slots";
 
 fn job_row(row: &Row<'_>) -> Result<JobRow, StoreErrorKind> {
     let id: String = row.get("id")?;
@@ -47,6 +45,7 @@ fn job_row(row: &Row<'_>) -> Result<JobRow, StoreErrorKind> {
             .get::<_, Option<String>>("rerun_of")?
             .map(|id| id.parse().map_err(|e| corrupt(format!("job id: {e}"))))
             .transpose()?,
+        slots: row.get::<_, i64>("slots")?.try_into().unwrap_or(1),
     })
 }
 
@@ -103,7 +102,8 @@ impl JobBackend for SqliteBackend {
             tx.prepare_cached(
                 "INSERT INTO jobs (id, project, type, state, priority, attempt, max_attempts, \
                  timeout_ms, idempotency_key, inputs, created_at_ms, not_before_ms, submitted_by, \
-                 rerun_of) VALUES (?1, ?2, ?3, 'queued', ?4, 0, ?5, ?6, ?7, ?8, ?9, ?9, ?10, ?11)",
+                 rerun_of, slots) \
+                 VALUES (?1, ?2, ?3, 'queued', ?4, 0, ?5, ?6, ?7, ?8, ?9, ?9, ?10, ?11, ?12)",
             )?
             .execute(rusqlite::params![
                 id.as_str(),
@@ -117,6 +117,7 @@ impl JobBackend for SqliteBackend {
                 now,
                 &job.submitted_by,
                 job.rerun_of.as_ref().map(JobId::as_str),
+                i64::from(job.slots.max(1)),
             ])?;
             let row = select_job(tx, id.as_str())?
                 .ok_or_else(|| corrupt("the inserted job is missing"))?;
@@ -404,36 +405,34 @@ fn choose_and_claim(
     now: i64,
 ) -> Result<Option<JobRow>, StoreErrorKind> {
     let running: Vec<(String, i64)> = {
-        let mut statement = tx.prepare_cached(
-            "SELECT project, COUNT(*) FROM jobs WHERE state = 'running' GROUP BY project",
-        )?;
+        let mut statement =
+            tx.prepare_cached("SELECT project, slots FROM jobs WHERE state = 'running'")?;
         let mut rows = statement.query([])?;
         collect(&mut rows, |r| Ok((r.get(0)?, r.get(1)?)))?
     };
-    let total: i64 = running.iter().map(|r| r.1).sum();
+    let (total, running) = crate::jobs::busy_slots(claim, running);
     if total >= i64::from(claim.workers) {
         return Ok(None);
     }
-    let running: HashMap<String, i64> = running.into_iter().collect();
     // The head of each project's queue (highest priority, then oldest; equal times in the
     // order of submission).
-    let heads: Vec<(String, String, i64, i64)> = {
+    let heads: Vec<(String, String, i64, i64, i64)> = {
         let mut statement = tx.prepare_cached(
-            "SELECT project, id, created_at_ms, rowid FROM (SELECT project, id, created_at_ms, \
-             rowid, ROW_NUMBER() OVER (PARTITION BY project \
+            "SELECT project, id, created_at_ms, rowid, slots FROM (SELECT project, id, \
+             created_at_ms, rowid, slots, ROW_NUMBER() OVER (PARTITION BY project \
              ORDER BY priority DESC, created_at_ms, rowid) AS n \
              FROM jobs WHERE state = 'queued' AND not_before_ms <= ?1) WHERE n = 1",
         )?;
         let mut rows = statement.query([now])?;
         collect(&mut rows, |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
         })?
     };
     let chosen = heads
         .into_iter()
-        .filter_map(|(project, id, created, order)| {
+        .filter_map(|(project, id, created, order, slots)| {
             let busy = running.get(&project).copied().unwrap_or(0);
-            (busy < i64::from((claim.concurrency)(&project)))
+            crate::jobs::fits(claim, &project, slots, busy, total)
                 .then_some((busy, created, order, id, project))
         })
         .min();

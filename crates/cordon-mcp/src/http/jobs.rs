@@ -240,6 +240,7 @@ impl Jobs {
                 value(&SessionExecInputs {
                     session: SessionRef {
                         from_job: session.clone(),
+                        fork: None,
                     },
                     argv: input.argv,
                     read_only: false,
@@ -301,7 +302,10 @@ impl Jobs {
             call,
             JobType::SessionExec,
             value(&SessionExecInputs {
-                session: SessionRef { from_job: input.id },
+                session: SessionRef {
+                    from_job: input.id,
+                    fork: None,
+                },
                 argv: input.argv,
                 read_only: input.read_only,
                 network: input.network,
@@ -413,7 +417,10 @@ impl Jobs {
                     (arguments::<IdInput>(name, args)?.id, JobType::SessionRemove)
                 };
                 let inputs = SessionInputs {
-                    session: SessionRef { from_job: id },
+                    session: SessionRef {
+                        from_job: id,
+                        fork: None,
+                    },
                 };
                 let job = self.submit(call, job_type, value(&inputs), None)?;
                 Self::answer(&job, |result| result.to_string())

@@ -25,8 +25,11 @@ use crate::service::{RequestError, Service, now_ms};
 /// timeline needs the state and stage events only).
 const MAX_EVENTS: usize = 200_000;
 
-/// A job and the timeline of its latest attempt.
-fn load(service: &Service, token: &TokenRow, id: &str) -> Result<(JobRow, Timeline), RequestError> {
+/// A job, the timeline of its latest attempt, and why it waits if it does.
+type Loaded = (JobRow, Timeline, Option<String>);
+
+/// A job, the timeline of its latest attempt, and why it waits if it does.
+fn load(service: &Service, token: &TokenRow, id: &str) -> Result<Loaded, RequestError> {
     let job = service.visible_job(token, id)?;
     let mut kept: Vec<JobEvent> = Vec::new();
     let (mut after, mut read) = (0, 0);
@@ -38,14 +41,15 @@ fn load(service: &Service, token: &TokenRow, id: &str) -> Result<(JobRow, Timeli
         kept.extend(page.into_iter().filter(|e| e.kind != "output"));
     }
     let timeline = Timeline::from_events(&kept, &job.job_type, now_ms());
-    Ok((job, timeline))
+    let waiting = service.waiting_reason(&job)?;
+    Ok((job, timeline, waiting))
 }
 
 async fn load_async(
     dash: &Arc<Dashboard>,
     viewer: &Viewer,
     id: String,
-) -> Result<(JobRow, Timeline), PageError> {
+) -> Result<Loaded, PageError> {
     let service = Arc::clone(&dash.service);
     let token = viewer.token.clone();
     Ok(blocking(move || load(&service, &token, &id)).await?)
@@ -57,7 +61,7 @@ pub(crate) async fn page(
     viewer: Viewer,
     Path(id): Path<String>,
 ) -> Result<Response, PageError> {
-    let (job, timeline) = load_async(&dash, &viewer, id).await?;
+    let (job, timeline, waiting) = load_async(&dash, &viewer, id).await?;
     let attempts = {
         let (service, id) = (Arc::clone(&dash.service), job.id.clone());
         blocking(move || Ok(service.store.job_attempts(&id)?)).await?
@@ -66,7 +70,7 @@ pub(crate) async fn page(
         p.crumbs { a href="/" { "← Jobs" } }
         div #job-summary data-summary={ "/jobs/" (job.id) "/summary" }
             data-final=(job.state.is_final()) {
-            (job_view::summary(&job, &timeline, &viewer))
+            (job_view::summary(&job, &timeline, waiting.as_deref(), &viewer))
         }
         (job_view::attempts(&job, &attempts))
         section.log-section aria-labelledby="log-h" {
@@ -87,14 +91,37 @@ pub(crate) async fn page(
     Ok(layout::page(&title, Some(&viewer), Nav::Jobs, body).into_response())
 }
 
+/// `GET /jobs/{id}/candidates/{session}`: one candidate of a `session.compare` job, its
+/// verification's report rendered as a verify job's page renders one.
+pub(crate) async fn candidate(
+    State(dash): State<Arc<Dashboard>>,
+    viewer: Viewer,
+    Path((id, session)): Path<(String, String)>,
+) -> Result<Response, PageError> {
+    let service = Arc::clone(&dash.service);
+    let token = viewer.token.clone();
+    let job = blocking(move || service.visible_job(&token, &id)).await?;
+    let Outcome::Compare(report) = Outcome::of(&job) else {
+        return Err(PageError::NotFound);
+    };
+    let row = report
+        .candidates
+        .iter()
+        .find(|c| c.id == session)
+        .ok_or(PageError::NotFound)?;
+    let title = format!("Candidate {} of job {}", row.id, job.id);
+    let body = job_view::candidate(&job, row);
+    Ok(layout::page(&title, Some(&viewer), Nav::Jobs, body).into_response())
+}
+
 /// `GET /jobs/{id}/summary`: the part above the log, for the live update.
 pub(crate) async fn summary(
     State(dash): State<Arc<Dashboard>>,
     viewer: Viewer,
     Path(id): Path<String>,
 ) -> Result<Response, PageError> {
-    let (job, timeline) = load_async(&dash, &viewer, id).await?;
-    Ok(job_view::summary(&job, &timeline, &viewer).into_response())
+    let (job, timeline, waiting) = load_async(&dash, &viewer, id).await?;
+    Ok(job_view::summary(&job, &timeline, waiting.as_deref(), &viewer).into_response())
 }
 
 /// `GET /jobs/{id}/live`: the job's event log as SSE (resumes after `Last-Event-ID`).

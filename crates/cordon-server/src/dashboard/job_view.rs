@@ -20,6 +20,10 @@ pub(crate) enum Outcome {
     Report(Box<RunReport>),
     /// A run's result.
     Run(Box<RunResult>),
+    /// A `session.compare`'s ranked candidates.
+    Compare(Box<cordon_verify::CompareReport>),
+    /// A `session.fork`'s new sessions.
+    Fork(Box<cordon_session::ForkReport>),
     /// Anything else (a clone's, a patch's), or nothing.
     Other,
 }
@@ -37,6 +41,12 @@ impl Outcome {
                 .unwrap_or(Outcome::Other),
             Some("cordon.run-result/v1") => serde_json::from_value(result)
                 .map(|r| Outcome::Run(Box::new(r)))
+                .unwrap_or(Outcome::Other),
+            Some("cordon.session-compare/v1") => serde_json::from_value(result)
+                .map(|r| Outcome::Compare(Box::new(r)))
+                .unwrap_or(Outcome::Other),
+            Some("cordon.session-fork/v1") => serde_json::from_value(result)
+                .map(|r| Outcome::Fork(Box::new(r)))
                 .unwrap_or(Outcome::Other),
             _ => Outcome::Other,
         }
@@ -121,7 +131,18 @@ fn facts(job: &JobRow, outcome: &Outcome) -> Markup {
                 (fact("Workspace of", html! { a href={ "/jobs/" (from) } { code { (from) } } }))
             }
             @if let Some(from) = session {
-                (fact("Session of", html! { a href={ "/jobs/" (from) } { code { (from) } } }))
+                (fact("Session of", html! {
+                    a href={ "/jobs/" (from) } { code { (from) } }
+                    @if let Some(i) = input(job, "session").and_then(|s| s.get("fork")).and_then(|f| f.as_u64()) {
+                        ", fork " (i)
+                    }
+                }))
+            }
+            @if let Some(count) = input(job, "count").and_then(|c| c.as_u64()) {
+                (fact("Forks asked", html! { (count) }))
+            }
+            @if let Some(list) = input(job, "sessions").and_then(|s| s.as_array()) {
+                (fact("Candidates", html! { (list.len()) " sessions, " (job.slots) " verified at once" }))
             }
             @if let Some(url) = input_str(job, "url").or(input_str(job, "repo")) {
                 (fact("Repository", html! { code { (url) } }))
@@ -155,6 +176,18 @@ fn facts(job: &JobRow, outcome: &Outcome) -> Markup {
                         @if let Some(signal) = &run.signal { " signal " (signal) }
                         " (" (wire_name(&run.status)) ")"
                     }))
+                }
+                Outcome::Compare(report) => {
+                    (fact("Winner", html! {
+                        @match &report.winner {
+                            Some(id) => code { (id) },
+                            None => "none: no candidate passed the gate",
+                        }
+                    }))
+                }
+                Outcome::Fork(report) => {
+                    (fact("Source", html! { code { (report.source.as_str()) } }))
+                    (fact("Layers", html! { (report.depth) }))
                 }
                 Outcome::Other => {
                     @if let Some(id) = result_str(job, "commit") { (fact("Commit", commit(id))) }
@@ -212,6 +245,15 @@ fn failure(job: &JobRow, outcome: &Outcome) -> Markup {
                 @if let Some(stage) = blocking_stage {
                     p { "First blocking stage: " strong { (stage) } }
                 }
+                (findings_table(&findings))
+            }
+        }
+    }
+}
+
+/// The findings of a report's stages, one row each.
+fn findings_table(findings: &[(&StageResult, &cordon_types::Finding)]) -> Markup {
+    html! {
                 @if !findings.is_empty() {
                     table.findings {
                         caption { "Findings" }
@@ -225,7 +267,7 @@ fn failure(job: &JobRow, outcome: &Outcome) -> Markup {
                             }
                         }
                         tbody {
-                            @for (stage, finding) in &findings {
+                            @for (stage, finding) in findings {
                                 tr {
                                     td data-label="Stage" { (stage.name) }
                                     td data-label="Kind" {
@@ -243,8 +285,6 @@ fn failure(job: &JobRow, outcome: &Outcome) -> Markup {
                         }
                     }
                 }
-            }
-        }
     }
 }
 
@@ -271,7 +311,7 @@ fn stream(name: &str, output: &CapturedOutput) -> Markup {
     }
 }
 
-fn stages(outcome: &Outcome) -> Markup {
+fn stages(job: &JobRow, outcome: &Outcome) -> Markup {
     html! {
         @match outcome {
             Outcome::Report(report) => {
@@ -307,7 +347,160 @@ fn stages(outcome: &Outcome) -> Markup {
                     (stream("stderr", &run.stderr))
                 }
             }
+            Outcome::Compare(report) => { (comparison(job, report)) }
+            Outcome::Fork(report) => { (forks(report)) }
             Outcome::Other => {}
+        }
+    }
+}
+
+/// A verdict as the comparison's table names it.
+fn gate(verdict: cordon_verify::Verdict) -> (&'static str, &'static str) {
+    match verdict {
+        cordon_verify::Verdict::Passed => ("passed", "pass"),
+        cordon_verify::Verdict::Blocked => ("blocked", "fail"),
+        cordon_verify::Verdict::Error => ("no verdict", "error"),
+    }
+}
+
+/// A candidate's gate as a badge coloured as a stage's status.
+fn gate_badge(gate_name: &str, status: &str) -> Markup {
+    let icon = match status {
+        "pass" => "✓",
+        "fail" => "✗",
+        _ => "⚠",
+    };
+    html! {
+        span class={ "status status-" (status) } {
+            span.icon aria-hidden="true" { (icon) } " " (gate_name)
+        }
+    }
+}
+
+/// A `session.compare`'s ranked table, each candidate linked to its own report.
+fn comparison(job: &JobRow, report: &cordon_verify::CompareReport) -> Markup {
+    html! {
+        section.comparison aria-labelledby="comparison-h" {
+            h2 #comparison-h { "Comparison" }
+            p.muted {
+                (report.candidates.len()) " candidates, " (report.parallel) " verified at once, in "
+                (layout::duration(report.duration_ms)) ". Ranked by the gate, then blocking findings, \
+                new lint findings, tests passed, diff size, duration."
+            }
+            table.compare {
+                thead {
+                    tr {
+                        th scope="col" { "Rank" }
+                        th scope="col" { "Session" }
+                        th scope="col" { "Gate" }
+                        th scope="col" { "Blocking findings" }
+                        th scope="col" { "New lint findings" }
+                        th scope="col" { "Tests passed" }
+                        th scope="col" { "Diff (lines)" }
+                        th scope="col" { "Duration" }
+                        th scope="col" { "Why" }
+                    }
+                }
+                tbody {
+                    @for row in &report.candidates {
+                        @let (gate_name, status) = gate(row.verdict);
+                        tr data-candidate=(row.id) {
+                            td data-label="Rank" { (row.rank) }
+                            th scope="row" data-label="Session" {
+                                a href={ "/jobs/" (job.id) "/candidates/" (row.id) } { code { (row.id) } }
+                            }
+                            td data-label="Gate" { (gate_badge(gate_name, status)) }
+                            td data-label="Blocking findings" { (row.blocking_findings) }
+                            td data-label="New lint findings" { (row.new_lint_findings) }
+                            td data-label="Tests passed" { (row.tests_passed) }
+                            td data-label="Diff (lines)" { (row.diff_lines) }
+                            td data-label="Duration" { (layout::duration(row.duration_ms)) }
+                            td.msg data-label="Why" { (layout::short(&layout::clean(&row.reason), 300)) }
+                        }
+                    }
+                }
+            }
+            @if let Some(winner) = &report.winner {
+                p { "The winner, " code { (winner) } ", comes back with a " code { "session.pull" } " job." }
+            }
+        }
+    }
+}
+
+/// A `session.fork`'s new sessions.
+fn forks(report: &cordon_session::ForkReport) -> Markup {
+    html! {
+        section.forks aria-labelledby="forks-h" {
+            h2 #forks-h { "New sessions" }
+            p.muted {
+                (report.sessions.len()) " sessions with the exact state of " code { (report.source.as_str()) }
+                "; name each in later jobs as " code { "{\"from_job\": JOB, \"fork\": N}" } "."
+            }
+            table.forks {
+                thead {
+                    tr {
+                        th scope="col" { "Fork" }
+                        th scope="col" { "Session" }
+                        th scope="col" { "Branch" }
+                        th scope="col" { "Base commit" }
+                    }
+                }
+                tbody {
+                    @for (i, record) in report.sessions.iter().enumerate() {
+                        tr data-session=(record.id.as_str()) {
+                            td data-label="Fork" { (i) }
+                            th scope="row" data-label="Session" { code { (record.id.as_str()) } }
+                            td data-label="Branch" { code { (record.branch) } }
+                            td data-label="Base commit" { (commit(record.base_commit.as_str())) }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The page of one candidate of a `session.compare` job: its verification's report, as a
+/// verify job's page shows one (verdict, findings, each stage's output).
+pub(crate) fn candidate(job: &JobRow, row: &cordon_verify::RankedCandidate) -> Markup {
+    let (gate_name, status) = gate(row.verdict);
+    let findings: Vec<(&StageResult, &cordon_types::Finding)> = row
+        .report
+        .iter()
+        .flat_map(|r| r.stages.iter())
+        .flat_map(|s| s.findings.iter().map(move |f| (s, f)))
+        .collect();
+    html! {
+        p.crumbs { a href={ "/jobs/" (job.id) } { "← Comparison " code { (job.id) } } }
+        div.job-head {
+            h1 { "Candidate " code { (row.id) } " " (gate_badge(gate_name, status)) }
+        }
+        dl.facts {
+            (fact("Rank", html! { (row.rank) }))
+            (fact("Gate", html! { (gate_name) }))
+            (fact("Why", html! { (layout::clean(&row.reason)) }))
+            (fact("Blocking findings", html! { (row.blocking_findings) }))
+            (fact("New lint findings", html! { (row.new_lint_findings) }))
+            (fact("Tests passed", html! { (row.tests_passed) }))
+            (fact("Diff", html! { (row.diff_lines) " lines" }))
+            (fact("Duration", html! { (layout::duration(row.duration_ms)) }))
+            @if let Some(report) = &row.report {
+                (fact("Commit", commit(&report.commit)))
+                @if let Some(patch) = &report.patch { (fact("Patch id", commit(patch))) }
+                (fact("Promotion", promotion(report)))
+            }
+            @if let Some(error) = &row.error { (fact("Error", html! { (layout::clean(error)) })) }
+        }
+        @if let Some(report) = &row.report {
+            @if let Some(f) = &report.failure {
+                section.failure aria-labelledby="failure-h" {
+                    h2 #failure-h { "Why it did not pass" }
+                    p { span.reason { (layout::clean(&f.reason)) } }
+                    @if let Some(stage) = &f.stage { p { "First blocking stage: " strong { (stage) } } }
+                    (findings_table(&findings))
+                }
+            }
+            (stages(job, &Outcome::Report(Box::new(report.clone()))))
         }
     }
 }
@@ -333,7 +526,12 @@ fn downloads(job: &JobRow, outcome: &Outcome) -> Markup {
 }
 
 /// Everything above the log (what the script swaps when the job changes).
-pub(crate) fn summary(job: &JobRow, timeline: &Timeline, viewer: &Viewer) -> Markup {
+pub(crate) fn summary(
+    job: &JobRow,
+    timeline: &Timeline,
+    waiting: Option<&str>,
+    viewer: &Viewer,
+) -> Markup {
     let outcome = Outcome::of(job);
     let cancellable = !job.state.is_final() && viewer.may_cancel();
     html! {
@@ -352,13 +550,16 @@ pub(crate) fn summary(job: &JobRow, timeline: &Timeline, viewer: &Viewer) -> Mar
                 }
             }
         }
+        @if let Some(why) = waiting {
+            p.waiting role="status" { strong { "Waiting: " } (layout::clean(why)) }
+        }
         (facts(job, &outcome))
         section.timeline-section aria-labelledby="timeline-h" {
             h2 #timeline-h { "Stage timeline" }
             (timeline.render())
         }
         (failure(job, &outcome))
-        (stages(&outcome))
+        (stages(job, &outcome))
         (downloads(job, &outcome))
     }
 }

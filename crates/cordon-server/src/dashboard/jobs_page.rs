@@ -342,6 +342,7 @@ mod tests {
             inputs: serde_json::json!({}),
             submitted_by: "t-x".into(),
             rerun_of: None,
+            slots: 1,
         }
     }
 

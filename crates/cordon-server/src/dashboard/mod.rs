@@ -52,6 +52,7 @@ pub(crate) fn router(service: Arc<Service>) -> Router {
         .route("/fragments/jobs", get(jobs_page::fragment))
         .route("/jobs/{id}", get(job_page::page))
         .route("/jobs/{id}/summary", get(job_page::summary))
+        .route("/jobs/{id}/candidates/{session}", get(job_page::candidate))
         .route("/jobs/{id}/live", get(job_page::live))
         .route("/jobs/{id}/cancel", post(job_page::cancel))
         .route("/jobs/{id}/rerun", post(job_page::rerun))

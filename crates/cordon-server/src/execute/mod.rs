@@ -257,6 +257,8 @@ pub fn execute(service: &Service, job: &JobRow, cancel: &Arc<CancelHandle>) -> O
         Some(JobType::SessionExec) => session::exec_job(&attempt),
         Some(JobType::SessionPull) => session::pull_job(&attempt),
         Some(JobType::SessionRemove) => session::remove_job(&attempt),
+        Some(JobType::SessionFork) => session::fork_job(&attempt),
+        Some(JobType::SessionCompare) => session::compare_job(&attempt),
         None => Outcome::failed("usage", format!("unknown job type {:?}", job.job_type)),
     };
     if cancel.is_cancelled() && outcome.state != JobState::Succeeded {

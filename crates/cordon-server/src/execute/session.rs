@@ -8,15 +8,18 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use cordon_session::{
-    Access, CreateRequest, PullRequest, PushRequest, Session, SessionError, SessionErrorClass,
-    Sessions,
+    Access, CreateRequest, ForkRequest, MAX_DIFF_BYTES, PullRequest, PushRequest, Session,
+    SessionError, SessionErrorClass, Sessions,
 };
 use cordon_store::{JobFilter, JobState};
 use cordon_types::units::parse_duration;
 
 use super::program::{ProgramSpec, run_program};
 use super::{Attempt, Outcome};
-use crate::api::{JobType, SessionCreateInputs, SessionExecInputs, SessionInputs};
+use crate::api::{
+    JobFailure, JobType, SessionCompareInputs, SessionCreateInputs, SessionExecInputs,
+    SessionForkInputs, SessionInputs, SessionRef, VerifyInputs,
+};
 use crate::policy::NetworkRule;
 
 fn failed(error: &SessionError) -> Outcome {
@@ -37,20 +40,53 @@ fn sessions() -> Result<Sessions, Outcome> {
     Sessions::from_env().map_err(|e| failed(&e))
 }
 
-/// The session an earlier `session.create` job of this project made.
-fn session_of(attempt: &Attempt<'_>, from_job: &str) -> Result<Session, Outcome> {
-    let result = attempt.earlier_result(from_job, &[JobType::SessionCreate])?;
-    let id = result
-        .get("id")
-        .and_then(|v| v.as_str())
-        .ok_or_else(|| Outcome::failed("usage", format!("job {from_job} made no session")))?;
+/// The record (`cordon.session/v1`, as made) of the session an earlier job of this project
+/// made: a `session.create` job's, or one of a `session.fork` job's.
+fn record_of(attempt: &Attempt<'_>, session: &SessionRef) -> Result<serde_json::Value, Outcome> {
+    let from_job = &session.from_job;
+    let result =
+        attempt.earlier_result(from_job, &[JobType::SessionCreate, JobType::SessionFork])?;
+    let forked = result.get("schema").and_then(|s| s.as_str()) == Some("cordon.session-fork/v1");
+    let record = match (forked, session.fork) {
+        (false, None) => Some(result),
+        (true, Some(i)) => result
+            .get("sessions")
+            .and_then(|s| s.get(usize::try_from(i).unwrap_or(usize::MAX)))
+            .cloned(),
+        (false, Some(_)) => {
+            return Err(Outcome::failed(
+                "usage",
+                format!("job {from_job} made one session: `fork` is for session.fork jobs"),
+            ));
+        }
+        (true, None) => {
+            return Err(Outcome::failed(
+                "usage",
+                format!("job {from_job} forked sessions: name one with `fork`"),
+            ));
+        }
+    };
+    record.ok_or_else(|| {
+        Outcome::failed(
+            "usage",
+            format!("job {from_job} made no session {:?}", session.fork),
+        )
+    })
+}
+
+/// The session an earlier job of this project made (see [`record_of`]).
+fn session_of(attempt: &Attempt<'_>, session: &SessionRef) -> Result<Session, Outcome> {
+    let record = record_of(attempt, session)?;
+    let id = record.get("id").and_then(|v| v.as_str()).ok_or_else(|| {
+        Outcome::failed("usage", format!("job {} made no session", session.from_job))
+    })?;
     sessions()?.open_str(id).map_err(|e| failed(&e))
 }
 
 /// The inputs of a `session.push`, `session.pull` or `session.remove` job and its session.
 fn session_inputs(attempt: &Attempt<'_>) -> Result<(SessionInputs, Session), Outcome> {
     let inputs: SessionInputs = attempt.inputs()?;
-    let session = session_of(attempt, &inputs.session.from_job)?;
+    let session = session_of(attempt, &inputs.session)?;
     Ok((inputs, session))
 }
 
@@ -120,8 +156,7 @@ pub(crate) fn pull_job(attempt: &Attempt<'_>) -> Outcome {
     };
     // The pull moves the workspace's branch (and its checkout): it writes the workspace, so
     // it holds the workspace's lock like `repo.applyPatch` and `run` do.
-    let workspace = attempt
-        .earlier_result(&inputs.session.from_job, &[JobType::SessionCreate])
+    let workspace = record_of(attempt, &inputs.session)
         .ok()
         .and_then(|r| r.get("repo").and_then(|v| v.as_str()).map(PathBuf::from));
     let _lock = match workspace.map(|root| super::repo::lock_workspace(attempt, &root, deadline)) {
@@ -146,7 +181,7 @@ pub(crate) fn exec_job(attempt: &Attempt<'_>) -> Outcome {
         Ok(i) => i,
         Err(o) => return o,
     };
-    let session = match session_of(attempt, &inputs.session.from_job) {
+    let session = match session_of(attempt, &inputs.session) {
         Ok(s) => s,
         Err(o) => return o,
     };
@@ -215,9 +250,10 @@ pub(crate) fn remove_job(attempt: &Attempt<'_>) -> Outcome {
             for job in jobs.iter().filter(|j| {
                 j.job_type == JobType::SessionExec.as_str()
                     && j.inputs
-                        .pointer("/session/from_job")
-                        .and_then(|v| v.as_str())
-                        == Some(inputs.session.from_job.as_str())
+                        .get("session")
+                        .and_then(|v| serde_json::from_value::<SessionRef>(v.clone()).ok())
+                        .as_ref()
+                        == Some(&inputs.session)
             }) {
                 if let Err(e) = attempt.service.cancel_running(&job.id) {
                     eprintln!("cordon serve: cannot cancel job {}: {e}", job.id);
@@ -230,5 +266,188 @@ pub(crate) fn remove_job(attempt: &Attempt<'_>) -> Outcome {
     match session.remove_or_stop(wait(attempt), &stop) {
         Ok(record) => document(&record),
         Err(e) => failed(&e),
+    }
+}
+
+/// `session.fork`: new sessions with the session's exact state; the source goes on.
+pub(crate) fn fork_job(attempt: &Attempt<'_>) -> Outcome {
+    let inputs: SessionForkInputs = match attempt.inputs() {
+        Ok(i) => i,
+        Err(o) => return o,
+    };
+    let session = match session_of(attempt, &inputs.session) {
+        Ok(s) => s,
+        Err(o) => return o,
+    };
+    let request = ForkRequest {
+        wait: wait(attempt),
+        ..ForkRequest::new(inputs.count)
+    };
+    // The wait for a writer in the source ends on the job's cancel, within its timeout.
+    let stop = || attempt.cancel.is_cancelled();
+    match session.fork_or_stop(&request, &stop) {
+        Ok(report) => document(&report),
+        Err(e) => failed(&e),
+    }
+}
+
+/// `session.compare`: each session's change verified on its base commit with the base's
+/// plan (checked against the project's policy first, as a `verify` job's), as many at once as
+/// the slots the job holds, then ranked.
+pub(crate) fn compare_job(attempt: &Attempt<'_>) -> Outcome {
+    let deadline = super::repo::deadline_of(attempt, std::time::Instant::now());
+    let inputs: SessionCompareInputs = match attempt.inputs() {
+        Ok(i) => i,
+        Err(o) => return o,
+    };
+    let selection = VerifyInputs {
+        workspace: None,
+        repo: None,
+        rev: None,
+        patch: None,
+        stages: inputs.stages.clone(),
+        categories: inputs.categories.clone(),
+    };
+    let limits = attempt.limits();
+    let mut candidates = Vec::with_capacity(inputs.sessions.len());
+    for reference in &inputs.sessions {
+        let session = match session_of(attempt, reference) {
+            Ok(s) => s,
+            Err(o) => return o,
+        };
+        let record = match session.record() {
+            Ok(r) => r,
+            Err(e) => return failed(&e),
+        };
+        let mut request = cordon_verify::VerifyRequest {
+            repo: record.repo.clone(),
+            rev: record.base_commit.to_string(),
+            base: Some(record.base_commit.to_string()),
+            env: attempt.env(),
+            secret_values: attempt.secret_values(),
+            max_memory: Some(limits.memory_bytes()),
+            max_pids: Some(limits.pids),
+            max_parallel_stages: Some(usize::from(limits.parallel_stages.max(1))),
+            allow_degraded: attempt.policy.degradations(),
+            ..cordon_verify::VerifyRequest::default()
+        };
+        // The base commit's plan: a candidate never chooses its own checks. Checked against
+        // the policy before anything runs.
+        let plan = match cordon_verify::explain(&request) {
+            Ok((plan, _)) => plan,
+            Err(error) => return super::failure::verify_failed(&error),
+        };
+        let only = match super::verify::selection(&plan, &selection) {
+            Ok(only) => only,
+            Err(o) => return o,
+        };
+        if let Err(o) = super::verify::check_plan(attempt, &plan, only.as_deref()) {
+            return o;
+        }
+        let running = plan
+            .stages
+            .iter()
+            .filter(|s| s.skip.is_none())
+            .filter(|s| only.as_ref().is_none_or(|o| o.contains(&s.stage.name)))
+            .count()
+            .max(1);
+        request.only = only;
+        // Each candidate's report keeps the project's output limit, shared by its stages.
+        request.output_limit = usize::try_from(limits.output_bytes() / running as u64)
+            .unwrap_or(usize::MAX)
+            .max(16 << 10);
+        let unavailable = match session.diff(MAX_DIFF_BYTES) {
+            Ok(diff) if diff.truncated => Some(format!(
+                "its change is {} bytes, more than the {MAX_DIFF_BYTES} bytes compare takes",
+                diff.patch_bytes
+            )),
+            Ok(diff) => {
+                request.patch = (!diff.patch.is_empty()).then(|| diff.patch.into_bytes());
+                None
+            }
+            Err(e) => Some(format!("its change could not be read: {e}")),
+        };
+        candidates.push(cordon_verify::Candidate {
+            id: session.id().to_string(),
+            request,
+            unavailable,
+        });
+    }
+    // As many verifications at once as the job holds slots (see `slots_of`).
+    let policy = &attempt.policy;
+    let parallel = cordon_store::effective_slots(
+        i64::from(attempt.job.slots),
+        policy.concurrency(&attempt.job.project),
+        policy.workers,
+    );
+    let watchdog = super::verify::Watchdog::start(attempt, deadline);
+    let report = cordon_verify::compare(
+        candidates,
+        usize::try_from(parallel).unwrap_or(1),
+        Some(attempt.cancel),
+        &cordon_verify::NoRecording,
+    );
+    let timed_out = watchdog.stop();
+    let cpu = report
+        .candidates
+        .iter()
+        .filter_map(|c| c.report.as_ref())
+        .flat_map(|r| r.stages.iter())
+        .map(|s| super::program::cpu_ms(&s.resource))
+        .sum();
+    let result = match serde_json::to_value(&report) {
+        Ok(v) => v,
+        Err(e) => return Outcome::failed("infra", format!("cannot encode the result: {e}")),
+    };
+    if timed_out {
+        return Outcome {
+            result: Some(result),
+            cpu_ms: cpu,
+            ..Outcome::failed(
+                "timeout",
+                format!(
+                    "the comparison ran past its timeout of {} ms",
+                    attempt.job.timeout_ms
+                ),
+            )
+        };
+    }
+    if report.winner.is_some() {
+        return Outcome {
+            cpu_ms: cpu,
+            ..Outcome::succeeded(result)
+        };
+    }
+    // No candidate passed: the best one's failure says why, as a verify job's would.
+    let best = report.candidates.first();
+    let (category, why) = best
+        .and_then(|c| c.report.as_ref())
+        .and_then(|r| r.failure.as_ref())
+        .map_or_else(
+            || ("infra".to_owned(), best.and_then(|c| c.error.clone())),
+            |f| {
+                let category = serde_json::to_value(f.category)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_else(|| "infra".into());
+                (
+                    super::failure::terminal_category(category, &f.reason),
+                    Some(f.reason.clone()),
+                )
+            },
+        );
+    let reason = match best {
+        Some(best) => format!(
+            "no candidate passed the gate; the best, {}: {}",
+            best.id,
+            why.unwrap_or_else(|| best.reason.clone())
+        ),
+        None => "no candidate to compare".to_owned(),
+    };
+    Outcome {
+        state: cordon_store::JobState::Failed,
+        result: Some(result),
+        failure: Some(JobFailure { category, reason }),
+        cpu_ms: cpu,
     }
 }

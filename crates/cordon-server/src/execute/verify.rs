@@ -18,7 +18,7 @@ fn rule_of(setting: Option<&NetworkSetting>) -> NetworkRule {
 }
 
 /// The stages the job selects (`stages`, narrowed by `categories`), or `None` for all.
-fn selection(
+pub(crate) fn selection(
     plan: &cordon_verify::Plan,
     inputs: &VerifyInputs,
 ) -> Result<Option<Vec<String>>, Outcome> {
@@ -65,8 +65,9 @@ fn selection(
 /// report): a repository's plan asking for more is refused.
 pub(crate) const MAX_STAGES: usize = 64;
 
-/// Refuses the plan when a stage that would run breaks the project's policy.
-fn check_plan(
+/// Refuses the plan when a stage that would run breaks the project's policy (its network
+/// judged against the job type's, `verify` or `session.compare`).
+pub(crate) fn check_plan(
     attempt: &Attempt<'_>,
     plan: &cordon_verify::Plan,
     only: Option<&[String]>,
@@ -105,7 +106,8 @@ fn check_plan(
                 stage.run, refusal.reason, refusal.rule
             ));
         }
-        if let Err(refusal) = rules.check_network(key, "verify", &rule_of(stage.network.as_ref())) {
+        let job_type = attempt.job.job_type.as_str();
+        if let Err(refusal) = rules.check_network(key, job_type, &rule_of(stage.network.as_ref())) {
             return refuse(format!("asks for {} ({})", refusal.reason, refusal.rule));
         }
         if let Some(secret) = stage.secrets.iter().find(|s| !asked.contains(s)) {
@@ -125,6 +127,52 @@ fn check_plan(
         }
     }
     Ok(())
+}
+
+/// The watchdog of a job's timeout: cancels the attempt when `deadline` passes before
+/// [`Watchdog::stop`].
+pub(crate) struct Watchdog {
+    timed_out: Arc<AtomicBool>,
+    done: Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Watchdog {
+    /// Starts watching.
+    pub(crate) fn start(attempt: &Attempt<'_>, deadline: std::time::Instant) -> Self {
+        let timed_out = Arc::new(AtomicBool::new(false));
+        let done = Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
+        let (cancel, flag, watched) = (
+            Arc::clone(attempt.cancel),
+            Arc::clone(&timed_out),
+            Arc::clone(&done),
+        );
+        let limit = deadline.saturating_duration_since(std::time::Instant::now());
+        let thread = std::thread::spawn(move || {
+            let (lock, cvar) = &*watched;
+            let guard = lock.lock().unwrap_or_else(|e| e.into_inner());
+            let (guard, result) = cvar
+                .wait_timeout_while(guard, limit, |finished| !*finished)
+                .unwrap_or_else(|e| e.into_inner());
+            if result.timed_out() && !*guard {
+                flag.store(true, Ordering::SeqCst);
+                cancel.cancel();
+            }
+        });
+        Watchdog {
+            timed_out,
+            done,
+            thread,
+        }
+    }
+
+    /// Stops watching; whether the deadline passed first.
+    pub(crate) fn stop(self) -> bool {
+        *self.done.0.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        self.done.1.notify_all();
+        let _ = self.thread.join();
+        self.timed_out.load(Ordering::SeqCst)
+    }
 }
 
 /// A `verify` job.

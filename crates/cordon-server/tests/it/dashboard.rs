@@ -413,3 +413,92 @@ fn dashboard_operator_tokens_see_every_project_and_project_tokens_only_theirs() 
         );
     }
 }
+
+#[test]
+fn dashboard_shows_a_comparison_and_each_candidates_report() {
+    let (Some(playwright), Some(chromium), true) = (playwright(), chromium(), node_available())
+    else {
+        cordon_test_support::missing_capability(
+            "the dashboard test needs node, Debian's chromium (/usr/bin/chromium or \
+             CORDON_TEST_CHROMIUM) and playwright-core (CORDON_TEST_PLAYWRIGHT; scripts/test \
+             installs them)",
+        );
+        return;
+    };
+    if !cordon_test_support::sandbox_available() {
+        return;
+    }
+    use crate::serve_fork_compare::{POLICY, submit_compare, three_forks};
+    let server = Server::start(POLICY);
+    let token = server.token("a", "submit,read");
+    let forked = three_forks(&server, &token);
+    let compare = submit_compare(&server, &token, &forked, &[2, 1, 0]);
+    let job = finish(&server, &token, &compare);
+    assert_eq!(job["state"], "succeeded", "{job}");
+    let fork = server.job(&token, &forked.fork_job);
+    let ids = &forked.ids;
+    // A second comparison waits for its two slots while a job holds one of them.
+    let (status, blocker) = server.submit(
+        &token,
+        &json!({"project": "a", "type": "run", "inputs": {"argv": ["sh", "-c",
+            "echo holding a slot; exec sleep 600"]}}),
+    );
+    assert_eq!(status, 201, "{blocker}");
+    let blocker = blocker["id"].as_str().unwrap().to_owned();
+    server.wait_for_output(&token, &blocker);
+    let waiting = submit_compare(&server, &token, &forked, &[0, 1]);
+    assert_eq!(server.job(&token, &waiting)["state"], "queued");
+    let scene = json!({
+        "url": format!("http://{}", server.url),
+        "token": token,
+        "compare": compare,
+        "waiting": waiting,
+        "fork": forked.fork_job,
+        "forks": ids,
+        "source": fork["result"]["source"],
+        "ranked": [ids[0], ids[2], ids[1]],
+        "shots": server.dir.path().display().to_string(),
+        "chromium": chromium.display().to_string(),
+        "playwright": playwright.display().to_string(),
+        "profile": server.dir.path().join("chromium-profile").display().to_string(),
+    });
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/dashboard/compare.mjs");
+    let out = Command::new("node")
+        .arg(&script)
+        .env("DASHBOARD_SCENE", scene.to_string())
+        .stdin(Stdio::null())
+        .output()
+        .expect("node runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "the browser checks failed ({:?}):\n{stdout}\n{stderr}",
+        out.status
+    );
+    let passed: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("ok "))
+        .collect();
+    assert_eq!(
+        passed,
+        [
+            "login",
+            "ranked-table",
+            "candidate-links",
+            "fork-sessions",
+            "waiting-reason",
+            "no-csp-violations"
+        ],
+        "{stdout}\n{stderr}"
+    );
+    let (status, after) = server.json(
+        "POST",
+        &format!("/v1/jobs/{blocker}/cancel"),
+        &token,
+        &Value::Null,
+    );
+    assert_eq!(status, 200, "{after}");
+    let job = finish(&server, &token, &waiting);
+    assert_eq!(job["state"], "succeeded", "{job}");
+}

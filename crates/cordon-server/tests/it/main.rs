@@ -20,6 +20,7 @@ mod dashboard;
 mod schemas;
 mod serve;
 mod serve_cluster;
+mod serve_fork_compare;
 mod serve_jobs;
 mod serve_limits;
 mod serve_operators;

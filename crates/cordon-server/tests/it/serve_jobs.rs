@@ -116,7 +116,7 @@ fn serve_session_jobs_create_exec_review_pull_and_remove() {
         refused["message"]
             .as_str()
             .unwrap()
-            .contains("no session.create job"),
+            .contains("no session.create or session.fork job"),
         "{refused}"
     );
 
@@ -1176,7 +1176,7 @@ fn serve_apply_patch_jobs_racing_on_one_workspace_each_commit_their_own_files() 
 }
 
 #[test]
-fn serve_session_exec_waiting_for_the_writer_ends_on_cancel() {
+fn serve_session_exec_pull_and_fork_waiting_for_the_writer_end_on_cancel() {
     let server = Server::start(POLICY);
     let token = server.token("a", "submit,read");
     let src = repo(server.dir.path());
@@ -1232,6 +1232,20 @@ fn serve_session_exec_waiting_for_the_writer_ends_on_cancel() {
     });
     cancel(&pull);
     let job = ended_within(&server, &token, &pull, std::time::Duration::from_secs(15));
+    assert_eq!(job["state"], "cancelled", "{job}");
+    // A fork waits for the writer (the source's state must hold still), and ends on cancel.
+    let (status, fork) = server.submit(
+        &token,
+        &json!({"project": "a", "type": "session.fork", "timeout": "60s",
+                "inputs": {"session": session, "count": 2}}),
+    );
+    assert_eq!(status, 201, "{fork}");
+    let fork = fork["id"].as_str().unwrap().to_owned();
+    server.follow(&token, &fork, None, |e| {
+        !(e.1 == "state" && e.2["state"] == "running")
+    });
+    cancel(&fork);
+    let job = ended_within(&server, &token, &fork, std::time::Duration::from_secs(15));
     assert_eq!(job["state"], "cancelled", "{job}");
     // The first writer was never disturbed.
     assert_eq!(server.job(&token, &first)["state"], "running");

@@ -104,6 +104,7 @@ pub fn job(project: &str, priority: i64, key: Option<&str>) -> NewJob {
         inputs: json!({"argv": ["true"]}),
         submitted_by: "t-test".into(),
         rerun_of: None,
+        slots: 1,
     }
 }
 

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use cordon_store::{AttemptEnd, JobFilter, JobState};
+use cordon_store::{AttemptEnd, JobFilter, JobState, NewJob};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
@@ -220,3 +220,73 @@ each_backend!(
 );
 
 use crate::fixtures::{TestStore, claim, done, each_backend, job, retry};
+
+each_backend!(
+    a_job_holding_several_slots_counts_as_that_many_at_the_claim_and_in_the_budget,
+    |t: &TestStore| {
+        let store = t.open();
+        let limits: HashMap<&str, u32> = [("p", 3), ("q", 4)].into();
+        let concurrency = |p: &str| limits[p];
+        let one = store.insert_job(&job("p", 0, None)).unwrap().0;
+        let wide = store
+            .insert_job(&NewJob {
+                slots: 3,
+                job_type: "session.compare".into(),
+                ..job("p", 0, None)
+            })
+            .unwrap()
+            .0;
+        let after = store.insert_job(&job("p", 0, None)).unwrap().0;
+        assert_eq!(wide.slots, 3);
+        assert_eq!(claim(&store, "w", 8, &concurrency).unwrap().id, one.id);
+        // The wide job is the head of p's queue and needs 3 of p's 3 slots: with one busy it
+        // waits, and the job queued after it waits behind it (no overtaking in a project).
+        assert!(claim(&store, "w", 8, &concurrency).is_none());
+        assert!(store.end_attempt(&one.id, 1, &done(None)).unwrap());
+        let claimed = claim(&store, "w", 8, &concurrency).unwrap();
+        assert_eq!((claimed.id.clone(), claimed.slots), (wide.id.clone(), 3));
+        assert!(
+            claim(&store, "w", 8, &concurrency).is_none(),
+            "p's 3 slots are all the wide job's"
+        );
+        // Across projects: 3 of the 4 workers are held, so q gets one more job, not two.
+        store.insert_job(&job("q", 0, None)).unwrap();
+        store.insert_job(&job("q", 0, None)).unwrap();
+        assert_eq!(claim(&store, "w", 4, &concurrency).unwrap().project, "q");
+        assert!(claim(&store, "w", 4, &concurrency).is_none(), "workers = 4");
+        // Its wall time is charged once per slot.
+        let started = claimed.started_at_ms.unwrap();
+        assert!(
+            store
+                .end_attempt_at(&wide.id, 1, &done(Some(10)), started + 1000)
+                .unwrap()
+        );
+        let used = store.project_usage("p", started).unwrap();
+        assert_eq!(used.wall_ms, 3000, "{used:?}");
+        assert_eq!(used.cpu_ms, 10);
+        // A limit lowered below a queued job's slots does not keep it waiting for ever: it
+        // takes what the project may have.
+        let narrow = |p: &str| u32::from(p == "p");
+        assert_eq!(claim(&store, "w", 8, &narrow).unwrap().id, after.id);
+        assert!(store.end_attempt(&after.id, 1, &done(None)).unwrap());
+        let big = store
+            .insert_job(&NewJob {
+                slots: 5,
+                ..job("p", 0, None)
+            })
+            .unwrap()
+            .0;
+        let q_running: Vec<_> = store
+            .list_jobs(&JobFilter {
+                projects: vec!["q".into()],
+                state: Some(JobState::Running),
+                before: None,
+                limit: 10,
+            })
+            .unwrap();
+        for j in q_running {
+            assert!(store.end_attempt(&j.id, 1, &done(None)).unwrap());
+        }
+        assert_eq!(claim(&store, "w", 8, &narrow).unwrap().id, big.id);
+    }
+);
