@@ -8,6 +8,7 @@
 #          sandbox's start);
 #   find:  `find . -type f | wc -l` read-only (a lookup of every name through every layer);
 #   read:  `git status --porcelain` then `cat` of every file, read-only.
+# Then the merge's own cost: a fork that merges 8 layers against the same fork without.
 # Medians of RUNS rounds (each round runs every command once, interleaved in a random order,
 # after two warm-up rounds), each as a ratio against depth 1 of the same run.
 #
@@ -100,3 +101,24 @@ for d in depths:
     print(row)
 PY
 echo "load after: $(uptime)"
+
+# The merge itself: a fork of a session standing on 8 layers (a fresh fork of the depth-8
+# session, made untimed with flattening off, so each timed fork merges the same 8 layers)
+# with the default flatten depth, against the same fork with flattening off, same run.
+if [[ " $DEPTHS " == *" 8 "* ]]; then
+  FLAT_RUNS=${FLAT_RUNS:-20}
+  prepare="sh -c 'CORDON_FLATTEN_DEPTH=1000 $CORDON session fork ${at[8]} > $work/current 2>/dev/null'"
+  hyperfine --style none --runs "$FLAT_RUNS" --prepare "$prepare" --export-json "$work/flat.json" \
+    "env -u CORDON_FLATTEN_DEPTH $CORDON session fork \$(cat $work/current)" >/dev/null 2>&1
+  hyperfine --style none --runs "$FLAT_RUNS" --prepare "$prepare" --export-json "$work/noflat.json" \
+    "env CORDON_FLATTEN_DEPTH=1000 $CORDON session fork \$(cat $work/current)" >/dev/null 2>&1
+  eval "$prepare"
+  merged=$(env -u CORDON_FLATTEN_DEPTH "$CORDON" session fork "$(cat "$work/current")" --json |
+    python3 -c 'import json,sys; r=json.load(sys.stdin); f=r["flattened"]; print("%d layers merged in %d ms (its own timer), depth now %d" % (len(f["replaced"]), f["duration_ms"], r["depth"]))')
+  median() { python3 -c 'import json,sys,statistics; r=json.load(open(sys.argv[1]))["results"][0]["times"]; print("%.1f" % (statistics.median(r)*1000))' "$1"; }
+  a=$(median "$work/flat.json"); b=$(median "$work/noflat.json")
+  printf 'fork that merges 8 layers: median %s ms; the same fork without merging: %s ms (%.2fx; %s runs)\n' \
+    "$a" "$b" "$(python3 -c "print($a/$b)")" "$FLAT_RUNS"
+  echo "one more: $merged"
+  echo "load after the merge: $(uptime)"
+fi

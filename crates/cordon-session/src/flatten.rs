@@ -34,12 +34,15 @@ use crate::sessions::Session;
 
 /// The most frozen layers a fork stacks before it merges its source's layers into one.
 ///
-/// Measured with `bench/session-depth.sh` (BENCHMARKS.md, "Layer depth"), a 3,000-file
-/// repository, release build, medians of 30, as a ratio against 1 layer in the same run:
-/// up to 8 layers no cost shows above the noise (0.93-1.09×) in starting a program,
-/// `find` over the tree, or `git status` with reading every file; at 16 layers they cost
-/// 1.26×, 1.57× and 1.41×, at 32 layers 1.58×, 1.76× and 1.14×. So forks of forks stack up
-/// to 8 layers, and the next fork first merges them: a tree never stands on more than 8.
+/// Measured with `bench/session-depth.sh` (BENCHMARKS.md, "Layer depth"; release build,
+/// interleaved medians, each a ratio against one layer in the same run): `find` over the
+/// tree, a lookup of every name through every layer, costs 1.08× at 8 layers, 1.14× at 16
+/// and 1.22× at 32 on 3,000 files (1.04×, 1.08×, 1.21× on 30,000); a program's start, and
+/// `git status` with reading every file, show no trend above the noise. Past 8 the cost
+/// grows with each layer, and the stack no longer fits one `lowerdir` mount option (the
+/// kernel then needs `lowerdir+`, Linux 6.8 or later), while a merge of 8 layers costs a
+/// fork little (BENCHMARKS.md). So forks of forks stack up to 8 layers, and the next fork
+/// first merges them: a tree never stands on more than 8.
 ///
 /// `CORDON_FLATTEN_DEPTH` (2 to [`crate::MAX_LAYERS`]) overrides it, for benchmarks and
 /// tests of deep stacks.
