@@ -11,6 +11,9 @@
 //! in it (the source was forked and has not written since) is not frozen again: the forks
 //! share the layers the source has, so the stack does not grow.
 //!
+//! A source whose stack is [`crate::FLATTEN_DEPTH`] layers deep first has them merged into
+//! one ([`crate::flatten`]'s order), so that the forks never stand on more than that.
+//!
 //! Order, against a crash at any point (the source holds its writer lock throughout):
 //! 1. each fork's directory (claimed by `mkdir`) with an empty layer of its own;
 //! 2. the frozen layer reserved, its holds written (the source and every fork);

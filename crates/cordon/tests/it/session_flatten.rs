@@ -303,3 +303,37 @@ fn a_reader_running_during_a_flatten_keeps_the_old_layers_until_it_ends() {
     }
     assert_eq!(f.sh(&tip, &format!("{cat}; cat top.txt")), all + "top\n");
 }
+
+/// A program cannot forge overlayfs's marks: its own `user.overlay.opaque` on a directory
+/// (stored escaped by overlayfs) survives the merge as its own attribute, and the directory
+/// still shows the base's files through.
+#[test]
+fn a_programs_own_overlay_attribute_does_not_make_a_directory_opaque() {
+    if !support::sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let set = "python3 -c \"import os; os.setxattr('dir', 'user.overlay.opaque', b'y')\"";
+    let show = "ls dir; python3 -c \"import os; print(os.getxattr('dir', 'user.overlay.opaque'))\"";
+    let mut tip = f.create();
+    let mut scripts = vec![format!("{set} && echo mine > dir/mine.txt")];
+    scripts.extend((0..2).map(|i| format!("echo {i} > f{i}.txt")));
+    let mut report = serde_json::Value::Null;
+    for script in &scripts {
+        f.sh(&tip, script);
+        let out = f
+            .command(&["session", "fork", &tip, "--json"])
+            .env("CORDON_FLATTEN_DEPTH", "2")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        report = serde_json::from_slice(&out.stdout).unwrap();
+        tip = ids(&report).remove(0);
+    }
+    assert!(!report["flattened"].is_null(), "{report}");
+    assert_eq!(f.sh(&tip, show), "b.txt\nc.txt\nmine.txt\nb'y'\n");
+}
