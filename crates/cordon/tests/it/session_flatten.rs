@@ -337,3 +337,47 @@ fn a_programs_own_overlay_attribute_does_not_make_a_directory_opaque() {
     assert!(!report["flattened"].is_null(), "{report}");
     assert_eq!(f.sh(&tip, show), "b.txt\nc.txt\nmine.txt\nb'y'\n");
 }
+
+/// What a merge cut short leaves behind is collected by `cordon gc`: a merge still under its
+/// hidden name whose builder is gone, and a merged layer published and held by a session
+/// whose record does not name it yet (the crash between publishing and the record).
+#[test]
+fn gc_collects_what_an_interrupted_flatten_left() {
+    if !support::sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let source = f.create();
+    f.sh(&source, "echo s > s.txt");
+    let fork = ids(&f.fork(&source, 1)).remove(0);
+    let before = tree(&f, &fork);
+    let stands_on = layers_of(&f, &fork);
+    let layers = f.home.path().join("layers");
+    // A build whose process is gone (no process started at tick 1 has this pid now).
+    let build = layers.join(".flatten-abcdefgh-4194303-1");
+    std::fs::create_dir_all(build.join("dir")).unwrap();
+    std::fs::write(build.join("dir/f"), "half").unwrap();
+    // A merged layer the fork holds but its record never named.
+    let orphan = layers.join("zzzzzzzz");
+    std::fs::create_dir_all(&orphan).unwrap();
+    std::fs::write(orphan.join("f"), "merged").unwrap();
+    let holds = layers.join("zzzzzzzz.holds");
+    std::fs::create_dir_all(&holds).unwrap();
+    let proof = f.home.path().join("sessions").join(&fork).join("layer");
+    std::fs::write(
+        holds.join(format!("session-{fork}")),
+        proof.to_str().unwrap(),
+    )
+    .unwrap();
+
+    f.ok(&["gc"]);
+    assert!(!build.exists(), "the abandoned build is still there");
+    assert!(
+        !orphan.exists() && !holds.exists(),
+        "the unnamed layer is still there"
+    );
+    let mut expected = stands_on.clone();
+    expected.sort();
+    assert_eq!(layer_dirs(&f), expected);
+    assert_eq!(tree(&f, &fork), before);
+}
