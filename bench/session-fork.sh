@@ -8,7 +8,8 @@
 #   2. the disk a fork adds before it writes (du of $CORDON_HOME before and after 8 forks);
 #   3. `session compare` of 4 forks of a small Rust crate that each change one line, against
 #      one warm `cordon verify` of one such change (the trusted build cache made first).
-# Medians from hyperfine's JSON. Needs hyperfine, git, cargo, python3.
+# Medians from hyperfine's JSON. Needs hyperfine, git, cargo, python3. What a deep layer
+# stack costs the programs in a session: bench/session-depth.sh.
 #
 #   bench/session-fork.sh                    # builds release, RUNS=50 BASE_RUNS=10 CMP_RUNS=5
 #   CORDON=PATH RUNS=20 bench/session-fork.sh
@@ -75,28 +76,8 @@ for files in 3000 30000; do
   printf '  session fork --count 1   median %7s ms  (%s runs)\n' "$(median "$work/fork1.json")" "$RUNS"
   printf '  session fork --count 8   median %7s ms  (%s runs)\n' "$(median "$work/fork8.json")" "$RUNS"
   printf '  disk added per fork      %7s KiB (du of CORDON_HOME, 8 forks)\n' "$(( (after - before) / 8 ))"
-  if [ "$files" = 3000 ]; then
-    # How depth costs a program: a session forked again after each write, its source's stack
-    # one layer deeper each time; `git status` and reading every file, read-only, by depth.
-    deep=$("$CORDON" session create 2>/dev/null)
-    depth=0
-    for target in 1 8 16 31; do
-      while [ "$depth" -lt "$target" ]; do
-        "$CORDON" session exec "$deep" -- sh -c "echo $depth > d$depth.txt" >/dev/null
-        "$CORDON" session fork "$deep" >/dev/null 2>&1
-        depth=$((depth + 1))
-      done
-      hyperfine -N --style none --runs 10 --export-json "$work/depth$depth.json" \
-        "$CORDON session exec $deep --read-only -- sh -c 'git status --porcelain >/dev/null; cat dir*/*.txt d*.txt >/dev/null'" >/dev/null 2>&1
-    done
-  fi
   printf '  git worktree add         median %7s ms  (%s runs)\n' "$(median "$work/wt.json")" "$BASE_RUNS"
   printf '  session create           median %7s ms  (%s runs)\n' "$(median "$work/create.json")" "$BASE_RUNS"
-  if [ "$files" = 3000 ]; then
-    for d in 1 8 16 31; do
-      printf '  exec (git status + read all files) at depth %2d: median %7s ms  (10 runs)\n' "$d" "$(median "$work/depth$d.json")"
-    done
-  fi
   for s in $("$CORDON" session list --json | python3 -c 'import json,sys; print(" ".join(s["id"] for s in json.load(sys.stdin)["sessions"]))'); do
     "$CORDON" session remove --discard "$s" >/dev/null 2>&1 || true
   done

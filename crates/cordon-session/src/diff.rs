@@ -66,7 +66,9 @@ impl Session {
     /// trace in the session's record.
     pub fn diff(&self, max_bytes: usize) -> Result<SessionDiff, SessionError> {
         let max_bytes = max_bytes.min(MAX_DIFF_BYTES);
-        // A reader: no lease (readers never wait, and a diff leaves no trace in the record).
+        // A reader: no lease (readers never wait, and a diff leaves no trace in the record);
+        // the layers it mounts stay held while it runs.
+        let _readers = self.readers_lock()?;
         let rec = self.active_record()?;
         self.check_home_masked()?;
         let base = rec.base_commit.to_string();

@@ -349,7 +349,7 @@ impl SessionError {
                     .to_owned(),
             ),
             K::TooManyLayers(_) => Some(
-                "fork the session's forks instead of forking a fork of a fork, or pull and start a new session"
+                "its layers could not be merged (see the fork's flatten_failure); pull and start a new session"
                     .to_owned(),
             ),
             _ => None,

@@ -32,6 +32,8 @@ pub struct ExecLease {
     started_at: String,
     writer_lock: Option<FileLock>,
     overlay: Option<cordon_runner::OverlayMount>,
+    /// `readers.lock`, shared: the layers this run mounts stay held while it runs.
+    _readers: FileLock,
 }
 
 impl Session {
@@ -56,6 +58,9 @@ impl Session {
             Access::ReadOnly => None,
             Access::Write => Some(self.writer_lock_or_stop(wait, stop)?),
         };
+        // Taken before the record is read: a flatten lets go of the layers it replaced only
+        // when no run that may have read them holds this lock.
+        let readers = self.readers_lock()?;
         let started_at = record::now_text();
         let me = ProcessIdentity::current();
         let record = self.update(|rec| {
@@ -86,7 +91,16 @@ impl Session {
             started_at,
             writer_lock: writer,
             overlay,
+            _readers: readers,
         })
+    }
+
+    /// `readers.lock`, shared: held by whatever runs over the session's layers (an exclusive
+    /// holder, letting go of layers after a flatten, holds it for a moment only).
+    pub(crate) fn readers_lock(&self) -> Result<FileLock, SessionError> {
+        Ok(FileLock::acquire_shared(
+            &self.sessions.layout.readers_lock(&self.id),
+        )?)
     }
 
     /// Takes the writer lock within `wait` (or until `stop` says so:

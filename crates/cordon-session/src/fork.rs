@@ -11,6 +11,9 @@
 //! in it (the source was forked and has not written since) is not frozen again: the forks
 //! share the layers the source has, so the stack does not grow.
 //!
+//! A source whose stack is [`crate::FLATTEN_DEPTH`] layers deep first has them merged into
+//! one ([`crate::flatten`]'s order), so that the forks never stand on more than that.
+//!
 //! Order, against a crash at any point (the source holds its writer lock throughout):
 //! 1. each fork's directory (claimed by `mkdir`) with an empty layer of its own;
 //! 2. the frozen layer reserved, its holds written (the source and every fork);
@@ -36,9 +39,11 @@ use crate::sessions::Session;
 /// The most sessions one fork makes.
 pub const MAX_FORKS: u32 = 100;
 
-/// The most frozen layers a session's tree may have (forks of forks of ...): past it, a fork
-/// is refused. Each lookup of a name that is in no upper layer walks the layers, so a deep
-/// stack slows every program in the session.
+/// The most frozen layers a session's tree may have: past it, a fork is refused. Forks
+/// flatten a stack deeper than [`crate::FLATTEN_DEPTH`] first, so only a stack whose flatten
+/// failed (reported in the fork's `flatten_failure`) ever grows this deep. Each lookup of a
+/// name that is in no upper layer walks the layers, so a deep stack slows every program in
+/// the session (`bench/session-depth.sh`).
 pub const MAX_LAYERS: usize = 32;
 
 cordon_types::schema_tag!(
@@ -84,6 +89,14 @@ pub struct ForkReport {
     pub frozen_layer: Option<String>,
     /// How many frozen layers the forks' trees have (the stack's depth above the base).
     pub depth: usize,
+    /// The source's frozen layers merged into one before the fork (its stack had reached
+    /// [`crate::FLATTEN_DEPTH`]); absent when there was no need.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flattened: Option<crate::Flattened>,
+    /// Why the source's layers could not be merged (the fork went on over the deeper stack);
+    /// absent when they were, or did not need to be.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flatten_failure: Option<String>,
     /// The new sessions.
     pub sessions: Vec<SessionRecord>,
 }
@@ -109,10 +122,22 @@ impl Session {
         }
         // The state holds still: no writer in the source until the forks exist.
         let _writer = self.writer_lock_or_stop(request.wait, stop)?;
-        let rec = self.active_record()?;
+        let mut rec = self.active_record()?;
         let Some(base) = rec.tree_base.clone() else {
             return Err(SessionError::new(SessionErrorKind::NotForkable).with_id(&self.id));
         };
+        // A stack as deep as the flatten depth is merged into one layer first, so that the
+        // forks (one layer deeper) never stand on more than that.
+        let (mut flattened, mut flatten_failure) = (None, None);
+        if rec.layers.len() >= crate::flatten::flatten_depth() {
+            match self.flatten_locked(&rec) {
+                Ok((new, done)) => {
+                    rec = new;
+                    flattened = Some(done);
+                }
+                Err(e) => flatten_failure = Some(e.to_string()),
+            }
+        }
         if rec.layers.len() >= MAX_LAYERS {
             return Err(
                 SessionError::new(SessionErrorKind::TooManyLayers(rec.layers.len()))
@@ -120,7 +145,13 @@ impl Session {
             );
         }
         let mut ids = Vec::with_capacity(request.count as usize);
-        let result = self.fork_into(&rec, &base, request, &mut ids);
+        let result = self
+            .fork_into(&rec, &base, request, &mut ids)
+            .map(|report| ForkReport {
+                flattened,
+                flatten_failure,
+                ..report
+            });
         if result.is_err() {
             let layout = &self.sessions.layout;
             for id in &ids {
@@ -230,6 +261,8 @@ impl Session {
             source: self.id.clone(),
             frozen_layer: frozen,
             depth: layers.len(),
+            flattened: None,
+            flatten_failure: None,
             sessions,
         })
     }

@@ -7,6 +7,7 @@
 //! | `active`, idle longer than its `idle_timeout_s`        | ended, `idle`          |
 //! | `ended`, ended longer ago than `older_than` (full gc)  | record deleted         |
 //! | directory without a record, older than a minute (full) | deleted                |
+//! | `active`, holds frozen layers it no longer stands on (full) | lets go of them once no program runs over them |
 //!
 //! Ending takes the writer lock without waiting: a session with a writer running is kept.
 //! Ending keeps the commits the host branch lacks (`refs/cordon/sessions/<id>`); a session
@@ -103,6 +104,14 @@ impl Sessions {
             return Ok(Outcome::Kept);
         }
         let Some(reason) = verdict(&rec) else {
+            if full && rec.tree_base.is_some() {
+                // Frozen layers a flatten replaced, once nothing runs over them.
+                let session = Session {
+                    sessions: self.clone(),
+                    id: id.clone(),
+                };
+                session.release_stale_layers()?;
+            }
             return Ok(Outcome::Kept);
         };
         let Some(_writer) = FileLock::try_acquire(&self.layout.writer_lock(id))? else {

@@ -8,6 +8,9 @@
 //!   writer.lock    flock held by the one writer (an exec without --read-only, a push import,
 //!                  a pull's export); released by the kernel when its holder dies
 //!   watcher.lock   flock held by the one review watcher (`session watch`)
+//!   readers.lock   flock held shared by every program running over the session's layers
+//!                  (exec, diff); taken exclusive, without waiting, to let go of frozen
+//!                  layers the session no longer stands on (after a flatten)
 //!   tree/          the session's own repository (work tree + .git), the sandbox's workspace;
 //!                  for an overlay session an empty directory, its tree being
 //!   layer/         an overlay session's layer (`upper/`: its `.git` and its changes; `work/`)
@@ -60,6 +63,10 @@ impl Layout {
 
     pub(crate) fn writer_lock(&self, id: &SessionId) -> PathBuf {
         self.dir(id).join("writer.lock")
+    }
+
+    pub(crate) fn readers_lock(&self, id: &SessionId) -> PathBuf {
+        self.dir(id).join("readers.lock")
     }
 
     pub(crate) fn watcher_lock(&self, id: &SessionId) -> PathBuf {

@@ -11,7 +11,8 @@
 //!   [`exec`](Session::exec) a program (or [`begin_exec`](Session::begin_exec) for callers
 //!   that run it themselves through `cordon_runner`) writable or [`Access::ReadOnly`],
 //!   [`fork`](Session::fork) it into new sessions with its exact state (copy-on-write: its
-//!   upper layer frozen and shared, [`ForkRequest`], [`ForkReport`]),
+//!   upper layer frozen and shared, [`ForkRequest`], [`ForkReport`]; a stack deeper than
+//!   [`FLATTEN_DEPTH`] merged into one layer first, [`Flattened`]),
 //!   [`pull`](Session::pull) its branch back as a fast-forward, [`diff`](Session::diff) it
 //!   against its base, [`remove`](Session::remove),
 //!   [`watch`](Session::watch) it: review comments fed to a fixer in rounds until the change
@@ -52,6 +53,7 @@ mod backoff;
 mod diff;
 mod error;
 mod exec;
+mod flatten;
 mod fork;
 mod gc;
 mod id;
@@ -72,6 +74,7 @@ pub use backoff::Backoff;
 pub use diff::{MAX_DIFF_BYTES, SessionDiff, SessionDiffTag};
 pub use error::{SessionError, SessionErrorClass, SessionErrorKind};
 pub use exec::{Access, ExecLease};
+pub use flatten::{FLATTEN_DEPTH, Flattened};
 pub use fork::{ForkReport, ForkReportTag, ForkRequest, MAX_FORKS, MAX_LAYERS};
 pub use id::SessionId;
 pub use pull::{

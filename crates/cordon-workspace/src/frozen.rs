@@ -88,6 +88,26 @@ impl Workspaces {
         }
     }
 
+    /// Publishes `built` (a directory made in `layers/` under a hidden name) as the frozen
+    /// layer `id`, held by `holders`: its holds are written, then it is renamed into place.
+    pub(crate) fn publish_built_layer(
+        &self,
+        id: &str,
+        built: &Path,
+        holders: &[BaseHolder],
+    ) -> Result<(), WorkspaceError> {
+        check_layer_id(id)?;
+        let _lock = self.lock_layers()?;
+        let holds = self.layer_holds(id);
+        std::fs::create_dir(&holds).map_err(|e| WorkspaceError::io(&holds, e))?;
+        for holder in holders {
+            write_hold(&holds, holder)?;
+        }
+        let target = self.frozen_layer(id);
+        std::fs::rename(built, &target).map_err(|e| WorkspaceError::io(&target, e))?;
+        crate::state::sync_dir(&self.layers_dir()).map_err(|e| WorkspaceError::io(&target, e))
+    }
+
     /// Makes `holder` a holder of each of `layers` too (a new tree over them). Fails, holding
     /// none, when one of them is gone.
     pub fn hold_layers(
@@ -110,6 +130,25 @@ impl Workspaces {
             write_hold(&self.layer_holds(id), holder)?;
         }
         Ok(())
+    }
+
+    /// The frozen layers `holder` holds (published or not), sorted.
+    pub fn layers_held_by(&self, holder: &str) -> Result<Vec<String>, WorkspaceError> {
+        check_holder(holder)?;
+        let dir = self.layers_dir();
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(WorkspaceError::io(&dir, e)),
+        };
+        let mut held: Vec<String> = entries
+            .flatten()
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter_map(|name| name.strip_suffix(".holds").map(str::to_owned))
+            .filter(|id| check_layer_id(id).is_ok() && self.layer_holds(id).join(holder).exists())
+            .collect();
+        held.sort();
+        Ok(held)
     }
 
     /// Lets go of `layers` for `holder` (each stays until gc finds it without holders).
@@ -155,6 +194,8 @@ impl Workspaces {
             let Some(id) = name.strip_suffix(".holds") else {
                 if let Some(rest) = name.strip_prefix(".trash-") {
                     doomed.push((rest.to_owned(), self.layers_dir().join(&name), 0));
+                } else if crate::flatten::abandoned_build(&name) {
+                    doomed.push((name.clone(), self.layers_dir().join(&name), 0));
                 }
                 continue;
             };
@@ -211,7 +252,7 @@ fn live_holds(holds: &Path) -> usize {
     live
 }
 
-fn check_layer_id(id: &str) -> Result<(), WorkspaceError> {
+pub(crate) fn check_layer_id(id: &str) -> Result<(), WorkspaceError> {
     if crate::state::is_short_id(id) {
         Ok(())
     } else {

@@ -18,7 +18,8 @@
 //! - [`TransientWorkspace`] removes its workspace when dropped.
 //! - Frozen layers ([`Workspaces::reserve_layer`], [`Workspaces::publish_layer`]): an
 //!   overlay's upper layer made read-only and shared by the trees made from it (a session's
-//!   forks), held like base trees and collected by gc.
+//!   forks), held like base trees and collected by gc; several merged into one
+//!   ([`Workspaces::flatten_layers`]) when a stack grows deep.
 //! - [`state`] holds what workspaces and sessions (`cordon-session`) keep on disk alike: short
 //!   random ids, the state directory's layout, file locks, atomically written records, the
 //!   owner process's liveness.
@@ -50,6 +51,7 @@ mod caches;
 mod ended;
 mod error;
 mod export;
+mod flatten;
 mod frozen;
 mod gc;
 mod id;

@@ -61,6 +61,14 @@ impl FileLock {
         try_lock(path, FlockOperation::NonBlockingLockExclusive)
     }
 
+    /// Waits for a shared lock as long as an exclusive holder has it (for locks whose
+    /// exclusive holders hold them briefly).
+    pub fn acquire_shared(path: &Path) -> Result<FileLock, StateFileError> {
+        let file = open(path, Create::IfMissing)?;
+        flock(&file, FlockOperation::LockShared).map_err(|e| StateFileError::io(path, e.into()))?;
+        Ok(FileLock { file })
+    }
+
     /// Takes a shared lock if no exclusive holder has it; `None` otherwise.
     pub fn try_shared(path: &Path) -> Result<Option<FileLock>, StateFileError> {
         try_lock(path, FlockOperation::NonBlockingLockShared)

@@ -478,6 +478,16 @@ fn fork(
             report.sessions.len(),
             report.depth
         );
+        if let Some(done) = &report.flattened {
+            eprintln!(
+                "  its {} frozen layers were merged into one first ({} ms)",
+                done.replaced.len(),
+                done.duration_ms
+            );
+        }
+        if let Some(why) = &report.flatten_failure {
+            eprintln!("  warning: its frozen layers could not be merged into one: {why}");
+        }
     }
     Ok(Exit::Success)
 }

@@ -459,12 +459,13 @@ fn export(workspaces: &Workspaces, id: &str, dir: &std::path::Path) -> Result<Ex
 
 pub(crate) fn gc(args: &GcArgs) -> Result<Exit, CliError> {
     let workspaces = Workspaces::from_env().map_err(fail)?;
-    let report = workspaces
-        .gc(args.older_than)
-        .map_err(|e| fail(e).context("cannot collect workspaces"))?;
+    // Sessions first: the base trees and frozen layers they let go of are collected below.
     let sessions = cordon_session::Sessions::from_env()
         .and_then(|s| s.gc(args.older_than))
         .map_err(|e| CliError::new(Exit::CordonFailed, e).context("cannot collect sessions"))?;
+    let report = workspaces
+        .gc(args.older_than)
+        .map_err(|e| fail(e).context("cannot collect workspaces"))?;
     let store = cordon_store::Store::open_default().context("cannot open the run history")?;
     let interrupted = store
         .mark_interrupted()

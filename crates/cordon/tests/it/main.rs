@@ -34,6 +34,7 @@ mod serve;
 mod serve_cli;
 mod session_cli;
 mod session_compare;
+mod session_flatten;
 mod session_fork;
 mod state_home;
 #[cfg(feature = "postgres")]
