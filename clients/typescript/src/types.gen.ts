@@ -316,10 +316,31 @@ export interface FixerFailure {
   [key: string]: unknown;
 }
 
+/** What a flatten did (`cordon.session-fork/v1`'s `flattened`). */
+export interface Flattened {
+  /** How long the merge took, in milliseconds. */
+  duration_ms: number;
+  /** The new frozen layer, the merge of the others. */
+  layer: string;
+  /** The frozen layers it replaces in the session's stack, topmost first. */
+  replaced: string[];
+  [key: string]: unknown;
+}
+
 /** What a fork made (`cordon session fork --json`). */
 export interface ForkReport {
   /** How many frozen layers the forks' trees have (the stack's depth above the base). */
   depth: number;
+  /**
+   * Why the source's layers could not be merged (the fork went on over the deeper stack);
+   * absent when they were, or did not need to be.
+   */
+  flatten_failure?: string | null;
+  /**
+   * The source's frozen layers merged into one before the fork (its stack had reached
+   * [`crate::FLATTEN_DEPTH`]); absent when there was no need.
+   */
+  flattened?: Flattened | null;
   /**
    * The layer the source's upper layer became, shared by the source and the forks;
    * `None` when it had nothing to freeze (the forks share the layers it had).

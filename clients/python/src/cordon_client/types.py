@@ -37,6 +37,7 @@ __all__ = [
     "Finding",
     "FindingKind",
     "FixerFailure",
+    "Flattened",
     "ForkReport",
     "ForkReportTag",
     "FromJob",
@@ -547,6 +548,17 @@ class FixerFailure(TypedDict):
     stderr_tail: List[str]
 
 
+class Flattened(TypedDict):
+    """What a flatten did (`cordon.session-fork/v1`'s `flattened`)."""
+
+    #: How long the merge took, in milliseconds.
+    duration_ms: int
+    #: The new frozen layer, the merge of the others.
+    layer: str
+    #: The frozen layers it replaces in the session's stack, topmost first.
+    replaced: List[str]
+
+
 class _ForkReportRequired(TypedDict):
     #: How many frozen layers the forks' trees have (the stack's depth above the base).
     depth: int
@@ -561,6 +573,12 @@ class _ForkReportRequired(TypedDict):
 class ForkReport(_ForkReportRequired, total=False):
     """What a fork made (`cordon session fork --json`)."""
 
+    #: Why the source's layers could not be merged (the fork went on over the deeper stack);
+    #: absent when they were, or did not need to be.
+    flatten_failure: Optional[str]
+    #: The source's frozen layers merged into one before the fork (its stack had reached
+    #: [`crate::FLATTEN_DEPTH`]); absent when there was no need.
+    flattened: Optional[Flattened]
     #: The layer the source's upper layer became, shared by the source and the forks;
     #: `None` when it had nothing to freeze (the forks share the layers it had).
     frozen_layer: Optional[str]
