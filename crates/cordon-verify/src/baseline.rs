@@ -171,6 +171,10 @@ fn stage_digest(stage: &StageConfig) -> String {
         h.update([4]);
         h.update(cwd.as_os_str().as_encoded_bytes());
     }
+    // Whether the base failed depends on it.
+    if stage.fail_on_warnings {
+        h.update([5]);
+    }
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 

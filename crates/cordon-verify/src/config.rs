@@ -116,6 +116,13 @@ pub struct StageConfig {
     /// the base's, on a base that fails the same way, is the base's.
     #[serde(default)]
     pub block_existing: bool,
+    /// Whether warnings the stage's tool reports fail it even when the tool exits with 0
+    /// (errors always do). The detected clippy stage sets it instead of passing `-D warnings`:
+    /// raised to errors, warnings would end cargo's check of the crate before it records it
+    /// as done, and every verification would check the crate again. A lint stage's warnings
+    /// are compared with the base's as its errors are: only new ones fail it.
+    #[serde(default)]
+    pub fail_on_warnings: bool,
 }
 
 /// `network = "none" | "registry" | "host"` or `network = { allow = ["HOST[:PORT]", ...] }`.

@@ -9,8 +9,8 @@ use cordon_runner::{
 };
 use cordon_sandbox::CacheLayer;
 use cordon_types::{
-    CapturedOutput, FailureCategory, LimitKind, ResourceUsage, RunResult, RunStatus, StageCategory,
-    StageFailure, StageFailureCategory, StageResult, StageStatus,
+    CapturedOutput, FailureCategory, Finding, LimitKind, ResourceUsage, RunResult, RunStatus,
+    Severity, StageCategory, StageFailure, StageFailureCategory, StageResult, StageStatus,
 };
 use cordon_workspace::CachePlace;
 
@@ -351,6 +351,9 @@ pub(crate) fn run_sandboxed(
                 &paths,
             )
             .into_parts();
+            if stage.fail_on_warnings {
+                fail_on_warnings(&mut result, &findings, omitted);
+            }
             // What each finding points at, to tell it from the base's after line shifts:
             // lint stages only (the others are not compared).
             let texts = if stage.category == StageCategory::Lint {
@@ -380,6 +383,32 @@ pub(crate) fn run_sandboxed(
             Err(Box::new(error_result(planned, place.root, reason)))
         }
     }
+}
+
+/// A stage that passed although its tool reported warnings (or errors) fails as its category
+/// fails (see [`StageConfig::fail_on_warnings`]); its reason until its findings are judged
+/// (which name the first new one, or excuse the base's) is how many there were.
+fn fail_on_warnings(result: &mut StageResult, findings: &[Finding], omitted: u64) {
+    if result.status != StageStatus::Pass {
+        return;
+    }
+    let warned = findings
+        .iter()
+        .filter(|f| matches!(f.severity, Severity::Error | Severity::Warning))
+        .count() as u64
+        // Those past the bound were not read: they may be warnings.
+        + if findings.is_empty() { 0 } else { omitted };
+    if warned == 0 {
+        return;
+    }
+    result.status = StageStatus::Fail;
+    result.failure = Some(StageFailure {
+        category: author_category(result.category),
+        reason: format!(
+            "exited with code 0 but reported {warned} warning{} (the stage fails on warnings)",
+            if warned == 1 { "" } else { "s" }
+        ),
+    });
 }
 
 /// A stage ready to run: the request, its readiness probe, and its working directory (as
@@ -523,14 +552,9 @@ fn overlay_mount(
 }
 
 /// Maps a run result to a stage result with the stage's failure category.
-fn stage_result(
-    planned: &PlannedStage,
-    run: RunResult,
-    ready: bool,
-    not_found: bool,
-) -> StageResult {
-    let stage = &planned.stage;
-    let author_category = match stage.category {
+/// The failure category of a stage of `category` whose author must act.
+fn author_category(category: StageCategory) -> StageFailureCategory {
+    match category {
         StageCategory::Setup => StageFailureCategory::Setup,
         StageCategory::Lint => StageFailureCategory::Lint,
         StageCategory::Typecheck => StageFailureCategory::Typecheck,
@@ -539,7 +563,17 @@ fn stage_result(
         StageCategory::Build => StageFailureCategory::Build,
         StageCategory::Smoke => StageFailureCategory::Smoke,
         StageCategory::Migrate => StageFailureCategory::Migrate,
-    };
+    }
+}
+
+fn stage_result(
+    planned: &PlannedStage,
+    run: RunResult,
+    ready: bool,
+    not_found: bool,
+) -> StageResult {
+    let stage = &planned.stage;
+    let author_category = author_category(stage.category);
     let smoke = stage.ready.is_some();
     let text = format!("{}{}{}", run.stdout.head, run.stdout.tail, run.stderr.tail);
     let tests = crate::counts::parse(&format!("{}\n{}", run.stdout.head, run.stdout.tail));

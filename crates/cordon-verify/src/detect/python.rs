@@ -7,7 +7,7 @@ use crate::tree::Dir;
 
 use cordon_types::StageCategory;
 
-use super::{Detected, Installed, Missing, stage};
+use super::{Detected, Installed, Missing, parallel, stage};
 
 /// Directories `compileall` does not enter: hidden ones, virtual environments, vendored or
 /// built trees.
@@ -117,15 +117,22 @@ pub(super) fn marker(root: &Dir) -> Option<&'static str> {
         .or_else(|| test_folder(root))
 }
 
+/// The checks run side by side (see [`super::parallel`]): each only reads the sources, and on
+/// a warm verification of a short test suite the compile check one after the tests was a
+/// large share of the time (six: BENCHMARKS.md). A compile failure still comes first: the
+/// gate names the first required stage in plan order that failed.
 pub(super) fn detect(root: &Dir, marker: &str, found: &mut Detected, host: &Installed) {
     let config = PythonConfig::read(root);
     let sources = package_sources(root);
     if !sources.is_empty() {
         let mut run = vec!["python3", "-m", "compileall", "-q", "-x", NOT_COMPILED];
         run.extend(sources.iter().map(String::as_str));
-        found
-            .stages
-            .push(stage("python-compile", StageCategory::Compile, &run, true));
+        found.stages.push(parallel(stage(
+            "python-compile",
+            StageCategory::Compile,
+            &run,
+            true,
+        )));
     }
     let mut configured: Vec<String> = Vec::new();
     let missing = |found: &mut Detected, name: &str, tool: &str, there: bool| {
@@ -141,12 +148,12 @@ pub(super) fn detect(root: &Dir, marker: &str, found: &mut Detected, host: &Inst
         || root.join(".ruff.toml").is_file();
     if ruff {
         configured.push("ruff (its configuration)".into());
-        found.stages.push(stage(
+        found.stages.push(parallel(stage(
             "ruff",
             StageCategory::Lint,
             &["ruff", "check", "."],
             false,
-        ));
+        )));
         missing(found, "ruff", "ruff", host.program("ruff").is_some());
     }
     let mypy = config.tool("mypy")
@@ -155,22 +162,22 @@ pub(super) fn detect(root: &Dir, marker: &str, found: &mut Detected, host: &Inst
         || has_section(&config.setup_cfg, "mypy");
     if mypy {
         configured.push("mypy (its configuration)".into());
-        found.stages.push(stage(
+        found.stages.push(parallel(stage(
             "mypy",
             StageCategory::Typecheck,
             &["python3", "-m", "mypy", "."],
             true,
-        ));
+        )));
         missing(found, "mypy", "mypy", host.python_module("mypy"));
     }
     if let Some(why) = pytest_configured(root, &config) {
         configured.push(format!("pytest ({why})"));
-        found.stages.push(stage(
+        found.stages.push(parallel(stage(
             "pytest",
             StageCategory::Test,
             &["python3", "-m", "pytest", "-q"],
             true,
-        ));
+        )));
         missing(found, "pytest", "pytest", host.python_module("pytest"));
     }
     found.reasons.push(format!(
@@ -259,6 +266,8 @@ mod tests {
             &host,
         );
         assert_eq!(names(&d), ["python-compile", "pytest"]);
+        // The checks run side by side.
+        assert!(d.stages.iter().all(|s| s.parallel), "{:?}", d.stages);
         assert!(
             d.reasons[0].starts_with("test files under tests/: "),
             "{:?}",

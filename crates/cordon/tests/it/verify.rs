@@ -726,6 +726,52 @@ fn python_project_with_pytest_is_detected_and_counts_agree() {
     assert_eq!(stage(&report, "pytest").tests.unwrap().passed, 2);
 }
 
+/// The detected Python checks run side by side (a warm verification's compile check no longer
+/// waits for nor delays the tests); a syntax error still blocks as a compile failure named by
+/// the compile stage, the first in plan order, though pytest ran beside it and failed too.
+#[test]
+fn python_checks_run_side_by_side_and_a_syntax_error_is_still_a_compile_failure() {
+    if !support::overlay_available() {
+        return;
+    }
+    let repo = Repo::new(&[
+        (
+            "pyproject.toml",
+            "[project]\nname = \"demo\"\nversion = \"0.1\"\n",
+        ),
+        ("demo.py", "def add(a, b):\n    return a + b\n"),
+        (
+            "tests/test_demo.py",
+            "import sys, pathlib\nsys.path.insert(0, str(pathlib.Path(__file__).parent.parent))\nimport demo\n\ndef test_add():\n    assert demo.add(1, 2) == 3\n",
+        ),
+    ]);
+    let (report, exit) = repo.verify_ok(&[]);
+    assert_eq!(exit, 0, "{report:#?}");
+    // An uncommitted edit: a candidate over the kept build, whose checks run side by side
+    // (a trusted build runs them one after another).
+    std::fs::write(
+        repo.path().join("demo.py"),
+        "def add(a, b:\n    return a + b\n",
+    )
+    .unwrap();
+    let (report, exit) = repo.verify_ok(&[]);
+    assert_eq!(exit, 1, "{report:#?}");
+    let failure = report.failure.as_ref().unwrap();
+    assert_eq!(
+        (failure.stage.as_deref(), failure.category),
+        (Some("python-compile"), StageFailureCategory::Compile),
+        "{failure:#?}"
+    );
+    assert!(failure.reason.contains("demo.py:1"), "{failure:#?}");
+    // Side by side: pytest was not skipped by the compile failure (fail fast skips only
+    // the stages after a group).
+    assert_eq!(
+        stage(&report, "pytest").status,
+        StageStatus::Fail,
+        "{report:#?}"
+    );
+}
+
 #[test]
 fn a_symlink_cannot_lead_a_stage_out_of_the_workspace() {
     let victim = TestDir::new();

@@ -611,6 +611,128 @@ fn a_new_lint_finding_comes_first_and_the_bases_fifteen_are_counted() {
     }
 }
 
+/// A crate whose base has a rustc warning (an unused variable).
+const WARNED: &[(&str, &str)] = &[
+    (
+        "Cargo.toml",
+        "[package]\nname = \"warned\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n",
+    ),
+    (
+        "src/lib.rs",
+        "pub fn g() -> u32 {\n    let unused = 1;\n    7\n}\n",
+    ),
+    (".gitignore", "target/\n"),
+];
+
+/// Problem 9 on a crate with a warning: the detected clippy stage fails on warnings by its
+/// findings, not by `-D warnings`, so cargo records the crate as checked and re-verifying the
+/// unchanged commit checks nothing again; cargo replays the fresh crate's warning, so both
+/// verifications report it (the base's own: the optional stage passes).
+#[test]
+fn a_crate_with_a_warning_is_checked_once_and_its_warning_reported_every_time() {
+    if !support::overlay_available() {
+        return;
+    }
+    let p = Project::new(WARNED);
+    for run in ["first", "again"] {
+        let (report, _) = p.passes(&["--committed"]);
+        let clippy = stage(&report, "cargo-clippy");
+        assert_eq!(
+            (clippy.status, clippy.exit_code),
+            (StageStatus::Pass, Some(0)),
+            "{run}: {clippy:#?}"
+        );
+        assert!(
+            !clippy.command.iter().any(|a| a == "-D" || a == "warnings"),
+            "{:?}",
+            clippy.command
+        );
+        let found: Vec<_> = clippy
+            .findings
+            .iter()
+            .map(|f| (f.code.as_deref(), f.severity, f.baseline, f.location()))
+            .collect();
+        assert_eq!(
+            found,
+            [(
+                Some("unused_variables"),
+                Severity::Warning,
+                Some(Baseline::Existing),
+                Some("src/lib.rs:2:9".to_owned())
+            )],
+            "{run}: {clippy:#?}"
+        );
+        let baseline = clippy.baseline.as_ref().unwrap();
+        assert_eq!(
+            (baseline.existing, baseline.new, baseline.base_fails),
+            (1, 0, true),
+            "{run}"
+        );
+        let checked = clippy.stderr.head.contains("Checking warned");
+        if run == "first" {
+            assert!(checked, "{run}: {}", clippy.stderr.head);
+        } else {
+            assert!(
+                report.cache.as_ref().unwrap().used.is_some(),
+                "{:#?}",
+                report.cache
+            );
+            assert!(!checked, "{run}: {}", clippy.stderr.head);
+        }
+    }
+}
+
+/// A required lint stage that fails on warnings (`fail_on_warnings`, no `-D warnings`): the
+/// base's own warning does not fail it, a patch's new warning blocks the gate with that
+/// finding as the reason, though clippy exited with 0.
+#[test]
+fn a_required_lint_stage_failing_on_warnings_blocks_only_a_new_one() {
+    if !support::overlay_available() {
+        return;
+    }
+    let toml = concat!(
+        "[[stage]]\nname = \"clippy\"\ncategory = \"lint\"\n",
+        "run = [\"cargo\", \"clippy\", \"--offline\", \"--message-format=json\"]\n",
+        "fail_on_warnings = true\n",
+    );
+    let mut files = WARNED.to_vec();
+    files.push(("cordon.toml", toml));
+    let p = Project::new(&files);
+    let (base, _) = p.passes(&["--committed"]);
+    let clippy = stage(&base, "clippy");
+    assert_eq!(clippy.status, StageStatus::Pass, "{clippy:#?}");
+    assert_eq!(clippy.findings.len(), 1, "{clippy:#?}");
+
+    // A new warning below the base's: another unused variable.
+    p.write(&[(
+        "src/lib.rs",
+        "pub fn g() -> u32 {\n    let unused = 1;\n    7\n}\n\npub fn h() -> u32 {\n    let spare = 2;\n    8\n}\n",
+    )]);
+    let (report, out) = p.verify(&[]);
+    assert_eq!(
+        (report.overall, out.status.code()),
+        (Overall::Fail, Some(1)),
+        "{}",
+        stderr(&out)
+    );
+    let clippy = stage(&report, "clippy");
+    assert_eq!(
+        (clippy.status, clippy.exit_code, clippy.required),
+        (StageStatus::Fail, Some(0), true),
+        "{clippy:#?}"
+    );
+    let baseline = clippy.baseline.as_ref().unwrap();
+    assert_eq!((baseline.existing, baseline.new), (1, 1), "{baseline:#?}");
+    let failure = report.failure.as_ref().unwrap();
+    assert_eq!(failure.stage.as_deref(), Some("clippy"));
+    assert!(
+        failure.reason.starts_with(
+            "lint warning unused_variables at src/lib.rs:7:9: unused variable: `spare`"
+        ),
+        "{failure:#?}"
+    );
+}
+
 /// Problem 9's measure: `--json` carries a timeline of the verification's phases.
 /// Problem 10: without a terminal a running stage says so on a heartbeat, with its elapsed
 /// time and last line; `--verbose` streams each line with the stage's name.
