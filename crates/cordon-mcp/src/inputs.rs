@@ -239,7 +239,8 @@ pub struct DiffInput {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SessionForkInput {
-    /// The session to fork.
+    /// The session to fork (over the job service: its `session_create` job's id, or
+    /// `FORK_JOB:I` for a session a `session_fork` job made).
     pub id: String,
     /// How many sessions to make (1 to 100; default 1).
     #[serde(default)]
@@ -250,7 +251,8 @@ pub struct SessionForkInput {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SessionCompareInput {
-    /// The sessions to compare (forks of one session, typically).
+    /// The sessions to compare (forks of one session, typically; over the job service,
+    /// named as `session_fork`'s answer lists them: `FORK_JOB:I`).
     pub ids: Vec<String>,
     /// Run only these stages.
     #[serde(default)]

@@ -62,8 +62,8 @@ mod worker;
 pub use api::{
     ApiError, ApiErrorTag, ApplyPatchInputs, CloneInputs, FromJob, JobDocument, JobFailure,
     JobList, JobListTag, JobRequest, JobRequestTag, JobTag, JobType, NetworkRequest, RunInputs,
-    SessionCreateInputs, SessionExecInputs, SessionInputs, SessionRef, TokenDocument, TokenList,
-    TokenListTag, TokenTag, VerifyInputs, WireState,
+    SessionCompareInputs, SessionCreateInputs, SessionExecInputs, SessionForkInputs, SessionInputs,
+    SessionRef, TokenDocument, TokenList, TokenListTag, TokenTag, VerifyInputs, WireState,
 };
 pub use client::{Answer, Client, ClientError};
 pub use execute::{Outcome, STAGE_CATEGORIES};

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use cordon_server::{
     ApplyPatchInputs, CloneInputs, FromJob, JobDocument, JobRequest, JobType, RequestError,
-    RunInputs, Service, SessionCreateInputs, SessionExecInputs, SessionInputs, SessionRef,
-    VerifyInputs,
+    RunInputs, Service, SessionCompareInputs, SessionCreateInputs, SessionExecInputs,
+    SessionForkInputs, SessionInputs, SessionRef, VerifyInputs,
 };
 use cordon_store::{JobFilter, JobId, JobRow, JobState, TokenRow};
 use cordon_types::{ErrorClass, ErrorKind, exit_code};
@@ -15,8 +15,9 @@ use rmcp::model::{JsonObject, Tool};
 use crate::catalogue::{Flavour, ToolName};
 use crate::failure::ToolFailure;
 use crate::inputs::{
-    IdInput, RunInput, RunsLogsInput, SessionCreateInput, SessionExecInput, SessionPullInput,
-    StreamName, VerifyInput, WorkspaceApplyInput, WorkspaceCreateInput, parse as arguments,
+    IdInput, RunInput, RunsLogsInput, SessionCompareInput, SessionCreateInput, SessionExecInput,
+    SessionForkInput, SessionPullInput, StreamName, VerifyInput, WorkspaceApplyInput,
+    WorkspaceCreateInput, parse as arguments,
 };
 use crate::outputs::{RunLogs, RunLogsTag};
 use crate::server::{Backend, Call, RunEntry, ToolOutput};
@@ -25,7 +26,7 @@ use crate::server::{Backend, Call, RunEntry, ToolOutput};
 const EVENT_POLL: Duration = Duration::from_millis(100);
 
 /// The tools over the job service: those it has job types for, and the run history.
-const SERVED: [ToolName; 10] = [
+const SERVED: [ToolName; 12] = [
     ToolName::Run,
     ToolName::Verify,
     ToolName::WorkspaceCreate,
@@ -34,9 +35,34 @@ const SERVED: [ToolName; 10] = [
     ToolName::SessionExec,
     ToolName::SessionPull,
     ToolName::SessionRemove,
+    ToolName::SessionFork,
+    ToolName::SessionCompare,
     ToolName::RunsShow,
     ToolName::RunsLogs,
 ];
+
+/// A session named over the job service: its `session_create` job's id, or `FORK_JOB:I` for
+/// the `I`th (from 0) session a `session_fork` job made.
+fn session_ref(id: &str) -> Result<SessionRef, ToolFailure> {
+    match id.split_once(':') {
+        None => Ok(SessionRef {
+            from_job: id.to_owned(),
+            fork: None,
+        }),
+        Some((job, index)) => {
+            let fork = index.parse::<u32>().map_err(|_| {
+                ToolFailure::usage(format!(
+                    "session {id:?}: a fork's session is named FORK_JOB:I, with I its index \
+                     from 0"
+                ))
+            })?;
+            Ok(SessionRef {
+                from_job: job.to_owned(),
+                fork: Some(fork),
+            })
+        }
+    }
+}
 
 /// The tools answered by the job service.
 pub(super) struct Jobs {
@@ -302,10 +328,7 @@ impl Jobs {
             call,
             JobType::SessionExec,
             value(&SessionExecInputs {
-                session: SessionRef {
-                    from_job: input.id,
-                    fork: None,
-                },
+                session: session_ref(&input.id)?,
                 argv: input.argv,
                 read_only: input.read_only,
                 network: input.network,
@@ -417,13 +440,57 @@ impl Jobs {
                     (arguments::<IdInput>(name, args)?.id, JobType::SessionRemove)
                 };
                 let inputs = SessionInputs {
-                    session: SessionRef {
-                        from_job: id,
-                        fork: None,
-                    },
+                    session: session_ref(&id)?,
                 };
                 let job = self.submit(call, job_type, value(&inputs), None)?;
                 Self::answer(&job, |result| result.to_string())
+            }
+            ToolName::SessionFork => {
+                let input: SessionForkInput = arguments(name, args)?;
+                let inputs = SessionForkInputs {
+                    session: session_ref(&input.id)?,
+                    count: input.count.unwrap_or(1),
+                };
+                let job = self.submit(call, JobType::SessionFork, value(&inputs), None)?;
+                let names: Vec<String> = (0..inputs.count)
+                    .map(|i| format!("{}:{i}", job.id))
+                    .collect();
+                Self::answer(&job, |_| {
+                    format!(
+                        "over this service, name the new sessions {} in the session tools",
+                        names.join(", ")
+                    )
+                })
+            }
+            ToolName::SessionCompare => {
+                let input: SessionCompareInput = arguments(name, args)?;
+                if input.ids.is_empty() {
+                    return Err(ToolFailure::usage("give `ids`: the sessions to compare"));
+                }
+                let inputs = SessionCompareInputs {
+                    sessions: input
+                        .ids
+                        .iter()
+                        .map(|id| session_ref(id))
+                        .collect::<Result<_, _>>()?,
+                    stages: input.stages,
+                    categories: None,
+                };
+                let job = self.submit(call, JobType::SessionCompare, value(&inputs), None)?;
+                Self::answer(&job, |result| {
+                    let ranked = result["candidates"].as_array().map_or_else(Vec::new, |c| {
+                        c.iter()
+                            .map(|c| format!("{}. {}: {}", c["rank"], c["id"], c["reason"]))
+                            .collect()
+                    });
+                    format!(
+                        "{}\nwinner: {}",
+                        ranked.join("\n"),
+                        result["winner"]
+                            .as_str()
+                            .unwrap_or("none (no candidate passed)")
+                    )
+                })
             }
             _ => Err(ToolFailure::usage(format!(
                 "{} is not available over the job service",

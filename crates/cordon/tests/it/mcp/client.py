@@ -330,7 +330,47 @@ async def scenario_places(session, env):
     check(ended["state"] == "ended", "session_remove", ended)
 
 
+def job_of(result):
+    """The job id an answer of the job service starts with (`job J: ...`)."""
+    words = text(result).split()
+    check(len(words) > 1 and words[0] == "job", "not a job's answer", text(result))
+    return words[1].rstrip(":")
+
+
+async def scenario_sessions(session, env):
+    """Sessions through the job service: a session is its session_create job; a fork's
+    sessions are FORK_JOB:I; compare ranks them and names the passing one."""
+    ws = await call_ok(session, "workspace_create", {"repo": env["repo"]})
+    created = await session.call_tool("session_create", {"workspace": ws["id"]})
+    check(not created.is_error, "session_create: a tool error", text(created))
+    sid = job_of(created)
+    broken = "printf 'def add(a, b):\\n    return a - b\\n' > demo/__init__.py"
+    wrote = await call_ok(session, "session_exec", {"id": sid, "argv": ["sh", "-c", broken]})
+    check(wrote["exit_code"] == 0, "session_exec: the writer", wrote)
+    result = await session.call_tool("session_fork", {"id": sid, "count": 2})
+    check(not result.is_error, "session_fork: a tool error", text(result))
+    forked, fork_job = structured(result), job_of(result)
+    check(forked["schema"] == "cordon.session-fork/v1" and len(forked["sessions"]) == 2, "session_fork", forked)
+    names = [f"{fork_job}:0", f"{fork_job}:1"]
+    check(", ".join(names) in text(result), "session_fork: how to name the forks", text(result))
+    fixed = "printf 'def add(a, b):\\n    return a + b\\n' > demo/__init__.py"
+    wrote = await call_ok(session, "session_exec", {"id": names[1], "argv": ["sh", "-c", fixed]})
+    check(wrote["exit_code"] == 0, "session_exec in a fork", wrote)
+    seen = await call_ok(session, "session_exec", {"id": names[0], "argv": ["sh", "-c", "cat demo/__init__.py"]})
+    check("a - b" in seen["stdout"]["head"], "a fork's write reached its sibling", seen)
+    compared = await call_ok(session, "session_compare", {"ids": names})
+    check(compared["schema"] == "cordon.session-compare/v1", "session_compare", compared)
+    winner = forked["sessions"][1]["id"]
+    check(compared["winner"] == winner, "session_compare: the winner", compared)
+    check([c["id"] for c in compared["candidates"]] == [winner, forked["sessions"][0]["id"]], "session_compare: the ranking", compared)
+    bad = await session.call_tool("session_exec", {"id": f"{fork_job}:x", "argv": ["true"]})
+    check(bad.is_error and "FORK_JOB:I" in text(bad), "a malformed fork name", text(bad))
+    for name in names + [sid]:
+        await call_ok(session, "session_remove", {"id": name})
+
+
 SCENARIOS = {
+    "sessions": scenario_sessions,
     "places": scenario_places,
     "tools": scenario_tools,
     "run": scenario_run,

@@ -1,6 +1,7 @@
 //! `/mcp` of `cordon serve` end to end, driven by the official MCP Python SDK over
 //! Streamable HTTP with a project's token: the same session of calls as over stdio (tools,
-//! run, verify of a failing patch with progress per stage, a cancelled run, refusals), each
+//! run, verify of a failing patch with progress per stage, a session forked and its forks
+//! compared, a cancelled run, refusals), each
 //! call a job of the token's project under its policy; and a token of another project can
 //! neither see nor touch the first one's runs. A real server, the real sandbox.
 
@@ -21,7 +22,7 @@ allow = [["sh", "*"], ["true"], ["git", "*"], ["python3", "*"], ["no-such-progra
 allow = [["sh", "*"], ["true"]]
 "#;
 
-const TOOLS: [&str; 10] = [
+const TOOLS: [&str; 12] = [
     "run",
     "verify",
     "workspace_create",
@@ -30,6 +31,8 @@ const TOOLS: [&str; 10] = [
     "session_exec",
     "session_pull",
     "session_remove",
+    "session_fork",
+    "session_compare",
     "runs_show",
     "runs_logs",
 ];
@@ -53,7 +56,7 @@ fn the_same_calls_over_streamable_http_are_jobs_of_the_tokens_project() {
         "network_bound": "projects.alpha.network.run",
         "timeout_bound": "projects.alpha.max_timeout",
     });
-    mcp_support::python_client("http", "tools,run,verify,cancel,bounds", &env);
+    mcp_support::python_client("http", "tools,run,verify,sessions,cancel,bounds", &env);
     // Every call was a job of the project, like any other.
     let (status, list) = server.json(
         "GET",
@@ -68,10 +71,9 @@ fn the_same_calls_over_streamable_http_are_jobs_of_the_tokens_project() {
         .iter()
         .map(|j| j["type"].as_str().unwrap())
         .collect();
-    assert!(
-        types.contains(&"run") && types.contains(&"verify"),
-        "{types:?}"
-    );
+    for wanted in ["run", "verify", "session.fork", "session.compare"] {
+        assert!(types.contains(&wanted), "{wanted}: {types:?}");
+    }
 }
 
 #[test]
