@@ -480,7 +480,10 @@ impl Jobs {
                 Self::answer(&job, |result| {
                     let ranked = result["candidates"].as_array().map_or_else(Vec::new, |c| {
                         c.iter()
-                            .map(|c| format!("{}. {}: {}", c["rank"], c["id"], c["reason"]))
+                            .map(|c| {
+                                let text = |key: &str| c[key].as_str().unwrap_or("").to_owned();
+                                format!("{}. {}: {}", c["rank"], text("id"), text("reason"))
+                            })
                             .collect()
                     });
                     format!(
