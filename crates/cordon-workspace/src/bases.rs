@@ -341,8 +341,9 @@ fn read_base_record(dir: &Path) -> Option<BaseRecord> {
     serde_json::from_slice(&bytes).ok()
 }
 
-/// Holder names are file names of letters, digits and `-`.
-fn check_holder_name(name: &str) -> Result<(), WorkspaceError> {
+/// Holder names (of base trees and frozen layers) are file names of letters, digits, `-` and
+/// `_`, at most 128 bytes.
+pub(crate) fn check_holder_name(name: &str) -> Result<(), WorkspaceError> {
     let ok = !name.is_empty()
         && name.len() <= 128
         && name

@@ -134,7 +134,7 @@ impl Workspaces {
 
     /// The frozen layers `holder` holds (published or not), sorted.
     pub fn layers_held_by(&self, holder: &str) -> Result<Vec<String>, WorkspaceError> {
-        check_holder(holder)?;
+        crate::bases::check_holder_name(holder)?;
         let dir = self.layers_dir();
         let entries = match std::fs::read_dir(&dir) {
             Ok(entries) => entries,
@@ -230,7 +230,7 @@ impl Workspaces {
 }
 
 fn write_hold(holds: &Path, holder: &BaseHolder) -> Result<(), WorkspaceError> {
-    check_holder(&holder.name)?;
+    crate::bases::check_holder_name(&holder.name)?;
     let hold = holds.join(&holder.name);
     std::fs::write(&hold, holder.proof.as_os_str().as_encoded_bytes())
         .map_err(|e| WorkspaceError::io(&hold, e))
@@ -258,21 +258,6 @@ pub(crate) fn check_layer_id(id: &str) -> Result<(), WorkspaceError> {
     } else {
         Err(WorkspaceError::new(WorkspaceErrorKind::InvalidId(
             id.to_owned(),
-        )))
-    }
-}
-
-fn check_holder(name: &str) -> Result<(), WorkspaceError> {
-    let ok = !name.is_empty()
-        && name.len() <= 128
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-    if ok {
-        Ok(())
-    } else {
-        Err(WorkspaceError::new(WorkspaceErrorKind::InvalidId(
-            name.to_owned(),
         )))
     }
 }
