@@ -3,52 +3,12 @@
 // Debian's chromium, headless, driven by playwright-core. Prints `ok NAME` for each check
 // passed, in order; stops at the first failure (`FAIL NAME: why`, a screenshot beside the
 // others) and exits 1.
-import fs from 'node:fs';
 import path from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { scene, url, open, check } from './harness.mjs';
 
-const scene = JSON.parse(process.env.DASHBOARD_SCENE);
-const { chromium } = await import(pathToFileURL(path.join(scene.playwright, 'index.mjs')).href);
 const J = scene.jobs;
 const T = scene.tokens;
-const url = (p) => scene.url + p;
-
-fs.rmSync(scene.profile, { recursive: true, force: true });
-fs.mkdirSync(scene.profile, { recursive: true });
-// A fresh profile (--user-data-dir) for every run.
-const context = await chromium.launchPersistentContext(scene.profile, {
-  executablePath: scene.chromium,
-  headless: true,
-  args: [
-    '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking',
-    '--disable-component-update', '--disable-sync', '--disable-quic',
-  ],
-  viewport: { width: 1280, height: 800 },
-});
-context.setDefaultTimeout(20000);
-const page = context.pages()[0] ?? await context.newPage();
-const dialogs = [];
-const violations = [];
-page.on('dialog', (dialog) => { dialogs.push(dialog.message()); dialog.dismiss(); });
-page.on('console', (message) => {
-  if (/Content Security Policy|Refused to/i.test(message.text())) violations.push(message.text());
-});
-page.on('pageerror', (error) => violations.push(`page error: ${error.message}`));
-
-function check(condition, message) {
-  if (!condition) throw new Error(message);
-}
-
-async function step(name, body) {
-  try {
-    await body();
-    console.log(`ok ${name}`);
-  } catch (error) {
-    console.log(`FAIL ${name}: ${error.stack || error}`);
-    await page.screenshot({ path: path.join(scene.shots, `failure-${name}.png`), fullPage: true }).catch(() => {});
-    throw error;
-  }
-}
+const { context, page, dialogs, violations, step } = await open(800);
 
 async function api(method, p, token, body) {
   const response = await fetch(url(p), {
