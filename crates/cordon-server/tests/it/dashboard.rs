@@ -307,25 +307,7 @@ fn dashboard_in_a_real_browser_shows_jobs_failures_live_logs_and_sessions() {
         "playwright": playwright.display().to_string(),
         "profile": dir.path().join("chromium-profile").display().to_string(),
     });
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/dashboard/browser.mjs");
-    let out = Command::new("node")
-        .arg(&script)
-        .env("DASHBOARD_SCENE", scene.to_string())
-        .stdin(Stdio::null())
-        .output()
-        .expect("node runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "the browser checks failed ({:?}):\n{stdout}\n{stderr}",
-        out.status
-    );
-    let passed: Vec<&str> = stdout
-        .lines()
-        .filter_map(|l| l.strip_prefix("ok "))
-        .collect();
-    assert_eq!(passed, CHECKS, "{stdout}\n{stderr}");
+    browser_checks("browser.mjs", &scene, CHECKS);
 
     // What the browser did reached the service: the long job is cancelled, and the operator
     // token sees every project through the API as in the dashboard.
@@ -462,35 +444,17 @@ fn dashboard_shows_a_comparison_and_each_candidates_report() {
         "playwright": playwright.display().to_string(),
         "profile": server.dir.path().join("chromium-profile").display().to_string(),
     });
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/dashboard/compare.mjs");
-    let out = Command::new("node")
-        .arg(&script)
-        .env("DASHBOARD_SCENE", scene.to_string())
-        .stdin(Stdio::null())
-        .output()
-        .expect("node runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "the browser checks failed ({:?}):\n{stdout}\n{stderr}",
-        out.status
-    );
-    let passed: Vec<&str> = stdout
-        .lines()
-        .filter_map(|l| l.strip_prefix("ok "))
-        .collect();
-    assert_eq!(
-        passed,
-        [
+    browser_checks(
+        "compare.mjs",
+        &scene,
+        &[
             "login",
             "ranked-table",
             "candidate-links",
             "fork-sessions",
             "waiting-reason",
-            "no-csp-violations"
+            "no-csp-violations",
         ],
-        "{stdout}\n{stderr}"
     );
     let (status, after) = server.json(
         "POST",
@@ -501,4 +465,30 @@ fn dashboard_shows_a_comparison_and_each_candidates_report() {
     assert_eq!(status, 200, "{after}");
     let job = finish(&server, &token, &waiting);
     assert_eq!(job["state"], "succeeded", "{job}");
+}
+
+/// Runs the browser script `tests/dashboard/NAME` against `scene` (in DASHBOARD_SCENE) and
+/// checks that it passed exactly `expected`, in order.
+fn browser_checks(name: &str, scene: &Value, expected: &[&str]) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/dashboard")
+        .join(name);
+    let out = Command::new("node")
+        .arg(&script)
+        .env("DASHBOARD_SCENE", scene.to_string())
+        .stdin(Stdio::null())
+        .output()
+        .expect("node runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "the browser checks of {name} failed ({:?}):\n{stdout}\n{stderr}",
+        out.status
+    );
+    let passed: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("ok "))
+        .collect();
+    assert_eq!(passed, expected, "{stdout}\n{stderr}");
 }
