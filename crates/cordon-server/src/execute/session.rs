@@ -69,7 +69,10 @@ fn record_of(attempt: &Attempt<'_>, session: &SessionRef) -> Result<serde_json::
     record.ok_or_else(|| {
         Outcome::failed(
             "usage",
-            format!("job {from_job} made no session {:?}", session.fork),
+            format!(
+                "job {from_job} made no session number {} (its sessions are numbered from 0)",
+                session.fork.unwrap_or(0)
+            ),
         )
     })
 }
