@@ -21,6 +21,7 @@ use rustix::process::Signal;
 
 use crate::cgroup::Cgroups;
 use crate::error::Setup;
+use crate::leftovers::{has_children, reap};
 use crate::outer::{Prepared, read_status, report};
 use crate::pid::ProcessId;
 use crate::status::{self, Exit};
@@ -131,6 +132,13 @@ fn wait_for(program: ProcessId) -> Exit {
 /// parent of every orphan; the tree is this process's descendants), stopping them first so
 /// that none forks meanwhile, and reaps them all; how many distinct ones were killed.
 fn kill_leftovers() -> u32 {
+    // Every descendant has an ancestor among this process's children (orphans are re-parented
+    // to it): with no child left, live or unreaped, the tree is empty and `/proc` (every
+    // process of the host) need not be read.
+    reap();
+    if !has_children() {
+        return 0;
+    }
     let me = rustix::process::getpid().as_raw_nonzero().get();
     let mut killed: HashSet<i32> = HashSet::new();
     for _ in 0..ROUNDS {
@@ -157,17 +165,6 @@ fn kill_leftovers() -> u32 {
         }
     }
     u32::try_from(killed.len()).unwrap_or(u32::MAX)
-}
-
-/// Reaps every child that has ended.
-fn reap() {
-    loop {
-        // SAFETY: waitpid with a null status pointer and WNOHANG only reaps.
-        let r = unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG | libc::__WALL) };
-        if r <= 0 {
-            return;
-        }
-    }
 }
 
 /// The live descendants of `root`, from the host's `/proc`.

@@ -85,7 +85,7 @@ pub fn kill_and_reap_the_rest() {
 }
 
 /// Whether this process has any child, live or not yet reaped.
-fn has_children() -> bool {
+pub(crate) fn has_children() -> bool {
     // SAFETY: an all-zero siginfo is a valid out-buffer; WNOWAIT leaves children as they are.
     let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
     // SAFETY: valid out-pointer; P_ALL ignores the id.
@@ -100,8 +100,9 @@ fn has_children() -> bool {
     !(r == -1 && crate::sys::errno() == libc::ECHILD)
 }
 
-/// Reaps every child that has ended (orphans of the namespace are PID 1's children).
-fn reap() {
+/// Reaps every child that has ended without waiting (orphans of the namespace are PID 1's
+/// children; in the landlock tier, orphans of the program's tree are the helper's).
+pub(crate) fn reap() {
     loop {
         // SAFETY: waitpid with a null status pointer and WNOHANG only reaps.
         let r = unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG | libc::__WALL) };

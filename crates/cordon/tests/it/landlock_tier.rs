@@ -227,6 +227,35 @@ fn the_whole_tree_dies_on_timeout_daemons_included() {
 }
 
 #[test]
+fn processes_left_behind_are_killed_and_counted_and_a_clean_run_has_none() {
+    require_sandbox!();
+    let w = Work::new();
+    // A background sleep and a double-forked daemon in a session of its own both outlive
+    // `sh`: the helper (their subreaper) kills and counts both.
+    let sleep = unique_sleep(62);
+    let ran = w.run(
+        LANDLOCK,
+        &format!(
+            "sleep {sleep} & setsid sh -c 'sleep {sleep} & echo $! > daemon.pid' \
+             </dev/null >/dev/null 2>&1 & while [ ! -s daemon.pid ]; do :; done; echo hi"
+        ),
+    );
+    assert_passed(&ran);
+    assert_eq!(ran.stdout(), "hi\n", "{ran:#?}");
+    assert_eq!(ran.result.leaked.processes_killed, 2, "{ran:#?}");
+    assert!(
+        sandboxed::host_processes_with_cmdline(&["sleep", &sleep]).is_empty(),
+        "a leftover outlived the result"
+    );
+    // With nothing left behind, nothing is counted.
+    for _ in 0..3 {
+        let ran = w.run(LANDLOCK, "echo clean");
+        assert_passed(&ran);
+        assert_eq!(ran.result.leaked.processes_killed, 0, "{ran:#?}");
+    }
+}
+
+#[test]
 fn limits_hold_where_cgroups_are_writable() {
     require_sandbox!();
     if !sandboxed::cgroup_limits_available() {
