@@ -13,6 +13,7 @@
 #![deny(missing_docs)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+#[cfg(feature = "server")]
 mod allocator;
 pub mod args;
 mod commands;
