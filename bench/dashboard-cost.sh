@@ -6,14 +6,14 @@
 # failed verify's page against the API's `GET /v1/jobs?limit=50` (the same rows as JSON), on
 # a release `cordon serve` with 60 jobs in its store. Needs hyperfine, valgrind, perf, curl.
 #
-#   bench/dashboard-cost.sh BASELINE_CORDON [CORDON]   # CORDON defaults to target/<host triple>/release/cordon
+#   bench/dashboard-cost.sh BASELINE_CORDON [CORDON]   # CORDON defaults to target/release/cordon
 #
 # The baseline is a release build of the commit before the dashboard (e.g. `git archive main
 # | tar -x -C /tmp/base && cargo build --release --target-dir ...` there).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BASE=${1:?usage: bench/dashboard-cost.sh BASELINE_CORDON [CORDON]}
-NEW=${2:-$PWD/target/$(rustc -vV | sed -n "s/^host: //p")/release/cordon}
+NEW=${2:-$PWD/target/release/cordon}
 [ -x "$BASE" ] && [ -x "$NEW" ] || { echo "no binary at $BASE or $NEW" >&2; exit 2; }
 WORK=$(mktemp -d)
 SERVER=

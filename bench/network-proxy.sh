@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -q -p cordon --features cordon-proxy/test-hooks
-CORDON=${CARGO_TARGET_DIR:-$PWD/target}/$(rustc -vV | sed -n "s/^host: //p")/release/cordon
+CORDON=${CARGO_TARGET_DIR:-$PWD/target}/release/cordon
 RUNS=${RUNS:-200}
 SIZE_MIB=${SIZE_MIB:-512}
 work=$(mktemp -d)

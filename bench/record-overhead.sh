@@ -10,8 +10,8 @@
 #   BEFORE=/path/to/old/cordon bench/record-overhead.sh   # adds an A/B against another build
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release -q -p cordon -p cordon-sandbox-init
-CORDON=${CARGO_TARGET_DIR:-$PWD/target}/$(rustc -vV | sed -n "s/^host: //p")/release/cordon
+cargo build --release -q -p cordon
+CORDON=${CARGO_TARGET_DIR:-$PWD/target}/release/cordon
 RUNS=${RUNS:-300}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -q -p cordon
-CORDON=$PWD/target/$(rustc -vV | sed -n "s/^host: //p")/release/cordon
+CORDON=$PWD/target/release/cordon
 SECONDS_FLOOD=${SECONDS_FLOOD:-3}
 # A throw-away run history, so the benchmark does not fill the user's.
 export CORDON_HOME

@@ -8,7 +8,7 @@ then checks from the recorded start/end times that the global `workers` and each
 minus the program's own run time) and API latency under load.
 
 Usage: bench/serve-load.py [JOBS] [CLIENTS] [PROJECTS]   (CORDON_BIN: the binary to use;
-default target/<host triple>/release/cordon)
+default target/release/cordon)
 
 Many machines: with WORKER_PROCS=N the server runs `--no-workers` and N `cordon worker`
 processes (SLOTS each, default 2) run the jobs; CORDON_STORE (a postgres:// URL) is the store
@@ -27,8 +27,7 @@ import time
 from datetime import datetime
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-HOST = subprocess.run(["rustc", "-vV"], capture_output=True, text=True).stdout.split("host: ")[1].split()[0]
-BIN = os.environ.get("CORDON_BIN", os.path.join(ROOT, "target", HOST, "release/cordon"))
+BIN = os.environ.get("CORDON_BIN", os.path.join(ROOT, "target", "release", "cordon"))
 JOBS, CLIENTS, PROJECTS = (int(a) for a in (sys.argv[1:] + ["500", "20", "5"][len(sys.argv) - 1:])[:3])
 WORKERS = int(os.environ.get("WORKERS", "4"))
 CONCURRENCY = 2

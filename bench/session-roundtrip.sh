@@ -11,7 +11,7 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}"
 bin="${CORDON_BIN:-}"
 if [ -z "$bin" ]; then
   cargo build --quiet --release -p cordon --manifest-path "$root/Cargo.toml"
-  bin="$CARGO_TARGET_DIR/$(rustc -vV | sed -n "s/^host: //p")/release/cordon"
+  bin="$CARGO_TARGET_DIR/release/cordon"
 fi
 runs="${1:-15}"
 

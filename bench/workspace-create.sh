@@ -15,8 +15,8 @@ set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 if [ -z "${CORDON:-}" ]; then
-  cargo build --quiet --release -p cordon -p cordon-sandbox-init --manifest-path "$root/Cargo.toml"
-  CORDON="$root/target/$(rustc -vV | sed -n "s/^host: //p")/release/cordon"
+  cargo build --quiet --release -p cordon --manifest-path "$root/Cargo.toml"
+  CORDON="$root/target/release/cordon"
 fi
 runs="${RUNS:-40}"
 
