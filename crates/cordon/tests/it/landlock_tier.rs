@@ -231,13 +231,14 @@ fn processes_left_behind_are_killed_and_counted_and_a_clean_run_has_none() {
     require_sandbox!();
     let w = Work::new();
     // A background sleep and a double-forked daemon in a session of its own both outlive
-    // `sh`: the helper (their subreaper) kills and counts both.
+    // `sh` (which waits for the daemon's parent to end first, so that exactly two are left):
+    // the helper, their subreaper, kills and counts both.
     let sleep = unique_sleep(62);
     let ran = w.run(
         LANDLOCK,
         &format!(
             "sleep {sleep} & setsid sh -c 'sleep {sleep} & echo $! > daemon.pid' \
-             </dev/null >/dev/null 2>&1 & while [ ! -s daemon.pid ]; do :; done; echo hi"
+             </dev/null >/dev/null 2>&1 & wait $!; test -s daemon.pid && echo hi"
         ),
     );
     assert_passed(&ran);
