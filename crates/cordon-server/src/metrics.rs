@@ -65,14 +65,32 @@ pub fn render(store: &Store, token: &TokenRow) -> Result<String, StoreError> {
         "gauge",
         "Running jobs per project, on every worker sharing the store.",
     );
-    for (project, n) in store.running_per_project()? {
-        if visible(&project) {
-            let _ = writeln!(
-                out,
-                "cordon_jobs_running{{project=\"{}\"}} {n}",
-                label(&project)
-            );
-        }
+    let running: Vec<_> = store
+        .running_per_project()?
+        .into_iter()
+        .filter(|r| visible(&r.project))
+        .collect();
+    for r in &running {
+        let _ = writeln!(
+            out,
+            "cordon_jobs_running{{project=\"{}\"}} {}",
+            label(&r.project),
+            r.jobs
+        );
+    }
+    header(
+        &mut out,
+        "cordon_job_slots_running",
+        "gauge",
+        "Concurrency slots held by running jobs per project (a session.compare holds several).",
+    );
+    for r in &running {
+        let _ = writeln!(
+            out,
+            "cordon_job_slots_running{{project=\"{}\"}} {}",
+            label(&r.project),
+            r.slots
+        );
     }
     if access::is_operator(token) {
         header(

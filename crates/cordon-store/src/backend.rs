@@ -8,7 +8,7 @@
 use crate::error::StoreErrorKind;
 use crate::jobs::{
     AttemptEnd, AttemptHistogram, AttemptRow, AttemptTiming, Claim, Claimed, JobEvent, JobFilter,
-    JobId, JobRow, JobState, NewJob, QueueDepth, Recovered, TokenRow, Usage,
+    JobId, JobRow, JobState, NewJob, QueueDepth, Recovered, RunningJobs, TokenRow, Usage,
 };
 use crate::model::{
     Chunk, ChunkFilter, NewRun, RunFilter, RunId, RunRecord, RunState, RunSummary, StageRecord,
@@ -182,7 +182,7 @@ pub(crate) trait ServiceBackend {
     /// Queued jobs per project.
     fn queue_depth(&self, now: i64) -> Result<Vec<QueueDepth>, StoreErrorKind>;
     /// Running jobs per project.
-    fn running_per_project(&self) -> Result<Vec<(String, u32)>, StoreErrorKind>;
+    fn running_per_project(&self) -> Result<Vec<RunningJobs>, StoreErrorKind>;
     /// Jobs per state.
     fn jobs_per_state(&self) -> Result<Vec<(JobState, u64)>, StoreErrorKind>;
     /// Stores a token.

@@ -392,6 +392,18 @@ pub struct QueueDepth {
     pub ready: u32,
 }
 
+/// What one project's running jobs hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunningJobs {
+    /// The project.
+    pub project: String,
+    /// Its jobs in state `running`.
+    pub jobs: u32,
+    /// The concurrency slots they hold: one each, or as many as a `session.compare` took
+    /// when it was queued (what the claim counts against the limits).
+    pub slots: u32,
+}
+
 /// An API token as stored (its secret is never stored, only its hash).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TokenRow {

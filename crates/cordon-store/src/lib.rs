@@ -85,8 +85,8 @@ mod workers;
 pub use error::{StoreError, StoreErrorKind};
 pub use jobs::{
     AttemptEnd, AttemptHistogram, AttemptRow, AttemptTiming, Claim, Claimed, InvalidJobId,
-    JobEvent, JobFilter, JobId, JobRow, JobState, NewJob, QueueDepth, Recovered, TokenRow, Usage,
-    effective_slots,
+    JobEvent, JobFilter, JobId, JobRow, JobState, NewJob, QueueDepth, Recovered, RunningJobs,
+    TokenRow, Usage, effective_slots,
 };
 pub use model::{
     Chunk, ChunkBody, ChunkFilter, ExportedBody, ExportedChunk, InvalidRunId, NewRun, RunExport,

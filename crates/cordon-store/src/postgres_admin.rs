@@ -5,7 +5,8 @@ use sqlx::postgres::PgRow;
 use crate::backend::{AuditEntry, NewToken, ServiceBackend};
 use crate::error::StoreErrorKind;
 use crate::jobs::{
-    AttemptHistogram, AttemptTiming, JobState, QueueDepth, TokenRow, Usage, corrupt, histogram_sql,
+    AttemptHistogram, AttemptTiming, JobState, QueueDepth, RunningJobs, TokenRow, Usage, corrupt,
+    histogram_sql,
 };
 use crate::postgres::{PostgresBackend, get};
 
@@ -138,15 +139,22 @@ impl ServiceBackend for PostgresBackend {
         })
     }
 
-    fn running_per_project(&self) -> Result<Vec<(String, u32)>, StoreErrorKind> {
+    fn running_per_project(&self) -> Result<Vec<RunningJobs>, StoreErrorKind> {
         self.run(async {
-            let rows: Vec<(String, i64)> = sqlx::query_as(
-                "SELECT project, COUNT(*) FROM jobs WHERE state = 'running' GROUP BY project \
-                 ORDER BY project",
+            let rows: Vec<(String, i64, i64)> = sqlx::query_as(
+                "SELECT project, COUNT(*), SUM(GREATEST(slots, 1))::bigint FROM jobs \
+                 WHERE state = 'running' GROUP BY project ORDER BY project",
             )
             .fetch_all(&self.pool)
             .await?;
-            Ok(rows.into_iter().map(|(p, n)| (p, unsigned(n))).collect())
+            Ok(rows
+                .into_iter()
+                .map(|(project, jobs, slots)| RunningJobs {
+                    project,
+                    jobs: unsigned(jobs),
+                    slots: unsigned(slots),
+                })
+                .collect())
         })
     }
 

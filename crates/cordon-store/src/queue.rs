@@ -22,7 +22,7 @@ use crate::backend::{AuditEntry, NewToken, dispatch};
 use crate::error::StoreError;
 use crate::jobs::{
     AttemptEnd, AttemptHistogram, AttemptTiming, Claim, Claimed, JobEvent, JobFilter, JobId,
-    JobRow, JobState, NewJob, QueueDepth, Recovered, TokenRow, Usage, random_name,
+    JobRow, JobState, NewJob, QueueDepth, Recovered, RunningJobs, TokenRow, Usage, random_name,
 };
 use crate::store::{Store, now_ms};
 
@@ -287,7 +287,7 @@ impl Store {
     }
 
     /// Running jobs per project.
-    pub fn running_per_project(&self) -> Result<Vec<(String, u32)>, StoreError> {
+    pub fn running_per_project(&self) -> Result<Vec<RunningJobs>, StoreError> {
         self.call("count running jobs", || {
             dispatch!(self.backend(), ServiceBackend::running_per_project())
         })

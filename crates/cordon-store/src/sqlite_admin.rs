@@ -3,7 +3,8 @@
 use crate::backend::{AuditEntry, NewToken, ServiceBackend};
 use crate::error::StoreErrorKind;
 use crate::jobs::{
-    AttemptHistogram, AttemptTiming, JobState, QueueDepth, TokenRow, Usage, corrupt, histogram_sql,
+    AttemptHistogram, AttemptTiming, JobState, QueueDepth, RunningJobs, TokenRow, Usage, corrupt,
+    histogram_sql,
 };
 use crate::sqlite::SqliteBackend;
 use crate::sqlite_jobs::{collect, token_row};
@@ -102,14 +103,20 @@ impl ServiceBackend for SqliteBackend {
         })
     }
 
-    fn running_per_project(&self) -> Result<Vec<(String, u32)>, StoreErrorKind> {
+    fn running_per_project(&self) -> Result<Vec<RunningJobs>, StoreErrorKind> {
         self.with(|c| {
             let mut statement = c.prepare_cached(
-                "SELECT project, COUNT(*) FROM jobs WHERE state = 'running' GROUP BY project \
-                 ORDER BY project",
+                "SELECT project, COUNT(*), SUM(MAX(slots, 1)) FROM jobs WHERE state = 'running' \
+                 GROUP BY project ORDER BY project",
             )?;
             let mut rows = statement.query([])?;
-            collect(&mut rows, |r| Ok((r.get(0)?, unsigned(r.get(1)?))))
+            collect(&mut rows, |r| {
+                Ok(RunningJobs {
+                    project: r.get(0)?,
+                    jobs: unsigned(r.get(1)?),
+                    slots: unsigned(r.get(2)?),
+                })
+            })
         })
     }
 

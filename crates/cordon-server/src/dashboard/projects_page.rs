@@ -1,5 +1,6 @@
-//! Projects at a glance: running and queued jobs against the project's concurrency, today's
-//! wall-clock budget use, and what its recent failures were.
+//! Projects at a glance: the concurrency slots its running jobs hold (a compare holds several)
+//! and its queued jobs against the project's concurrency, today's wall-clock budget use, and what
+//! its recent failures were.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -38,7 +39,7 @@ pub(crate) fn known_projects(service: &Service) -> Result<Vec<String>, RequestEr
             .store
             .running_per_project()?
             .into_iter()
-            .map(|(p, _)| p),
+            .map(|r| r.project),
     );
     let day_start = now_ms() - now_ms().rem_euclid(DAY_MS);
     for state in [Some(JobState::Queued), None] {
@@ -61,7 +62,8 @@ pub(crate) fn known_projects(service: &Service) -> Result<Vec<String>, RequestEr
 /// One project's row.
 struct ProjectRow {
     name: String,
-    running: u32,
+    /// Its running jobs, and the concurrency slots they hold (a compare holds several).
+    running: (u32, u32),
     queued: u64,
     concurrency: u32,
     used_ms: u64,
@@ -76,7 +78,12 @@ fn load(service: &Service, token: &TokenRow) -> Result<(Vec<ProjectRow>, u32, u3
         vec![token.project.clone()]
     };
     let policy = service.policy();
-    let running: BTreeMap<String, u32> = service.store.running_per_project()?.into_iter().collect();
+    let running: BTreeMap<String, (u32, u32)> = service
+        .store
+        .running_per_project()?
+        .into_iter()
+        .map(|r| (r.project, (r.jobs, r.slots)))
+        .collect();
     // One aggregate query, whatever the queue's length.
     let queued: BTreeMap<String, u64> = service
         .store
@@ -106,7 +113,7 @@ fn load(service: &Service, token: &TokenRow) -> Result<(Vec<ProjectRow>, u32, u3
         failures.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         let rules = policy.project(&name).map(|(_, rules)| rules);
         rows.push(ProjectRow {
-            running: running.get(&name).copied().unwrap_or(0),
+            running: running.get(&name).copied().unwrap_or((0, 0)),
             queued: queued.get(&name).copied().unwrap_or(0),
             concurrency: policy.concurrency(&name),
             used_ms: service.store.project_wall_ms(&name, day_start)?,
@@ -117,8 +124,8 @@ fn load(service: &Service, token: &TokenRow) -> Result<(Vec<ProjectRow>, u32, u3
             name,
         });
     }
-    let running_total = running.values().sum();
-    Ok((rows, running_total, policy.workers))
+    let slots_total = running.values().map(|(_, slots)| slots).sum();
+    Ok((rows, slots_total, policy.workers))
 }
 
 fn table(rows: &[ProjectRow]) -> Markup {
@@ -143,9 +150,15 @@ fn table(rows: &[ProjectRow]) -> Markup {
                             }
                         }
                         td data-label="Running" {
-                            meter min="0" max=(row.concurrency.max(1)) value=(row.running)
-                                aria-label={ "running jobs of " (row.name) } {}
-                            " " span.count { (row.running) " / " (row.concurrency) }
+                            @let (jobs, slots) = row.running;
+                            meter min="0" max=(row.concurrency.max(1)) value=(slots)
+                                aria-label={ "concurrency slots in use by " (row.name) } {}
+                            " " span.count { (slots) " / " (row.concurrency) }
+                            @if jobs != slots {
+                                " " span.jobs {
+                                    "(" (jobs) @if jobs == 1 { " job" } @else { " jobs" } ")"
+                                }
+                            }
                         }
                         td data-label="Queued" {
                             (row.queued)
@@ -190,12 +203,12 @@ pub(crate) async fn page(
 ) -> Result<Response, PageError> {
     let service = Arc::clone(&dash.service);
     let token = viewer.token.clone();
-    let (rows, running, workers) = blocking(move || load(&service, &token)).await?;
+    let (rows, slots, workers) = blocking(move || load(&service, &token)).await?;
     let body = html! {
         h1 { "Projects" }
         p.lead {
             @if viewer.is_operator() {
-                "Running on this server: " strong { (running) } " of " (workers) " workers. "
+                "In use on this server: " strong { (slots) } " of " (workers) " worker slots. "
             }
             "Budgets count the wall-clock time of every attempt since midnight UTC."
         }

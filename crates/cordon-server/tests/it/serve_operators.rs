@@ -989,3 +989,71 @@ fn large_submissions_leave_the_api_process_its_memory() {
         "VmRSS {before} KiB before, {after} KiB after 20 submissions of 4 MiB"
     );
 }
+
+#[test]
+fn the_projects_page_and_metrics_count_the_slots_a_running_compare_holds() {
+    // An API server alone; the test is the worker that claimed a compare of 3 candidates and
+    // one plain job of project a (4 of its 4 slots in use, in 2 jobs).
+    let dir = Arc::new(TestDir::new());
+    let policy = dir.write(
+        "cordon-server.toml",
+        "workers = 4\n\n[projects.a]\nconcurrency = 4\nallow = [[\"true\"]]\n",
+    );
+    let server = Server::start_with(dir, policy, |c| {
+        c.arg("--no-workers");
+    });
+    let operator = server.token("*", "admin,read");
+    let store = cordon_store::Store::open(&cordon_store::StoreLocation::Sqlite(
+        server.home.join("cordon.db"),
+    ))
+    .unwrap();
+    let job = |job_type: &str, slots: u32| cordon_store::NewJob {
+        project: "a".into(),
+        job_type: job_type.into(),
+        priority: 0,
+        max_attempts: 1,
+        timeout_ms: 60_000,
+        idempotency_key: None,
+        inputs: json!({}),
+        submitted_by: "t-test".into(),
+        rerun_of: None,
+        slots,
+    };
+    store.insert_job(&job("session.compare", 3)).unwrap();
+    store.insert_job(&job("run", 1)).unwrap();
+    for _ in 0..2 {
+        let claimed = store
+            .claim_job(&cordon_store::Claim {
+                worker: "test-worker",
+                lease: Duration::from_secs(600),
+                workers: 4,
+                concurrency: &|_| 4,
+            })
+            .unwrap();
+        assert!(claimed.job.is_some(), "{claimed:?}");
+    }
+
+    let (status, _, metrics) = server.request("GET", "/metrics", Some(&operator), &[], b"");
+    assert_eq!(status, 200);
+    let metrics = String::from_utf8(metrics).unwrap();
+    assert!(
+        metrics.contains("cordon_jobs_running{project=\"a\"} 2\n")
+            && metrics.contains("cordon_job_slots_running{project=\"a\"} 4\n"),
+        "{metrics}"
+    );
+    let (status, html) = page(&server, &login(&server, &operator), "/projects");
+    assert_eq!(status, 200);
+    let row = html
+        .split("data-project=\"a\"")
+        .nth(1)
+        .and_then(|rest| rest.split("</tr>").next())
+        .unwrap_or_else(|| panic!("no row for project a: {html}"));
+    assert!(
+        row.contains("value=\"4\"") && row.contains("4 / 4") && row.contains("(2 jobs)"),
+        "{row}"
+    );
+    assert!(
+        html.contains("In use on this server: <strong>4</strong> of 4 worker slots"),
+        "{html}"
+    );
+}

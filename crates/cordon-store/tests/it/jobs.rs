@@ -33,9 +33,15 @@ each_backend!(
             claim(&store, "w", 10, &concurrency).is_none(),
             "busy's concurrency = 2"
         );
+        let running: Vec<(String, u32, u32)> = store
+            .running_per_project()
+            .unwrap()
+            .into_iter()
+            .map(|r| (r.project, r.jobs, r.slots))
+            .collect();
         assert_eq!(
-            store.running_per_project().unwrap(),
-            vec![("busy".to_owned(), 2), ("quiet".to_owned(), 1)]
+            running,
+            vec![("busy".to_owned(), 2, 2), ("quiet".to_owned(), 1, 1)]
         );
     }
 );
@@ -254,6 +260,17 @@ each_backend!(
         store.insert_job(&job("q", 0, None)).unwrap();
         assert_eq!(claim(&store, "w", 4, &concurrency).unwrap().project, "q");
         assert!(claim(&store, "w", 4, &concurrency).is_none(), "workers = 4");
+        // What the dashboard and /metrics show: jobs, and the slots they hold.
+        let running: Vec<(String, u32, u32)> = store
+            .running_per_project()
+            .unwrap()
+            .into_iter()
+            .map(|r| (r.project, r.jobs, r.slots))
+            .collect();
+        assert_eq!(
+            running,
+            vec![("p".to_owned(), 1, 3), ("q".to_owned(), 1, 1)]
+        );
         // Its wall time is charged once per slot.
         let started = claimed.started_at_ms.unwrap();
         assert!(

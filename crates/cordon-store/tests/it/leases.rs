@@ -334,8 +334,11 @@ each_backend!(
                         };
                         idle = 0;
                         let running = store.running_per_project().unwrap();
-                        let total: u32 = running.iter().map(|r| r.1).sum();
-                        let p = running.iter().find(|r| r.0 == "p").map_or(0, |r| r.1);
+                        let total: u32 = running.iter().map(|r| r.jobs).sum();
+                        let p = running
+                            .iter()
+                            .find(|r| r.project == "p")
+                            .map_or(0, |r| r.jobs);
                         if total > 3 || p > 1 {
                             over.store(true, std::sync::atomic::Ordering::SeqCst);
                         }
