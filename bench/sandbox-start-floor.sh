@@ -13,29 +13,12 @@
 #   RUNS=100 bench/sandbox-start-floor.sh
 #   BUSY=1 bench/sandbox-start-floor.sh      # beside `yes > /dev/null` pinned to CPU 0
 set -euo pipefail
-cd "$(dirname "$0")/.."
-cargo build --release -q -p cordon
-CORDON=$(realpath "${CARGO_TARGET_DIR:-$PWD/target}/release/cordon")
+source "$(dirname "$0")/sandbox-setup.sh"
 BWRAP=$(command -v bwrap)
-RUNS=${RUNS:-300}
-work=$(mktemp -d)
-busy=
-cleanup() {
-  [ -n "$busy" ] && kill "$busy" 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
-mkdir "$work/cwd"
-cd "$work/cwd"
-export CORDON_HOME=$work/home
-"$CORDON" doctor >/dev/null || { echo "cordon doctor: this host cannot sandbox" >&2; exit 1; }
 loop="for i in \$(seq $RUNS); do $CORDON run -- /bin/true; \
 $BWRAP --ro-bind / / --dev /dev --proc /proc --unshare-all --die-with-parent /bin/true; \
 $CORDON --version >/dev/null; /bin/true; done"
-if [ -n "${BUSY:-}" ]; then
-  taskset -c 0 yes >/dev/null &
-  busy=$!
-fi
+[ -n "${BUSY:-}" ] && start_busy
 perf record -q -e sched:sched_process_exec,sched:sched_process_fork,sched:sched_process_exit \
   -a -o "$work/sched.data" -- sh -c "$loop" >/dev/null 2>&1
 perf script -i "$work/sched.data" -F comm,pid,time,event,trace 2>/dev/null >"$work/sched.txt"

@@ -10,23 +10,7 @@
 #   OTHER=/path/to/another/cordon bench/sandbox-start.sh   # adds another build to both runs
 #   RUNS=500 bench/sandbox-start.sh
 set -euo pipefail
-cd "$(dirname "$0")/.."
-cargo build --release -q -p cordon
-CORDON=${CARGO_TARGET_DIR:-$PWD/target}/release/cordon
-RUNS=${RUNS:-300}
-work=$(mktemp -d)
-busy=
-cleanup() {
-  [ -n "$busy" ] && kill "$busy" 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
-# The programs run in a directory of their own: the landlock tier refuses a working
-# directory that holds CORDON_HOME (it cannot hide what it cannot unmount).
-mkdir "$work/cwd"
-cd "$work/cwd"
-export CORDON_HOME=$work/home
-"$CORDON" doctor >/dev/null || { echo "cordon doctor: this host cannot sandbox" >&2; exit 1; }
+source "$(dirname "$0")/sandbox-setup.sh"
 
 commands=(
   "$CORDON run -- /bin/true"
@@ -58,6 +42,5 @@ PY
 }
 
 measure idle
-taskset -c 0 yes >/dev/null &
-busy=$!
+start_busy
 measure busy

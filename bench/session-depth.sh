@@ -31,20 +31,9 @@ export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null CORDON_HOME="$work/home
 export CORDON_FLATTEN_DEPTH=1000
 ident=(-c user.name=bench -c user.email=bench@example.invalid)
 
+source "$root/bench/make-repo.sh"
 repo="$work/repo"
-mkdir -p "$repo"
-git -C "$repo" init -q -b main
-python3 - "$repo" "$FILES" <<'PY'
-import os, sys
-root, n = sys.argv[1], int(sys.argv[2])
-for i in range(n):
-    d = os.path.join(root, "dir%d" % (i // 100))
-    os.makedirs(d, exist_ok=True)
-    with open(os.path.join(d, "file%d.txt" % (i % 100)), "w") as f:
-        f.write("file %d\n%s\n" % (i, "\n".join(str(j) for j in range(i % 100, i % 100 + 20))))
-PY
-git -C "$repo" add -A
-git -C "$repo" "${ident[@]}" commit -q -m "$FILES files"
+make_repo "$repo" "$FILES"
 cd "$repo"
 
 echo "cordon: $CORDON"

@@ -29,22 +29,7 @@ ident=(-c user.name=bench -c user.email=bench@example.invalid)
 
 median() { python3 -c 'import json,sys,statistics; r=json.load(open(sys.argv[1]))["results"][0]["times"]; print("%.1f" % (statistics.median(r)*1000))' "$1"; }
 
-make_repo() { # DIR FILES
-  local dir=$1 files=$2
-  mkdir -p "$dir"
-  git -C "$dir" init -q -b main
-  python3 - "$dir" "$files" <<'PY'
-import os, sys
-root, n = sys.argv[1], int(sys.argv[2])
-for i in range(n):
-    d = os.path.join(root, "dir%d" % (i // 100))
-    os.makedirs(d, exist_ok=True)
-    with open(os.path.join(d, "file%d.txt" % (i % 100)), "w") as f:
-        f.write("file %d\n%s\n" % (i, "\n".join(str(j) for j in range(i % 100, i % 100 + 20))))
-PY
-  git -C "$dir" add -A
-  git -C "$dir" "${ident[@]}" commit -q -m "$files files"
-}
+source "$root/bench/make-repo.sh"
 
 echo "cordon: $CORDON"
 echo "date: $(date -u +%Y-%m-%dT%H:%MZ)  kernel: $(uname -r)  cpus: $(nproc)"

@@ -108,6 +108,16 @@ pub fn job(project: &str, priority: i64, key: Option<&str>) -> NewJob {
     }
 }
 
+/// What `running_per_project` says, as (project, jobs, slots).
+pub fn running(store: &Store) -> Vec<(String, u32, u32)> {
+    store
+        .running_per_project()
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.project, r.jobs, r.slots))
+        .collect()
+}
+
 /// Claims for `worker` with a long lease.
 pub fn claim(
     store: &Store,

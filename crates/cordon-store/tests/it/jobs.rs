@@ -33,14 +33,8 @@ each_backend!(
             claim(&store, "w", 10, &concurrency).is_none(),
             "busy's concurrency = 2"
         );
-        let running: Vec<(String, u32, u32)> = store
-            .running_per_project()
-            .unwrap()
-            .into_iter()
-            .map(|r| (r.project, r.jobs, r.slots))
-            .collect();
         assert_eq!(
-            running,
+            running(&store),
             vec![("busy".to_owned(), 2, 2), ("quiet".to_owned(), 1, 1)]
         );
     }
@@ -225,7 +219,7 @@ each_backend!(
     }
 );
 
-use crate::fixtures::{TestStore, claim, done, each_backend, job, retry};
+use crate::fixtures::{TestStore, claim, done, each_backend, job, retry, running};
 
 each_backend!(
     a_job_holding_several_slots_counts_as_that_many_at_the_claim_and_in_the_budget,
@@ -261,14 +255,8 @@ each_backend!(
         assert_eq!(claim(&store, "w", 4, &concurrency).unwrap().project, "q");
         assert!(claim(&store, "w", 4, &concurrency).is_none(), "workers = 4");
         // What the dashboard and /metrics show: jobs, and the slots they hold.
-        let running: Vec<(String, u32, u32)> = store
-            .running_per_project()
-            .unwrap()
-            .into_iter()
-            .map(|r| (r.project, r.jobs, r.slots))
-            .collect();
         assert_eq!(
-            running,
+            running(&store),
             vec![("p".to_owned(), 1, 3), ("q".to_owned(), 1, 1)]
         );
         // Its wall time is charged once per slot.
