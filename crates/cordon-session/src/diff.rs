@@ -97,6 +97,20 @@ impl Session {
             patch_bytes,
         })
     }
+
+    /// The session's change as the patch a comparison verifies: `Ok(None)` when nothing
+    /// changed; `Err` says, for a person, why this candidate cannot be compared (a change
+    /// over [`MAX_DIFF_BYTES`], or one that could not be read).
+    pub fn compare_patch(&self) -> Result<Option<Vec<u8>>, String> {
+        match self.diff(MAX_DIFF_BYTES) {
+            Ok(diff) if diff.truncated => Err(format!(
+                "its change is {} bytes, more than the {MAX_DIFF_BYTES} bytes compare takes",
+                diff.patch_bytes
+            )),
+            Ok(diff) => Ok((!diff.patch.is_empty()).then(|| diff.patch.into_bytes())),
+            Err(e) => Err(format!("its change could not be read: {e}")),
+        }
+    }
 }
 
 /// The patch and its whole size, from the script's output (the trailer is the last line, so

@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use cordon_session::{
-    Access, CreateRequest, ForkRequest, MAX_DIFF_BYTES, PullRequest, PushRequest, Session,
-    SessionError, SessionErrorClass, Sessions,
+    Access, CreateRequest, ForkRequest, PullRequest, PushRequest, Session, SessionError,
+    SessionErrorClass, Sessions,
 };
 use cordon_store::{JobFilter, JobState};
 use cordon_types::units::parse_duration;
@@ -359,16 +359,12 @@ pub(crate) fn compare_job(attempt: &Attempt<'_>) -> Outcome {
         request.output_limit = usize::try_from(limits.output_bytes() / running as u64)
             .unwrap_or(usize::MAX)
             .max(16 << 10);
-        let unavailable = match session.diff(MAX_DIFF_BYTES) {
-            Ok(diff) if diff.truncated => Some(format!(
-                "its change is {} bytes, more than the {MAX_DIFF_BYTES} bytes compare takes",
-                diff.patch_bytes
-            )),
-            Ok(diff) => {
-                request.patch = (!diff.patch.is_empty()).then(|| diff.patch.into_bytes());
+        let unavailable = match session.compare_patch() {
+            Ok(patch) => {
+                request.patch = patch;
                 None
             }
-            Err(e) => Some(format!("its change could not be read: {e}")),
+            Err(why) => Some(why),
         };
         candidates.push(cordon_verify::Candidate {
             id: session.id().to_string(),

@@ -8,7 +8,7 @@
 use std::io::Write;
 
 use clap::Args;
-use cordon_session::{MAX_DIFF_BYTES, Sessions};
+use cordon_session::Sessions;
 use cordon_verify::{Candidate, CompareRecording, CompareReport, VerifyRequest};
 
 use crate::exit::{CliError, Exit};
@@ -155,16 +155,12 @@ fn candidate(
         output_limit: 256 * 1024,
         ..VerifyRequest::default()
     };
-    let unavailable = match session.diff(MAX_DIFF_BYTES) {
-        Ok(diff) if diff.truncated => Some(format!(
-            "its change is {} bytes, more than the {MAX_DIFF_BYTES} bytes compare takes",
-            diff.patch_bytes
-        )),
-        Ok(diff) => {
-            request.patch = (!diff.patch.is_empty()).then(|| diff.patch.into_bytes());
+    let unavailable = match session.compare_patch() {
+        Ok(patch) => {
+            request.patch = patch;
             None
         }
-        Err(e) => Some(format!("its change could not be read: {e}")),
+        Err(why) => Some(why),
     };
     let candidate = Candidate {
         id: session.id().to_string(),

@@ -162,3 +162,55 @@ git add -A; git -c user.name=agent -c user.email=a@a commit -qm '{name}'"
             .contains("    b + a\n")
     );
 }
+
+/// A candidate whose change is larger than a comparison takes is not verified: it is ranked
+/// last, saying why in words, and the other candidate is verified as usual.
+#[test]
+fn a_change_too_large_to_compare_is_ranked_last_with_its_size() {
+    if !support::sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    f.repo.write(
+        "cordon.toml",
+        "[[stage]]\nname = \"check\"\ncategory = \"test\"\nrun = [\"true\"]\n",
+    );
+    git(f.repo.path(), &["add", "-A"]);
+    git(f.repo.path(), &["commit", "-qm", "a stage"]);
+    let source = f.create();
+    let report = f.fork(&source, 2);
+    let forks: Vec<String> = report["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap().to_owned())
+        .collect();
+    f.sh(&forks[0], "echo small > small.txt");
+    // 300,000 bytes of text lines: more than the 192 KiB a comparison reads of a change.
+    f.sh(
+        &forks[1],
+        "yes 0123456789012345678901234567890123456789 | head -n 7300 > big.txt",
+    );
+    let out = f
+        .command(&["session", "compare", "--json", &forks[1], &forks[0]])
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&out.stderr).into_owned();
+    let compared: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = compared["candidates"].as_array().unwrap();
+    assert_eq!(rows[0]["id"], forks[0].as_str(), "{table}");
+    assert_eq!(rows[0]["verdict"], "passed", "{table}");
+    assert_eq!(rows[1]["id"], forks[1].as_str(), "{table}");
+    assert_eq!(rows[1]["verdict"], "error", "{table}");
+    let reason = rows[1]["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("not verified: its change is ")
+            && reason.ends_with("bytes, more than the 196608 bytes compare takes"),
+        "{reason}"
+    );
+    assert!(
+        table.contains("more than the 196608 bytes compare takes"),
+        "{table}"
+    );
+    assert_eq!(compared["winner"], forks[0].as_str(), "{table}");
+}
