@@ -210,13 +210,7 @@ fn session_with_a_round(server: &Server, repo: &Path) -> String {
 
 #[test]
 fn dashboard_in_a_real_browser_shows_jobs_failures_live_logs_and_sessions() {
-    let (Some(playwright), Some(chromium), true) = (playwright(), chromium(), node_available())
-    else {
-        cordon_test_support::missing_capability(
-            "the dashboard test needs node, Debian's chromium (/usr/bin/chromium or \
-             CORDON_TEST_CHROMIUM) and playwright-core (CORDON_TEST_PLAYWRIGHT; scripts/test \
-             installs them)",
-        );
+    let Some((playwright, chromium)) = browser() else {
         return;
     };
     if !cordon_test_support::sandbox_available() {
@@ -398,19 +392,13 @@ fn dashboard_operator_tokens_see_every_project_and_project_tokens_only_theirs() 
 
 #[test]
 fn dashboard_shows_a_comparison_and_each_candidates_report() {
-    let (Some(playwright), Some(chromium), true) = (playwright(), chromium(), node_available())
-    else {
-        cordon_test_support::missing_capability(
-            "the dashboard test needs node, Debian's chromium (/usr/bin/chromium or \
-             CORDON_TEST_CHROMIUM) and playwright-core (CORDON_TEST_PLAYWRIGHT; scripts/test \
-             installs them)",
-        );
+    let Some((playwright, chromium)) = browser() else {
         return;
     };
     if !cordon_test_support::sandbox_available() {
         return;
     }
-    use crate::serve_fork_compare::{POLICY, submit_compare, three_forks};
+    use crate::serve_fork_compare::{POLICY, hold_a_slot, submit_compare, three_forks};
     let server = Server::start(POLICY);
     let token = server.token("a", "submit,read");
     let forked = three_forks(&server, &token);
@@ -420,14 +408,7 @@ fn dashboard_shows_a_comparison_and_each_candidates_report() {
     let fork = server.job(&token, &forked.fork_job);
     let ids = &forked.ids;
     // A second comparison waits for its two slots while a job holds one of them.
-    let (status, blocker) = server.submit(
-        &token,
-        &json!({"project": "a", "type": "run", "inputs": {"argv": ["sh", "-c",
-            "echo holding a slot; exec sleep 600"]}}),
-    );
-    assert_eq!(status, 201, "{blocker}");
-    let blocker = blocker["id"].as_str().unwrap().to_owned();
-    server.wait_for_output(&token, &blocker);
+    let blocker = hold_a_slot(&server, &token);
     let waiting = submit_compare(&server, &token, &forked, &[0, 1]);
     assert_eq!(server.job(&token, &waiting)["state"], "queued");
     let scene = json!({
@@ -465,6 +446,21 @@ fn dashboard_shows_a_comparison_and_each_candidates_report() {
     assert_eq!(status, 200, "{after}");
     let job = finish(&server, &token, &waiting);
     assert_eq!(job["state"], "succeeded", "{job}");
+}
+
+/// playwright-core's directory and chromium's path, when node and both are here; otherwise
+/// the missing capability is reported (a failure under CI) and `None`.
+fn browser() -> Option<(PathBuf, PathBuf)> {
+    let (Some(playwright), Some(chromium), true) = (playwright(), chromium(), node_available())
+    else {
+        cordon_test_support::missing_capability(
+            "the dashboard test needs node, Debian's chromium (/usr/bin/chromium or \
+             CORDON_TEST_CHROMIUM) and playwright-core (CORDON_TEST_PLAYWRIGHT; scripts/test \
+             installs them)",
+        );
+        return None;
+    };
+    Some((playwright, chromium))
 }
 
 /// Runs the browser script `tests/dashboard/NAME` against `scene` (in DASHBOARD_SCENE) and

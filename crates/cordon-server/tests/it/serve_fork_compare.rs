@@ -128,6 +128,20 @@ pub(crate) fn three_forks(server: &Server, token: &str) -> Forked {
     }
 }
 
+/// Starts a job of project a that holds one of its slots until cancelled; its id, once it
+/// runs.
+pub(crate) fn hold_a_slot(server: &Server, token: &str) -> String {
+    let (status, blocker) = server.submit(
+        token,
+        &json!({"project": "a", "type": "run", "inputs": {"argv": ["sh", "-c",
+            "echo holding a slot; exec sleep 600"]}}),
+    );
+    assert_eq!(status, 201, "{blocker}");
+    let blocker = blocker["id"].as_str().unwrap().to_owned();
+    server.wait_for_output(token, &blocker);
+    blocker
+}
+
 /// Submits a compare of the scenario's forks in the order `order`; returns the job's id.
 pub(crate) fn submit_compare(
     server: &Server,
@@ -248,14 +262,7 @@ fn serve_a_compare_waits_for_as_many_free_slots_as_it_verifies_at_once() {
     let other = server.token("b", "submit,read");
     let forked = three_forks(&server, &token);
     // One of project a's two slots is busy until the test cancels it.
-    let (status, blocker) = server.submit(
-        &token,
-        &json!({"project": "a", "type": "run", "inputs": {"argv": ["sh", "-c",
-            "echo holding a slot; exec sleep 600"]}}),
-    );
-    assert_eq!(status, 201, "{blocker}");
-    let blocker = blocker["id"].as_str().unwrap().to_owned();
-    server.wait_for_output(&token, &blocker);
+    let blocker = hold_a_slot(&server, &token);
 
     let compare = submit_compare(&server, &token, &forked, &[0, 1]);
     // Another project's job runs meanwhile: the workers looked at the queue after the

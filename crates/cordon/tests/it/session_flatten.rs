@@ -10,14 +10,11 @@ use std::process::Stdio;
 
 use pretty_assertions::assert_eq;
 
-use crate::session_fork::{Fixture, ids};
+use crate::session_fork::{AGENT_COMMIT, Fixture, ids};
 use crate::support;
 
 /// Forks stack at most this many layers (`cordon_session::FLATTEN_DEPTH`).
 const FLATTEN_DEPTH: usize = 8;
-
-/// A commit inside a session, by the agent.
-const AGENT_COMMIT: &str = "git -c user.name=agent -c user.email=a@a commit -q";
 
 /// Everything a program can tell about the tree: history, branch, index and status; every
 /// name with its type, mode, symlink target and modification time (the top directory's

@@ -17,7 +17,7 @@ pub(crate) struct Fixture {
 }
 
 /// A commit inside a session, by the agent.
-const AGENT_COMMIT: &str = "git -c user.name=agent -c user.email=a@a commit -q";
+pub(crate) const AGENT_COMMIT: &str = "git -c user.name=agent -c user.email=a@a commit -q";
 
 /// Everything a program in a session can tell about its state: history, branch, index and
 /// status, every name of the tree and every file's content.
